@@ -1,0 +1,1 @@
+"""cardstream processors: pure image compute (no Kafka, no MinIO)."""

@@ -1,0 +1,116 @@
+"""The processor protocol: decoded items in, outcomes out, one batched inference call per model.
+
+``streams`` decodes uploads (``processors.decode``), groups them by task and calls
+``Processor.process_batch``; processors never touch Kafka or MinIO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from schemas.reasons import ReasonCode, Status
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One decoded upload handed to a processor.
+
+    Attributes:
+        upload_id: the upload's id (``[A-Za-z0-9._-]{1,128}``), used for logs and outcomes only.
+        image: ``(H, W, 3) uint8`` BGR pixels, EXIF orientation already applied.
+        options: the task's options from the UploadEvent (``doc_type`` for cards; ``size``,
+            ``background``, ``alpha_matting`` for ID photos); missing keys take the defaults.
+    """
+
+    upload_id: str
+    image: np.ndarray
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """An output file of an outcome, stored by ``streams`` under
+    ``{task}/{model_version}/{upload_id}/{name}.{ext}``.
+
+    Attributes:
+        name: artifact name, e.g. ``rectified`` or ``photo``.
+        ext: file extension without dot (``jpg``, ``png``).
+        content_type: MIME type (``image/jpeg``).
+        data: encoded bytes.
+        width: pixel width of the encoded image (px).
+        height: pixel height of the encoded image (px).
+    """
+
+    name: str
+    ext: str
+    content_type: str
+    data: bytes
+    width: int
+    height: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a processor decided for one item.
+
+    Attributes:
+        upload_id: the item's id.
+        status: ``accepted`` / ``rejected`` / ``failed``.
+        reasons: reason codes (empty when accepted without remarks).
+        payload: task fields of the VerificationResult (card: ``quad`` ``[[x,y]*4]`` TL,TR,BR,BL in
+            source px, ``confidence`` in [0,1], ``doc_type``; id_photo: ``size``, ``background``,
+            ``face_box`` ``[x,y,w,h]`` source px). Object refs are added by ``streams``.
+        artifacts: encoded outputs to store (empty when rejected).
+        inference_ms: wall time (ms) of the batched model call(s) shared by this item's batch.
+    """
+
+    upload_id: str
+    status: Status
+    reasons: tuple[ReasonCode, ...] = ()
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    artifacts: tuple[Artifact, ...] = ()
+    inference_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """Model identity reported in results and used in object keys.
+
+    Attributes:
+        name: model name, e.g. ``u2netp-card``.
+        version: version string, safe in object keys (``[A-Za-z0-9._-]``).
+        provider: ONNX Runtime execution provider actually used (``CUDAExecutionProvider``...).
+    """
+
+    name: str
+    version: str
+    provider: str
+
+
+@runtime_checkable
+class Processor(Protocol):
+    """A task's batched compute.
+
+    ``process_batch`` must return exactly one :class:`Outcome` per item, in order, and make one
+    inference call per model per chunk of its chosen batch bucket. It raises nothing for bad
+    content (that is a ``rejected`` outcome); it may raise ``ProcessorError`` for a broken model.
+    """
+
+    task: str
+
+    @property
+    def model(self) -> ModelInfo:
+        """The model identity (name, version, active provider)."""
+        ...
+
+    def warm_up(self) -> None:
+        """Load models and run every batch bucket once; choose the best bucket."""
+        ...
+
+    def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
+        """Process ``items`` (len N >= 1) and return N outcomes in the same order."""
+        ...

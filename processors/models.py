@@ -1,0 +1,46 @@
+"""Pinned model files: where they live and their SHA-256 (``processors/models.json``).
+
+The model home is rembg's (``U2NET_HOME``, default ``~/.u2net``) so rembg sessions find the
+same verified files and never download them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from processors.errors import ModelError
+from processors.runtime import verify_sha256
+
+_MANIFEST = Path(__file__).with_name("models.json")
+
+
+@cache
+def manifest() -> dict[str, dict[str, Any]]:
+    """Model name -> entry (``file``, ``sha256``, ``source``...) from ``models.json``."""
+    data = json.loads(_MANIFEST.read_text())
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def model_home() -> Path:
+    """Folder holding model files: ``$U2NET_HOME`` or ``~/.u2net`` (rembg's convention)."""
+    return Path(os.environ.get("U2NET_HOME", Path.home() / ".u2net")).expanduser()
+
+
+def model_path(name: str, verify: bool = True) -> Path:
+    """Path of model ``name``'s file, verified against its pinned SHA-256.
+
+    Raises:
+        ModelError: unknown name, file missing (names the file and ``make models``), or a hash
+            mismatch.
+    """
+    entry = manifest().get(name)
+    if entry is None:
+        raise ModelError(f"unknown model {name!r}; known: {sorted(manifest())}")
+    path = model_home() / entry["file"]
+    if verify:
+        verify_sha256(path, entry["sha256"])
+    return path

@@ -1,0 +1,234 @@
+"""ONNX Runtime sessions: provider selection, SHA-256 pins, symbolic batch, batch buckets, warm-up.
+
+One :class:`BatchedModel` per model file, created once per process. Inputs are run in fixed
+batch-size buckets (default 1, 2, 4, 8, 16, 32; the last chunk is zero-padded up to a bucket) so
+the session only ever sees those shapes. Warm-up runs every bucket, measures images/s and picks
+the bucket with the best throughput within a latency budget: on a GPU that is usually the
+largest, on a 2-core CPU it may be 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import onnxruntime as ort
+from pydantic import BaseModel, ConfigDict
+
+from processors.errors import ModelError, ProviderError
+
+DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+
+
+class RuntimeSettings(BaseModel):
+    """Inference settings (part of the frozen app settings, ``CARDSTREAM_RUNTIME__*``).
+
+    Attributes:
+        device: ``cpu``, ``cuda`` (fail at start-up unless CUDAExecutionProvider is active) or
+            ``auto`` (CUDA when available, else CPU).
+        buckets: allowed batch sizes, ascending.
+        max_bucket: cap on the bucket warm-up may choose (None: the largest of ``buckets``).
+        latency_budget_ms: a bucket whose single call takes longer than this is not chosen.
+        intra_op_threads: ONNX Runtime intra-op threads (0: ORT's default = physical cores).
+        cuda_device_id: GPU index for the CUDA EP.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    device: Literal["cpu", "cuda", "auto"] = "auto"
+    buckets: tuple[int, ...] = DEFAULT_BUCKETS
+    max_bucket: int | None = None
+    latency_budget_ms: float = 2000.0
+    intra_op_threads: int = 0
+    cuda_device_id: int = 0
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file (read in 1 MiB chunks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_sha256(path: Path, expected: str) -> None:
+    """Raise :class:`ModelError` unless ``path`` exists and hashes to ``expected`` (hex)."""
+    if not path.is_file():
+        raise ModelError(f"model file missing: {path} (run `make models`)")
+    got = sha256_file(path)
+    if got != expected:
+        raise ModelError(f"model file {path} has sha256 {got}, expected {expected}")
+
+
+def providers_for(settings: RuntimeSettings) -> list[str | tuple[str, dict]]:
+    """Execution providers to request, in priority order, for ``settings.device``."""
+    available = ort.get_available_providers()
+    cuda = ("CUDAExecutionProvider", {"device_id": settings.cuda_device_id})
+    if settings.device == "cuda":
+        return [cuda, "CPUExecutionProvider"]
+    if settings.device == "auto" and "CUDAExecutionProvider" in available:
+        return [cuda, "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def symbolic_batch(model_bytes: bytes, batch_name: str = "batch") -> bytes:
+    """Rewrite dim 0 of every graph input and output to the symbolic ``batch_name``.
+
+    rembg's U2-Net graphs ship with a fixed ``[1,3,320,320]`` input; the convolutions themselves
+    are batch-agnostic, so making the leading dim symbolic lets one call take N images.
+    Returns the serialised model (unchanged when dims are already symbolic).
+    """
+    import onnx
+
+    m = onnx.load_model_from_string(model_bytes)
+    for vi in list(m.graph.input) + list(m.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) > 0:
+            dims[0].ClearField("dim_value")
+            dims[0].dim_param = batch_name
+    # intermediate value_info with a fixed batch would contradict the new inputs
+    del m.graph.value_info[:]
+    return m.SerializeToString()
+
+
+@dataclass
+class BatchStats:
+    """Counters of a :class:`BatchedModel` (read by metrics and tests)."""
+
+    calls: int = 0
+    images: int = 0
+    padded: int = 0
+    bucket_ms: dict[int, float] = field(default_factory=dict)
+    bucket_ips: dict[int, float] = field(default_factory=dict)
+
+
+class BatchedModel:
+    """An ONNX model run in batch-size buckets.
+
+    Args:
+        path: ``.onnx`` file.
+        sha256: expected hex digest (None skips the check; only for models built in tests).
+        settings: runtime settings.
+        name: model name for logs/results.
+        make_batch_symbolic: rewrite dim 0 of inputs/outputs to a symbolic batch at load.
+
+    Raises:
+        ModelError: missing file, SHA-256 mismatch, or a graph ONNX Runtime cannot load.
+        ProviderError: ``device="cuda"`` but CUDAExecutionProvider is not active.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        sha256: str | None,
+        settings: RuntimeSettings,
+        name: str,
+        make_batch_symbolic: bool = False,
+    ) -> None:
+        path = Path(path)
+        if sha256 is not None:
+            verify_sha256(path, sha256)
+        elif not path.is_file():
+            raise ModelError(f"model file missing: {path}")
+        self.name = name
+        self.settings = settings
+        data = path.read_bytes()
+        if make_batch_symbolic:
+            data = symbolic_batch(data)
+        so = ort.SessionOptions()
+        if settings.intra_op_threads:
+            so.intra_op_num_threads = settings.intra_op_threads
+        so.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(data, so, providers=providers_for(settings))
+        except Exception as e:  # onnxruntime raises its own untyped errors
+            raise ModelError(f"cannot load {path}: {e}") from e
+        active = self.session.get_providers()
+        if settings.device == "cuda" and "CUDAExecutionProvider" not in active:
+            raise ProviderError(
+                f"device=cuda requested but ONNX Runtime's active providers are {active}; "
+                "install the `gpu` extra and a matching CUDA/cuDNN"
+            )
+        self.provider = active[0]
+        self.input_name = self.session.get_inputs()[0].name
+        buckets = tuple(sorted(settings.buckets))
+        cap = settings.max_bucket or buckets[-1]
+        self.buckets = tuple(b for b in buckets if b <= cap) or (1,)
+        self.chosen_bucket = self.buckets[-1]
+        self.stats = BatchStats()
+        self._lock = threading.Lock()
+
+    def bucket_for(self, n: int) -> int:
+        """Smallest bucket >= ``n`` (``n`` <= chosen bucket)."""
+        for b in self.buckets:
+            if b >= n:
+                return b
+        return self.buckets[-1]
+
+    def _run_padded(self, x: np.ndarray) -> list[np.ndarray]:
+        n = x.shape[0]
+        b = self.bucket_for(n)
+        if b > n:
+            pad = np.zeros((b - n, *x.shape[1:]), dtype=x.dtype)
+            x = np.concatenate([x, pad], axis=0)
+        with self._lock:
+            outs = self.session.run(None, {self.input_name: x})
+            self.stats.calls += 1
+            self.stats.images += n
+            self.stats.padded += b - n
+        return [o[:n] for o in outs]
+
+    def run(self, x: np.ndarray) -> list[np.ndarray]:
+        """Run a batch.
+
+        Args:
+            x: ``(N, C, H, W) float32`` input, any N >= 1.
+
+        Returns:
+            Every graph output, each with leading dim N (padding removed). The batch is split
+            into ``ceil(N / chosen_bucket)`` calls, the last one padded up to a bucket.
+        """
+        if x.ndim < 1 or x.shape[0] == 0:
+            raise ValueError("empty batch")
+        step = self.chosen_bucket
+        parts = [self._run_padded(x[i : i + step]) for i in range(0, x.shape[0], step)]
+        return [np.concatenate([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
+
+    def warm_up(self, sample_shape: Sequence[int], repeats: int = 2) -> int:
+        """Run every bucket ``repeats`` times on zeros, choose the best bucket.
+
+        Args:
+            sample_shape: one image's input shape ``(C, H, W)``.
+            repeats: timed repetitions per bucket (the first, untimed run builds kernels).
+
+        Returns:
+            The chosen bucket: highest images/s among buckets whose call time stays within
+            ``latency_budget_ms`` (bucket 1 always qualifies).
+        """
+        best, best_ips = self.buckets[0], 0.0
+        calls0, images0, padded0 = self.stats.calls, self.stats.images, self.stats.padded
+        for b in self.buckets:
+            x = np.zeros((b, *sample_shape), dtype=np.float32)
+            self._run_padded(x)
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                self._run_padded(x)
+            ms = (time.perf_counter() - t0) * 1000.0 / repeats
+            ips = b * 1000.0 / ms if ms > 0 else float("inf")
+            self.stats.bucket_ms[b] = ms
+            self.stats.bucket_ips[b] = ips
+            if (b == self.buckets[0] or ms <= self.settings.latency_budget_ms) and ips > best_ips:
+                best, best_ips = b, ips
+            if ms > self.settings.latency_budget_ms:
+                break  # larger buckets only take longer
+        # warm-up calls are not traffic
+        self.stats.calls, self.stats.images, self.stats.padded = calls0, images0, padded0
+        self.chosen_bucket = best
+        return best

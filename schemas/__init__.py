@@ -1,0 +1,1 @@
+"""cardstream event contracts (JSON Schema + pydantic mirrors)."""

@@ -1,0 +1,59 @@
+"""Stable codes shared by results and dead letters (part of the v1 contract).
+
+Adding a code is a compatible change; renaming or removing one is not (see ``schemas/README.md``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Task(StrEnum):
+    """Upload task: ``card`` (rectify an ID card / passport) or ``id_photo`` (standard ID photo)."""
+
+    CARD = "card"
+    ID_PHOTO = "id_photo"
+
+
+class Status(StrEnum):
+    """Verdict of a VerificationResult."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    FAILED = "failed"
+
+
+class ReasonCode(StrEnum):
+    """Why a result is ``rejected`` / ``failed`` (may also annotate an ``accepted`` one)."""
+
+    # card
+    NO_CARD = "NO_CARD"
+    PARTIAL_CARD = "PARTIAL_CARD"
+    BLURRY = "BLURRY"
+    GLARE = "GLARE"
+    # id_photo
+    NO_FACE = "NO_FACE"
+    MULTIPLE_FACES = "MULTIPLE_FACES"
+    FACE_TOO_SMALL = "FACE_TOO_SMALL"
+    HEAD_CROPPED = "HEAD_CROPPED"
+    # input
+    UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
+    IMAGE_TOO_LARGE = "IMAGE_TOO_LARGE"
+    IMAGE_TOO_SMALL = "IMAGE_TOO_SMALL"
+    CORRUPT_IMAGE = "CORRUPT_IMAGE"
+    OBJECT_NOT_FOUND = "OBJECT_NOT_FOUND"
+    # processing
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+class DeadLetterCode(StrEnum):
+    """Why an event went to the dead-letter topic instead of producing a result."""
+
+    NOT_JSON = "NOT_JSON"
+    SCHEMA_INVALID = "SCHEMA_INVALID"
+    UNSUPPORTED_SCHEMA_VERSION = "UNSUPPORTED_SCHEMA_VERSION"
+    BUCKET_NOT_ALLOWED = "BUCKET_NOT_ALLOWED"
+    INLINE_TOO_LARGE = "INLINE_TOO_LARGE"
+    BAD_BASE64 = "BAD_BASE64"
+    KEY_MISMATCH = "KEY_MISMATCH"
+    PROCESSING_ERROR = "PROCESSING_ERROR"

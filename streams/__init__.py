@@ -1,0 +1,1 @@
+"""cardstream streams: all Kafka/MinIO I/O, the worker loop and the CLI."""

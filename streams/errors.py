@@ -1,0 +1,21 @@
+"""Errors of the streaming side (Kafka, MinIO, worker loop, CLI)."""
+
+from __future__ import annotations
+
+from schemas.errors import CardstreamError
+
+
+class StreamsError(CardstreamError):
+    """Root of the errors raised by ``streams``."""
+
+
+class StorageError(StreamsError):
+    """An object store call failed after its retries (MinIO unavailable, bad credentials)."""
+
+
+class ObjectNotFound(StorageError):
+    """The claim-check object named by an upload does not exist (reason ``OBJECT_NOT_FOUND``)."""
+
+
+class KafkaSetupError(StreamsError):
+    """A Kafka client could not be built or a topic is missing or misconfigured."""

@@ -1,0 +1,120 @@
+"""The one frozen settings object, built at start-up from the environment and passed down.
+
+Environment prefix ``CARDSTREAM_``, nested sections with ``__``: ``CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS``,
+``CARDSTREAM_S3__SECRET_KEY``, ``CARDSTREAM_WORKER__MAX_BATCH``. Any librdkafka property can be
+passed through with ``CARDSTREAM_KAFKA__CONFIG='{"security.protocol": "SASL_SSL", ...}'`` (JSON),
+for TLS/SASL. Secrets are ``SecretStr`` and never logged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from processors.card.settings import CardSettings
+from processors.decode import DecodeSettings
+from processors.idphoto.settings import IdPhotoSettings
+from processors.runtime import RuntimeSettings
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class KafkaSettings(_Frozen):
+    """Kafka connection and topics.
+
+    Attributes:
+        bootstrap_servers: ``host:port[,host:port]``.
+        uploads_topic / results_topic / dlq_topic: topic names (v1 contracts).
+        group_id: consumer group of the workers.
+        transactional_id_prefix: a worker slot's transactional.id is ``{prefix}-{slot}``.
+        config: extra librdkafka properties (TLS/SASL...), applied to every client.
+        sasl_password: SASL password (secret), set as ``sasl.password`` when present.
+    """
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    uploads_topic: str = "cardstream.uploads.v1"
+    results_topic: str = "cardstream.results.v1"
+    dlq_topic: str = "cardstream.dlq.v1"
+    group_id: str = "cardstream"
+    transactional_id_prefix: str = "cardstream-worker"
+    config: dict[str, Any] = Field(default_factory=dict)
+    sasl_password: SecretStr | None = None
+
+
+class S3Settings(_Frozen):
+    """Object store (MinIO) connection.
+
+    Attributes:
+        endpoint: ``host:port`` without scheme.
+        secure: use TLS.
+        access_key / secret_key: credentials (secret_key is a secret).
+        region: bucket region.
+        uploads_bucket: where producers put claim-check images.
+        results_bucket: where workers put outputs.
+        allowed_buckets: buckets an UploadEvent may reference (default: the uploads bucket).
+        sse: request SSE-S3 (server-side encryption with the server's KMS key) on PUT.
+    """
+
+    endpoint: str = "127.0.0.1:9000"
+    secure: bool = False
+    access_key: str = "cardstream"
+    secret_key: SecretStr = SecretStr("cardstream-secret")
+    region: str = "us-east-1"
+    uploads_bucket: str = "uploads"
+    results_bucket: str = "results"
+    allowed_buckets: tuple[str, ...] = ("uploads",)
+    sse: bool = False
+
+
+class WorkerSettings(_Frozen):
+    """Worker loop.
+
+    Attributes:
+        max_batch: events per poll batch (closes the batch when reached).
+        max_wait_ms: ms to wait for a batch to fill after its first event.
+        tasks: tasks this worker serves.
+        slot: worker slot number (stable transactional.id across restarts of the slot).
+        io_threads: thread pool size for MinIO GET/PUT and decode.
+        http_port: port of /ready, /live, /metrics (0: off).
+        max_poll_interval_ms: librdkafka max.poll.interval.ms (above the worst batch).
+        inline_max_bytes: largest inline image (bytes, before base64).
+        dlq_value_max_bytes: original value bytes kept in a dead letter.
+        shutdown_timeout_s: bound on graceful SIGTERM handling.
+    """
+
+    max_batch: int = 32
+    max_wait_ms: int = 10
+    tasks: tuple[str, ...] = ("card", "id_photo")
+    slot: int = 0
+    io_threads: int = 8
+    http_port: int = 8080
+    max_poll_interval_ms: int = 300_000
+    inline_max_bytes: int = 512 * 1024
+    dlq_value_max_bytes: int = 64 * 1024
+    shutdown_timeout_s: float = 30.0
+
+
+class Settings(BaseSettings):
+    """All settings of a cardstream process (frozen)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CARDSTREAM_", env_nested_delimiter="__", frozen=True, extra="ignore"
+    )
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    s3: S3Settings = Field(default_factory=S3Settings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    decode: DecodeSettings = Field(default_factory=DecodeSettings)
+    card: CardSettings = Field(default_factory=CardSettings)
+    idphoto: IdPhotoSettings = Field(default_factory=IdPhotoSettings)
+    log_level: str = "INFO"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings from the environment (``CARDSTREAM_*``) plus keyword overrides."""
+    return Settings(**overrides)
