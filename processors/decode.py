@@ -1,11 +1,253 @@
-"""Safe decoding of untrusted upload bytes into ``(H, W, 3) uint8`` BGR arrays."""
+"""Safe decoding of untrusted upload bytes into ``(H, W, 3) uint8`` BGR arrays.
+
+Rules (in order, each refusal is a :class:`~processors.errors.DecodeError` with a
+:class:`~schemas.reasons.ReasonCode`):
+
+1. ``len(data) > max_bytes`` → ``IMAGE_TOO_LARGE``; empty bytes → ``UNSUPPORTED_FORMAT``.
+2. The format is sniffed from magic bytes only (:func:`sniff_format`), never from a file name or a
+   declared content type; unknown → ``UNSUPPORTED_FORMAT``. Pillow is then restricted to that one
+   plugin, so no other decoder ever sees the bytes.
+3. The header is parsed lazily (``Image.open`` reads no pixel data) and the declared
+   ``width * height`` is compared with ``max_pixels`` → ``IMAGE_TOO_LARGE`` before any pixel is
+   decoded. ``min(width, height) < min_side`` → ``IMAGE_TOO_SMALL``.
+4. Pixels are decoded with ``ImageFile.LOAD_TRUNCATED_IMAGES = False``: data that ends before the
+   image does (Pillow's "image file is truncated") is ``CORRUPT_IMAGE``, never a grey-filled
+   partial image. Any other decoder failure (``OSError``, ``SyntaxError``, ``ValueError``,
+   ``EOFError``, libheif/libwebp errors...) is ``CORRUPT_IMAGE`` too.
+5. The EXIF Orientation tag (TIFF/EXIF tag 274, values 1..8) is applied exactly once with
+   ``ImageOps.exif_transpose``. HEIF: pillow-heif already applies the container's ``irot``/``imir``
+   transforms and clears the EXIF orientation, so it is not applied twice.
+6. Colour: CMYK (incl. Adobe's inverted CMYK JPEGs, handled by Pillow's ``CMYK;I`` raw mode) and
+   YCbCr/LAB/HSV → RGB; 1-bit/palette/grayscale → 3 equal channels; 16-bit grayscale
+   (``I;16*``, and ``I`` taken as 0..65535) → 8-bit by ``round(v * 255 / 65535)``; alpha
+   (RGBA, LA, PA, palette or grayscale/RGB with a ``tRNS`` transparent colour) is flattened
+   against ``flatten_bgr``: ``out = (c * a + bg * (255 - a) + 127) // 255``, so the RGB hidden
+   under ``alpha = 0`` never shows. Animated GIF/WebP/APNG and multi-page TIFF/MPO: first frame.
+   No ICC colour management is done (pixel values are taken as sRGB).
+
+Thread safety: :func:`decode_image` keeps no state between calls; the only process-wide Pillow
+settings (``Image.MAX_IMAGE_PIXELS``, ``ImageFile.LOAD_TRUNCATED_IMAGES``, the HEIF opener) are set
+once at import of this module. ``Image.MAX_IMAGE_PIXELS`` is set to ``None`` because this module
+enforces its own limit (``DecodeSettings.max_pixels``) from the header; Pillow's own bomb check
+would otherwise warn or raise an untyped ``DecompressionBombError`` with a different limit.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import io
+import struct
+
+import cv2
+import numpy as np
+import pillow_heif
+from PIL import Image, ImageFile, ImageOps
+from pydantic import BaseModel, ConfigDict, Field
+
+from processors.errors import DecodeError
+from schemas.reasons import ReasonCode
+
+__all__ = ["DecodeSettings", "decode_image", "sniff_format"]
+
+# Process-wide Pillow settings, set once (see the module docstring).
+Image.MAX_IMAGE_PIXELS = None
+ImageFile.LOAD_TRUNCATED_IMAGES = False
+pillow_heif.register_heif_opener()
 
 
 class DecodeSettings(BaseModel):
-    """Input limits for safe decoding (``CARDSTREAM_DECODE__*``)."""
+    """Input limits for safe decoding (``CARDSTREAM_DECODE__*``).
+
+    Attributes:
+        max_bytes: largest accepted upload in bytes (default 25 MiB); larger → ``IMAGE_TOO_LARGE``.
+        max_pixels: largest accepted ``width * height`` declared by the header, in pixels
+            (default 40 000 000 = 40 MP, above a 48 MP phone sensor's binned 12 MP output and
+            a 200 MP sensor's 12.5 MP default); larger → ``IMAGE_TOO_LARGE`` before decoding.
+        min_side: smallest accepted ``min(height, width)`` in px (default 32); smaller →
+            ``IMAGE_TOO_SMALL``.
+        flatten_bgr: colour (B, G, R), 0..255, that transparent pixels are composited over
+            (default white).
+    """
 
     model_config = ConfigDict(frozen=True)
+
+    max_bytes: int = Field(default=25 * 1024 * 1024, gt=0)
+    max_pixels: int = Field(default=40_000_000, gt=0)
+    min_side: int = Field(default=32, ge=1)
+    flatten_bgr: tuple[int, int, int] = (255, 255, 255)
+
+
+# Sniffed format → the one Pillow plugin allowed to read it.
+_PIL_FORMATS: dict[str, tuple[str, ...]] = {
+    "jpeg": ("JPEG", "MPO"),
+    "png": ("PNG",),
+    "webp": ("WEBP",),
+    "bmp": ("BMP",),
+    "gif": ("GIF",),
+    "tiff": ("TIFF",),
+    "heif": ("HEIF",),
+}
+# BITMAPINFOHEADER family sizes (Microsoft "Bitmap Header Types"): core 12, OS/2 v2 16/64, info 40,
+# v2 52, v3 56, v4 108, v5 124.
+_BMP_DIB_SIZES = frozenset({12, 16, 40, 52, 56, 64, 108, 124})
+# ISO/IEC 23008-12 (HEIF) brands of HEVC-coded images and sequences; "mif1"/"msf1" are the generic
+# HEIF brands, accepted unless the file says it is AVIF (not decoded here).
+_HEIF_HEVC_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs"})
+_HEIF_GENERIC_BRANDS = frozenset({b"mif1", b"msf1"})
+_AVIF_BRANDS = frozenset({b"avif", b"avis"})
+
+
+def _heif_brands(data: bytes) -> set[bytes]:
+    """Major + compatible brands of an ISO-BMFF ``ftyp`` box at offset 0 (empty if none)."""
+    if len(data) < 16 or data[4:8] != b"ftyp":
+        return set()
+    (box_size,) = struct.unpack(">I", data[:4])
+    end = min(box_size, len(data), 4096) if box_size >= 16 else 16
+    brands = {data[8:12]}
+    brands.update(data[i : i + 4] for i in range(16, end - 3, 4))
+    return brands
+
+
+def sniff_format(data: bytes) -> str | None:
+    """Identify an image format from its magic bytes.
+
+    Args:
+        data: the first bytes of the file (the whole file is fine; at most 4 KiB are read).
+
+    Returns:
+        ``"jpeg"`` (SOI ``FF D8 FF``), ``"png"`` (8-byte PNG signature), ``"webp"``
+        (``RIFF....WEBP``), ``"bmp"`` (``BM`` + a known DIB header size at offset 14), ``"gif"``
+        (``GIF87a``/``GIF89a``), ``"tiff"`` (``II*\\0`` / ``MM\\0*``), ``"heif"`` (ISO-BMFF ``ftyp``
+        with a HEIF brand, not AVIF), or ``None`` for anything else (text, AVIF, PDF...).
+    """
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif"
+    if data[:4] in (b"II*\x00", b"MM\x00*"):
+        return "tiff"
+    if data[:2] == b"BM" and len(data) >= 18:
+        (dib_size,) = struct.unpack("<I", data[14:18])
+        if dib_size in _BMP_DIB_SIZES:
+            return "bmp"
+        return None
+    brands = _heif_brands(data)
+    if brands & _HEIF_HEVC_BRANDS or (brands & _HEIF_GENERIC_BRANDS and not brands & _AVIF_BRANDS):
+        return "heif"
+    return None
+
+
+def _open_checked(data: bytes, fmt: str, settings: DecodeSettings) -> Image.Image:
+    """Open lazily with the sniffed plugin and enforce the header limits; pixels not yet decoded."""
+    try:
+        im = Image.open(io.BytesIO(data), formats=_PIL_FORMATS[fmt])
+    except Image.DecompressionBombError as exc:  # only if someone restored Pillow's own limit
+        raise DecodeError(ReasonCode.IMAGE_TOO_LARGE, f"{fmt} header: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - any header parser failure is a corrupt file
+        raise DecodeError(
+            ReasonCode.CORRUPT_IMAGE, f"{fmt} header unreadable: {type(exc).__name__}"
+        ) from None
+    width, height = im.size
+    if width * height > settings.max_pixels:
+        im.close()
+        raise DecodeError(
+            ReasonCode.IMAGE_TOO_LARGE,
+            f"{fmt} header declares {width}x{height} = {width * height} px "
+            f"> max_pixels {settings.max_pixels}",
+        )
+    if min(width, height) < settings.min_side:
+        im.close()
+        raise DecodeError(
+            ReasonCode.IMAGE_TOO_SMALL,
+            f"{fmt} image is {width}x{height} px, smaller side < min_side {settings.min_side}",
+        )
+    return im
+
+
+def _has_alpha(im: Image.Image) -> bool:
+    return im.mode in ("RGBA", "RGBa", "LA", "La", "PA") or (
+        "transparency" in im.info and im.mode in ("P", "L", "RGB", "1")
+    )
+
+
+def _flatten(rgba: np.ndarray, bg_rgb: tuple[int, int, int]) -> np.ndarray:
+    """``(H, W, 4) uint8`` RGBA → ``(H, W, 3) uint8`` RGB composited over ``bg_rgb`` (rounded)."""
+    alpha = rgba[..., 3:4].astype(np.uint16)
+    colour = rgba[..., :3].astype(np.uint16)
+    bg = np.asarray(bg_rgb, dtype=np.uint16)
+    # max 255 * 255 + 127 = 65152 fits in uint16
+    out = (colour * alpha + bg * (255 - alpha) + 127) // 255
+    return out.astype(np.uint8)
+
+
+def _to_rgb_array(im: Image.Image, bg_rgb: tuple[int, int, int]) -> np.ndarray:
+    """Decoded Pillow image of any mode → ``(H, W, 3)`` (or ``(H, W)`` gray) ``uint8`` RGB array."""
+    mode = im.mode
+    if mode.startswith("I;16") or mode == "I":
+        values = np.asarray(im)
+        if mode == "I":
+            values = np.clip(values, 0, 65535)
+        wide = values.astype(np.uint32)
+        return ((wide * 255 + 32767) // 65535).astype(np.uint8)
+    if _has_alpha(im):
+        return _flatten(np.asarray(im.convert("RGBA")), bg_rgb)
+    if mode == "L":
+        return np.asarray(im)
+    if mode in ("1", "F"):
+        return np.asarray(im.convert("L"))  # "F": Pillow's clip to 0..255
+    if mode != "RGB":  # P, CMYK (Adobe-inverted handled by the JPEG plugin), YCbCr, LAB, HSV, RGBX
+        im = im.convert("RGB")
+    return np.asarray(im)
+
+
+def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
+    """Decode untrusted image bytes into an upright 8-bit BGR array.
+
+    Args:
+        data: the uploaded file's bytes (JPEG, PNG, WebP, BMP, GIF, TIFF or HEIC/HEIF).
+        settings: limits and the flatten colour (:class:`DecodeSettings`).
+
+    Returns:
+        ``(H, W, 3) uint8`` C-contiguous array in BGR order (OpenCV's), EXIF orientation applied
+        (so ``H, W`` are the displayed height and width in px), alpha flattened against
+        ``settings.flatten_bgr``.
+
+    Raises:
+        DecodeError: ``reason`` is ``UNSUPPORTED_FORMAT`` (empty or unknown magic bytes),
+            ``IMAGE_TOO_LARGE`` (more than ``max_bytes`` bytes, or a header declaring more than
+            ``max_pixels`` pixels; decided before decoding), ``IMAGE_TOO_SMALL``
+            (``min(H, W) < min_side``) or ``CORRUPT_IMAGE`` (truncated or undecodable data).
+    """
+    if len(data) > settings.max_bytes:
+        raise DecodeError(
+            ReasonCode.IMAGE_TOO_LARGE,
+            f"{len(data)} bytes > max_bytes {settings.max_bytes}",
+        )
+    fmt = sniff_format(data)
+    if fmt is None:
+        raise DecodeError(
+            ReasonCode.UNSUPPORTED_FORMAT,
+            f"unknown magic bytes ({len(data)} bytes); expected JPEG, PNG, WebP, BMP, GIF, TIFF, HEIF",
+        )
+    bg_rgb = settings.flatten_bgr[::-1]
+    with _open_checked(data, fmt, settings) as im:
+        try:
+            im.load()
+            upright = ImageOps.exif_transpose(im)
+            rgb = _to_rgb_array(upright, bg_rgb)
+        except Exception as exc:  # noqa: BLE001 - Pillow/libjpeg/libheif raise many types
+            raise DecodeError(
+                ReasonCode.CORRUPT_IMAGE, f"{fmt} data undecodable: {type(exc).__name__}: {exc}"
+            ) from None
+    height, width = rgb.shape[:2]
+    if min(height, width) < settings.min_side:  # defensive: the decoded frame is what counts
+        raise DecodeError(
+            ReasonCode.IMAGE_TOO_SMALL,
+            f"decoded {width}x{height} px, smaller side < min_side {settings.min_side}",
+        )
+    if rgb.ndim == 2:
+        return cv2.cvtColor(rgb, cv2.COLOR_GRAY2BGR)
+    return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
