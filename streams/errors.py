@@ -19,3 +19,7 @@ class ObjectNotFound(StorageError):
 
 class KafkaSetupError(StreamsError):
     """A Kafka client could not be built or a topic is missing or misconfigured."""
+
+
+class ObjectTooLarge(StorageError):
+    """The claim-check object is larger than the byte limit (reason ``IMAGE_TOO_LARGE``)."""

@@ -23,6 +23,25 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+class TopicSettings(_Frozen):
+    """How ``cardstream topics create`` makes the topics.
+
+    Attributes:
+        uploads_partitions: partitions of the uploads topic (the ceiling on worker count).
+        results_partitions / dlq_partitions: partitions of the results and dead-letter topics.
+        replication_factor: replicas per partition (1 on the local one-node stack).
+        uploads_retention_ms / results_retention_ms: retention (ms); 7 days by default so a
+            replay window of a week is possible.
+    """
+
+    uploads_partitions: int = 6
+    results_partitions: int = 6
+    dlq_partitions: int = 1
+    replication_factor: int = 1
+    uploads_retention_ms: int = 7 * 24 * 3600 * 1000
+    results_retention_ms: int = 7 * 24 * 3600 * 1000
+
+
 class KafkaSettings(_Frozen):
     """Kafka connection and topics.
 
@@ -43,6 +62,7 @@ class KafkaSettings(_Frozen):
     transactional_id_prefix: str = "cardstream-worker"
     config: dict[str, Any] = Field(default_factory=dict)
     sasl_password: SecretStr | None = None
+    topics: TopicSettings = Field(default_factory=TopicSettings)
 
 
 class S3Settings(_Frozen):
@@ -51,7 +71,8 @@ class S3Settings(_Frozen):
     Attributes:
         endpoint: ``host:port`` without scheme.
         secure: use TLS.
-        access_key / secret_key: credentials (secret_key is a secret).
+        access_key / secret_key: credentials, from the environment only (secret_key is a secret;
+            ``scripts/stack env`` prints the local stack's).
         region: bucket region.
         uploads_bucket: where producers put claim-check images.
         results_bucket: where workers put outputs.
@@ -61,8 +82,8 @@ class S3Settings(_Frozen):
 
     endpoint: str = "127.0.0.1:9000"
     secure: bool = False
-    access_key: str = "cardstream"
-    secret_key: SecretStr = SecretStr("cardstream-secret")
+    access_key: str | None = None
+    secret_key: SecretStr | None = None
     region: str = "us-east-1"
     uploads_bucket: str = "uploads"
     results_bucket: str = "results"

@@ -1,0 +1,47 @@
+# cardstream — the two set-up commands are `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+PY    ?= python3.11
+VENV  := .venv
+STAMP := $(VENV)/.installed
+EXTRA ?= cpu
+
+.PHONY: setup models stack-up stack-down demo test test-unit test-integration bench lint clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PY) >/dev/null || { echo "make: $(PY) is missing: install Python 3.11" >&2; exit 1; }
+	@test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e ".[$(EXTRA),dev]" || { echo "make: pip install failed (package registry reachable?)" >&2; exit 1; }
+	@touch $(STAMP)
+
+setup: $(STAMP) ## .venv with the project (cpu extra) and dev tools; fast when nothing changed
+
+models: setup ## model files into ~/.u2net, verified by SHA-256
+	scripts/models
+
+stack-up: setup ## Kafka (KRaft) + MinIO on 127.0.0.1, topics and buckets
+	scripts/stack up
+
+stack-down:
+	scripts/stack down
+
+demo: models stack-up ## the main job on the sample uploads
+	eval "$$(scripts/stack env)" && $(VENV)/bin/cardstream demo
+
+test: models stack-up ## the whole suite (unit + integration) against the real stack
+	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m pytest tests
+
+test-unit: models
+	$(VENV)/bin/python -m pytest tests/unit
+
+test-integration: models stack-up
+	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m pytest tests/integration
+
+bench: models stack-up ## benchmarks (never part of `make test`)
+	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m benchmarks.run
+
+lint: setup
+	$(VENV)/bin/ruff check streams processors schemas tests benchmarks
+
+clean: stack-down
+	rm -rf $(VENV) out .stack

@@ -1,0 +1,136 @@
+"""Object storage (MinIO / any S3) for claim-check uploads and worker outputs.
+
+Reads and writes retry with exponential backoff; a missing object is :class:`ObjectNotFound`
+(reason ``OBJECT_NOT_FOUND``), anything still failing after the retries is :class:`StorageError`
+(MinIO unavailable: the worker pauses and commits nothing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import urllib3
+from minio import Minio
+from minio.error import S3Error
+from minio.sse import SseS3
+
+from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError
+from streams.settings import S3Settings
+
+T = TypeVar("T")
+_MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject"}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """What a PUT stored: ``bucket``, ``key``, ``size_bytes`` (bytes), hex ``sha256``."""
+
+    bucket: str
+    key: str
+    size_bytes: int
+    sha256: str
+
+
+class Storage:
+    """A thread-safe MinIO client with retries.
+
+    Args:
+        s3: connection settings (credentials from the environment).
+        retries: attempts per call before giving up.
+        backoff_s: first backoff (s), doubled per attempt, capped at 5 s.
+        timeout_s: connect/read timeout per request (s).
+
+    Raises:
+        StorageError: credentials are not set.
+    """
+
+    def __init__(self, s3: S3Settings, retries: int = 4, backoff_s: float = 0.2,
+                 timeout_s: float = 10.0) -> None:
+        if s3.access_key is None or s3.secret_key is None:
+            raise StorageError("set CARDSTREAM_S3__ACCESS_KEY and CARDSTREAM_S3__SECRET_KEY "
+                               "(the local stack prints them: scripts/stack env)")
+        http = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s), maxsize=32,
+            retries=urllib3.Retry(total=0),
+        )
+        self.client = Minio(s3.endpoint, access_key=s3.access_key,
+                            secret_key=s3.secret_key.get_secret_value(), secure=s3.secure,
+                            region=s3.region, http_client=http)
+        self.s3 = s3
+        self.retries = retries
+        self.backoff_s = backoff_s
+
+    def _retry(self, what: str, fn: Callable[[], T]) -> T:
+        delay = self.backoff_s
+        for attempt in range(self.retries):
+            try:
+                return fn()
+            except S3Error as e:
+                if e.code in _MISSING:
+                    raise ObjectNotFound(f"{what}: {e.code}") from e
+                err: Exception = e
+            except (urllib3.exceptions.HTTPError, OSError) as e:
+                err = e
+            if attempt + 1 < self.retries:
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        raise StorageError(f"{what} failed after {self.retries} attempts: {type(err).__name__}")
+
+    def get(self, bucket: str, key: str, max_bytes: int | None = None) -> bytes:
+        """GET an object's bytes.
+
+        Raises:
+            ObjectNotFound: no such bucket/key.
+            ObjectTooLarge: the object is larger than ``max_bytes`` (bytes).
+            StorageError: still failing after the retries.
+        """
+        def once() -> bytes:
+            r = self.client.get_object(bucket, key)
+            try:
+                n = int(r.headers.get("Content-Length", "0"))
+                if max_bytes is not None and n > max_bytes:
+                    raise ObjectTooLarge(f"object is {n} bytes, limit {max_bytes}")
+                return r.read()
+            finally:
+                r.close()
+                r.release_conn()
+        return self._retry(f"GET {bucket}/{key}", once)
+
+    def put(self, bucket: str, key: str, data: bytes, content_type: str) -> StoredObject:
+        """PUT ``data`` (overwrites: keys are deterministic, so a redelivery writes the same bytes).
+
+        Returns:
+            The stored object's ref with size (bytes) and sha256.
+
+        Raises:
+            StorageError: still failing after the retries.
+        """
+        sse = SseS3() if self.s3.sse else None
+        self._retry(f"PUT {bucket}/{key}", lambda: self.client.put_object(
+            bucket, key, io.BytesIO(data), len(data), content_type=content_type, sse=sse))
+        return StoredObject(bucket, key, len(data), hashlib.sha256(data).hexdigest())
+
+    def ensure_buckets(self, names: list[str]) -> dict[str, str]:
+        """Create missing buckets. Returns bucket -> ``created`` / ``exists``."""
+        out = {}
+        for b in names:
+            if self._retry(f"HEAD {b}", lambda b=b: self.client.bucket_exists(b)):
+                out[b] = "exists"
+            else:
+                self._retry(f"MAKE {b}", lambda b=b: self.client.make_bucket(b))
+                out[b] = "created"
+        return out
+
+    def healthy(self) -> bool:
+        """True when the server answers a bucket listing now (no retries)."""
+        try:
+            self.client.list_buckets()
+            return True
+        except Exception:
+            return False
+
