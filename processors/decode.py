@@ -10,14 +10,18 @@ Rules (in order, each refusal is a :class:`~processors.errors.DecodeError` with 
 3. The header is parsed lazily (``Image.open`` reads no pixel data) and the declared
    ``width * height`` is compared with ``max_pixels`` → ``IMAGE_TOO_LARGE`` before any pixel is
    decoded. ``min(width, height) < min_side`` → ``IMAGE_TOO_SMALL``.
-4. Pixels are decoded with ``ImageFile.LOAD_TRUNCATED_IMAGES = False``: data that ends before the
-   image does (Pillow's "image file is truncated") is ``CORRUPT_IMAGE``, never a grey-filled
-   partial image. Any other decoder failure (``OSError``, ``SyntaxError``, ``ValueError``,
-   ``EOFError``, libheif/libwebp errors...) is ``CORRUPT_IMAGE`` too.
-5. The EXIF Orientation tag (TIFF/EXIF tag 274, values 1..8) is applied exactly once with
-   ``ImageOps.exif_transpose``. HEIF: pillow-heif already applies the container's ``irot``/``imir``
+4. JPEG pixels are decoded by libjpeg-turbo through ``simplejpeg`` in strict mode: every libjpeg
+   warning ("Premature end of JPEG file", "Corrupt JPEG data: premature end of data segment",
+   bad Huffman code...) is ``CORRUPT_IMAGE``, never a grey-filled partial image (Pillow ignores
+   those warnings, so it is not used for JPEG pixels). Other formats are decoded by Pillow with
+   ``ImageFile.LOAD_TRUNCATED_IMAGES = False`` ("image file is truncated" → ``CORRUPT_IMAGE``);
+   any decoder failure (``OSError``, ``SyntaxError``, ``ValueError``, ``EOFError``,
+   libtiff/libwebp/libheif errors...) is ``CORRUPT_IMAGE`` too.
+5. The EXIF Orientation (tag 274, values 1..8, read from the header as
+   ``ImageOps.exif_transpose`` does, XMP ``tiff:Orientation`` included) is applied exactly once,
+   to the decoded array. HEIF: pillow-heif already applies the container's ``irot``/``imir``
    transforms and clears the EXIF orientation, so it is not applied twice.
-6. Colour: CMYK (incl. Adobe's inverted CMYK JPEGs, handled by Pillow's ``CMYK;I`` raw mode) and
+6. Colour: CMYK (incl. Adobe's inverted CMYK JPEGs, by libjpeg-turbo) and
    YCbCr/LAB/HSV → RGB; 1-bit/palette/grayscale → 3 equal channels; 16-bit grayscale
    (``I;16*``, and ``I`` taken as 0..65535) → 8-bit by ``round(v * 255 / 65535)``; alpha
    (RGBA, LA, PA, palette or grayscale/RGB with a ``tRNS`` transparent colour) is flattened
@@ -40,13 +44,16 @@ import struct
 import cv2
 import numpy as np
 import pillow_heif
-from PIL import Image, ImageFile, ImageOps
+import simplejpeg
+from PIL import Image, ImageFile
 from pydantic import BaseModel, ConfigDict, Field
 
 from processors.errors import DecodeError
 from schemas.reasons import ReasonCode
 
 __all__ = ["DecodeSettings", "decode_image", "sniff_format"]
+
+_EXIF_ORIENTATION = 0x0112  # EXIF 2.32 / TIFF 6.0 tag 274
 
 # Process-wide Pillow settings, set once (see the module docstring).
 Image.MAX_IMAGE_PIXELS = None
@@ -91,7 +98,9 @@ _PIL_FORMATS: dict[str, tuple[str, ...]] = {
 _BMP_DIB_SIZES = frozenset({12, 16, 40, 52, 56, 64, 108, 124})
 # ISO/IEC 23008-12 (HEIF) brands of HEVC-coded images and sequences; "mif1"/"msf1" are the generic
 # HEIF brands, accepted unless the file says it is AVIF (not decoded here).
-_HEIF_HEVC_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs"})
+_HEIF_HEVC_BRANDS = frozenset(
+    {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs"}
+)
 _HEIF_GENERIC_BRANDS = frozenset({b"mif1", b"msf1"})
 _AVIF_BRANDS = frozenset({b"avif", b"avis"})
 
@@ -203,6 +212,76 @@ def _to_rgb_array(im: Image.Image, bg_rgb: tuple[int, int, int]) -> np.ndarray:
     return np.asarray(im)
 
 
+def _orientation(im: Image.Image) -> int:
+    """EXIF Orientation (tag 274; Pillow also reads XMP ``tiff:Orientation``) from the header, 1..8.
+
+    An unreadable EXIF block or a value outside 1..8 counts as 1 (as ``ImageOps.exif_transpose``).
+    """
+    try:
+        value = im.getexif().get(_EXIF_ORIENTATION, 1)
+    except Exception:  # noqa: BLE001 - a broken EXIF block must not refuse the picture
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def _apply_orientation(bgr: np.ndarray, orientation: int) -> np.ndarray:
+    """Turn a stored ``(H, W, 3)`` array into its displayed form, per EXIF 2.32 Orientation.
+
+    1 as is, 2 mirror left-right, 3 rotate 180°, 4 mirror top-bottom, 5 transpose, 6 rotate 90°
+    clockwise, 7 transverse (anti-transpose), 8 rotate 90° counter-clockwise; the same mapping as
+    ``PIL.ImageOps.exif_transpose``. Returns a C-contiguous array.
+    """
+    if orientation == 2:
+        return cv2.flip(bgr, 1)
+    if orientation == 3:
+        return cv2.rotate(bgr, cv2.ROTATE_180)
+    if orientation == 4:
+        return cv2.flip(bgr, 0)
+    if orientation == 5:
+        return cv2.transpose(bgr)
+    if orientation == 6:
+        return cv2.rotate(bgr, cv2.ROTATE_90_CLOCKWISE)
+    if orientation == 7:
+        return cv2.flip(cv2.transpose(bgr), -1)
+    if orientation == 8:
+        return cv2.rotate(bgr, cv2.ROTATE_90_COUNTERCLOCKWISE)
+    return bgr
+
+
+def _decode_jpeg(data: bytes, size: tuple[int, int]) -> np.ndarray:
+    """JPEG pixels with libjpeg-turbo (simplejpeg) in strict mode → ``(H, W, 3) uint8`` BGR.
+
+    Strict mode turns libjpeg's recoverable warnings ("Premature end of JPEG file", "Corrupt JPEG
+    data: premature end of data segment", bad Huffman codes...) into errors: Pillow ignores them
+    and returns a grey-filled partial image. Grayscale, YCbCr, CMYK and YCCK (incl. Adobe's
+    inverted CMYK) are converted to BGR by libjpeg-turbo.
+    """
+    try:
+        bgr = simplejpeg.decode_jpeg(data, colorspace="BGR", strict=True)
+    except ValueError as exc:
+        raise DecodeError(ReasonCode.CORRUPT_IMAGE, f"jpeg data undecodable: {exc}") from None
+    if bgr.shape[:2] != (size[1], size[0]):
+        raise DecodeError(
+            ReasonCode.CORRUPT_IMAGE,
+            f"jpeg decoded {bgr.shape[1]}x{bgr.shape[0]} != header {size[0]}x{size[1]}",
+        )
+    return bgr
+
+
+def _decode_pillow(im: Image.Image, fmt: str, bg_rgb: tuple[int, int, int]) -> np.ndarray:
+    """Pillow decode of the (first) frame → ``(H, W, 3) uint8`` BGR, alpha flattened."""
+    try:
+        im.load()
+        rgb = _to_rgb_array(im, bg_rgb)
+    except Exception as exc:  # noqa: BLE001 - Pillow/libtiff/libwebp/libheif raise many types
+        raise DecodeError(
+            ReasonCode.CORRUPT_IMAGE, f"{fmt} data undecodable: {type(exc).__name__}: {exc}"
+        ) from None
+    if rgb.ndim == 2:
+        return cv2.cvtColor(rgb, cv2.COLOR_GRAY2BGR)
+    return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+
+
 def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
     """Decode untrusted image bytes into an upright 8-bit BGR array.
 
@@ -232,22 +311,10 @@ def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
             ReasonCode.UNSUPPORTED_FORMAT,
             f"unknown magic bytes ({len(data)} bytes); expected JPEG, PNG, WebP, BMP, GIF, TIFF, HEIF",
         )
-    bg_rgb = settings.flatten_bgr[::-1]
     with _open_checked(data, fmt, settings) as im:
-        try:
-            im.load()
-            upright = ImageOps.exif_transpose(im)
-            rgb = _to_rgb_array(upright, bg_rgb)
-        except Exception as exc:  # noqa: BLE001 - Pillow/libjpeg/libheif raise many types
-            raise DecodeError(
-                ReasonCode.CORRUPT_IMAGE, f"{fmt} data undecodable: {type(exc).__name__}: {exc}"
-            ) from None
-    height, width = rgb.shape[:2]
-    if min(height, width) < settings.min_side:  # defensive: the decoded frame is what counts
-        raise DecodeError(
-            ReasonCode.IMAGE_TOO_SMALL,
-            f"decoded {width}x{height} px, smaller side < min_side {settings.min_side}",
-        )
-    if rgb.ndim == 2:
-        return cv2.cvtColor(rgb, cv2.COLOR_GRAY2BGR)
-    return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+        orientation = _orientation(im)
+        if fmt == "jpeg":
+            bgr = _decode_jpeg(data, im.size)
+        else:
+            bgr = _decode_pillow(im, fmt, settings.flatten_bgr[::-1])
+    return np.ascontiguousarray(_apply_orientation(bgr, orientation))
