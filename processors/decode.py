@@ -19,7 +19,8 @@ Rules (in order, each refusal is a :class:`~processors.errors.DecodeError` with 
    libtiff/libwebp/libheif errors...) is ``CORRUPT_IMAGE`` too.
 5. The EXIF Orientation (tag 274, values 1..8, read from the header as
    ``ImageOps.exif_transpose`` does, XMP ``tiff:Orientation`` included) is applied exactly once,
-   to the decoded array. HEIF: pillow-heif already applies the container's ``irot``/``imir``
+   to the decoded array. TIFF: Pillow applies it while loading and clears the tag, so it is read
+   after loading and not applied twice. HEIF: pillow-heif already applies the container's ``irot``/``imir``
    transforms and clears the EXIF orientation, so it is not applied twice.
 6. Colour: CMYK (incl. Adobe's inverted CMYK JPEGs, by libjpeg-turbo) and
    YCbCr/LAB/HSV → RGB; 1-bit/palette/grayscale → 3 equal channels; 16-bit grayscale
@@ -29,11 +30,16 @@ Rules (in order, each refusal is a :class:`~processors.errors.DecodeError` with 
    under ``alpha = 0`` never shows. Animated GIF/WebP/APNG and multi-page TIFF/MPO: first frame.
    No ICC colour management is done (pixel values are taken as sRGB).
 
+Pixel limits: ``DecodeSettings.max_pixels`` is checked on the header's size. Pillow's own
+decompression-bomb check (``Image.MAX_IMAGE_PIXELS``, left at Pillow's default of 89 478 485 px,
+error above twice that) stays on as a second line for sizes Pillow meets after the header (a GIF
+frame larger than its screen, WebP canvases, TIFF tiles); its ``DecompressionBombError`` is caught
+and reported as ``IMAGE_TOO_LARGE``, never raised untyped. A ``max_pixels`` above ~179 MP is thus
+capped by Pillow.
+
 Thread safety: :func:`decode_image` keeps no state between calls; the only process-wide Pillow
-settings (``Image.MAX_IMAGE_PIXELS``, ``ImageFile.LOAD_TRUNCATED_IMAGES``, the HEIF opener) are set
-once at import of this module. ``Image.MAX_IMAGE_PIXELS`` is set to ``None`` because this module
-enforces its own limit (``DecodeSettings.max_pixels``) from the header; Pillow's own bomb check
-would otherwise warn or raise an untyped ``DecompressionBombError`` with a different limit.
+settings (``ImageFile.LOAD_TRUNCATED_IMAGES = False``, the HEIF opener) are set once at import of
+this module.
 """
 
 from __future__ import annotations
@@ -55,8 +61,8 @@ __all__ = ["DecodeSettings", "decode_image", "sniff_format"]
 
 _EXIF_ORIENTATION = 0x0112  # EXIF 2.32 / TIFF 6.0 tag 274
 
-# Process-wide Pillow settings, set once (see the module docstring).
-Image.MAX_IMAGE_PIXELS = None
+# Process-wide Pillow settings, set once (see the module docstring). Image.MAX_IMAGE_PIXELS keeps
+# Pillow's default (89 478 485 px, error above twice that) as a second line behind max_pixels.
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 pillow_heif.register_heif_opener()
 
@@ -153,7 +159,7 @@ def _open_checked(data: bytes, fmt: str, settings: DecodeSettings) -> Image.Imag
     """Open lazily with the sniffed plugin and enforce the header limits; pixels not yet decoded."""
     try:
         im = Image.open(io.BytesIO(data), formats=_PIL_FORMATS[fmt])
-    except Image.DecompressionBombError as exc:  # only if someone restored Pillow's own limit
+    except Image.DecompressionBombError as exc:  # Pillow's second-line limit (module docstring)
         raise DecodeError(ReasonCode.IMAGE_TOO_LARGE, f"{fmt} header: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - any header parser failure is a corrupt file
         raise DecodeError(
@@ -268,18 +274,27 @@ def _decode_jpeg(data: bytes, size: tuple[int, int]) -> np.ndarray:
     return bgr
 
 
-def _decode_pillow(im: Image.Image, fmt: str, bg_rgb: tuple[int, int, int]) -> np.ndarray:
-    """Pillow decode of the (first) frame → ``(H, W, 3) uint8`` BGR, alpha flattened."""
+def _decode_pillow(
+    im: Image.Image, fmt: str, bg_rgb: tuple[int, int, int]
+) -> tuple[np.ndarray, int]:
+    """Pillow decode of the (first) frame → (``(H, W, 3) uint8`` BGR, EXIF orientation still to apply).
+
+    The orientation is read after ``load()``: Pillow's TIFF plugin applies it while loading and
+    then clears the tag, so reading it before would turn the picture twice.
+    """
     try:
         im.load()
+        orientation = _orientation(im)
         rgb = _to_rgb_array(im, bg_rgb)
+    except Image.DecompressionBombError as exc:
+        raise DecodeError(ReasonCode.IMAGE_TOO_LARGE, f"{fmt} data: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - Pillow/libtiff/libwebp/libheif raise many types
         raise DecodeError(
             ReasonCode.CORRUPT_IMAGE, f"{fmt} data undecodable: {type(exc).__name__}: {exc}"
         ) from None
     if rgb.ndim == 2:
-        return cv2.cvtColor(rgb, cv2.COLOR_GRAY2BGR)
-    return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+        return cv2.cvtColor(rgb, cv2.COLOR_GRAY2BGR), orientation
+    return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), orientation
 
 
 def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
@@ -312,9 +327,9 @@ def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
             f"unknown magic bytes ({len(data)} bytes); expected JPEG, PNG, WebP, BMP, GIF, TIFF, HEIF",
         )
     with _open_checked(data, fmt, settings) as im:
-        orientation = _orientation(im)
         if fmt == "jpeg":
+            orientation = _orientation(im)
             bgr = _decode_jpeg(data, im.size)
         else:
-            bgr = _decode_pillow(im, fmt, settings.flatten_bgr[::-1])
+            bgr, orientation = _decode_pillow(im, fmt, settings.flatten_bgr[::-1])
     return np.ascontiguousarray(_apply_orientation(bgr, orientation))
