@@ -1,0 +1,455 @@
+"""Bytes <-> events: the one place that turns Kafka records into typed events and back.
+
+Record layout (all three topics): key = ``upload_id`` as UTF-8 (dead letters keep the original
+key), value = compact UTF-8 JSON (``json.dumps(obj, separators=(",", ":"), ensure_ascii=False)``
+of the model's canonical dict, see :mod:`schemas.models`), headers ``content-type:
+application/json`` and ``schema-version: 1`` (values as bytes).
+
+Decoding checks, in this order, and raises :class:`~schemas.errors.ContractError` with the first
+failing code (:class:`~schemas.reasons.DeadLetterCode`) and the JSON path of the problem:
+
+1. ``NOT_JSON``: null value (tombstone), not UTF-8, not RFC 8259 JSON (``NaN``/``Infinity`` are
+   not JSON), or an object with a repeated key (JSON parsers differ on which one wins).
+2. ``UNSUPPORTED_SCHEMA_VERSION``: ``schema_version`` (or the ``schema-version`` header) is an
+   integer above the version this code reads.
+3. ``SCHEMA_INVALID``: the JSON Schema file rejects the value (path of the best-matching error,
+   ``jsonschema.exceptions.best_match``), then the pydantic mirror rejects it (it should not once
+   the schema accepted; if it does, that is reported the same way).
+4. Upload policy (configured per consumer): ``KEY_MISMATCH`` (record key present and not the
+   ``upload_id``), ``BUCKET_NOT_ALLOWED``, ``INLINE_TOO_LARGE`` (decoded size above the limit,
+   computed from the base64 length before decoding), ``BAD_BASE64``.
+
+Error messages are one line and never echo field values (they could hold personal data): they
+name the path and the rule broken.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Collection, Iterable, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any, Literal, TypeVar
+
+import jsonschema
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError as SchemaError
+from jsonschema.exceptions import best_match
+from pydantic import BaseModel
+from pydantic import ValidationError as ModelError
+
+from schemas import formats as F
+from schemas.errors import ContractError
+from schemas.models import SCHEMA_VERSION, DeadLetter, UploadEvent, VerificationResult
+from schemas.reasons import DeadLetterCode as C
+
+HEADERS_CONTENT_TYPE = "application/json"
+#: Header names, as on the Kafka record.
+CONTENT_TYPE_HEADER = "content-type"
+SCHEMA_VERSION_HEADER = "schema-version"
+#: Default largest inline image, bytes after base64 decoding (512 KiB).
+INLINE_MAX_BYTES = 512 * 1024
+#: Default number of original value bytes kept in a dead letter (64 KiB).
+DLQ_VALUE_MAX_BYTES = 65536
+#: Longest dead-letter ``error`` text, characters.
+ERROR_MAX_CHARS = 500
+
+Kind = Literal["UploadEvent", "VerificationResult", "DeadLetter"]
+#: Event kind -> (schema file, pydantic model).
+EVENTS: dict[str, tuple[str, type[BaseModel]]] = {
+    "UploadEvent": ("upload_event.v1.schema.json", UploadEvent),
+    "VerificationResult": ("verification_result.v1.schema.json", VerificationResult),
+    "DeadLetter": ("dead_letter.v1.schema.json", DeadLetter),
+}
+Record = tuple[bytes, bytes, list[tuple[str, bytes]]]
+HeadersIn = Iterable[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
+M = TypeVar("M", bound=BaseModel)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON Schema validators (ECMA-262 patterns, RFC 3339 date-time asserted)
+
+
+def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    if isinstance(instance, str) and not F.matches(pattern, instance):
+        yield SchemaError(f"does not match {pattern!r}")
+
+
+_FORMATS = FormatChecker(formats=())
+_FORMATS.checks("date-time")(F.is_rfc3339)
+_Validator = jsonschema.validators.extend(Draft202012Validator, {"pattern": _pattern_keyword})
+
+
+def load_schema(kind: str) -> dict[str, Any]:
+    """The parsed JSON Schema of ``kind`` (``UploadEvent`` | ``VerificationResult`` |
+    ``DeadLetter``), read from the package's ``*.v1.schema.json``."""
+    return json.loads(resources.files("schemas").joinpath(EVENTS[kind][0]).read_text("utf-8"))
+
+
+@cache
+def validator(kind: str) -> Draft202012Validator:
+    """A draft 2020-12 validator for ``kind`` with ECMA-262 ``pattern`` semantics (``$`` is the
+    end of the string) and ``format: date-time`` asserted as RFC 3339."""
+    return _Validator(load_schema(kind), format_checker=_FORMATS)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON text
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON: ``json.dumps(obj, separators=(",", ":"), ensure_ascii=False)``."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise ValueError("an object repeats a key")
+    return d
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
+    """Parse RFC 8259 JSON strictly (UTF-8, no NaN/Infinity, no repeated keys).
+
+    Raises:
+        ContractError: ``NOT_JSON`` at ``$``.
+    """
+    if value is None:
+        raise ContractError(C.NOT_JSON, "value is null (tombstone)")
+    try:
+        text = value if isinstance(value, str) else bytes(value).decode("utf-8")
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except UnicodeDecodeError as e:
+        raise ContractError(C.NOT_JSON, f"value is not UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ContractError(C.NOT_JSON, f"value is not JSON: {e.msg} at char {e.pos}") from None
+    except (ValueError, RecursionError) as e:
+        raise ContractError(C.NOT_JSON, f"value is not JSON: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# paths and safe messages
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+
+
+def json_path(parts: Iterable[str | int]) -> str:
+    """``("image", "ref", "bucket")`` -> ``$.image.ref.bucket``; ints -> ``[0]``; keys that are
+    not identifiers -> ``['…']`` (quotes escaped)."""
+    out = "$"
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif _IDENT.match(p):
+            out += f".{p}"
+        else:
+            out += "[" + json.dumps(p, ensure_ascii=True).replace("'", "\\'")[1:-1].join("''") + "]"
+    return out
+
+
+def _schema_message(err: SchemaError) -> tuple[str, list[str | int]]:
+    """A one-line message without the instance value, and the path it applies to."""
+    if err.validator in ("anyOf", "oneOf") and err.context:
+        # "X or null": report the failure against X, not the null branch
+        ctx = [c for c in err.context if not (c.validator == "type" and c.validator_value == "null")]
+        inner = best_match(ctx)
+        if inner is not None and len({c.relative_schema_path[0] for c in ctx}) == 1:
+            return _schema_message(inner)
+    path = list(err.absolute_path)
+    kw, want = err.validator, err.validator_value
+    if kw == "required":
+        missing = [k for k in want if isinstance(err.instance, dict) and k not in err.instance]
+        return f"required property '{missing[0] if missing else '?'}' is missing", path
+    if kw == "additionalProperties" and isinstance(err.instance, dict):
+        extra = sorted(k for k in err.instance if k not in err.schema.get("properties", {}))
+        if extra:
+            return "unknown property (not allowed here)", [*path, extra[0]]
+    if kw == "type":
+        return f"expected type {want if isinstance(want, str) else ' or '.join(want)}", path
+    if kw in ("enum", "const"):
+        allowed = want if kw == "enum" else [want]
+        return "must be one of " + ", ".join(json.dumps(a) for a in allowed), path
+    if kw == "pattern":
+        return "does not match the required pattern", path
+    if kw == "format":
+        return f"not a valid {want}", path
+    if kw == "oneOf" and path and path[-1] == "image":
+        return "needs exactly one of 'ref' or 'inline_b64'", path
+    if kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+              "maxLength", "minItems", "maxItems"):
+        return f"violates {kw} {want}", path
+    if kw == "uniqueItems":
+        return "items must not repeat", path
+    return f"violates '{kw}'", path
+
+
+def _model_message(err: ModelError) -> tuple[str, list[str | int]]:
+    first = err.errors(include_url=False, include_input=False)[0]
+    msg = first["msg"].splitlines()[0]
+    return msg, [p for p in first["loc"] if isinstance(p, (str, int))]
+
+
+# ---------------------------------------------------------------------------------------------
+# generic decode
+
+
+def _header(headers: HeadersIn, name: str) -> bytes | None:
+    if headers is None:
+        return None
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    for k, v in items:
+        if k.lower() == name:
+            return v.encode() if isinstance(v, str) else v
+    return None
+
+
+def _check_version(obj: Any, headers: HeadersIn) -> None:
+    v = obj.get("schema_version") if isinstance(obj, dict) else None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, int) and not isinstance(v, bool) and v > SCHEMA_VERSION:
+        raise ContractError(C.UNSUPPORTED_SCHEMA_VERSION,
+                            f"schema_version {v} is newer than {SCHEMA_VERSION}, the version "
+                            "this consumer reads", "$.schema_version")
+    h = _header(headers, SCHEMA_VERSION_HEADER)
+    if h is not None and h.strip().isdigit() and int(h) > SCHEMA_VERSION:
+        raise ContractError(C.UNSUPPORTED_SCHEMA_VERSION,
+                            f"header schema-version {int(h)} is newer than {SCHEMA_VERSION}")
+
+
+def validate_obj(kind: str, obj: Any, headers: HeadersIn = None) -> BaseModel:
+    """Validate a parsed JSON value as ``kind`` against the JSON Schema, then pydantic.
+
+    Returns:
+        the typed event (:class:`UploadEvent`, :class:`VerificationResult` or :class:`DeadLetter`).
+
+    Raises:
+        ContractError: ``UNSUPPORTED_SCHEMA_VERSION`` or ``SCHEMA_INVALID`` with the JSON path.
+    """
+    _check_version(obj, headers)
+    err = best_match(validator(kind).iter_errors(obj))
+    if err is not None:
+        msg, path = _schema_message(err)
+        raise ContractError(C.SCHEMA_INVALID, msg, json_path(path))
+    try:
+        return EVENTS[kind][1].model_validate(obj)
+    except ModelError as e:
+        msg, path = _model_message(e)
+        raise ContractError(C.SCHEMA_INVALID, msg, json_path(path)) from None
+
+
+def _decode(kind: str, model: type[M], value: Any, headers: HeadersIn = None) -> M:
+    ev = validate_obj(kind, loads(value), headers)
+    assert isinstance(ev, model)
+    return ev
+
+
+def _encode(m: BaseModel, key: bytes | None) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
+    return key, dumps(m.canonical()), [(CONTENT_TYPE_HEADER, HEADERS_CONTENT_TYPE.encode()),
+                                       (SCHEMA_VERSION_HEADER, str(SCHEMA_VERSION).encode())]
+
+
+# ---------------------------------------------------------------------------------------------
+# UploadEvent
+
+
+def encode_upload(ev: UploadEvent) -> Record:
+    """``(key, value, headers)`` of an upload record: key = ``upload_id`` UTF-8, value = compact
+    canonical JSON, headers ``content-type``/``schema-version``."""
+    k, v, h = _encode(ev, ev.upload_id.encode())
+    assert k is not None
+    return k, v, h
+
+
+def _b64_decoded_len(s: str) -> int:
+    return len(s) // 4 * 3 - s[-2:].count("=") if len(s) % 4 == 0 else (len(s) * 3) // 4
+
+
+def decode_upload(key: bytes | None, value: bytes | None, headers: HeadersIn = None, *,
+                  allowed_buckets: Collection[str] = ("uploads",),
+                  inline_max_bytes: int = INLINE_MAX_BYTES) -> UploadEvent:
+    """Decode and check one uploads-topic record.
+
+    Args:
+        key: the record key (``None`` if the producer set none).
+        value: the record value (``None`` for a tombstone).
+        headers: the record headers (list of ``(name, bytes)`` or a mapping), optional.
+        allowed_buckets: buckets an image ``ref`` may name.
+        inline_max_bytes: largest inline image in bytes after base64 decoding.
+
+    Returns:
+        the :class:`UploadEvent`.
+
+    Raises:
+        ContractError: code from :class:`~schemas.reasons.DeadLetterCode` (``NOT_JSON``,
+            ``UNSUPPORTED_SCHEMA_VERSION``, ``SCHEMA_INVALID``, ``KEY_MISMATCH``,
+            ``BUCKET_NOT_ALLOWED``, ``INLINE_TOO_LARGE``, ``BAD_BASE64``) and the JSON path.
+    """
+    ev = _decode("UploadEvent", UploadEvent, value, headers)
+    if key is not None and bytes(key) != ev.upload_id.encode():
+        raise ContractError(C.KEY_MISMATCH, "record key is not the upload_id", "$.upload_id")
+    ref, inline = ev.image.ref, ev.image.inline_b64
+    if ref is not None and ref.bucket not in allowed_buckets:
+        raise ContractError(C.BUCKET_NOT_ALLOWED, "bucket is not one this consumer reads from",
+                            "$.image.ref.bucket")
+    if inline is not None:
+        n = _b64_decoded_len(inline)
+        if n > inline_max_bytes:
+            raise ContractError(C.INLINE_TOO_LARGE,
+                                f"inline image is {n} bytes, above the {inline_max_bytes}-byte "
+                                "limit: put it in the object store and send a ref",
+                                "$.image.inline_b64")
+        try:
+            base64.b64decode(inline, validate=True)
+        except (binascii.Error, ValueError):
+            raise ContractError(C.BAD_BASE64, "inline_b64 is not padded RFC 4648 base64",
+                                "$.image.inline_b64") from None
+    return ev
+
+
+def inline_bytes(ev: UploadEvent) -> bytes | None:
+    """The decoded inline image of ``ev``, or ``None`` when the image is a ``ref``.
+
+    Raises:
+        ContractError: ``BAD_BASE64`` (only for events not obtained from :func:`decode_upload`).
+    """
+    if ev.image.inline_b64 is None:
+        return None
+    try:
+        return base64.b64decode(ev.image.inline_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise ContractError(C.BAD_BASE64, "inline_b64 is not padded RFC 4648 base64",
+                            "$.image.inline_b64") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# VerificationResult
+
+
+def encode_result(r: VerificationResult) -> Record:
+    """``(key, value, headers)`` of a result record: key = ``upload_id`` UTF-8, value = compact
+    canonical JSON, headers ``content-type``/``schema-version``."""
+    k, v, h = _encode(r, r.upload_id.encode())
+    assert k is not None
+    return k, v, h
+
+
+def decode_result(value: bytes | None, headers: HeadersIn = None) -> VerificationResult:
+    """Decode a results-topic value.
+
+    Raises:
+        ContractError: ``NOT_JSON``, ``UNSUPPORTED_SCHEMA_VERSION`` or ``SCHEMA_INVALID``.
+    """
+    return _decode("VerificationResult", VerificationResult, value, headers)
+
+
+# ---------------------------------------------------------------------------------------------
+# DeadLetter
+
+
+def one_line(text: str, limit: int = ERROR_MAX_CHARS) -> str:
+    """``text`` on one line (control characters and runs of whitespace -> one space), cut to
+    ``limit`` characters with a trailing ``…`` when cut."""
+    s = " ".join(re.sub(r"[\x00-\x1f\x7f\u2028\u2029\x85]", " ", text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _b64(b: bytes | None) -> str | None:
+    return None if b is None else base64.b64encode(b).decode("ascii")
+
+
+def make_dead_letter(*, key: bytes | None, value: bytes | None, headers: HeadersIn,
+                     topic: str, partition: int, offset: int, code: str, error: str,
+                     max_value_bytes: int = DLQ_VALUE_MAX_BYTES, upload_id: str | None = None,
+                     failed_at: str | None = None) -> DeadLetter:
+    """Build the dead letter of one record that produced no result.
+
+    Args:
+        key, value, headers: the original record (value kept up to ``max_value_bytes`` bytes).
+        topic, partition, offset: where the record was read.
+        code: a :class:`~schemas.reasons.DeadLetterCode` (e.g. ``ContractError.code``).
+        error: what went wrong; made one line and cut to 500 characters. Must not hold
+            personal data (ContractError messages never do).
+        upload_id: the upload id if known; dropped if it is not a valid upload id.
+        failed_at: RFC 3339 time; default now (UTC, ms).
+
+    Raises:
+        ContractError: ``SCHEMA_INVALID`` if the arguments cannot form a valid dead letter
+            (negative offset, a code that is not UPPER_SNAKE, ...).
+    """
+    hdrs = [] if headers is None else [
+        {"key": k, "value_b64": _b64(v.encode() if isinstance(v, str) else v)}
+        for k, v in (headers.items() if isinstance(headers, Mapping) else headers)]
+    if upload_id is not None and not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
+        upload_id = None
+    raw = None if value is None else bytes(value)
+    obj = {
+        "key_b64": _b64(None if key is None else bytes(key)),
+        "value_b64": _b64(None if raw is None else raw[:max_value_bytes]),
+        "value_truncated": raw is not None and len(raw) > max_value_bytes,
+        "value_size": 0 if raw is None else len(raw),
+        "headers": hdrs,
+        "source": {"topic": topic, "partition": partition, "offset": offset},
+        "error_code": str(code),
+        "error": one_line(error),
+        "failed_at": failed_at or F.utc_now_rfc3339(),
+        "upload_id": upload_id,
+    }
+    d = validate_obj("DeadLetter", obj)
+    assert isinstance(d, DeadLetter)
+    return d
+
+
+def encode_dead_letter(d: DeadLetter) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
+    """``(key, value, headers)`` of a dead-letter record: key = the original key (so it lands
+    with its upload's partition order), value = compact canonical JSON."""
+    return _encode(d, None if d.key_b64 is None else base64.b64decode(d.key_b64))
+
+
+def decode_dead_letter(value: bytes | None, headers: HeadersIn = None) -> DeadLetter:
+    """Decode a dead-letter-topic value.
+
+    Raises:
+        ContractError: ``NOT_JSON``, ``UNSUPPORTED_SCHEMA_VERSION`` or ``SCHEMA_INVALID``.
+    """
+    return _decode("DeadLetter", DeadLetter, value, headers)
+
+
+# ---------------------------------------------------------------------------------------------
+# any event
+
+
+def detect_kind(obj: Any) -> Kind:
+    """Which event a parsed JSON object claims to be, from its required properties:
+    ``error_code`` -> DeadLetter, ``status``/``processed_at`` -> VerificationResult, otherwise
+    UploadEvent."""
+    if isinstance(obj, dict):
+        if "error_code" in obj or "failed_at" in obj:
+            return "DeadLetter"
+        if "status" in obj or "processed_at" in obj:
+            return "VerificationResult"
+    return "UploadEvent"
+
+
+def decode_any(value: bytes | None, *, key: bytes | None = None, headers: HeadersIn = None,
+               allowed_buckets: Collection[str] = ("uploads",),
+               inline_max_bytes: int = INLINE_MAX_BYTES) -> BaseModel:
+    """Decode a value of any of the three events (kind from :func:`detect_kind`); uploads get
+    the upload policy checks of :func:`decode_upload`.
+
+    Raises:
+        ContractError: as the decoder of the detected kind.
+    """
+    kind = detect_kind(loads(value))
+    if kind == "UploadEvent":
+        return decode_upload(key, value, headers, allowed_buckets=allowed_buckets,
+                             inline_max_bytes=inline_max_bytes)
+    return _decode(kind, EVENTS[kind][1], value, headers)

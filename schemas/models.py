@@ -1,0 +1,462 @@
+"""Pydantic v2 mirrors of the v1 JSON Schema files (``schemas/*.v1.schema.json``).
+
+The JSON Schema files are the contract other teams read; these frozen models are how Python code
+builds and reads events. ``tests/unit/test_schemas.py`` validates one corpus of valid and invalid
+examples (``schemas/examples/``) and generated events against both and fails if they disagree.
+
+JSON semantics are kept: strings are never coerced from numbers, integers accept ``1`` and ``1.0``
+but not ``true`` or ``"1"``, numbers accept integers and floats but not NaN/Infinity, and
+``null`` for an optional field means the same as leaving it out.
+
+Canonical serialisation (:meth:`_Model.canonical`, used by ``schemas.codec``): fields in the order
+declared here (the order of ``properties`` in the schema files), optional fields that are ``None``
+left out, required-but-nullable fields (``quad``, ``rectified``, ``photo``, ``face_box``, ...)
+written as ``null``, floats always with a fraction (``12.0``). Unknown fields are ignored on input
+and so are not written back.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from schemas import formats as F
+from schemas.reasons import DeadLetterCode, ReasonCode, Status, Task
+
+#: The schema version these models read and write.
+SCHEMA_VERSION = 1
+
+
+class DocTypeHint(StrEnum):
+    """Card upload option ``doc_type``: what the producer expects to be photographed."""
+
+    ID_CARD = "id_card"  # ISO/IEC 7810 ID-1, 85.60 x 53.98 mm
+    PASSPORT = "passport"  # ISO/IEC 7810 ID-3 (ICAO 9303 TD3 data page), 125 x 88 mm
+    AUTO = "auto"
+
+
+class DocType(StrEnum):
+    """Card result ``doc_type``: the document format the worker found."""
+
+    ID_CARD = "id_card"
+    PASSPORT = "passport"
+    UNKNOWN = "unknown"
+
+
+class PhotoSize(StrEnum):
+    """ID-photo size specification (print size; pixels at the worker's configured dpi).
+
+    ``one_inch`` 25 x 35 mm and ``two_inch`` 35 x 49 mm (Chinese 1-inch/2-inch photo sizes),
+    ``cn_passport`` 33 x 48 mm, ``us_passport`` 2 x 2 in (US Department of State),
+    ``schengen`` 35 x 45 mm (ICAO 9303 / Schengen visa photo).
+    """
+
+    ONE_INCH = "one_inch"
+    TWO_INCH = "two_inch"
+    CN_PASSPORT = "cn_passport"
+    US_PASSPORT = "us_passport"
+    SCHENGEN = "schengen"
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON-semantics scalar types
+
+
+def _json_int(v: Any) -> Any:
+    # JSON Schema "integer" is any number with a zero fractional part (1.0 included), never bool.
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _pattern(pattern: str, what: str) -> AfterValidator:
+    def check(v: str) -> str:
+        if not F.matches(pattern, v):
+            raise ValueError(f"not a valid {what}")
+        return v
+
+    return AfterValidator(check)
+
+
+def _schema_version(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError("schema_version must be the integer 1")  # noqa: TRY004 (pydantic)
+    return _json_int(v)
+
+
+def _code(known: type[StrEnum]) -> AfterValidator:
+    # Codes are open-ended: a producer may add one (a compatible change), so an unknown code that
+    # looks like a code is kept as a plain str; known ones become the enum member.
+    values = {m.value: m for m in known}
+
+    def check(v: str) -> str:
+        if not F.matches(F.CODE_PATTERN, v):
+            raise ValueError("not a valid code")
+        return values.get(v, v)
+
+    return AfterValidator(check)
+
+
+def _rfc3339(v: str) -> str:
+    if not F.is_rfc3339(v):
+        raise ValueError("not an RFC 3339 date-time")
+    return v
+
+
+JsonInt = Annotated[int, BeforeValidator(_json_int), Strict()]
+NonNegInt = Annotated[JsonInt, Field(ge=0)]
+PosInt = Annotated[JsonInt, Field(ge=1)]
+JsonFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+NonNegFloat = Annotated[JsonFloat, Field(ge=0)]
+Str = Annotated[str, Strict()]
+UploadId = Annotated[Str, _pattern(F.UPLOAD_ID_PATTERN, "upload_id")]
+BucketName = Annotated[Str, _pattern(F.BUCKET_PATTERN, "bucket name")]
+ObjectKey = Annotated[Str, _pattern(F.OBJECT_KEY_PATTERN, "object key")]
+Sha256Hex = Annotated[Str, _pattern(F.SHA256_PATTERN, "lowercase hex SHA-256")]
+MediaType = Annotated[Str, _pattern(F.MEDIA_TYPE_PATTERN, "media type")]
+Opaque = Annotated[Str, _pattern(F.OPAQUE_PATTERN, "opaque token")]
+Background = Annotated[Str, _pattern(F.BACKGROUND_PATTERN, "background")]
+B64 = Annotated[Str, _pattern(F.B64_PATTERN, "padded base64")]
+OneLine = Annotated[Str, Field(max_length=500), _pattern(F.ONE_LINE_PATTERN, "one-line text")]
+Rfc3339 = Annotated[Str, AfterValidator(_rfc3339)]
+Name = Annotated[Str, Field(min_length=1, max_length=256)]
+Point = tuple[JsonFloat, JsonFloat]
+SchemaVersion = Annotated[Literal[1], BeforeValidator(_schema_version)]
+Reason = Annotated[Str, _code(ReasonCode)]
+DlqCode = Annotated[Str, _code(DeadLetterCode)]
+
+
+class _Model(BaseModel):
+    """Frozen, unknown fields ignored, canonical serialisation (optional ``None`` left out)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+
+    @model_serializer(mode="wrap")
+    def _omit_optional_none(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        fields = type(self).model_fields
+        return {k: v for k, v in data.items()
+                if not (v is None and k in fields and not fields[k].is_required())}
+
+    def canonical(self) -> dict[str, Any]:
+        """The JSON-ready dict in canonical form (see module docstring)."""
+        return self.model_dump(mode="json")
+
+
+class _Closed(_Model):
+    """An object whose unknown fields are refused (``additionalProperties: false``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+def _not_null(v: Any) -> Any:
+    if v is None:
+        raise ValueError("must not be null")
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# UploadEvent
+
+
+class ImageRef(_Model):
+    """Claim check: the upload's image is the object ``bucket``/``key`` in the object store.
+
+    Attributes:
+        bucket: S3 bucket name; the consumer refuses buckets outside its allow-list.
+        key: object key (1..1024 chars, no ``.``/``..`` segment, no leading ``/``).
+        size_bytes: object size in bytes, if the producer knows it.
+        sha256: lowercase hex SHA-256 of the object bytes, if the producer knows it.
+    """
+
+    bucket: BucketName
+    key: ObjectKey
+    size_bytes: NonNegInt | None = None
+    sha256: Sha256Hex | None = None
+
+
+class ImageSource(_Model):
+    """Exactly one of ``ref`` (claim check) or ``inline_b64`` (RFC 4648 section 4 base64, padded,
+    no whitespace; at most the consumer's inline limit, 512 KiB decoded by default)."""
+
+    ref: ImageRef | None = None
+    inline_b64: Annotated[Str, Field(min_length=1)] | None = None
+
+    _nn = field_validator("ref", "inline_b64", mode="before")(_not_null)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ImageSource:
+        if (self.ref is None) == (self.inline_b64 is None):
+            raise ValueError("image needs exactly one of 'ref' or 'inline_b64'")
+        return self
+
+
+class CardOptions(_Closed):
+    """Options of a ``card`` upload. ``doc_type``: hint, default ``auto``."""
+
+    doc_type: DocTypeHint | None = None
+
+
+class IdPhotoOptions(_Closed):
+    """Options of an ``id_photo`` upload.
+
+    Attributes:
+        size: size specification, default ``one_inch``.
+        background: ``white`` | ``blue`` | ``red`` | ``#RRGGBB`` (sRGB hex), default ``white``.
+        alpha_matting: refine the matte edge; ``None`` = the size's default.
+    """
+
+    size: PhotoSize | None = None
+    background: Background | None = None
+    alpha_matting: Annotated[bool, Strict()] | None = None
+
+
+_OPTION_CLASS: dict[str, type[_Closed]] = {Task.CARD: CardOptions, Task.ID_PHOTO: IdPhotoOptions}
+
+
+class UploadEvent(_Model):
+    """An identity upload to process (topic ``cardstream.uploads.v1``, key = ``upload_id``).
+
+    Attributes:
+        schema_version: 1 (absent means 1).
+        upload_id: 1..128 chars of ``[A-Za-z0-9._-]``, not ``.``/``..``; used in object keys.
+        task: ``card`` or ``id_photo``.
+        image: where the image bytes are (:class:`ImageSource`).
+        content_type: optional media-type hint (the worker sniffs magic bytes anyway).
+        submitted_at: RFC 3339 time the user submitted the upload.
+        options: :class:`CardOptions` for ``card``, :class:`IdPhotoOptions` for ``id_photo``.
+        trace_id: optional opaque tracing id, copied to the result.
+        subject_ref: optional opaque reference to the person (never a name or an ID number).
+    """
+
+    schema_version: SchemaVersion = SCHEMA_VERSION
+    upload_id: UploadId
+    task: Task
+    image: ImageSource
+    content_type: MediaType | None = None
+    submitted_at: Rfc3339 | None = None
+    options: CardOptions | IdPhotoOptions | None = None
+    trace_id: Opaque | None = None
+    subject_ref: Opaque | None = None
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options_for_task(cls, v: Any, info: ValidationInfo) -> Any:
+        task = info.data.get("task")
+        if v is None or task is None:
+            return v
+        want = _OPTION_CLASS[task]
+        if isinstance(v, BaseModel) and not isinstance(v, want):
+            raise ValueError(f"options of a {task} upload must be {want.__name__}")  # noqa: TRY004
+        return want.model_validate(v)
+
+    def options_dict(self) -> dict[str, Any]:
+        """The task's options with defaults applied.
+
+        ``card``: ``{"doc_type": "auto"}``; ``id_photo``: ``{"size": "one_inch", "background":
+        "white", "alpha_matting": None}`` (``None`` = the size specification's default).
+        Values are plain strings/bools.
+        """
+        if self.task == Task.CARD:
+            o = self.options if isinstance(self.options, CardOptions) else CardOptions()
+            return {"doc_type": str(o.doc_type or DocTypeHint.AUTO)}
+        p = self.options if isinstance(self.options, IdPhotoOptions) else IdPhotoOptions()
+        return {"size": str(p.size or PhotoSize.ONE_INCH), "background": p.background or "white",
+                "alpha_matting": p.alpha_matting}
+
+
+# ---------------------------------------------------------------------------------------------
+# VerificationResult
+
+
+class ObjectRef(_Model):
+    """An output object the worker stored (results bucket).
+
+    Attributes:
+        bucket, key: where it is; key layout ``{task}/{model_version}/{upload_id}/{artifact}.{ext}``.
+        size_bytes: object size in bytes.
+        sha256: lowercase hex SHA-256 of the object bytes.
+        content_type: media type, e.g. ``image/jpeg`` / ``image/png``.
+        width, height: image size in pixels.
+    """
+
+    bucket: BucketName
+    key: ObjectKey
+    size_bytes: NonNegInt
+    sha256: Sha256Hex
+    content_type: MediaType
+    width: PosInt
+    height: PosInt
+
+
+class CardPayload(_Model):
+    """Card result.
+
+    Attributes:
+        quad: the card's corners TL, TR, BR, BL as ``(x, y)`` in source pixels (after EXIF
+            orientation; origin top-left, x right, y down), or ``None`` when no card was found.
+        confidence: detector confidence in [0, 1].
+        doc_type: ``id_card`` | ``passport`` | ``unknown``.
+        rectified: the perspective-corrected card image, or ``None`` when not produced.
+    """
+
+    quad: tuple[Point, Point, Point, Point] | None
+    confidence: Annotated[JsonFloat, Field(ge=0, le=1)]
+    doc_type: DocType
+    rectified: ObjectRef | None
+
+
+class IdPhotoPayload(_Model):
+    """ID-photo result.
+
+    Attributes:
+        photo: the framed photo on its background, or ``None`` when not produced.
+        size: the size specification used.
+        background: the background used (``white``/``blue``/``red``/``#RRGGBB``).
+        face_box: the face ``(x, y, w, h)`` in source pixels, or ``None`` when no face was found.
+        width, height: output size in pixels of the size specification.
+    """
+
+    photo: ObjectRef | None
+    size: PhotoSize
+    background: Background
+    face_box: tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat] | None
+    width: PosInt
+    height: PosInt
+
+
+class ModelRef(_Model):
+    """The model that produced a result: ``name``, ``version`` and the ONNX Runtime execution
+    ``provider`` actually used (``CUDAExecutionProvider``, ``CPUExecutionProvider``)."""
+
+    name: Name
+    version: Name
+    provider: Name
+
+
+class Timings(_Model):
+    """Where the time went, in milliseconds.
+
+    Attributes:
+        queue_ms: from the record's Kafka timestamp to the start of its batch.
+        batch_size: images in the inference call this upload was part of (0: no inference).
+        inference_ms: the model call of that batch.
+        total_ms: from the Kafka timestamp to the result being produced.
+    """
+
+    queue_ms: NonNegFloat
+    batch_size: NonNegInt
+    inference_ms: NonNegFloat
+    total_ms: NonNegFloat
+
+
+class SourceRef(_Model):
+    """The Kafka record an output came from: ``topic``, ``partition``, ``offset``."""
+
+    topic: Name
+    partition: NonNegInt
+    offset: NonNegInt
+
+
+class VerificationResult(_Model):
+    """The verdict on one upload (topic ``cardstream.results.v1``, key = ``upload_id``).
+
+    Attributes:
+        schema_version: 1.
+        upload_id, task: from the upload.
+        status: ``accepted`` | ``rejected`` | ``failed``.
+        reasons: codes, no repeats (may be empty): :class:`~schemas.reasons.ReasonCode` members,
+            or plain ``str`` for a code this version does not know (codes may be added).
+        card: the card payload (``card`` uploads only).
+        id_photo: the ID-photo payload (``id_photo`` uploads only).
+        model: the model used, or ``None`` when none ran (e.g. ``OBJECT_NOT_FOUND``).
+        timings: :class:`Timings` (ms).
+        source: the upload's Kafka record.
+        processed_at: RFC 3339 time the result was made.
+        submitted_at, trace_id: copied from the upload when present.
+    """
+
+    schema_version: SchemaVersion = SCHEMA_VERSION
+    upload_id: UploadId
+    task: Task
+    status: Status
+    reasons: tuple[Reason, ...]
+    card: CardPayload | None = None
+    id_photo: IdPhotoPayload | None = None
+    model: ModelRef | None
+    timings: Timings
+    source: SourceRef
+    processed_at: Rfc3339
+    submitted_at: Rfc3339 | None = None
+    trace_id: Opaque | None = None
+
+    @field_validator("reasons")
+    @classmethod
+    def _unique(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError("reasons must not repeat")
+        return v
+
+    @model_validator(mode="after")
+    def _payload_matches_task(self) -> VerificationResult:
+        if self.task == Task.CARD and self.id_photo is not None:
+            raise ValueError("a card result has no id_photo payload")
+        if self.task == Task.ID_PHOTO and self.card is not None:
+            raise ValueError("an id_photo result has no card payload")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# DeadLetter
+
+
+class Header(_Model):
+    """One Kafka record header: ``key`` and its value as base64 (``None`` for a null value)."""
+
+    key: Str
+    value_b64: B64 | None
+
+
+class DeadLetter(_Model):
+    """An event that produced no result (topic ``cardstream.dlq.v1``, key = the original key).
+
+    Attributes:
+        schema_version: 1.
+        key_b64: the original record key, base64, or ``None``.
+        value_b64: the original value, base64, truncated to the worker's limit (64 KiB by
+            default) when ``value_truncated``; ``None`` for a null value (tombstone).
+        value_truncated: whether ``value_b64`` holds only the first bytes of the value.
+        value_size: the original value's size in bytes.
+        headers: the original headers in order.
+        source: the original record.
+        error_code: a :class:`~schemas.reasons.DeadLetterCode` (plain ``str`` if unknown here).
+        error: one line (at most 500 chars) saying what was wrong, without personal data.
+        failed_at: RFC 3339 time the worker gave up on the event.
+        upload_id: the upload id when it could be read.
+    """
+
+    schema_version: SchemaVersion = SCHEMA_VERSION
+    key_b64: B64 | None
+    value_b64: B64 | None
+    value_truncated: Annotated[bool, Strict()]
+    value_size: NonNegInt
+    headers: tuple[Header, ...]
+    source: SourceRef
+    error_code: DlqCode
+    error: OneLine
+    failed_at: Rfc3339
+    upload_id: UploadId | None = None
