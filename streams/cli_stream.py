@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 
@@ -62,7 +63,86 @@ def buckets_create() -> None:
         typer.echo(f"{b}: {state}")
 
 
+def worker(
+    tasks: str = typer.Option("card,id_photo", help="Comma-separated tasks this worker serves."),
+    max_batch: int = typer.Option(None, help="Events per poll batch (default: settings, 32)."),
+    max_wait_ms: int = typer.Option(None, help="ms to wait for a batch to fill (default: settings, 10)."),
+    slot: int = typer.Option(None, help="Worker slot: transactional.id is {prefix}-{slot}; stable per "
+                             "process slot (default: settings, else the trailing -N of HOSTNAME, else 0)."),
+    processor: str = typer.Option("", help="Override processors per task, e.g. 'card=sleep' "
+                                  "(the fixed-latency test processor)."),
+    sleep_ms: float = typer.Option(20.0, help="Per-call latency of the sleep processor (ms)."),
+    http_port: int = typer.Option(None, help="Port of /ready, /live, /metrics (0: none; default 8080)."),
+) -> None:
+    """Run one worker process of the consumer group (one per GPU); SIGTERM stops it cleanly."""
+    import os
+    import re
+
+    from processors.registry import build_processor
+    from streams.health import serve
+    from streams.logs import configure_logging, log
+    from streams.storage import Storage
+    from streams.worker import Worker, install_signal_handlers
+
+    s = load_settings()
+    w = {k: v for k, v in {"max_batch": max_batch, "max_wait_ms": max_wait_ms,
+                           "tasks": tuple(t.strip() for t in tasks.split(",") if t.strip()),
+                           "http_port": http_port}.items() if v is not None}
+    if slot is None and "CARDSTREAM_WORKER__SLOT" not in os.environ:
+        m = re.search(r"-(\d+)$", os.environ.get("HOSTNAME", ""))
+        slot = int(m.group(1)) if m else None
+    if slot is not None:
+        w["slot"] = slot
+    s = s.model_copy(update={"worker": s.worker.model_copy(update=w)})
+    configure_logging(s.log_level)
+    override = dict(p.split("=", 1) for p in processor.split(",") if "=" in p)
+    procs = {t: build_processor(override.get(t, t), t, card=s.card, idphoto=s.idphoto,
+                                runtime=s.runtime, sleep_ms=sleep_ms) for t in s.worker.tasks}
+    wk = Worker(s, procs, Storage(s.s3))
+    if s.worker.http_port:
+        serve(wk.health, wk.metrics, s.worker.http_port)
+    install_signal_handlers(wk)
+    wk.warm_up()
+    log.info("worker_start", slot=s.worker.slot, transactional_id=wk.transactional_id,
+             tasks=list(s.worker.tasks), group=s.kafka.group_id, topic=s.kafka.uploads_topic)
+    wk.run()
+    log.info("worker_stopped", batches=wk.batches)
+
+
+def produce(
+    dir: Path = typer.Option(..., "--dir", exists=True, file_okay=False, help="Folder of images to upload."),
+    task: str = typer.Option(..., help="card | id_photo"),
+    options: str = typer.Option("", help='Task options as JSON, e.g. \'{"size":"two_inch"}\'.'),
+    rate: float = typer.Option(0.0, help="Ceiling in uploads per second (0: as fast as possible)."),
+    concurrency: int = typer.Option(4, help="Uploads in flight (PUT + produce)."),
+    count: int = typer.Option(0, help="Events to send, cycling over the files (0: each file once)."),
+    inline: bool = typer.Option(False, help="Send images up to the inline limit (512 KiB) inline."),
+    ids_file: Path = typer.Option(Path("out/upload_ids.txt"), help="Where to write the upload ids."),
+    max_seconds: float = typer.Option(600.0, help="Stop after this many seconds."),
+) -> None:
+    """Upload images (claim check in MinIO) and produce one UploadEvent each to the uploads topic."""
+    from tqdm import tqdm
+
+    from streams.produce import UploadProducer, list_images
+
+    s = load_settings()
+    files = list_images(dir)
+    if not files:
+        raise typer.BadParameter(f"no images in {dir}")
+    opts = json.loads(options) if options else None
+    n = count or len(files)
+    with tqdm(total=n, unit="upload", disable=None) as bar:
+        sent = UploadProducer(s, inline=inline).produce_files(
+            files, task, options=opts, count=n, rate=rate or None, concurrency=concurrency,
+            max_seconds=max_seconds, progress=bar.update)
+    ids_file.parent.mkdir(parents=True, exist_ok=True)
+    ids_file.write_text("".join(f"{x.upload_id}\t{x.file}\n" for x in sent))
+    typer.echo(f"sent {len(sent)} uploads to {s.kafka.uploads_topic}; ids in {ids_file}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add the operator commands to the ``cardstream`` CLI."""
+    """Add the operator and stream commands to the ``cardstream`` CLI."""
     app.add_typer(topics_app, name="topics")
     app.add_typer(buckets_app, name="buckets")
+    app.command("worker")(worker)
+    app.command("produce")(produce)

@@ -1,0 +1,38 @@
+"""Prometheus metrics of a worker process (served on ``/metrics``)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class WorkerMetrics:
+    """The worker's metrics in their own registry (so tests can build several).
+
+    Metrics:
+        cardstream_results_total{task,status}: results committed.
+        cardstream_dead_letters_total{code}: dead letters committed.
+        cardstream_poll_batch_size: events per poll batch (histogram).
+        cardstream_inference_calls_total{task}: batched model calls.
+        cardstream_queue_wait_seconds: submitted_at -> batch start (s).
+        cardstream_inference_seconds{task}: one batched processor call (s).
+        cardstream_e2e_latency_seconds{task}: submitted_at -> result committed (s).
+        cardstream_consumer_lag{partition}: high watermark - position, per assigned partition.
+        cardstream_transactions_total{outcome}: committed / aborted transactions.
+    """
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        lat = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+        self.results = Counter("cardstream_results", "Results committed", ["task", "status"], registry=r)
+        self.dead_letters = Counter("cardstream_dead_letters", "Dead letters committed", ["code"], registry=r)
+        self.batch_size = Histogram("cardstream_poll_batch_size", "Events per poll batch",
+                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
+        self.inference_calls = Counter("cardstream_inference_calls", "Batched model calls", ["task"], registry=r)
+        self.queue_wait = Histogram("cardstream_queue_wait_seconds", "submitted_at to batch start",
+                                    buckets=lat, registry=r)
+        self.inference = Histogram("cardstream_inference_seconds", "One batched processor call",
+                                   ["task"], buckets=lat, registry=r)
+        self.e2e = Histogram("cardstream_e2e_latency_seconds", "submitted_at to committed result",
+                             ["task"], buckets=lat, registry=r)
+        self.lag = Gauge("cardstream_consumer_lag", "Uploads not yet consumed", ["partition"], registry=r)
+        self.transactions = Counter("cardstream_transactions", "Kafka transactions", ["outcome"], registry=r)

@@ -1,0 +1,161 @@
+"""Upload producer (the ticketing platform's side, and the benchmarks' load generator).
+
+Each image is PUT to the uploads bucket (claim check) — or sent inline when ``inline`` and
+small — and its UploadEvent produced with key = upload_id. Bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schemas import codec
+from schemas.models import UploadEvent
+from streams.kafka import plain_producer
+from streams.settings import Settings
+from streams.storage import Storage
+from streams.worker import now_rfc3339
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".heic", ".heif"}
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """One produced upload: ``upload_id``, the source ``file`` name, and ``sent_ms`` (epoch ms)."""
+
+    upload_id: str
+    file: str
+    sent_ms: float
+
+
+def list_images(folder: Path) -> list[Path]:
+    """Image files of ``folder`` (by suffix), sorted by name."""
+    return sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def make_upload_id(prefix: str, name: str, i: int) -> str:
+    """A contract-safe upload id: ``{prefix}-{i:06d}-{8 hex of the file name}``."""
+    return f"{prefix}-{i:06d}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+class UploadProducer:
+    """Puts images and produces UploadEvents.
+
+    Args:
+        settings: app settings (uploads topic, uploads bucket, inline limit).
+        inline: send images up to ``worker.inline_max_bytes`` inline instead of a claim check.
+    """
+
+    def __init__(self, settings: Settings, inline: bool = False) -> None:
+        self.s = settings
+        self.inline = inline
+        self.storage = Storage(settings.s3)
+        self.producer = plain_producer(settings.kafka)
+        self._errors: list[str] = []
+        self._lock = threading.Lock()
+
+    def event_for(self, upload_id: str, task: str, data: bytes, name: str,
+                  options: dict[str, Any] | None) -> UploadEvent:
+        """PUT ``data`` (unless sent inline) and build its event."""
+        import base64
+
+        if self.inline and len(data) <= self.s.worker.inline_max_bytes:
+            image: dict[str, Any] = {"inline_b64": base64.b64encode(data).decode()}
+        else:
+            key = f"{task}/{upload_id}/{Path(name).name}"
+            st = self.storage.put(self.s.s3.uploads_bucket, key, data, "application/octet-stream")
+            image = {"ref": {"bucket": st.bucket, "key": st.key, "size_bytes": st.size_bytes,
+                             "sha256": st.sha256}}
+        ev: dict[str, Any] = {"upload_id": upload_id, "task": task, "image": image,
+                              "submitted_at": now_rfc3339()}
+        if options:
+            ev["options"] = options
+        return UploadEvent.model_validate(ev)
+
+    def send(self, ev: UploadEvent) -> None:
+        """Produce ``ev`` to the uploads topic (asynchronous; :meth:`flush` waits)."""
+        key, value, headers = codec.encode_upload(ev)
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                with self._lock:
+                    self._errors.append(str(err))
+
+        self.producer.produce(self.s.kafka.uploads_topic, key=key, value=value, headers=headers,
+                              on_delivery=on_delivery)
+        self.producer.poll(0)
+
+    def send_raw(self, key: bytes | None, value: bytes | None) -> None:
+        """Produce raw bytes (for tests of bad events)."""
+        self.producer.produce(self.s.kafka.uploads_topic, key=key, value=value)
+
+    def flush(self, timeout_s: float = 30.0) -> list[str]:
+        """Wait for delivery; returns the delivery errors seen (empty when all were acknowledged)."""
+        left = self.producer.flush(timeout_s)
+        errs = list(self._errors)
+        if left:
+            errs.append(f"{left} messages not delivered within {timeout_s} s")
+        return errs
+
+    def produce_files(self, files: Sequence[Path], task: str, *, options: dict[str, Any] | None = None,
+                      count: int | None = None, rate: float | None = None, concurrency: int = 4,
+                      prefix: str | None = None, max_seconds: float = 600.0,
+                      progress: Callable[[int], None] | None = None) -> list[Sent]:
+        """Upload ``count`` events cycling over ``files`` (default: each file once).
+
+        Args:
+            rate: events per second ceiling (None: as fast as possible).
+            concurrency: uploads in flight (threads doing PUT + produce).
+            prefix: upload id prefix (default: a fresh random one).
+            max_seconds: stop after this long (s) even if not all were sent.
+        """
+        if not files:
+            return []
+        n = count if count is not None else len(files)
+        prefix = prefix or uuid.uuid4().hex[:10]
+        sent: list[Sent] = []
+        t0 = time.monotonic()
+        cache: dict[Path, bytes] = {}
+
+        def one(i: int) -> Sent | None:
+            if time.monotonic() - t0 > max_seconds:
+                return None
+            if rate:
+                delay = t0 + i / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            f = files[i % len(files)]
+            data = cache.get(f) or cache.setdefault(f, f.read_bytes())
+            uid = make_upload_id(prefix, f.name, i)
+            self.send(self.event_for(uid, task, data, f.name, options))
+            if progress:
+                progress(1)
+            return Sent(uid, f.name, time.time() * 1000.0)
+
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as ex:
+            for s in ex.map(one, range(n)):
+                if s is not None:
+                    sent.append(s)
+        errs = self.flush()
+        if errs:
+            raise RuntimeError(f"{len(errs)} uploads were not delivered: {errs[0]}")
+        return sent
+
+
+def iter_chunks(xs: Iterable[Any], n: int) -> Iterable[list[Any]]:
+    """Consecutive lists of ``n`` items."""
+    buf: list[Any] = []
+    for x in xs:
+        buf.append(x)
+        if len(buf) == n:
+            yield buf
+            buf = []
+    if buf:
+        yield buf

@@ -1,0 +1,532 @@
+"""The worker loop: poll batch -> fetch + decode -> one batched call per model -> store -> transaction.
+
+Checkpoint order per batch (exactly-once results):
+
+1. consume up to ``max_batch`` events or ``max_wait_ms``, whichever first (dynamic batching);
+2. parse each event (contract errors -> dead letter), fetch its image (MinIO claim check or
+   inline) and decode it on a bounded thread pool (bad images -> ``rejected`` result);
+3. group by task and call each processor once per batch (it splits into its best bucket);
+4. PUT every output object to MinIO under deterministic keys (retries with backoff);
+5. in ONE Kafka transaction: produce results + dead letters, ``send_offsets_to_transaction``,
+   ``commit_transaction``.
+
+While steps 2-4 run on a helper thread the loop keeps polling with its partitions paused, so
+rebalance callbacks run and the consumer stays in its group; events of partitions revoked
+meanwhile are dropped before the transaction (their new owner redoes them). If MinIO is
+unavailable nothing is committed: the loop rewinds to the batch's first offsets, pauses and
+retries once the store answers. Abortable transaction errors abort and rewind; fatal ones
+(fenced producer) rebuild the producer.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from processors.base import Item, Outcome, Processor
+from processors.decode import decode_image
+from processors.errors import DecodeError
+from schemas import codec
+from schemas.errors import ContractError
+from schemas.models import (
+    CardPayload,
+    DeadLetter,
+    IdPhotoPayload,
+    ModelRef,
+    ObjectRef,
+    SourceRef,
+    Timings,
+    UploadEvent,
+    VerificationResult,
+)
+from schemas.reasons import DeadLetterCode, ReasonCode, Status
+from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError
+from streams.health import Health
+from streams.kafka import consumer as make_consumer
+from streams.kafka import transactional_producer
+from streams.logs import log
+from streams.metrics import WorkerMetrics
+from streams.settings import Settings
+from streams.storage import Storage
+
+#: artifact name -> the payload field holding its object ref, per task
+REF_FIELD = {"card": "rectified", "id_photo": "photo"}
+
+
+def now_rfc3339() -> str:
+    """Current UTC time as RFC 3339 with milliseconds (``2026-11-29T17:00:00.123Z``)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _epoch_ms(rfc3339: str | None) -> float | None:
+    if not rfc3339:
+        return None
+    try:
+        return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp() * 1000.0
+    except ValueError:
+        return None
+
+
+def object_key(task: str, model_version: str, upload_id: str, name: str, ext: str) -> str:
+    """Deterministic output key ``{task}/{model_version}/{upload_id}/{name}.{ext}``.
+
+    ``upload_id`` is contract-checked (``[A-Za-z0-9._-]``, not ``.``/``..``) so the key cannot
+    leave its prefix; a redelivered upload overwrites the same key with the same bytes.
+    """
+    return f"{task}/{model_version}/{upload_id}/{name}.{ext}"
+
+
+@dataclass
+class _Entry:
+    """One event of a batch and what became of it."""
+
+    msg: Message
+    event: UploadEvent | None = None
+    image: np.ndarray | None = None
+    dead: DeadLetter | None = None
+    reason: ReasonCode | None = None  # rejected before processing
+    outcome: Outcome | None = None
+    batch_size: int = 0
+    refs: dict[str, ObjectRef] = field(default_factory=dict)
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.msg.topic(), self.msg.partition())
+
+
+class StorageUnavailable(StorageError):
+    """MinIO did not answer within the retries: the batch is retried, nothing is committed."""
+
+
+class Worker:
+    """One worker process: a consumer in the group, a transactional producer, processors by task.
+
+    Args:
+        settings: the frozen app settings.
+        processors: task name (``card`` / ``id_photo``) -> processor serving it; events of other
+            tasks are rejected.
+        storage: the object store client.
+        metrics: Prometheus metrics (a fresh registry by default).
+        health: readiness/liveness state.
+    """
+
+    def __init__(self, settings: Settings, processors: Mapping[str, Processor], storage: Storage,
+                 metrics: WorkerMetrics | None = None, health: Health | None = None) -> None:
+        self.s = settings
+        self.processors = dict(processors)
+        self.storage = storage
+        self.metrics = metrics or WorkerMetrics()
+        self.health = health or Health()
+        w = settings.worker
+        self.transactional_id = f"{settings.kafka.transactional_id_prefix}-{w.slot}"
+        self._pool = ThreadPoolExecutor(max_workers=w.io_threads, thread_name_prefix="io")
+        self._compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
+        self._stop = threading.Event()
+        self._revoked: set[tuple[str, int]] = set()
+        self._carry: list[Message] = []
+        self._last_lag = 0.0
+        self.batches = 0
+        self.consumer = None
+        self.producer = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def stop(self, *_: Any) -> None:
+        """Ask the loop to finish the current batch, commit and leave (SIGTERM handler)."""
+        self._stop.set()
+
+    def warm_up(self) -> None:
+        """Load every model and run every batch bucket once (before subscribing)."""
+        for task, p in self.processors.items():
+            t0 = time.perf_counter()
+            p.warm_up()
+            log.info("warmed_up", task=task, model=p.model.name, provider=p.model.provider,
+                     bucket=getattr(p, "chosen_bucket", None),
+                     ms=round((time.perf_counter() - t0) * 1000, 1))
+
+    def _on_assign(self, c: Any, parts: list[TopicPartition]) -> None:
+        for tp in parts:
+            self._revoked.discard((tp.topic, tp.partition))
+        self.health.in_group = True
+        log.info("partitions_assigned", partitions=[tp.partition for tp in parts])
+
+    def _on_revoke(self, c: Any, parts: list[TopicPartition]) -> None:
+        for tp in parts:
+            self._revoked.add((tp.topic, tp.partition))
+        self._carry = [m for m in self._carry if (m.topic(), m.partition()) not in self._revoked]
+        log.info("partitions_revoked", partitions=[tp.partition for tp in parts])
+
+    def _on_lost(self, c: Any, parts: list[TopicPartition]) -> None:
+        self._on_revoke(c, parts)
+        self.health.in_group = False
+
+    def start(self) -> None:
+        """Build the clients and subscribe (after :meth:`warm_up`)."""
+        k = self.s.kafka
+        self.producer = transactional_producer(k, self.transactional_id)
+        self.consumer = make_consumer(
+            k, k.group_id,
+            **{"max.poll.interval.ms": self.s.worker.max_poll_interval_ms,
+               "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000,
+               "queued.max.messages.kbytes": 16_384})
+        self.consumer.subscribe([k.uploads_topic], on_assign=self._on_assign,
+                                on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self.health.ready = True
+
+    def close(self) -> None:
+        """Leave the group and flush; bounded by ``shutdown_timeout_s``."""
+        self.health.ready = False
+        if self.consumer is not None:
+            self.consumer.close()
+        if self.producer is not None:
+            self.producer.flush(self.s.worker.shutdown_timeout_s)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._compute.shutdown(wait=False, cancel_futures=True)
+
+    def run(self, max_batches: int | None = None, idle_exit_s: float | None = None) -> None:
+        """Run the loop until :meth:`stop` (or SIGTERM), ``max_batches``, or ``idle_exit_s`` of no events."""
+        self.start()
+        idle_since = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                self.health.tick()
+                msgs = self._poll_batch()
+                if not msgs:
+                    if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
+                        break
+                    continue
+                idle_since = time.monotonic()
+                self.process(msgs)
+                self.batches += 1
+                if max_batches is not None and self.batches >= max_batches:
+                    break
+        finally:
+            self.close()
+
+    # --- one batch -------------------------------------------------------------------------
+    def _poll_batch(self) -> list[Message]:
+        w = self.s.worker
+        msgs, self._carry = self._carry, []
+        if len(msgs) < w.max_batch:
+            msgs += self.consumer.consume(w.max_batch - len(msgs), w.max_wait_ms / 1000.0)
+        out = []
+        for m in msgs:
+            err = m.error()
+            if err is None:
+                out.append(m)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                log.warning("consume_error", error=str(err))
+        self._update_lag()
+        return out
+
+    def _update_lag(self, every_s: float = 5.0) -> None:
+        now = time.monotonic()
+        if now - self._last_lag < every_s:
+            return
+        self._last_lag = now
+        try:
+            parts = self.consumer.assignment()
+            for tp, pos in zip(parts, self.consumer.position(parts), strict=True):
+                _, high = self.consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
+                if pos.offset >= 0:
+                    self.metrics.lag.labels(str(tp.partition)).set(max(high - pos.offset, 0))
+        except KafkaException:
+            pass
+
+    def process(self, msgs: list[Message]) -> None:
+        """Process one poll batch to a committed transaction (or rewind and leave it for a retry)."""
+        self.metrics.batch_size.observe(len(msgs))
+        start_offsets = self._first_offsets(msgs)
+        assigned = self.consumer.assignment()
+        self.consumer.pause(assigned)
+        try:
+            fut = self._compute.submit(self._compute_batch, msgs)
+            while not fut.done():  # keep serving the group while the batch computes
+                self._keep_polling(0.05)
+            try:
+                entries = fut.result()
+            except StorageUnavailable as e:
+                log.warning("storage_unavailable", error=str(e))
+                self._rewind(start_offsets)
+                self._wait_for_storage()
+                return
+            entries = [e for e in entries if e.tp not in self._revoked]
+            if entries:
+                self._transact(entries, start_offsets)
+        finally:
+            live = [tp for tp in self.consumer.assignment() if (tp.topic, tp.partition) not in self._revoked]
+            self.consumer.resume(live)
+
+    def _keep_polling(self, timeout_s: float) -> None:
+        self.health.tick()
+        m = self.consumer.poll(timeout_s)
+        if m is not None and m.error() is None:
+            self._carry.append(m)  # fetched before the pause took effect: next batch
+
+    def _wait_for_storage(self) -> None:
+        delay = 0.5
+        while not self._stop.is_set() and not self.storage.healthy():
+            t_end = time.monotonic() + delay
+            while time.monotonic() < t_end:
+                self._keep_polling(0.1)
+            delay = min(delay * 2, 5.0)
+
+    @staticmethod
+    def _first_offsets(msgs: Sequence[Message]) -> dict[tuple[str, int], int]:
+        first: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            k = (m.topic(), m.partition())
+            first[k] = min(first.get(k, m.offset()), m.offset())
+        return first
+
+    def _rewind(self, start_offsets: Mapping[tuple[str, int], int]) -> None:
+        """Seek every still-assigned partition of the batch back to its first offset."""
+        self._carry = [m for m in self._carry if (m.topic(), m.partition()) not in start_offsets]
+        for (t, p), off in start_offsets.items():
+            if (t, p) in self._revoked:
+                continue
+            try:
+                self.consumer.seek(TopicPartition(t, p, off))
+            except KafkaException as e:
+                log.warning("seek_failed", partition=p, error=str(e))
+
+    # --- compute side (runs on the batch thread) -------------------------------------------
+    def _compute_batch(self, msgs: list[Message]) -> list[_Entry]:
+        t_batch = time.time() * 1000.0
+        entries = [self._parse(m) for m in msgs]
+        loads = {i: self._pool.submit(self._load, e.event)
+                 for i, e in enumerate(entries) if e.event is not None}
+        for i, f in loads.items():
+            e = entries[i]
+            try:
+                e.image = f.result()
+            except (ObjectNotFound,):
+                e.reason = ReasonCode.OBJECT_NOT_FOUND
+            except ObjectTooLarge:
+                e.reason = ReasonCode.IMAGE_TOO_LARGE
+            except DecodeError as de:
+                e.reason = ReasonCode(de.reason)
+            except ContractError as ce:
+                e.dead = self._dead(e.msg, ce.code, str(ce), e.event.upload_id)
+                e.event = None
+            except StorageError as se:
+                raise StorageUnavailable(str(se)) from se
+        for e in entries:
+            if e.event is not None:
+                sub = _epoch_ms(e.event.submitted_at) or float(e.msg.timestamp()[1])
+                self.metrics.queue_wait.observe(max(t_batch - sub, 0.0) / 1000.0)
+        by_task: dict[str, list[_Entry]] = {}
+        for e in entries:
+            if e.event is not None and e.image is not None:
+                by_task.setdefault(str(e.event.task), []).append(e)
+        for task, group in by_task.items():
+            self._run_processor(task, group)
+        puts = []
+        for e in entries:
+            if e.outcome is None:
+                continue
+            proc = self.processors[str(e.event.task)]
+            for a in e.outcome.artifacts:
+                key = object_key(str(e.event.task), proc.model.version, e.event.upload_id, a.name, a.ext)
+                puts.append((e, a, self._pool.submit(self.storage.put, self.s.s3.results_bucket,
+                                                      key, a.data, a.content_type)))
+        for e, a, f in puts:
+            try:
+                st = f.result()
+            except StorageError as se:
+                raise StorageUnavailable(str(se)) from se
+            e.refs[a.name] = ObjectRef(bucket=st.bucket, key=st.key, size_bytes=st.size_bytes,
+                                       sha256=st.sha256, content_type=a.content_type,
+                                       width=a.width, height=a.height)
+        return entries
+
+    def _parse(self, m: Message) -> _Entry:
+        e = _Entry(m)
+        try:
+            e.event = codec.decode_upload(
+                m.key(), m.value(), m.headers(), allowed_buckets=self.s.s3.allowed_buckets,
+                inline_max_bytes=self.s.worker.inline_max_bytes)
+        except ContractError as ce:
+            e.dead = self._dead(m, ce.code, f"{ce} at {ce.path}", None)
+            return e
+        if str(e.event.task) not in self.processors:
+            e.dead = self._dead(m, DeadLetterCode.PROCESSING_ERROR,
+                                f"task {e.event.task} not served by this worker", e.event.upload_id)
+            e.event = None
+        return e
+
+    def _load(self, ev: UploadEvent) -> np.ndarray:
+        data = codec.inline_bytes(ev)
+        if data is None:
+            ref = ev.image.ref
+            data = self.storage.get(ref.bucket, ref.key, max_bytes=self.s.decode.max_bytes)
+        return decode_image(data, self.s.decode)
+
+    def _run_processor(self, task: str, group: list[_Entry]) -> None:
+        proc = self.processors[task]
+        items = [Item(e.event.upload_id, e.image, e.event.options_dict()) for e in group]
+        calls0 = _calls(proc)
+        t0 = time.perf_counter()
+        try:
+            outcomes = proc.process_batch(items)
+            if len(outcomes) != len(items):
+                raise RuntimeError(f"{len(outcomes)} outcomes for {len(items)} items")
+        except Exception as exc:  # isolate the poison item: one by one
+            log.warning("batch_failed_isolating", task=task, error=type(exc).__name__)
+            outcomes = []
+            for e, it in zip(group, items, strict=True):
+                try:
+                    outcomes.extend(proc.process_batch([it]))
+                except Exception as exc1:
+                    e.dead = self._dead(e.msg, DeadLetterCode.PROCESSING_ERROR,
+                                        f"{task} processor raised {type(exc1).__name__}: {exc1}",
+                                        e.event.upload_id)
+                    outcomes.append(None)
+        self.metrics.inference.labels(task).observe(time.perf_counter() - t0)
+        self.metrics.inference_calls.labels(task).inc(max(_calls(proc) - calls0, 0))
+        for e, o in zip(group, outcomes, strict=True):
+            e.image = None
+            if o is None:
+                e.event = None
+            else:
+                e.outcome = o
+                e.batch_size = len(group)
+
+    # --- results + transaction --------------------------------------------------------------
+    def _dead(self, m: Message, code: str, error: str, upload_id: str | None) -> DeadLetter:
+        return codec.make_dead_letter(
+            key=m.key(), value=m.value(), headers=m.headers(), topic=m.topic(),
+            partition=m.partition(), offset=m.offset(), code=code, error=error,
+            max_value_bytes=self.s.worker.dlq_value_max_bytes, upload_id=upload_id)
+
+    def _result(self, e: _Entry) -> VerificationResult:
+        ev = e.event
+        task = str(ev.task)
+        proc = self.processors[task]
+        processed_at = now_rfc3339()
+        now_ms = _epoch_ms(processed_at) or time.time() * 1000.0
+        sub_ms = _epoch_ms(ev.submitted_at) or float(e.msg.timestamp()[1])
+        o = e.outcome
+        if o is None:
+            status, reasons, payload, inf_ms = Status.REJECTED, (e.reason,), None, 0.0
+        else:
+            status, reasons, inf_ms = o.status, tuple(o.reasons), o.inference_ms
+            payload = task_payload(task, o.payload, e.refs)
+        kw: dict[str, Any] = {task: payload} if payload is not None else {}
+        return VerificationResult(
+            upload_id=ev.upload_id, task=ev.task, status=status, reasons=reasons,
+            model=ModelRef(name=proc.model.name, version=proc.model.version,
+                           provider=proc.model.provider),
+            timings=Timings(queue_ms=round(max(now_ms - sub_ms - inf_ms, 0.0), 3),
+                            batch_size=e.batch_size, inference_ms=round(inf_ms, 3),
+                            total_ms=round(max(now_ms - sub_ms, 0.0), 3)),
+            source=SourceRef(topic=e.msg.topic(), partition=e.msg.partition(), offset=e.msg.offset()),
+            processed_at=processed_at, submitted_at=ev.submitted_at, trace_id=ev.trace_id, **kw)
+
+    def _transact(self, entries: list[_Entry], start_offsets: Mapping[tuple[str, int], int]) -> None:
+        k = self.s.kafka
+        results = [(e, self._result(e)) for e in entries if e.event is not None]
+        deads = [e.dead for e in entries if e.dead is not None]
+        last: dict[tuple[str, int], int] = {}
+        for e in entries:
+            last[e.tp] = max(last.get(e.tp, -1), e.msg.offset())
+        offsets = [TopicPartition(t, p, off + 1) for (t, p), off in last.items()]
+        p = self.producer
+        try:
+            p.begin_transaction()
+            for _, r in results:
+                key, value, headers = codec.encode_result(r)
+                p.produce(k.results_topic, key=key, value=value, headers=headers)
+            for d in deads:
+                key, value, headers = codec.encode_dead_letter(d)
+                p.produce(k.dlq_topic, key=key, value=value, headers=headers)
+            p.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+            self._commit_with_retry(p)
+        except KafkaException as ex:
+            err = ex.args[0]
+            log.warning("transaction_failed", error=str(err), abortable=err.txn_requires_abort(),
+                        fatal=err.fatal())
+            self.metrics.transactions.labels("aborted").inc()
+            if err.txn_requires_abort():
+                try:
+                    p.abort_transaction(30)
+                except KafkaException:
+                    self._rebuild_producer()
+            else:
+                self._rebuild_producer()
+            self._rewind(start_offsets)
+            return
+        self.metrics.transactions.labels("committed").inc()
+        now = time.time()
+        for e, r in results:
+            self.metrics.results.labels(str(r.task), str(r.status)).inc()
+            self.metrics.e2e.labels(str(r.task)).observe(r.timings.total_ms / 1000.0)
+        for d in deads:
+            self.metrics.dead_letters.labels(str(d.error_code)).inc()
+        log.info("batch_committed", results=len(results), dead_letters=len(deads),
+                 partitions=sorted({p for _, p in last}), at=round(now, 3))
+
+    @staticmethod
+    def _commit_with_retry(p: Any, attempts: int = 5) -> None:
+        for i in range(attempts):
+            try:
+                p.commit_transaction(30)
+                return
+            except KafkaException as ex:
+                if ex.args[0].retriable() and i + 1 < attempts:
+                    time.sleep(0.2 * (i + 1))
+                    continue
+                raise
+
+    def _rebuild_producer(self) -> None:
+        """Fenced or fatal: drop the producer, build a new one with the same transactional.id."""
+        try:
+            self.producer.flush(1)
+        except Exception:
+            pass
+        self.producer = transactional_producer(self.s.kafka, self.transactional_id)
+
+
+def _calls(proc: Processor) -> int:
+    stats = getattr(proc, "stats", None)
+    return int(getattr(stats, "calls", 0)) if stats is not None else 0
+
+
+def task_payload(task: str, payload: Mapping[str, Any], refs: Mapping[str, ObjectRef]) -> Any:
+    """Build the result's task payload (``CardPayload`` / ``IdPhotoPayload``) from an outcome.
+
+    Args:
+        task: ``card`` or ``id_photo``.
+        payload: the outcome's task fields.
+        refs: artifact name -> stored object ref; the task's main artifact (``rectified`` /
+            ``photo``) fills the ref field, ``None`` when the item was rejected.
+    """
+    field_name = REF_FIELD[task]
+    d = {k: v for k, v in payload.items() if k in _FIELDS[task]}
+    d[field_name] = refs.get(field_name)
+    if task == "card":
+        d.setdefault("quad", None)
+        d.setdefault("confidence", 0.0)
+        d.setdefault("doc_type", "unknown")
+        return CardPayload(**d)
+    d.setdefault("face_box", None)
+    return IdPhotoPayload(**d)
+
+
+_FIELDS = {"card": set(CardPayload.model_fields), "id_photo": set(IdPhotoPayload.model_fields)}
+
+
+def install_signal_handlers(worker: Worker) -> None:
+    """SIGTERM / SIGINT -> finish or abort the batch, commit, leave the group."""
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, worker.stop)
+
+

@@ -1,0 +1,106 @@
+"""Helpers of the integration tier: sample images, worker subprocesses, reading committed results."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from schemas import codec
+from schemas.models import DeadLetter, VerificationResult
+from streams.kafka import consumer
+from streams.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = ROOT.parent / "shared" / "cases"
+
+
+def write_images(folder: Path, n: int, seed: int = 0, size: tuple[int, int] = (96, 128)) -> list[Path]:
+    """``n`` distinct small JPEGs ``(H, W) = size`` of random blocks; returns their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        img = cv2.resize(rng.integers(0, 255, (6, 8, 3), dtype=np.uint8), size[::-1],
+                         interpolation=cv2.INTER_NEAREST)
+        p = folder / f"img{i:04d}.jpg"
+        cv2.imwrite(str(p), img)
+        out.append(p)
+    return out
+
+
+def settings_env(s: Settings) -> dict[str, str]:
+    """Environment that makes a ``cardstream`` subprocess use the settings of this test."""
+    k, s3 = s.kafka, s.s3
+    env = dict(os.environ)
+    env.update({
+        "CARDSTREAM_KAFKA__UPLOADS_TOPIC": k.uploads_topic,
+        "CARDSTREAM_KAFKA__RESULTS_TOPIC": k.results_topic,
+        "CARDSTREAM_KAFKA__DLQ_TOPIC": k.dlq_topic,
+        "CARDSTREAM_KAFKA__GROUP_ID": k.group_id,
+        "CARDSTREAM_KAFKA__TRANSACTIONAL_ID_PREFIX": k.transactional_id_prefix,
+        "CARDSTREAM_S3__UPLOADS_BUCKET": s3.uploads_bucket,
+        "CARDSTREAM_S3__RESULTS_BUCKET": s3.results_bucket,
+        "CARDSTREAM_S3__ALLOWED_BUCKETS": f'["{s3.uploads_bucket}"]',
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+def start_worker(s: Settings, slot: int, log_path: Path, *args: str) -> subprocess.Popen:
+    """Start ``cardstream worker --slot N ARGS`` as a subprocess logging to ``log_path``."""
+    cmd = [str(ROOT / ".venv" / "bin" / "cardstream"), "worker", "--slot", str(slot),
+           "--http-port", "0", *args]
+    f = open(log_path, "ab")
+    return subprocess.Popen(cmd, env=settings_env(s), stdout=f, stderr=subprocess.STDOUT,
+                            cwd=ROOT, start_new_session=True)
+
+
+def stop_worker(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
+    """Send ``sig`` and wait; SIGKILL after ``timeout_s``. Returns the exit code."""
+    if p.poll() is None:
+        p.send_signal(sig)
+        try:
+            return p.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    return p.wait()
+
+
+def read_committed(s: Settings, topic: str, want: int, timeout_s: float, settle_s: float = 3.0,
+                   group: str | None = None) -> list:
+    """Read ``topic`` from the beginning with read_committed until ``want`` records (or timeout),
+    then ``settle_s`` more to catch extras. Returns the raw messages."""
+    c = consumer(s.kafka, group or f"reader-{time.time_ns()}")
+    c.subscribe([topic])
+    out, t0 = [], time.monotonic()
+    deadline = t0 + timeout_s
+    settle_until = None
+    while time.monotonic() < (settle_until or deadline):
+        for m in c.consume(500, 0.5):
+            if m.error() is None:
+                out.append(m)
+        if len(out) >= want and settle_until is None:
+            settle_until = time.monotonic() + settle_s
+    c.close()
+    return out
+
+
+def results(s: Settings, want: int, timeout_s: float = 120.0, settle_s: float = 3.0) -> list[VerificationResult]:
+    """Committed VerificationResults of this test's results topic."""
+    msgs = read_committed(s, s.kafka.results_topic, want, timeout_s, settle_s)
+    return [codec.decode_result(m.value()) for m in msgs]
+
+
+def dead_letters(s: Settings, want: int, timeout_s: float = 60.0) -> list[DeadLetter]:
+    """Committed DeadLetters of this test's dead-letter topic."""
+    return [codec.decode_dead_letter(m.value()) for m in read_committed(s, s.kafka.dlq_topic, want, timeout_s)]
+
+
+__all__ = ["CASES", "ROOT", "dead_letters", "read_committed", "results", "settings_env",
+           "start_worker", "stop_worker", "write_images"]

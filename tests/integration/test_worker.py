@@ -1,0 +1,162 @@
+"""The worker against the real stack: batches, exactly-once results, DLQ, MinIO outage, kills."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from processors.sleep import SleepProcessor
+from schemas.reasons import Status
+from streams.produce import UploadProducer
+from streams.settings import Settings
+from streams.storage import Storage
+from streams.worker import Worker
+
+from .helpers import dead_letters, results, start_worker, stop_worker, write_images
+
+pytestmark = pytest.mark.integration
+
+
+def _worker(s: Settings, bucket: int = 8, call_ms: float = 5.0) -> Worker:
+    procs = {t: SleepProcessor(t, call_ms=call_ms, item_ms=0.5, bucket=bucket) for t in ("card", "id_photo")}
+    return Worker(s, procs, Storage(s.s3))
+
+
+def _run_until(w: Worker, done: threading.Event | None = None, idle_exit_s: float = 4.0) -> threading.Thread:
+    t = threading.Thread(target=w.run, kwargs={"idle_exit_s": idle_exit_s}, daemon=True)
+    t.start()
+    return t
+
+
+def _check_objects(s: Settings, rs) -> None:
+    st = Storage(s.s3)
+    for r in rs:
+        payload = r.card if r.card is not None else r.id_photo
+        ref = payload.rectified if r.card is not None else payload.photo
+        assert ref is not None, r.upload_id
+        assert ref.key == f"{r.task}/{r.model.version}/{r.upload_id}/{'rectified' if r.card else 'photo'}.png"
+        assert hashlib.sha256(st.get(ref.bucket, ref.key)).hexdigest() == ref.sha256
+
+
+def test_batches_one_call_per_bucket_and_exactly_once(settings: Settings, tmp_path: Path) -> None:
+    files = write_images(tmp_path / "imgs", 20)
+    prod = UploadProducer(settings)
+    sent = prod.produce_files(files, "card", count=60, concurrency=8)
+    sent += prod.produce_files(files, "id_photo", count=40, concurrency=8)
+    s = settings.model_copy(update={"worker": settings.worker.model_copy(update={"max_batch": 32, "max_wait_ms": 200})})
+    w = _worker(s, bucket=8)
+    t = _run_until(w)
+    rs = results(s, 100, timeout_s=90)
+    w.stop()
+    t.join(30)
+    assert sorted(r.upload_id for r in rs) == sorted(x.upload_id for x in sent)
+    assert {r.status for r in rs} == {Status.ACCEPTED}
+    # every batch made ceil(n / bucket) calls per task: the sum over batches is what the processor counted
+    calls = {t: p.stats.calls for t, p in w.processors.items()}
+    sizes = Counter(r.timings.batch_size for r in rs)
+    per_task_batches = Counter()
+    for r in rs:
+        per_task_batches[(r.task, r.timings.batch_size)] += 1
+    expected = Counter()
+    for (task, size), n_items in per_task_batches.items():
+        expected[str(task)] += (n_items // size) * math.ceil(size / 8)
+    assert calls == dict(expected)
+    # poll batches were larger than one event on average
+    assert sum(k * v for k, v in sizes.items()) / len(rs) > 1
+    hist = w.metrics.batch_size.collect()[0].samples
+    count = next(x.value for x in hist if x.name.endswith("_count"))
+    total = next(x.value for x in hist if x.name.endswith("_sum"))
+    assert total == 100 and total / count > 1
+    _check_objects(s, rs)
+
+
+def test_bad_events_go_to_dlq_and_worker_continues(settings: Settings, tmp_path: Path) -> None:
+    import json
+
+    prod = UploadProducer(settings)
+    bad = [
+        (b"x", b"\x00\x01garbage{"),                                      # NOT_JSON
+        (b"u1", json.dumps({"upload_id": "u1", "task": "selfie_video",
+                            "image": {"ref": {"bucket": settings.s3.uploads_bucket, "key": "a"}}}).encode()),
+        (b"../../etc/passwd", json.dumps({"upload_id": "../../etc/passwd", "task": "card",
+                                          "image": {"ref": {"bucket": settings.s3.uploads_bucket, "key": "a"}}}).encode()),
+        (b"u9", json.dumps({"upload_id": "u9", "task": "card",
+                            "image": {"ref": {"bucket": "someone-elses", "key": "a"}}}).encode()),
+    ]
+    for k, v in bad:
+        prod.send_raw(k, v)
+    missing = json.dumps({"upload_id": "u3", "task": "card",
+                          "image": {"ref": {"bucket": settings.s3.uploads_bucket, "key": "does/not/exist.jpg"}}})
+    prod.send_raw(b"u3", missing.encode())
+    prod.send(prod.event_for("txt1", "card", b"hello, this is not an image", "a.txt", None))
+    files = write_images(tmp_path / "imgs", 3)
+    good = prod.produce_files(files, "card")
+    assert prod.flush() == []
+    w = _worker(settings)
+    t = _run_until(w)
+    rs = results(settings, 5, timeout_s=60)
+    ds = dead_letters(settings, 4, timeout_s=30)
+    w.stop()
+    t.join(30)
+    by_id = {r.upload_id: r for r in rs}
+    assert by_id["u3"].status == Status.REJECTED and [str(x) for x in by_id["u3"].reasons] == ["OBJECT_NOT_FOUND"]
+    assert [str(x) for x in by_id["txt1"].reasons] == ["UNSUPPORTED_FORMAT"]
+    assert all(by_id[g.upload_id].status == Status.ACCEPTED for g in good)
+    assert sorted(str(d.error_code) for d in ds) == sorted(["NOT_JSON", "SCHEMA_INVALID", "SCHEMA_INVALID",
+                                                            "BUCKET_NOT_ALLOWED"])
+    st = Storage(settings.s3)
+    keys = [o.object_name for o in st.client.list_objects(settings.s3.results_bucket, recursive=True)]
+    assert all(".." not in k and not k.startswith("/") for k in keys)
+
+
+def test_minio_outage_commits_nothing_until_back(settings: Settings, tmp_path: Path) -> None:
+    """Results bucket unreachable (wrong endpoint for the worker) -> nothing committed; then all."""
+    files = write_images(tmp_path / "imgs", 10)
+    sent = UploadProducer(settings).produce_files(files, "card", count=30)
+    down = settings.s3.model_copy(update={"endpoint": "127.0.0.1:1"})
+    procs = {t: SleepProcessor(t, call_ms=5.0) for t in ("card", "id_photo")}
+    w = Worker(settings, procs, Storage(down, retries=2, backoff_s=0.05, timeout_s=1.0))
+    t = _run_until(w, idle_exit_s=60)
+    time.sleep(8)
+    from .helpers import read_committed
+
+    assert read_committed(settings, settings.kafka.results_topic, 1, timeout_s=3, settle_s=0) == []
+    w.storage = Storage(settings.s3)  # the store is back
+    rs = results(settings, 30, timeout_s=60)
+    w.stop()
+    t.join(30)
+    assert sorted(r.upload_id for r in rs) == sorted(x.upload_id for x in sent)
+    _check_objects(settings, rs)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_600_uploads_two_tasks_with_kills(settings: Settings, tmp_path: Path, workers: int) -> None:
+    """600 uploads, N worker processes; with 2 workers one is SIGKILLed mid-run twice and restarted."""
+    files = write_images(tmp_path / "imgs", 30)
+    prod = UploadProducer(settings)
+    sent = prod.produce_files(files, "card", count=300, concurrency=16)
+    sent += prod.produce_files(files, "id_photo", count=300, concurrency=16)
+    args = ["--processor", "card=sleep,id_photo=sleep", "--sleep-ms", "150", "--max-batch", "16"]
+    procs = {i: start_worker(settings, i, tmp_path / f"w{i}.log", *args) for i in range(workers)}
+    try:
+        if workers == 2:
+            for _ in range(2):
+                time.sleep(6)
+                stop_worker(procs[1], signal.SIGKILL)
+                procs[1] = start_worker(settings, 1, tmp_path / "w1.log", *args)
+        rs = results(settings, 600, timeout_s=240, settle_s=5)
+    finally:
+        codes = [stop_worker(p) for p in procs.values()]
+    ids = Counter(r.upload_id for r in rs)
+    assert len(rs) == 600, (tmp_path / "w0.log").read_text()[-3000:]
+    assert set(ids) == {x.upload_id for x in sent}
+    assert max(ids.values()) == 1
+    assert codes == [0] * workers  # SIGTERM: clean exit
+    _check_objects(settings, rs[::20])
