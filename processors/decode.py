@@ -17,18 +17,18 @@ Rules (in order, each refusal is a :class:`~processors.errors.DecodeError` with 
    ``ImageFile.LOAD_TRUNCATED_IMAGES = False`` ("image file is truncated" → ``CORRUPT_IMAGE``);
    any decoder failure (``OSError``, ``SyntaxError``, ``ValueError``, ``EOFError``,
    libtiff/libwebp/libheif errors...) is ``CORRUPT_IMAGE`` too.
-5. The EXIF Orientation (tag 274, values 1..8, read from the header as
-   ``ImageOps.exif_transpose`` does, XMP ``tiff:Orientation`` included) is applied exactly once,
-   to the decoded array. TIFF: Pillow applies it while loading and clears the tag, so it is read
-   after loading and not applied twice. HEIF: pillow-heif already applies the container's ``irot``/``imir``
-   transforms and clears the EXIF orientation, so it is not applied twice.
-6. Colour: CMYK (incl. Adobe's inverted CMYK JPEGs, by libjpeg-turbo) and
-   YCbCr/LAB/HSV → RGB; 1-bit/palette/grayscale → 3 equal channels; 16-bit grayscale
-   (``I;16*``, and ``I`` taken as 0..65535) → 8-bit by ``round(v * 255 / 65535)``; alpha
-   (RGBA, LA, PA, palette or grayscale/RGB with a ``tRNS`` transparent colour) is flattened
-   against ``flatten_bgr``: ``out = (c * a + bg * (255 - a) + 127) // 255``, so the RGB hidden
-   under ``alpha = 0`` never shows. Animated GIF/WebP/APNG and multi-page TIFF/MPO: first frame.
-   No ICC colour management is done (pixel values are taken as sRGB).
+5. The EXIF Orientation (tag 274, values 1..8, read as ``ImageOps.exif_transpose`` reads it, XMP
+   ``tiff:Orientation`` included; other values count as 1) is applied exactly once, to the decoded
+   array. TIFF: Pillow applies it while loading and clears the tag, so it is read after loading.
+   HEIF: pillow-heif applies the container's ``irot``/``imir`` and clears the EXIF orientation.
+6. Colour: CMYK/YCCK JPEGs are taken with Adobe's inverted-CMYK convention (as Pillow does) and
+   converted by simplejpeg; other CMYK, YCbCr, LAB, HSV → RGB by Pillow; 1-bit, palette and
+   grayscale → 3 equal channels; 16-bit grayscale (``I;16*``; ``I`` clipped to 0..65535) → 8-bit
+   by ``round(v * 255 / 65535)``; 16-bit RGB(A) → 8-bit by Pillow (high byte); float (``F``) is
+   taken as 0..1. Alpha (RGBA, LA, PA, or palette/grayscale/RGB with a ``tRNS`` transparent
+   colour) is flattened against ``flatten_bgr``: ``out = (c * a + bg * (255 - a) + 127) // 255``,
+   so the RGB hidden under ``alpha = 0`` never shows. Animated GIF/WebP/APNG, multi-page TIFF and
+   MPO: first frame. No ICC colour management (pixel values are taken as sRGB).
 
 Pixel limits: ``DecodeSettings.max_pixels`` is checked on the header's size. Pillow's own
 decompression-bomb check (``Image.MAX_IMAGE_PIXELS``, left at Pillow's default of 89 478 485 px,
@@ -211,8 +211,11 @@ def _to_rgb_array(im: Image.Image, bg_rgb: tuple[int, int, int]) -> np.ndarray:
         return _flatten(np.asarray(im.convert("RGBA")), bg_rgb)
     if mode == "L":
         return np.asarray(im)
-    if mode in ("1", "F"):
-        return np.asarray(im.convert("L"))  # "F": Pillow's clip to 0..255
+    if mode == "F":  # floating-point samples, taken as 0..1 intensity (NaN → 0)
+        values = np.nan_to_num(np.asarray(im), nan=0.0, posinf=1.0, neginf=0.0)
+        return np.round(np.clip(values, 0.0, 1.0) * 255.0).astype(np.uint8)
+    if mode == "1":
+        return np.asarray(im.convert("L"))
     if mode != "RGB":  # P, CMYK (Adobe-inverted handled by the JPEG plugin), YCbCr, LAB, HSV, RGBX
         im = im.convert("RGB")
     return np.asarray(im)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pydantic
 import pytest
@@ -345,6 +346,24 @@ def test_sixteen_bit_grayscale_scaled_not_clipped() -> None:
     assert img[0, 1].tolist() == [1, 1, 1]  # ... but 257 would clip to 255, not 1
 
 
+@pytest.mark.parametrize("ext", [".png", ".tiff"])
+def test_sixteen_bit_rgb(ext: str) -> None:
+    bgr16 = np.random.default_rng(2).integers(0, 65536, (40, 48, 3), dtype=np.uint16)
+    ok, buf = cv2.imencode(ext, bgr16)
+    assert ok
+    img = decode_image(buf.tobytes(), DEFAULT)
+    _assert_bgr(img)
+    assert np.abs(img.astype(float) - bgr16 / 257.0).max() <= 1.0
+
+
+def test_float_tiff_taken_as_unit_range() -> None:
+    values = np.tile(np.array([0.0, 0.5, 1.0, 2.0, -1.0, np.nan], np.float32), (40, 8))
+    ok, buf = cv2.imencode(".tiff", values)
+    assert ok
+    img = decode_image(buf.tobytes(), DEFAULT)
+    assert img[0, :6, 0].tolist() == [0, 128, 255, 255, 0, 0]
+
+
 @pytest.mark.parametrize("pil_format", ["JPEG", "TIFF"])
 def test_cmyk_not_inverted(pil_format: str) -> None:
     cmyk = np.zeros((40, 60, 4), np.uint8)
@@ -456,12 +475,20 @@ FORMATS_FOR_TRUNCATION = [
     "kw",
     [{"quality": 90}, {"quality": 75, "progressive": True}, {"quality": 90, "subsampling": 0}],
 )
-@pytest.mark.parametrize("mode", ["RGB", "L"])
-def test_jpeg_pixels_equal_pillow_decode(kw: dict, mode: str) -> None:
+@pytest.mark.parametrize(("mode", "tol"), [("RGB", 0), ("L", 0), ("CMYK", 2)])
+def test_jpeg_pixels_equal_pillow_decode(kw: dict, mode: str, tol: int) -> None:
     im = Image.fromarray(_texture(seed=3)).convert(mode)
     data = _encode(im, "JPEG", **kw)
-    reference = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
-    assert np.array_equal(decode_image(data, DEFAULT), _rgb_to_bgr(reference))
+    reference = _rgb_to_bgr(np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
+    assert np.abs(decode_image(data, DEFAULT).astype(int) - reference).max() <= tol
+
+
+def test_mpo_first_picture() -> None:
+    first = Image.new("RGB", (64, 48), (220, 20, 20))
+    second = Image.new("RGB", (64, 48), (20, 20, 220))
+    data = _encode(first, "MPO", save_all=True, append_images=[second])
+    assert sniff_format(data) == "jpeg"
+    assert np.abs(decode_image(data, DEFAULT).astype(int) - (20, 20, 220)).max() <= 3
 
 
 @pytest.mark.parametrize(("pil_format", "kw"), FORMATS_FOR_TRUNCATION)
