@@ -1,0 +1,187 @@
+"""Person matte with rembg's U2-Net family, run once per batch.
+
+rembg runs its U2-Net sessions one image at a time on a graph whose input is fixed at
+``[1,3,320,320]``. Here the same graph is loaded through :class:`processors.runtime.BatchedModel`
+with the leading dim rewritten to a symbolic batch, and every image is pre- and post-processed
+exactly as rembg 2.0.86 does (``rembg/sessions/base.py`` ``BaseSession.normalize`` and
+``rembg/sessions/u2net*.py`` ``predict``), so a batched mask equals
+``rembg.remove(img, session=new_session(name), only_mask=True)`` per image (up to 1 level of
+0..255 where batched convolutions round differently).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from processors.errors import ModelError
+from processors.models import manifest, model_home, model_path
+from processors.runtime import BatchedModel, RuntimeSettings
+
+#: U2-Net input side (px); rembg's ``(320, 320)``.
+MATTE_SIDE = 320
+#: ImageNet mean/std on RGB in [0, 1], as passed by rembg's U2-Net sessions.
+MEAN: tuple[float, float, float] = (0.485, 0.456, 0.406)
+STD: tuple[float, float, float] = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True, slots=True)
+class RembgModelFile:
+    """A rembg release model file.
+
+    Attributes:
+        file: file name in the model home (rembg's ``{name}.onnx``).
+        md5: hex MD5 rembg's ``download_models`` checks (``rembg/sessions/{name}.py``, rembg 2.0.86);
+            their SHA-256 are not known offline, so files not pinned in ``models.json`` are
+            verified by this MD5, as rembg itself does.
+    """
+
+    file: str
+    md5: str
+
+
+#: rembg's U2-Net family (same pre/post-processing). Source: rembg 2.0.86 ``sessions/*.py``.
+REMBG_MODELS: dict[str, RembgModelFile] = {
+    "u2netp": RembgModelFile("u2netp.onnx", "8e83ca70e441ab06c318d82300c84806"),
+    "u2net": RembgModelFile("u2net.onnx", "60024c5c889badc19c04ad937298a77b"),
+    "u2net_human_seg": RembgModelFile("u2net_human_seg.onnx", "c09ddc2e0104f800e3e1bb4652583d1f"),
+    "silueta": RembgModelFile("silueta.onnx", "55e59e0d8062d2f5d013f4725ee84782"),
+}
+
+
+def _md5_file(path: Path) -> str:
+    h = hashlib.md5()  # noqa: S324 - integrity check matching rembg's own pin, not security
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def resolve_model(name: str) -> tuple[Path, str | None]:
+    """Locate and verify the file of matting model ``name``.
+
+    Models pinned in ``processors/models.json`` are verified by SHA-256 (``model_path``); the other
+    rembg models by their MD5 from :data:`REMBG_MODELS`.
+
+    Returns:
+        ``(path, sha256)``: ``sha256`` is the pinned digest for :class:`BatchedModel` to check, or
+        None when the file was verified here by MD5.
+
+    Raises:
+        ModelError: unknown name, missing file (the message names the expected path), or a
+            digest mismatch.
+    """
+    if name in manifest():
+        return model_path(name, verify=False), manifest()[name]["sha256"]
+    spec = REMBG_MODELS.get(name)
+    if spec is None:
+        raise ModelError(f"unknown matting model {name!r}; known: {sorted(REMBG_MODELS)}")
+    path = model_home() / spec.file
+    if not path.is_file():
+        raise ModelError(
+            f"matting model {name!r} needs the file {path} (rembg release {spec.file}, "
+            f"md5 {spec.md5}); it is not present — put it there or choose model 'u2netp'"
+        )
+    got = _md5_file(path)
+    if got != spec.md5:
+        raise ModelError(f"model file {path} has md5 {got}, expected rembg's {spec.md5}")
+    return path, None
+
+
+def preprocess(image_bgr: np.ndarray) -> np.ndarray:
+    """rembg's ``BaseSession.normalize`` for one image.
+
+    Args:
+        image_bgr: ``(H, W, 3) uint8`` BGR.
+
+    Returns:
+        ``(3, 320, 320) float32``: RGB resized with PIL LANCZOS to 320x320, divided by the
+        resized image's maximum, then ``(x - mean) / std`` per channel (ImageNet constants).
+    """
+    rgb = np.ascontiguousarray(image_bgr[..., ::-1])
+    im = Image.fromarray(rgb, mode="RGB").resize((MATTE_SIDE, MATTE_SIDE), Image.Resampling.LANCZOS)
+    ary = np.array(im)
+    # same expression and dtypes as rembg: uint8 / uint8-scalar -> float64
+    ary = ary / max(np.max(ary), 1e-6)
+    out = np.empty((3, MATTE_SIDE, MATTE_SIDE), dtype=np.float64)
+    for c in range(3):
+        out[c] = (ary[:, :, c] - MEAN[c]) / STD[c]
+    return out.astype(np.float32)
+
+
+def postprocess(pred: np.ndarray, width: int, height: int) -> np.ndarray:
+    """rembg's U2-Net ``predict`` output handling for one image.
+
+    Args:
+        pred: ``(320, 320) float32`` first output's channel 0 (``d0``, sigmoid).
+        width, height: source size (px).
+
+    Returns:
+        ``(height, width) uint8`` mask: per-image min-max to [0, 1], ``* 255`` truncated to uint8,
+        PIL LANCZOS resize to the source size. A constant prediction gives an all-zero mask.
+    """
+    ma = np.max(pred)
+    mi = np.min(pred)
+    if ma > mi:
+        norm = (pred - mi) / (ma - mi)
+        small = (norm.clip(0, 1) * 255).astype("uint8")
+    else:
+        small = np.zeros(pred.shape, dtype=np.uint8)
+    mask = Image.fromarray(small, mode="L").resize((width, height), Image.Resampling.LANCZOS)
+    return np.asarray(mask)
+
+
+class U2NetMatting:
+    """Batched person matte with a rembg U2-Net model.
+
+    Args:
+        name: ``u2netp`` (default, pinned), ``u2net``, ``u2net_human_seg`` or ``silueta``.
+        runtime: ONNX Runtime settings (provider, buckets, threads).
+
+    Raises:
+        ModelError: the model file is unknown, missing (named in the message) or fails its pin.
+        ProviderError: CUDA asked for but not active.
+    """
+
+    def __init__(self, name: str, runtime: RuntimeSettings) -> None:
+        path, sha256 = resolve_model(name)
+        self.name = name
+        self.path = path
+        self.model = BatchedModel(path, sha256, runtime, name, make_batch_symbolic=True)
+        self.last_inference_ms = 0.0
+
+    @property
+    def provider(self) -> str:
+        """Execution provider ONNX Runtime actually uses (``CPUExecutionProvider``...)."""
+        return self.model.provider
+
+    def warm_up(self) -> int:
+        """Run every batch bucket once and choose the best; returns the chosen bucket."""
+        return self.model.warm_up((3, MATTE_SIDE, MATTE_SIDE))
+
+    def predict(self, images_bgr: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Masks for N images with one batched model call (split only by the chosen bucket).
+
+        Args:
+            images_bgr: N >= 1 images, each ``(H_i, W_i, 3) uint8`` BGR.
+
+        Returns:
+            N masks, each ``(H_i, W_i) uint8`` (0 background .. 255 person), equal to rembg's
+            ``remove(..., only_mask=True)`` per image within 1 level. ``last_inference_ms`` holds
+            the wall time (ms) of the model call.
+        """
+        if not images_bgr:
+            return []
+        x = np.stack([preprocess(im) for im in images_bgr])
+        t0 = time.perf_counter()
+        d0 = self.model.run(x)[0]
+        self.last_inference_ms = (time.perf_counter() - t0) * 1000.0
+        return [
+            postprocess(d0[i, 0], im.shape[1], im.shape[0]) for i, im in enumerate(images_bgr)
+        ]

@@ -1,0 +1,183 @@
+"""The ``id_photo`` processor: one batched U2-Net matting call per batch, then per-image faces,
+framing, optional alpha matting on the framed crop, compositing and JPEG encoding."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import structlog
+
+from processors.base import Artifact, Item, ModelInfo, Outcome
+from processors.idphoto.faces import FaceBox, FaceDetector, faces_on_person
+from processors.idphoto.framing import (
+    alpha_matting_rgba,
+    composite,
+    encode_jpeg,
+    head_geometry,
+    plan_frame,
+    warp,
+)
+from processors.idphoto.matting import U2NetMatting
+from processors.idphoto.settings import IdPhotoSettings
+from processors.idphoto.sizes import InvalidOptionError, SizeSpec, get_size, parse_background
+from processors.runtime import RuntimeSettings, sha256_file
+from schemas.reasons import ReasonCode, Status, Task
+
+log = structlog.get_logger("cardstream.idphoto")
+
+
+@dataclass(frozen=True, slots=True)
+class PhotoRequest:
+    """An item's validated options.
+
+    Attributes:
+        size: the size spec.
+        background: the option as given, normalised (``white`` or ``#rrggbb``).
+        background_rgb: its RGB.
+        alpha_matting: whether to run alpha matting on the framed crop.
+    """
+
+    size: SizeSpec
+    background: str
+    background_rgb: tuple[int, int, int]
+    alpha_matting: bool
+
+
+def parse_options(options: Mapping[str, Any], settings: IdPhotoSettings) -> PhotoRequest:
+    """Validate an item's ``size`` / ``background`` / ``alpha_matting`` options.
+
+    Missing or None values take the settings' defaults; ``alpha_matting`` None means the size's
+    default (off for one_inch, on for the larger sizes).
+
+    Raises:
+        InvalidOptionError: unknown size, bad colour, or a non-boolean ``alpha_matting``.
+    """
+    size = get_size(str(options.get("size") or settings.default_size))
+    background = str(options.get("background") or settings.default_background).strip().lower()
+    rgb = parse_background(background)
+    am = options.get("alpha_matting")
+    if am is not None and not isinstance(am, bool):
+        raise InvalidOptionError(f"alpha_matting must be true, false or null, not {am!r}")
+    return PhotoRequest(size, background, rgb, size.alpha_matting if am is None else am)
+
+
+class IdPhotoProcessor:
+    """ID photos from selfies, in batches.
+
+    Args:
+        settings: ID-photo settings (matting model, face thresholds, defaults).
+        runtime: ONNX Runtime settings.
+
+    Raises:
+        ModelError: the matting model file is missing (named) or fails its pin; the Haar cascade
+            is missing from OpenCV.
+        ProviderError: CUDA requested but not active.
+    """
+
+    task = Task.ID_PHOTO.value
+
+    def __init__(self, settings: IdPhotoSettings, runtime: RuntimeSettings) -> None:
+        self.settings = settings
+        self.matting = U2NetMatting(settings.model, runtime)
+        self.faces = FaceDetector(settings)
+        self._version = f"{settings.model}.{sha256_file(self.matting.path)[:12]}.haar-alt2"
+
+    @property
+    def model(self) -> ModelInfo:
+        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.haar-alt2``, active provider."""
+        return ModelInfo(
+            name=f"idphoto-{self.settings.model}",
+            version=self._version,
+            provider=self.matting.provider,
+        )
+
+    def warm_up(self) -> None:
+        """Run every matting batch bucket once (choosing the best) and the face detector."""
+        bucket = self.matting.warm_up()
+        self.faces.detect(np.zeros((64, 64, 3), np.uint8))
+        log.info("idphoto_warm", model=self.settings.model, bucket=bucket,
+                 provider=self.matting.provider)
+
+    def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
+        """One outcome per item, in order, with one batched matting call for the whole batch.
+
+        Args:
+            items: N >= 1 items; ``image`` ``(H, W, 3) uint8`` BGR; options ``size``,
+                ``background``, ``alpha_matting``.
+
+        Returns:
+            N outcomes: ``rejected`` (``NO_FACE``, ``MULTIPLE_FACES``, ``FACE_TOO_SMALL``,
+            ``HEAD_CROPPED``), ``failed`` (``INTERNAL_ERROR`` for options the UploadEvent schema
+            forbids; payload ``{"error"}``), or ``accepted`` with a ``photo`` JPEG artifact
+            (300 dpi). Accepted and rejected payloads carry ``size``, ``background``,
+            ``face_box`` (``[x, y, w, h]`` source px, None without a single face), ``width`` and
+            ``height`` (px of the requested size).
+        """
+        if not items:
+            return []
+        requests: list[PhotoRequest | InvalidOptionError] = []
+        for it in items:
+            try:
+                requests.append(parse_options(it.options, self.settings))
+            except InvalidOptionError as e:
+                requests.append(e)
+        valid = [i for i, r in enumerate(requests) if isinstance(r, PhotoRequest)]
+        masks = dict(zip(valid, self.matting.predict([items[i].image for i in valid]),
+                         strict=True))
+        ms = self.matting.last_inference_ms if valid else 0.0
+        outcomes = []
+        for i, (it, req) in enumerate(zip(items, requests, strict=True)):
+            t0 = time.perf_counter()
+            if isinstance(req, InvalidOptionError):
+                log.warning("idphoto_bad_options", upload_id=it.upload_id, error=str(req))
+                out = Outcome(it.upload_id, Status.FAILED, (ReasonCode.INTERNAL_ERROR,),
+                              {"error": str(req)})
+            else:
+                out = self._one(it, req, masks[i], ms)
+            log.debug("idphoto_item", upload_id=it.upload_id, status=str(out.status),
+                      reasons=[str(r) for r in out.reasons],
+                      ms=round((time.perf_counter() - t0) * 1e3, 1))
+            outcomes.append(out)
+        return outcomes
+
+    def _one(self, it: Item, req: PhotoRequest, mask: np.ndarray, inference_ms: float) -> Outcome:
+        spec = req.size
+        payload: dict[str, Any] = {"size": spec.name, "background": req.background,
+                                   "face_box": None, "width": spec.width_px,
+                                   "height": spec.height_px}
+
+        def reject(code: ReasonCode, **extra: Any) -> Outcome:
+            return Outcome(it.upload_id, Status.REJECTED, (code,), {**payload, **extra},
+                           inference_ms=inference_ms)
+
+        faces = faces_on_person(self.faces.detect(it.image), mask, self.settings)
+        if not faces:
+            return reject(ReasonCode.NO_FACE)
+        if len(faces) > 1:
+            return reject(ReasonCode.MULTIPLE_FACES, faces=len(faces))
+        face: FaceBox = faces[0]
+        payload["face_box"] = face.as_list()
+        if face.h < self.settings.min_face_px:
+            return reject(ReasonCode.FACE_TOO_SMALL)
+        head = head_geometry(face, mask, self.settings.matte_threshold)
+        if head.cropped:
+            return reject(ReasonCode.HEAD_CROPPED)
+        frame = plan_frame(head, req.size)
+        rgb = warp(np.ascontiguousarray(it.image[..., ::-1]), frame)
+        alpha = warp(mask, frame)
+        if req.alpha_matting:
+            s = self.settings
+            rgb, alpha = alpha_matting_rgba(
+                rgb, alpha, s.alpha_matting_foreground_threshold,
+                s.alpha_matting_background_threshold, s.alpha_matting_erode_size,
+            )
+        photo = composite(rgb, alpha, req.background_rgb)
+        data = encode_jpeg(photo, self.settings.jpeg_quality)
+        art = Artifact(name="photo", ext="jpg", content_type="image/jpeg", data=data,
+                       width=frame.width, height=frame.height)
+        return Outcome(it.upload_id, Status.ACCEPTED, (), payload, (art,),
+                       inference_ms=inference_ms)

@@ -1,0 +1,99 @@
+"""``cardstream idphoto IMAGE...``: make standard ID photos from files, without Kafka."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def _row(file: Path, status: str, reasons: list[str], **extra: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {"file": str(file), "status": status, "reasons": reasons,
+                           "photo": None, "width": None, "height": None, "face_box": None}
+    row.update(extra)
+    return row
+
+
+def idphoto(
+    images: list[Path] = typer.Argument(..., help="Image files (JPEG, PNG, WebP, HEIC...)."),
+    size: str = typer.Option("one_inch", "--size",
+                             help="one_inch | two_inch | cn_passport | us_passport | schengen."),
+    background: str = typer.Option("white", "--background",
+                                   help="white | blue | red | #RRGGBB."),
+    alpha_matting: bool | None = typer.Option(
+        None, "--alpha-matting/--no-alpha-matting",
+        help="Refine the matte edge (default: off for one_inch, on for larger sizes)."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for the photos "
+                                    "(<stem>.<size>.jpg); default: a new temporary folder."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line (default: a "
+                                 "short text line per image)."),
+    device: str = typer.Option("cpu", help="cpu | cuda | auto."),
+    batch: int = typer.Option(8, help="Images per batched matting call."),
+) -> None:
+    """Cut out the person, frame the head to SIZE at 300 dpi and put it on BACKGROUND.
+
+    Per image: ``{"file", "status", "reasons", "photo" (path of the JPEG, or null), "width",
+    "height" (px), "face_box" ([x, y, w, h] source px, or null)}``. Files refused by safe decoding
+    are ``rejected`` with the decoding reason. Exit status 0 when every image is accepted, 1
+    otherwise, 2 for bad options.
+    """
+    from processors.base import Item
+    from processors.decode import decode_image
+    from processors.errors import DecodeError
+    from processors.idphoto.processor import IdPhotoProcessor, parse_options
+    from processors.idphoto.sizes import InvalidOptionError
+    from streams.logs import configure_logging
+    from streams.settings import load_settings
+
+    options = {"size": size, "background": background, "alpha_matting": alpha_matting}
+    s = load_settings()
+    configure_logging(s.log_level)  # JSON lines on stderr; stdout carries only the results
+    try:
+        parse_options(options, s.idphoto)
+    except InvalidOptionError as e:
+        raise typer.BadParameter(str(e)) from e
+    out_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="cardstream-idphoto-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rt = s.runtime.model_copy(update={"device": device, "max_bucket": max(1, batch)})
+    proc = IdPhotoProcessor(s.idphoto, rt)
+
+    rows: dict[int, dict[str, Any]] = {}
+    pending: list[tuple[int, Item]] = []
+    for i, f in enumerate(images):
+        try:
+            img = decode_image(f.read_bytes(), s.decode)
+        except DecodeError as e:
+            rows[i] = _row(f, "rejected", [e.reason])
+        except OSError as e:
+            rows[i] = _row(f, "failed", ["OBJECT_NOT_FOUND"], error=type(e).__name__)
+        else:
+            pending.append((i, Item(upload_id=f"cli-{i}", image=img, options=options)))
+    step = max(1, batch)
+    for k in range(0, len(pending), step):
+        chunk = pending[k:k + step]
+        for (i, _), o in zip(chunk, proc.process_batch([it for _, it in chunk]), strict=True):
+            f = images[i]
+            extra: dict[str, Any] = {"face_box": o.payload.get("face_box")}
+            for a in o.artifacts:
+                path = out_dir / f"{f.stem}.{size}.{a.ext}"
+                path.write_bytes(a.data)
+                extra.update(photo=str(path), width=a.width, height=a.height)
+            rows[i] = _row(f, str(o.status), [str(r) for r in o.reasons], **extra)
+
+    for i in range(len(images)):
+        r = rows[i]
+        if as_json:
+            typer.echo(json.dumps(r))
+        else:
+            tail = f" -> {r['photo']} ({r['width']}x{r['height']})" if r["photo"] else ""
+            typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])}{tail}")
+    if any(r["status"] != "accepted" for r in rows.values()):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``idphoto`` command to the ``cardstream`` app."""
+    app.command("idphoto")(idphoto)

@@ -1,0 +1,86 @@
+"""Batched U2-Net masks equal rembg.remove(..., only_mask=True) per image; model file errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+from skimage import data
+
+from processors.errors import ModelError
+from processors.idphoto.matting import REMBG_MODELS, U2NetMatting, resolve_model
+from processors.models import model_home
+from processors.runtime import RuntimeSettings
+
+
+def _rgb(a: np.ndarray) -> np.ndarray:
+    if a.dtype == bool:
+        a = a.astype(np.uint8) * 255
+    if a.ndim == 2:
+        a = np.stack([a] * 3, axis=-1)
+    return np.ascontiguousarray(a[..., :3])
+
+
+def _images() -> dict[str, np.ndarray]:
+    """10 RGB images: portraits, animals, objects, textures, a gray and a binary one, crops."""
+    astro = data.astronaut()
+    return {
+        "astronaut": astro,
+        "astronaut_crop": np.ascontiguousarray(astro[40:300, 120:330]),  # odd, non-square size
+        "coffee": data.coffee(),
+        "chelsea": data.chelsea(),
+        "rocket": data.rocket(),
+        "brick": _rgb(data.brick()),
+        "grass": _rgb(data.grass()),
+        "camera": _rgb(data.camera()),
+        "horse": _rgb(data.horse()),
+        "side_by_side": np.concatenate([astro, astro], axis=1),
+    }
+
+
+@pytest.fixture(scope="module")
+def rembg_session():
+    from rembg import new_session
+
+    if not (model_home() / "u2netp.onnx").is_file():
+        pytest.skip(f"u2netp.onnx not in {model_home()} (run `make models`)")
+    # explicit session: rembg's default model would try a download
+    return new_session("u2netp", providers=["CPUExecutionProvider"])
+
+
+def test_batched_masks_equal_rembg_remove(rembg_session) -> None:
+    from rembg import remove
+
+    imgs = _images()
+    n = len(imgs)
+    m = U2NetMatting("u2netp", RuntimeSettings(device="cpu", buckets=(1, n)))
+    masks = m.predict([rgb[..., ::-1] for rgb in imgs.values()])  # BGR in
+    assert m.model.stats.calls == 1 and m.model.stats.images == n  # one batched call
+    assert m.last_inference_ms > 0
+    worst = {}
+    for (name, rgb), mask in zip(imgs.items(), masks, strict=True):
+        ref = np.asarray(remove(Image.fromarray(rgb), session=rembg_session, only_mask=True))
+        assert mask.shape == ref.shape == rgb.shape[:2], name
+        assert mask.dtype == np.uint8
+        worst[name] = int(np.abs(mask.astype(np.int16) - ref.astype(np.int16)).max())
+    assert max(worst.values()) <= 1, worst
+    # the masks are real: the portrait is mostly person where the face is, brick is not a person
+    a = masks[0]
+    assert a[100:150, 200:250].mean() > 200
+    assert masks[0].mean() > masks[5].mean()
+
+
+def test_missing_optional_model_names_the_file(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("U2NET_HOME", str(tmp_path))
+    with pytest.raises(ModelError) as e:
+        resolve_model("u2net_human_seg")
+    assert str(tmp_path / REMBG_MODELS["u2net_human_seg"].file) in str(e.value)
+    with pytest.raises(ModelError, match="unknown matting model"):
+        resolve_model("birefnet")
+
+
+def test_optional_model_is_checked_by_md5(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("U2NET_HOME", str(tmp_path))
+    (tmp_path / "silueta.onnx").write_bytes(b"not the real weights")
+    with pytest.raises(ModelError, match="md5"):
+        resolve_model("silueta")

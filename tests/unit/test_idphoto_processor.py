@@ -1,0 +1,204 @@
+"""IdPhotoProcessor verdicts, sizes, head rule, backgrounds, DPI; sizes and option parsing."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+from skimage import data
+
+from processors.base import Item, Processor
+from processors.idphoto.faces import FaceDetector
+from processors.idphoto.framing import CHIN_BELOW_BOX
+from processors.idphoto.processor import IdPhotoProcessor, parse_options
+from processors.idphoto.settings import IdPhotoSettings
+from processors.idphoto.sizes import SIZES, InvalidOptionError, mm_to_px, parse_background
+from processors.models import model_home
+from processors.runtime import RuntimeSettings
+from schemas.reasons import ReasonCode, Status
+
+CASES = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
+
+
+def _bgr(rgb: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(rgb[..., ::-1])
+
+
+ASTRO = _bgr(data.astronaut())
+
+
+@pytest.fixture(scope="module")
+def proc() -> IdPhotoProcessor:
+    if not (model_home() / "u2netp.onnx").is_file():
+        pytest.skip(f"u2netp.onnx not in {model_home()} (run `make models`)")
+    return IdPhotoProcessor(IdPhotoSettings(), RuntimeSettings(device="cpu", buckets=(1, 8)))
+
+
+@pytest.fixture(scope="module")
+def outcomes(proc):
+    brick = cv2.cvtColor(data.brick(), cv2.COLOR_GRAY2BGR)
+    items = [
+        Item("astro", ASTRO, {"size": "one_inch", "background": "white"}),
+        Item("two", np.concatenate([ASTRO, ASTRO], axis=1)),
+        Item("brick", brick),
+        Item("top", np.ascontiguousarray(ASTRO[60:])),  # hair cut by the top edge
+        Item("tiny", cv2.resize(ASTRO, (200, 200), interpolation=cv2.INTER_AREA)),
+        Item("blue", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": False}),
+    ]
+    calls0 = proc.matting.model.stats.calls
+    outs = proc.process_batch(items)
+    assert proc.matting.model.stats.calls - calls0 == 1  # one batched matting call for 6 items
+    return {o.upload_id: o for o in outs}
+
+
+def _photo(outcome) -> np.ndarray:
+    (art,) = outcome.artifacts
+    im = Image.open(io.BytesIO(art.data))
+    assert im.format == "JPEG"
+    assert tuple(round(v) for v in im.info["dpi"]) == (300, 300)
+    assert (im.width, im.height) == (art.width, art.height)
+    return np.asarray(im.convert("RGB"))
+
+
+def _measure_head(photo_rgb: np.ndarray, bg_rgb: tuple[int, int, int]) -> tuple[float, float]:
+    """Re-measure (head height, crown margin) in px on the output photo: face box from the Haar
+    detector, chin = box bottom + CHIN_BELOW_BOX * h, crown = first non-background row above the
+    face in its middle columns."""
+    boxes = FaceDetector(IdPhotoSettings()).detect(_bgr(photo_rgb))
+    assert len(boxes) == 1
+    b = boxes[0]
+    cols = photo_rgb[: b.y, b.x + b.w // 4 : b.x + 3 * b.w // 4].astype(np.int16)
+    differs = np.abs(cols - np.asarray(bg_rgb, np.int16)).max(axis=2) > 40
+    rows = np.flatnonzero(differs.mean(axis=1) > 0.2)
+    crown = float(rows[0])
+    chin = b.y + b.h * (1 + CHIN_BELOW_BOX)
+    return chin - crown, crown
+
+
+def test_protocol_and_model_info(proc) -> None:
+    assert isinstance(proc, Processor)
+    assert proc.task == "id_photo"
+    assert proc.model.provider == "CPUExecutionProvider"
+    assert proc.model.version.startswith("u2netp.")
+
+
+def test_astronaut_becomes_one_inch_with_head_inside_rule(outcomes) -> None:
+    o = outcomes["astro"]
+    assert o.status == Status.ACCEPTED and o.reasons == ()
+    assert (o.payload["width"], o.payload["height"]) == (295, 413)
+    assert o.payload["size"] == "one_inch" and o.payload["background"] == "white"
+    x, y, w, h = o.payload["face_box"]
+    assert 150 < x < 210 and 40 < y < 100 and 70 < w < 120  # her face in the 512x512 source
+    photo = _photo(o)
+    assert photo.shape == (413, 295, 3)
+    head, crown = _measure_head(photo, (255, 255, 255))
+    lo, hi = SIZES["one_inch"].head_range_px
+    assert lo <= head <= hi, (head, lo, hi)
+    clo, chi = SIZES["one_inch"].crown_range_px
+    assert clo - 5 <= crown <= chi + 5, (crown, clo, chi)
+    assert photo[:10, :10].min() >= 245  # white background in the corner
+    assert o.inference_ms > 0
+
+
+def test_two_people_rejected_multiple_faces(outcomes) -> None:
+    o = outcomes["two"]
+    assert o.status == Status.REJECTED
+    assert o.reasons == (ReasonCode.MULTIPLE_FACES,)
+    assert o.artifacts == ()
+    # rejected results still carry the contract's required id_photo fields
+    assert {k: o.payload[k] for k in ("size", "background", "face_box", "width", "height")} == {
+        "size": "one_inch", "background": "white", "face_box": None, "width": 295, "height": 413}
+
+
+def test_background_only_rejected_no_face(outcomes) -> None:
+    o = outcomes["brick"]
+    assert o.status == Status.REJECTED and o.reasons == (ReasonCode.NO_FACE,)
+
+
+def test_head_cut_by_top_edge_rejected(outcomes) -> None:
+    assert outcomes["top"].reasons == (ReasonCode.HEAD_CROPPED,)
+
+
+def test_small_face_rejected(outcomes) -> None:
+    o = outcomes["tiny"]
+    assert o.reasons == (ReasonCode.FACE_TOO_SMALL,)
+    assert o.payload["face_box"][3] < IdPhotoSettings().min_face_px
+
+
+def test_schengen_on_blue(outcomes) -> None:
+    o = outcomes["blue"]
+    assert o.status == Status.ACCEPTED
+    photo = _photo(o)
+    assert photo.shape == (531, 413, 3)
+    corner = photo[:15, :15].reshape(-1, 3).mean(axis=0)
+    assert np.abs(corner - np.array([67, 142, 219])).max() < 6
+    head, _ = _measure_head(photo, (67, 142, 219))
+    lo, hi = SIZES["schengen"].head_range_px
+    assert lo <= head <= hi, (head, lo, hi)
+
+
+def test_alpha_matting_changes_edges_not_size(proc, outcomes) -> None:
+    (o,) = proc.process_batch(
+        [Item("am", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": True})]
+    )
+    assert o.status == Status.ACCEPTED
+    with_am, without = _photo(o), _photo(outcomes["blue"])
+    assert with_am.shape == without.shape
+    diff = np.abs(with_am.astype(np.int16) - without.astype(np.int16)).max(axis=2)
+    assert 0.001 < (diff > 20).mean() < 0.3  # edges changed, the picture did not
+
+
+def test_sizes_at_300_dpi() -> None:
+    got = {k: (v.width_px, v.height_px) for k, v in SIZES.items()}
+    assert got == {"one_inch": (295, 413), "two_inch": (413, 579), "cn_passport": (390, 567),
+                   "us_passport": (600, 600), "schengen": (413, 531)}
+    lo, hi = SIZES["us_passport"].head_range_px
+    assert (round(lo / 600, 2), round(hi / 600, 3)) == (0.5, 0.688)
+    assert mm_to_px(25.4) == 300
+
+
+def test_backgrounds_and_options() -> None:
+    assert parse_background("blue") == (67, 142, 219)
+    assert parse_background("RED") == (215, 69, 50)
+    assert parse_background("#0a0B0c") == (10, 11, 12)
+    for bad in ("green", "#12345", "0a0b0c", "#gggggg"):
+        with pytest.raises(InvalidOptionError):
+            parse_background(bad)
+    s = IdPhotoSettings()
+    assert parse_options({}, s).alpha_matting is False  # one_inch default off
+    assert parse_options({"size": "cn_passport"}, s).alpha_matting is True
+    assert parse_options({"size": "two_inch", "alpha_matting": False}, s).alpha_matting is False
+    assert parse_options({"alpha_matting": True}, s).alpha_matting is True
+    with pytest.raises(InvalidOptionError):
+        parse_options({"size": "three_inch"}, s)
+    with pytest.raises(InvalidOptionError):
+        parse_options({"alpha_matting": "yes"}, s)
+
+
+def test_bad_option_is_an_outcome_not_an_exception(proc) -> None:
+    (o,) = proc.process_batch([Item("bad", ASTRO, {"background": "chartreuse"})])
+    assert o.status == Status.FAILED and o.reasons == (ReasonCode.INTERNAL_ERROR,)
+
+
+@pytest.mark.parametrize("name", ["portrait.jpg", "portrait.heic"])
+def test_shared_portrait_case(proc, name) -> None:
+    path = CASES / "images" / name
+    if not path.is_file():
+        pytest.skip(f"{path} absent: the shared cases folder (../shared/cases) is not here")
+    from processors.decode import DecodeSettings, decode_image
+    from processors.errors import DecodeError
+
+    try:
+        img = decode_image(path.read_bytes(), DecodeSettings())
+    except DecodeError as e:
+        assert name.endswith(".heic") and e.reason == "UNSUPPORTED_FORMAT"
+        return
+    (o,) = proc.process_batch([Item(name, img)])
+    assert o.status == Status.ACCEPTED, o.reasons
+    head, _ = _measure_head(_photo(o), (255, 255, 255))
+    lo, hi = SIZES["one_inch"].head_range_px
+    assert lo <= head <= hi
