@@ -131,8 +131,9 @@ def sniff_format(data: bytes) -> str | None:
     Returns:
         ``"jpeg"`` (SOI ``FF D8 FF``), ``"png"`` (8-byte PNG signature), ``"webp"``
         (``RIFF....WEBP``), ``"bmp"`` (``BM`` + a known DIB header size at offset 14), ``"gif"``
-        (``GIF87a``/``GIF89a``), ``"tiff"`` (``II*\\0`` / ``MM\\0*``), ``"heif"`` (ISO-BMFF ``ftyp``
-        with a HEIF brand, not AVIF), or ``None`` for anything else (text, AVIF, PDF...).
+        (``GIF87a``/``GIF89a``), ``"tiff"`` (``II*\\0``/``MM\\0*``; BigTIFF ``II+\\0``/``MM\\0+``),
+        ``"heif"`` (ISO-BMFF ``ftyp`` with a HEIF brand, not AVIF), or ``None`` for anything else
+        (text, AVIF, PDF...).
     """
     if data[:3] == b"\xff\xd8\xff":
         return "jpeg"
@@ -142,7 +143,7 @@ def sniff_format(data: bytes) -> str | None:
         return "webp"
     if data[:6] in (b"GIF87a", b"GIF89a"):
         return "gif"
-    if data[:4] in (b"II*\x00", b"MM\x00*"):
+    if data[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):  # TIFF 6.0, BigTIFF
         return "tiff"
     if data[:2] == b"BM" and len(data) >= 18:
         (dib_size,) = struct.unpack("<I", data[14:18])
@@ -280,7 +281,7 @@ def _decode_jpeg(data: bytes, size: tuple[int, int]) -> np.ndarray:
 def _decode_pillow(
     im: Image.Image, fmt: str, bg_rgb: tuple[int, int, int]
 ) -> tuple[np.ndarray, int]:
-    """Pillow decode of the (first) frame → (``(H, W, 3) uint8`` BGR, EXIF orientation still to apply).
+    """Pillow decode of the first frame → (``(H, W, 3) uint8`` BGR, EXIF orientation to apply).
 
     The orientation is read after ``load()``: Pillow's TIFF plugin applies it while loading and
     then clears the tag, so reading it before would turn the picture twice.
@@ -327,7 +328,8 @@ def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
     if fmt is None:
         raise DecodeError(
             ReasonCode.UNSUPPORTED_FORMAT,
-            f"unknown magic bytes ({len(data)} bytes); expected JPEG, PNG, WebP, BMP, GIF, TIFF, HEIF",
+            f"unknown magic bytes ({len(data)} bytes); "
+            "expected JPEG, PNG, WebP, BMP, GIF, TIFF or HEIF",
         )
     with _open_checked(data, fmt, settings) as im:
         if fmt == "jpeg":

@@ -223,6 +223,13 @@ def test_empty_bytes_unsupported() -> None:
     assert _reason(b"") == ReasonCode.UNSUPPORTED_FORMAT
 
 
+def test_bigtiff() -> None:
+    assert sniff_format(b"MM\x00+\x00\x08\x00\x00") == "tiff"
+    data = _encode(Image.new("RGB", (40, 40), (1, 2, 3)), "TIFF", big_tiff=True)
+    assert data[:4] == b"II+\x00"
+    assert (decode_image(data, DEFAULT) == (3, 2, 1)).all()
+
+
 def test_sniff_heif_brands() -> None:
     assert sniff_format(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic") == "heif"
     assert sniff_format(b"\x00\x00\x00\x18ftypmif1\x00\x00\x00\x00mif1heic") == "heif"
