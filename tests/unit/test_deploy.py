@@ -1,0 +1,527 @@
+"""Deployment files: the Helm chart rendered and linted by a pinned helm, docker-compose.yml
+validated against the Compose specification's JSON schema, the Dockerfile's invariants.
+
+No Docker engine and no cluster are needed: the chart is checked by `helm lint` / `helm template`
+(helm built from the Go module proxy by ``scripts/helm``, cached) and the rendered manifests are
+parsed; the compose file is checked against ``schema/compose-spec.json`` of the Go module
+``github.com/compose-spec/compose-go/v2`` (the loader Docker Compose itself uses; fetched with
+``go mod download``, hash-checked by Go's checksum database and pinned here by SHA-256). Both
+checks fail on an unknown key and on a broken template, which the tests prove by mutation.
+Nothing is skipped: without Go the fixtures fail with the reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "cardstream"
+CPU_VALUES = CHART / "values-cpu.yaml"
+COMPOSE = ROOT / "docker-compose.yml"
+COMPOSE_CPU = ROOT / "deploy" / "compose.cpu.yaml"
+DOCKERFILE = ROOT / "Dockerfile"
+
+COMPOSE_GO = "github.com/compose-spec/compose-go/v2"
+COMPOSE_GO_VERSION = "v2.16.2"
+# sha256 of schema/compose-spec.json in that module version (Apache-2.0, its LICENSE beside it)
+COMPOSE_SCHEMA_SHA256 = "f266dcbb043229405d7cedd5aec918f9102c2b3d5e3850808fdd8edd564a43ff"
+GPU = "nvidia.com/gpu"
+
+
+# ---------------------------------------------------------------------------------------- helm
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    """Path of the pinned helm binary (``scripts/helm`` builds it once, then prints the cache)."""
+    if os.environ.get("CARDSTREAM_HELM"):
+        return os.environ["CARDSTREAM_HELM"]
+    r = subprocess.run([str(ROOT / "scripts" / "helm")], check=False,
+                       capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        pytest.fail(f"scripts/helm could not provide helm (Go and the Go module proxy are "
+                    f"needed):\n{r.stderr[-2000:]}")
+    return r.stdout.strip().splitlines()[-1]
+
+
+def run_helm(helm: str, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """Run helm with a fixed, empty HOME-like environment (no repositories, no plugins)."""
+    env = {**os.environ, "HELM_CACHE_HOME": "/tmp/cardstream-helm/cache",
+           "HELM_CONFIG_HOME": "/tmp/cardstream-helm/config",
+           "HELM_DATA_HOME": "/tmp/cardstream-helm/data"}
+    return subprocess.run([helm, *map(str, args)], check=False, capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def render(helm: str, *args: str | Path, chart: Path = CHART) -> list[dict[str, Any]]:
+    """``helm template`` -> the rendered manifests (parsed); fails the test on a helm error."""
+    r = run_helm(helm, "template", "cs", chart, "--namespace", "cardstream", *args)
+    assert r.returncode == 0, r.stderr
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def container(doc: dict[str, Any]) -> dict[str, Any]:
+    (c,) = doc["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def env_of(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in c.get("env", [])}
+
+
+@pytest.fixture(scope="module")
+def default_docs(helm: str) -> list[dict[str, Any]]:
+    return render(helm)
+
+
+@pytest.fixture(scope="module")
+def cpu_docs(helm: str) -> list[dict[str, Any]]:
+    return render(helm, "-f", CPU_VALUES)
+
+
+@pytest.mark.parametrize("values", [[], ["-f", str(CPU_VALUES)]], ids=["default", "cpu"])
+def test_helm_lint_strict_passes(helm: str, values: list[str]) -> None:
+    r = run_helm(helm, "lint", "--strict", CHART, *values)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in r.stdout
+
+
+def test_default_render_has_every_part(default_docs: list[dict[str, Any]]) -> None:
+    kinds = sorted(d["kind"] for d in default_docs)
+    assert kinds == sorted(["ServiceAccount", "ConfigMap", "Service", "Service", "StatefulSet",
+                            "PodDisruptionBudget", "ScaledObject", "Deployment"])
+    # no Secret is rendered: credentials are references to existing Secrets only
+    assert all(d["kind"] != "Secret" for d in default_docs)
+
+
+def test_worker_statefulset_probes_slot_and_secrets(default_docs: list[dict[str, Any]]) -> None:
+    sts = one(default_docs, "StatefulSet")
+    c = container(sts)
+    port = {p["name"]: p["containerPort"] for p in c["ports"]}["http"]
+    cm = one(default_docs, "ConfigMap")["data"]
+    assert str(port) == cm["CARDSTREAM_WORKER__HTTP_PORT"]
+    assert c["startupProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http"}
+    # warm-up budget of the startup probe: at least 5 minutes before a restart
+    sp = c["startupProbe"]
+    assert sp["periodSeconds"] * sp["failureThreshold"] >= 300
+    assert c["args"][:1] == ["worker"] and "card,id_photo" in c["args"]
+    env = env_of(c)
+    # stable slot = the StatefulSet ordinal, from the pod-index label (downward API)
+    assert env["CARDSTREAM_WORKER__SLOT"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.labels['apps.kubernetes.io/pod-index']"
+    for name in ("CARDSTREAM_S3__ACCESS_KEY", "CARDSTREAM_S3__SECRET_KEY"):
+        assert "value" not in env[name]
+        assert env[name]["valueFrom"]["secretKeyRef"]["name"] == "cardstream-s3"
+    cm_name = one(default_docs, "ConfigMap")["metadata"]["name"]
+    assert c["envFrom"] == [{"configMapRef": {"name": cm_name}}]
+    # headless service = the StatefulSet's serviceName, selecting the worker pods
+    svc = next(d for d in default_docs if d["kind"] == "Service"
+               and d["metadata"]["name"] == sts["spec"]["serviceName"])
+    assert svc["spec"]["clusterIP"] == "None"
+    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    assert sts["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    # graceful shutdown fits: the pod's grace period is above the worker's own bound (30 s)
+    assert sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 30
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"mountPath": "/tmp", "name": "tmp"} in c["volumeMounts"]
+
+
+def test_gpu_request_in_default_and_absent_in_cpu(default_docs: list[dict[str, Any]],
+                                                  cpu_docs: list[dict[str, Any]]) -> None:
+    sts = one(default_docs, "StatefulSet")
+    c, spec = container(sts), sts["spec"]["template"]["spec"]
+    assert c["resources"]["limits"][GPU] == "1"
+    assert c["resources"]["limits"]["memory"] == "8Gi"  # values' limits kept beside the GPU
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert any(t["key"] == GPU for t in spec["tolerations"])
+    assert c["image"].endswith(":0.1.0-gpu")
+    assert one(default_docs, "ConfigMap")["data"]["CARDSTREAM_RUNTIME__DEVICE"] == "cuda"
+
+    cpu_sts = one(cpu_docs, "StatefulSet")
+    assert GPU not in json.dumps(cpu_docs)
+    assert "nodeSelector" not in cpu_sts["spec"]["template"]["spec"]
+    assert "tolerations" not in cpu_sts["spec"]["template"]["spec"]
+    assert container(cpu_sts)["image"].endswith(":0.1.0-cpu")
+    assert one(cpu_docs, "ConfigMap")["data"]["CARDSTREAM_RUNTIME__DEVICE"] == "cpu"
+
+
+def test_scaledobject_targets_workers_within_partitions(default_docs: list[dict[str, Any]]) -> None:
+    so = one(default_docs, "ScaledObject")
+    sts = one(default_docs, "StatefulSet")
+    cm = one(default_docs, "ConfigMap")["data"]
+    assert so["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet",
+                                            "name": sts["metadata"]["name"]}
+    partitions = int(cm["CARDSTREAM_KAFKA__TOPICS__UPLOADS_PARTITIONS"])
+    assert 1 <= so["spec"]["minReplicaCount"] <= so["spec"]["maxReplicaCount"] <= partitions
+    (trig,) = so["spec"]["triggers"]
+    assert trig["type"] == "kafka"
+    md = trig["metadata"]
+    assert md["topic"] == cm["CARDSTREAM_KAFKA__UPLOADS_TOPIC"] == "cardstream.uploads.v1"
+    assert md["consumerGroup"] == cm["CARDSTREAM_KAFKA__GROUP_ID"]
+    assert md["bootstrapServers"] == cm["CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS"]
+    assert md["allowIdleConsumers"] == "false"
+    assert all(isinstance(v, str) for v in md.values())  # KEDA's metadata is string-valued
+    # KEDA owns the replica count: the StatefulSet must not set one (an upgrade would reset it)
+    assert "replicas" not in sts["spec"]
+
+
+def test_partition_ceiling_is_enforced_by_the_chart(helm: str) -> None:
+    r = run_helm(helm, "template", "cs", CHART, "--set", "autoscaling.maxReplicaCount=7")
+    assert r.returncode != 0
+    assert "autoscaling.maxReplicaCount (7) must be <= kafka.uploadsPartitions (6)" in r.stderr
+    # the ceiling follows the partitions value, not a constant
+    so = one(render(helm, "--set", "kafka.uploadsPartitions=12",
+                    "--set", "autoscaling.maxReplicaCount=12"), "ScaledObject")
+    assert so["spec"]["maxReplicaCount"] == 12
+    # without KEDA the fixed replica count is held to the same ceiling
+    r = run_helm(helm, "template", "cs", CHART, "--set", "autoscaling.enabled=false",
+                 "--set", "worker.replicas=7")
+    assert r.returncode != 0 and "worker.replicas (7)" in r.stderr
+    docs = render(helm, "--set", "autoscaling.enabled=false", "--set", "worker.replicas=3")
+    assert one(docs, "StatefulSet")["spec"]["replicas"] == 3
+    assert not [d for d in docs if d["kind"] == "ScaledObject"]
+
+
+@pytest.mark.parametrize("bad", ["worker.replicaz=3", "kafka.bootstrapServer=x:9092",
+                                 "autoscalling.enabled=true", "image.variant=tpu",
+                                 "worker.maxBatch=0"])
+def test_unknown_or_invalid_value_fails(helm: str, bad: str) -> None:
+    for cmd in (["template", "cs"], ["lint"]):
+        r = run_helm(helm, *cmd, CHART, "--set", bad)
+        assert r.returncode != 0, f"{cmd[0]} accepted --set {bad}"
+        assert "schema" in (r.stdout + r.stderr)
+
+
+def test_inconsistent_gpu_settings_fail(helm: str) -> None:
+    r = run_helm(helm, "template", "cs", CHART, "-f", CPU_VALUES,
+                 "--set", "worker.gpu.enabled=true")
+    assert r.returncode != 0 and "device is cpu" in r.stderr
+    r = run_helm(helm, "template", "cs", CHART, "--set", "worker.gpu.enabled=false")
+    assert r.returncode != 0 and "refuses to start" in r.stderr
+
+
+def test_broken_template_fails_lint_and_template(helm: str, tmp_path: Path) -> None:
+    chart = tmp_path / "cardstream"
+    shutil.copytree(CHART, chart)
+    assert render(helm, chart=chart)  # the copy renders as the original does
+    (chart / "templates" / "broken.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.worker.replicas \n")
+    for cmd in (["template", "cs"], ["lint"]):
+        r = run_helm(helm, *cmd, chart)
+        assert r.returncode != 0, f"helm {cmd[0]} passed a broken template"
+        assert "broken.yaml" in (r.stdout + r.stderr)
+
+
+def test_kubernetes_version_floor(helm: str) -> None:
+    # the pod-index label the slot comes from exists from Kubernetes 1.28
+    r = run_helm(helm, "template", "cs", CHART, "--kube-version", "1.27.9")
+    assert r.returncode != 0 and "kubeVersion" in r.stderr
+    assert render(helm, "--kube-version", "1.28.0")
+
+
+def test_optional_parts_toggle(helm: str) -> None:
+    docs = render(helm, "--set", "serviceMonitor.enabled=true", "--set", "statusApp.enabled=false",
+                  "--set", "init.enabled=true", "--set", "kafka.existingSecret=kafka-sasl",
+                  "--set", "autoscaling.authenticationRef=kafka-auth")
+    sm = one(docs, "ServiceMonitor")
+    headless = next(d for d in docs if d["kind"] == "Service")  # the status Service is gone
+    assert sm["spec"]["selector"]["matchLabels"].items() <= headless["metadata"]["labels"].items()
+    assert sm["spec"]["endpoints"][0]["port"] == "http"
+    assert sm["spec"]["endpoints"][0]["path"] == "/metrics"
+    assert not [d for d in docs if d["kind"] == "Deployment"]
+    job = one(docs, "Job")
+    assert "pre-install" in job["metadata"]["annotations"]["helm.sh/hook"]
+    script = container(job)["args"][0]
+    assert "cardstream topics create" in script and "cardstream buckets create" in script
+    assert "--uploads-partitions 6" in script
+    sts_env = env_of(container(one(docs, "StatefulSet")))
+    assert sts_env["CARDSTREAM_KAFKA__SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == \
+        {"name": "kafka-sasl", "key": "sasl-password"}
+    trig = one(docs, "ScaledObject")["spec"]["triggers"][0]
+    assert trig["authenticationRef"] == {"name": "kafka-auth"}
+
+
+def test_pull_secrets_and_scheduling_reach_every_pod(helm: str) -> None:
+    docs = render(helm, "--set", "init.enabled=true",
+                  "--set-json", 'imagePullSecrets=[{"name":"registry"}]',
+                  "--set-json", 'statusApp.nodeSelector={"pool":"general"}')
+    pods = {d["kind"]: d["spec"]["template"]["spec"] for d in docs
+            if d["kind"] in {"StatefulSet", "Deployment", "Job"}}
+    assert sorted(pods) == ["Deployment", "Job", "StatefulSet"]
+    assert all(p["imagePullSecrets"] == [{"name": "registry"}] for p in pods.values())
+    assert pods["Deployment"]["nodeSelector"] == {"pool": "general"}
+    assert pods["StatefulSet"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+
+
+def test_configmap_keys_are_real_settings(helm: str) -> None:
+    """Every CARDSTREAM_* variable the chart sets names a field of streams.settings.Settings,
+    and the values parse into the settings the chart was given (pydantic-settings, env only)."""
+    from pydantic import BaseModel
+
+    from streams.settings import Settings
+
+    docs = render(helm, "--set", "worker.maxBatch=17", "--set", "kafka.uploadsPartitions=9",
+                  "--set", "autoscaling.maxReplicaCount=9", "--set", "s3.uploadsBucket=incoming",
+                  "--set-json", 'kafka.config={"security.protocol":"SASL_SSL"}')
+    data = one(docs, "ConfigMap")["data"]
+    for key in data:
+        model: type[BaseModel] = Settings
+        parts = key.removeprefix("CARDSTREAM_").lower().split("__")
+        for i, part in enumerate(parts):
+            assert part in model.model_fields, f"{key}: no setting {part!r} in {model.__name__}"
+            ann = model.model_fields[part].annotation
+            if i < len(parts) - 1:
+                assert isinstance(ann, type) and issubclass(ann, BaseModel), key
+                model = ann
+    env = {**data, "CARDSTREAM_S3__ACCESS_KEY": "a", "CARDSTREAM_S3__SECRET_KEY": "b"}
+    saved = {k: v for k, v in os.environ.items() if k.startswith("CARDSTREAM_")}
+    try:
+        for k in saved:
+            del os.environ[k]
+        os.environ.update(env)
+        s = Settings()
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+        os.environ.update(saved)
+    assert s.worker.max_batch == 17
+    assert s.kafka.topics.uploads_partitions == 9
+    assert s.kafka.config == {"security.protocol": "SASL_SSL"}
+    assert s.s3.uploads_bucket == "incoming" and s.s3.allowed_buckets == ("incoming",)
+    assert s.runtime.device == "cuda" and s.s3.secure is False
+
+
+# ------------------------------------------------------------------------------------- compose
+
+def _go_module_dir(module: str, version: str) -> Path:
+    """``go mod download`` a module into the project's Go cache and return its folder."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail("Go is needed to fetch the Compose specification schema (compose-go)")
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cardstream"
+    env = {**os.environ, "GOPATH": os.environ.get("CARDSTREAM_GOPATH", str(cache / "gopath")),
+           "GOFLAGS": "-modcacherw"}
+    r = subprocess.run([go, "mod", "download", "-json", f"{module}@{version}"],
+                       check=False, capture_output=True, text=True, timeout=600, env=env,
+                       cwd="/")
+    if r.returncode != 0:
+        pytest.fail(f"go mod download {module}@{version} failed:\n{r.stdout}{r.stderr}")
+    return Path(json.loads(r.stdout)["Dir"])
+
+
+@pytest.fixture(scope="module")
+def compose_validator() -> jsonschema.protocols.Validator:
+    import hashlib
+
+    d = _go_module_dir(COMPOSE_GO, COMPOSE_GO_VERSION)
+    raw = (d / "schema" / "compose-spec.json").read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == COMPOSE_SCHEMA_SHA256
+    assert (d / "LICENSE").is_file()
+    schema = json.loads(raw)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+class ComposeLoader(yaml.SafeLoader):
+    """PyYAML with Compose's merge tags (``!reset``, ``!override``), kept as their values."""
+
+
+ComposeLoader.add_constructor("!reset", lambda loader, node: (
+    loader.construct_mapping(node) if isinstance(node, yaml.MappingNode)
+    else loader.construct_sequence(node) if isinstance(node, yaml.SequenceNode)
+    else loader.construct_scalar(node)))
+ComposeLoader.add_constructor("!override", ComposeLoader.yaml_constructors["!reset"])
+
+_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def interpolate(node: Any, env: dict[str, str]) -> Any:
+    """Compose's variable interpolation (``${VAR:-default}``, ``$VAR``, ``$$``) on every string."""
+    if isinstance(node, dict):
+        return {k: interpolate(v, env) for k, v in node.items()}
+    if isinstance(node, list):
+        return [interpolate(v, env) for v in node]
+    if isinstance(node, str):
+        def sub(m: re.Match[str]) -> str:
+            if m.group(0) == "$$":
+                return "$"
+            name = m.group(1) or m.group(3)
+            return env.get(name) or (m.group(2) or "")
+        return _VAR.sub(sub, node)
+    return node
+
+
+def load_compose(path: Path = COMPOSE) -> dict[str, Any]:
+    return yaml.load(path.read_text(), Loader=ComposeLoader)  # a SafeLoader subclass
+
+
+def errors(validator: jsonschema.protocols.Validator, doc: dict[str, Any]) -> list[str]:
+    return sorted(f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+                  for e in validator.iter_errors(doc))
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return interpolate(load_compose(), {})
+
+
+def test_compose_files_validate_against_the_spec(compose_validator: jsonschema.protocols.Validator,
+                                                 compose: dict[str, Any]) -> None:
+    assert errors(compose_validator, load_compose()) == []  # as written
+    assert errors(compose_validator, compose) == []  # after interpolation with the defaults
+    assert errors(compose_validator, interpolate(load_compose(COMPOSE_CPU), {})) == []
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["services"]["worker-0"].__setitem__("replica", 2),  # typo of a real key
+    lambda d: d.__setitem__("service", {}),  # unknown top-level key
+    lambda d: d["services"]["worker-0"]["deploy"]["resources"]["reservations"]["devices"][0]
+    .__setitem__("gpu_count", 1),
+    lambda d: d["services"]["kafka"]["healthcheck"].__setitem__("test", 42),
+    lambda d: d["services"]["init"]["depends_on"]["kafka"].__setitem__("condition", "healthy"),
+], ids=["service-key", "top-level-key", "device-key", "wrong-type", "bad-enum"])
+def test_compose_schema_rejects_mutations(compose_validator: jsonschema.protocols.Validator,
+                                          compose: dict[str, Any], mutate: Any) -> None:
+    doc = copy.deepcopy(compose)
+    mutate(doc)
+    assert errors(compose_validator, doc) != []
+
+
+def _stack_pin(name: str) -> str:
+    stack = (ROOT / "scripts" / "stack").read_text()
+    m = re.search(rf"^{name}=(?:\$\{{[A-Z_]+:-)?([^}}\s]+)", stack, re.MULTILINE)
+    assert m, f"scripts/stack has no {name}"
+    return m.group(1)
+
+
+def test_compose_runs_the_versions_the_tests_run(compose: dict[str, Any]) -> None:
+    s = compose["services"]
+    assert s["kafka"]["image"] == f"apache/kafka:{_stack_pin('KAFKA_VERSION')}"
+    minio = _stack_pin("MINIO_VERSION")
+    assert s["minio"]["build"]["args"]["MINIO_VERSION"] == minio
+    assert s["minio"]["image"].endswith(":" + minio)
+    dockerfile = (ROOT / "deploy" / "minio" / "Dockerfile").read_text()
+    m = re.search(r"^ARG MINIO_VERSION=(\S+)$", dockerfile, re.MULTILINE)
+    assert m and m.group(1) == minio
+
+
+def test_compose_workers_gpus_slots_and_partitions(compose: dict[str, Any]) -> None:
+    s = compose["services"]
+    workers = {n: v for n, v in s.items() if v.get("command", [None])[0] == "worker"}
+    assert sorted(workers) == ["worker-0", "worker-1"]
+    slots = [w["environment"]["CARDSTREAM_WORKER__SLOT"] for w in workers.values()]
+    assert sorted(slots) == ["0", "1"]  # distinct, stable transactional ids
+    partitions = int(s["init"]["environment"]["CARDSTREAM_KAFKA__TOPICS__UPLOADS_PARTITIONS"])
+    assert len(workers) <= partitions
+    for w in workers.values():
+        (dev,) = w["deploy"]["resources"]["reservations"]["devices"]
+        assert dev["driver"] == "nvidia" and dev["capabilities"] == ["gpu"]
+        assert w["environment"]["CARDSTREAM_RUNTIME__DEVICE"] == "cuda"
+        assert w["depends_on"]["init"]["condition"] == "service_completed_successfully"
+        assert w["environment"]["CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS"] == "kafka:9092"
+    # Kafka on one broker: transactions need the internal topics at replication 1
+    k = s["kafka"]["environment"]
+    assert k["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == 1
+    assert k["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == 1
+    assert k["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    script = s["init"]["command"][0]
+    assert "cardstream topics create" in script and "cardstream buckets create" in script
+    assert "$$" not in script  # interpolation turned the escaped $$ into the shell's $
+    # Prometheus only on request, scraping exactly the workers' metrics ports
+    assert s["prometheus"]["profiles"] == ["monitoring"]
+    assert all("profiles" not in v for n, v in s.items() if n != "prometheus")
+    prom = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    targets = prom["scrape_configs"][0]["static_configs"][0]["targets"]
+    assert sorted(targets) == [f"{n}:8080" for n in sorted(workers)]
+    # nothing published beyond the host's loopback
+    for name, svc in s.items():
+        for p in svc.get("ports", []):
+            assert str(p).startswith("127.0.0.1:"), f"{name} publishes {p} on every interface"
+
+
+def test_compose_cpu_override_drops_gpu_reservations() -> None:
+    base, cpu = load_compose(), load_compose(COMPOSE_CPU)
+    gpu_services = {n for n, v in base["services"].items() if "deploy" in v}
+    assert gpu_services == {"worker-0", "worker-1"}
+    assert "!reset" in COMPOSE_CPU.read_text()
+    for n in gpu_services:
+        assert cpu["services"][n]["deploy"] == {}
+        assert cpu["services"][n]["environment"]["CARDSTREAM_RUNTIME__DEVICE"] == "cpu"
+    built = [v for v in cpu["services"].values() if "build" in v]
+    assert built and all(v["build"]["args"]["VARIANT"] == "cpu" for v in built)
+
+
+# ------------------------------------------------------------------------------------ Dockerfile
+
+def dockerfile_instructions() -> Iterator[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
+    buf = ""
+    for line in DOCKERFILE.read_text().splitlines():
+        if line.lstrip().startswith("#") and not buf or not line.strip():
+            continue
+        buf += line.rstrip("\\").strip() + " "
+        if not line.endswith("\\"):
+            ins, _, rest = buf.strip().partition(" ")
+            yield ins.upper(), rest
+            buf = ""
+
+
+def test_dockerfile_invariants() -> None:
+    ins = list(dockerfile_instructions())
+    args = dict(a.split("=", 1) for i, a in ins if i == "ARG" and "=" in a)
+    assert args["VARIANT"] == "gpu"
+    # CUDA 13 + cuDNN 9: what the PyPI onnxruntime-gpu 1.3x wheels are built with
+    assert re.fullmatch(r"nvidia/cuda:13\.\d+\.\d+-cudnn-runtime-ubuntu\d+\.\d+",
+                        args["CUDA_IMAGE"])
+    assert args["PYTHON_IMAGE"].startswith("python:3.11-slim")
+    froms = [a for i, a in ins if i == "FROM"]
+    assert "${PYTHON_IMAGE} AS base-cpu" in froms and "${CUDA_IMAGE} AS base-gpu" in froms
+    assert froms[-1] == "base-${VARIANT} AS runtime"
+    final = ins[max(k for k, (i, a) in enumerate(ins) if i == "FROM"):]
+    users = [a for i, a in final if i == "USER"]
+    assert users and users[-1].split(":")[0] not in {"0", "root"}
+    (hc,) = [a for i, a in final if i == "HEALTHCHECK"]
+    assert "/ready" in hc and "CARDSTREAM_WORKER__HTTP_PORT" in hc
+    assert any(i == "RUN" and a.strip() == "scripts/models" for i, a in ins)
+    assert any(i == "ENV" and "U2NET_HOME=/models" in a for i, a in final)
+    # `pip install .[${VARIANT}]`: both variants are extras of the project
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert {"gpu", "cpu"} <= set(extras)
+    assert any(i == "RUN" and '.[${VARIANT}]' in a for i, a in ins)
+
+
+def test_dockerignore_lets_every_copied_path_in() -> None:
+    """The context is an allow-list; every COPY source must be on it and exist."""
+    allowed = [ln[1:].rstrip("/") for ln in (ROOT / ".dockerignore").read_text().splitlines()
+               if ln.startswith("!")]
+    sources = []
+    for i, a in dockerfile_instructions():
+        if i == "COPY" and "--from" not in a:
+            sources += a.split()[:-1]
+    assert sources
+    for src in sources:
+        assert (ROOT / src).exists() or src == "README.md", f"COPY {src}: not in the repository"
+        assert any(src == p or src.startswith(p + "/") for p in allowed), f"{src} is ignored"
