@@ -28,7 +28,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
+import sys
 from collections.abc import Collection, Iterable, Mapping
 from functools import cache
 from importlib import resources
@@ -116,8 +118,27 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_DOUBLE_MAX = sys.float_info.max
+
+
+def _float(text: str) -> float:
+    x = float(text)
+    if math.isinf(x):
+        raise ValueError("a number is out of the IEEE 754 double range")
+    return x
+
+
+def _int(text: str) -> int:
+    n = int(text)
+    if abs(n) > _DOUBLE_MAX:
+        raise ValueError("a number is out of the IEEE 754 double range")
+    return n
+
+
 def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
-    """Parse RFC 8259 JSON strictly (UTF-8, no NaN/Infinity, no repeated keys).
+    """Parse RFC 8259 JSON strictly: UTF-8, no NaN/Infinity, no repeated keys, and numbers
+    within the IEEE 754 double range (RFC 8259 section 6 lets parsers limit the range; beyond it
+    other teams' parsers lose or refuse the value).
 
     Raises:
         ContractError: ``NOT_JSON`` at ``$``.
@@ -126,7 +147,8 @@ def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
         raise ContractError(C.NOT_JSON, "value is null (tombstone)")
     try:
         text = value if isinstance(value, str) else bytes(value).decode("utf-8")
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
+                          parse_float=_float, parse_int=_int)
     except UnicodeDecodeError as e:
         raise ContractError(C.NOT_JSON, f"value is not UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:

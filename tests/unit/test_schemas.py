@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -282,6 +283,8 @@ _REF = b'{"upload_id":"u1","task":"card","image":{"ref":{"bucket":"uploads","key
 @pytest.mark.parametrize(("value", "code"), [
     (None, "NOT_JSON"), (b"\xff\xfe{}", "NOT_JSON"), (b"", "NOT_JSON"), (b"[" * 100000, "NOT_JSON"),
     (_REF + b',"schema_version":1e3}', "UNSUPPORTED_SCHEMA_VERSION"),
+    (_REF + b',"x":1e400}', "NOT_JSON"), (_REF + b',"x":' + b"9" * 400 + b"}", "NOT_JSON"),
+    (_REF + b',"x":1e308}', None),
     (_REF + b',"schema_version":"2"}', "SCHEMA_INVALID"),
     (_REF + b',"schema_version":1.0}', None),
 ])
@@ -402,6 +405,13 @@ def test_contract_error_becomes_a_dead_letter() -> None:
                                partition=0, offset=5, code=e.code, error=f"{e.path}: {e}")
     assert d.error_code == DeadLetterCode.SCHEMA_INVALID
     assert d.error == "$.upload_id: does not match the required pattern"
+
+
+def test_readme_examples_are_valid_events() -> None:
+    text = (ROOT / "schemas" / "README.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
+    kinds = [type(codec.decode_any(b.encode())).__name__ for b in blocks]
+    assert kinds == ["UploadEvent", "VerificationResult", "DeadLetter"]
 
 
 def test_detect_kind() -> None:
