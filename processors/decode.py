@@ -45,6 +45,7 @@ this module.
 from __future__ import annotations
 
 import io
+import re
 import struct
 
 import cv2
@@ -60,6 +61,8 @@ from schemas.reasons import ReasonCode
 __all__ = ["DecodeSettings", "decode_image", "sniff_format"]
 
 _EXIF_ORIENTATION = 0x0112  # EXIF 2.32 / TIFF 6.0 tag 274
+# libjpeg's JWRN_EXTRANEOUS_DATA met at the EOI marker (0xFFD9), see _decode_jpeg.
+_JUNK_BEFORE_EOI = re.compile(r"extraneous bytes before marker 0xd9\b")
 
 # Process-wide Pillow settings, set once (see the module docstring). Image.MAX_IMAGE_PIXELS keeps
 # Pillow's default (89 478 485 px, error above twice that) as a second line behind max_pixels.
@@ -261,13 +264,21 @@ def _apply_orientation(bgr: np.ndarray, orientation: int) -> np.ndarray:
 def _decode_jpeg(data: bytes, size: tuple[int, int]) -> np.ndarray:
     """JPEG pixels with libjpeg-turbo (simplejpeg) in strict mode → ``(H, W, 3) uint8`` BGR.
 
-    Strict mode turns libjpeg's recoverable warnings ("Premature end of JPEG file", "Corrupt JPEG
-    data: premature end of data segment", bad Huffman codes...) into errors: Pillow ignores them
-    and returns a grey-filled partial image. Grayscale, YCbCr, CMYK and YCCK (incl. Adobe's
-    inverted CMYK) are converted to BGR by libjpeg-turbo.
+    Strict mode (libjpeg-turbo's ``TJFLAG_STOPONWARNING``) turns libjpeg's recoverable warnings
+    ("Premature end of JPEG file", "Corrupt JPEG data: premature end of data segment", bad
+    Huffman codes...) into errors: Pillow ignores them and returns a grey-filled partial image.
+    One warning is benign and tolerated: junk bytes just before the EOI marker ("N extraneous bytes
+    before marker 0xd9"), which libjpeg only meets after every scan is complete, so no later
+    warning can be hidden by it. Bytes after EOI (MPO pictures, motion-photo videos) are never
+    read. Grayscale, YCbCr, CMYK and YCCK (Adobe's inverted CMYK convention) become BGR.
     """
     try:
-        bgr = simplejpeg.decode_jpeg(data, colorspace="BGR", strict=True)
+        try:
+            bgr = simplejpeg.decode_jpeg(data, colorspace="BGR", strict=True)
+        except ValueError as exc:
+            if not _JUNK_BEFORE_EOI.search(str(exc)):
+                raise
+            bgr = simplejpeg.decode_jpeg(data, colorspace="BGR", strict=False)
     except ValueError as exc:
         raise DecodeError(ReasonCode.CORRUPT_IMAGE, f"jpeg data undecodable: {exc}") from None
     if bgr.shape[:2] != (size[1], size[0]):

@@ -514,6 +514,30 @@ def test_jpeg_cut_then_end_marker_is_corrupt(fraction: float) -> None:
     assert _reason(cut) == ReasonCode.CORRUPT_IMAGE
 
 
+@pytest.mark.parametrize(
+    "trailer",
+    [
+        b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 8,  # motion photo: video after EOI
+        b"\xff\xd8\xff\xe0 a second picture",
+        b"SEFH" + b"\x00" * 64,
+    ],
+)
+def test_jpeg_bytes_after_end_marker_ignored(trailer: bytes) -> None:
+    data = _encode(Image.fromarray(_texture()), "JPEG", quality=90)
+    assert np.array_equal(decode_image(data + trailer, DEFAULT), decode_image(data, DEFAULT))
+
+
+def test_jpeg_junk_before_end_marker_tolerated() -> None:
+    # libjpeg: "Corrupt JPEG data: N extraneous bytes before marker 0xd9" after complete scans.
+    data = _encode(Image.fromarray(_texture()), "JPEG", quality=90)
+    junk = data[:-2] + b"\x00\x11\x22" + data[-2:]
+    assert np.array_equal(decode_image(junk, DEFAULT), decode_image(data, DEFAULT))
+    # ... but not after a cut scan, nor before SOS (a scan's start: later warnings would be hidden)
+    assert _reason(data[: len(data) // 2] + b"\x00\x11\x22\xff\xd9") == ReasonCode.CORRUPT_IMAGE
+    sos = data.index(b"\xff\xda")
+    assert _reason(data[:sos] + b"\x00\x11" + data[sos:]) == ReasonCode.CORRUPT_IMAGE
+
+
 def test_jpeg_missing_end_marker_is_corrupt() -> None:
     data = _encode(Image.fromarray(_texture()), "JPEG", quality=90)
     assert data.endswith(b"\xff\xd9")
