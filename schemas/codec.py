@@ -103,8 +103,17 @@ def validator(kind: str) -> Draft202012Validator:
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON: ``json.dumps(obj, separators=(",", ":"), ensure_ascii=False)``."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    """Compact UTF-8 JSON: ``json.dumps(obj, separators=(",", ":"), ensure_ascii=False)``.
+
+    Raises:
+        ContractError: ``SCHEMA_INVALID`` if a string holds a lone UTF-16 surrogate (UTF-8
+            cannot encode it); ``ValueError`` for NaN/Infinity (the models never hold them).
+    """
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ContractError(C.SCHEMA_INVALID, "a string holds a lone UTF-16 surrogate") from None
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -119,6 +128,7 @@ def _no_constant(name: str) -> Any:
 
 
 _DOUBLE_MAX = sys.float_info.max
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _float(text: str) -> float:
@@ -147,10 +157,15 @@ def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
         raise ContractError(C.NOT_JSON, "value is null (tombstone)")
     try:
         text = value if isinstance(value, str) else bytes(value).decode("utf-8")
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
-                          parse_float=_float, parse_int=_int)
+        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
+                         parse_float=_float, parse_int=_int)
+        if _SURROGATE_ESCAPE.search(text):  # rare: check the strings can be UTF-8 again
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        return obj
     except UnicodeDecodeError as e:
         raise ContractError(C.NOT_JSON, f"value is not UTF-8 (byte {e.start})") from None
+    except UnicodeEncodeError:
+        raise ContractError(C.NOT_JSON, "value holds a lone UTF-16 surrogate escape") from None
     except json.JSONDecodeError as e:
         raise ContractError(C.NOT_JSON, f"value is not JSON: {e.msg} at char {e.pos}") from None
     except (ValueError, RecursionError) as e:
@@ -381,6 +396,7 @@ def one_line(text: str, limit: int = ERROR_MAX_CHARS) -> str:
     """``text`` on one line (control characters and runs of whitespace -> one space), cut to
     ``limit`` characters with a trailing ``…`` when cut."""
     s = " ".join(re.sub(r"[\x00-\x1f\x7f\u2028\u2029\x85]", " ", text).split())
+    s = s.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> '?'
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 

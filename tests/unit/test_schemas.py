@@ -284,7 +284,8 @@ _REF = b'{"upload_id":"u1","task":"card","image":{"ref":{"bucket":"uploads","key
     (None, "NOT_JSON"), (b"\xff\xfe{}", "NOT_JSON"), (b"", "NOT_JSON"), (b"[" * 100000, "NOT_JSON"),
     (_REF + b',"schema_version":1e3}', "UNSUPPORTED_SCHEMA_VERSION"),
     (_REF + b',"x":1e400}', "NOT_JSON"), (_REF + b',"x":' + b"9" * 400 + b"}", "NOT_JSON"),
-    (_REF + b',"x":1e308}', None),
+    (_REF + b',"x":1e308}', None), (_REF + b',"trace_id":"\\ud83d\\ude00"}', "SCHEMA_INVALID"),
+    (_REF + b',"x":"\\udc00"}', "NOT_JSON"), (_REF + b',"x":"\\\\udc00"}', None),
     (_REF + b',"schema_version":"2"}', "SCHEMA_INVALID"),
     (_REF + b',"schema_version":1.0}', None),
 ])
@@ -295,6 +296,14 @@ def test_decode_edge_values(value: bytes | None, code: str | None) -> None:
     with pytest.raises(ContractError) as ei:
         codec.decode_upload(None, value)
     assert ei.value.code == code
+
+
+def test_lone_surrogate_cannot_be_encoded() -> None:
+    ev = m.UploadEvent(upload_id="u1", task=Task.CARD,
+                       image=m.ImageSource(ref=m.ImageRef(bucket="uploads", key="a\ud800")))
+    with pytest.raises(ContractError) as ei:
+        codec.encode_upload(ev)
+    assert ei.value.code == "SCHEMA_INVALID"
 
 
 def test_schema_version_header_newer_is_refused() -> None:
@@ -409,7 +418,7 @@ def test_contract_error_becomes_a_dead_letter() -> None:
 
 def test_readme_examples_are_valid_events() -> None:
     text = (ROOT / "schemas" / "README.md").read_text()
-    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.DOTALL)
     kinds = [type(codec.decode_any(b.encode())).__name__ for b in blocks]
     assert kinds == ["UploadEvent", "VerificationResult", "DeadLetter"]
 
