@@ -76,8 +76,9 @@ class DecodeSettings(BaseModel):
     Attributes:
         max_bytes: largest accepted upload in bytes (default 25 MiB); larger → ``IMAGE_TOO_LARGE``.
         max_pixels: largest accepted ``width * height`` declared by the header, in pixels
-            (default 40 000 000 = 40 MP, above a 48 MP phone sensor's binned 12 MP output and
-            a 200 MP sensor's 12.5 MP default); larger → ``IMAGE_TOO_LARGE`` before decoding.
+            (default 40 000 000 = 40 MP, the limit of issue 8; phones' default 12-24 MP photos pass,
+            a full-resolution 48 MP or 50 MP photo does not); larger → ``IMAGE_TOO_LARGE``, decided
+            before decoding. A decoded 40 MP BGR image is 120 MB.
         min_side: smallest accepted ``min(height, width)`` in px (default 32); smaller →
             ``IMAGE_TOO_SMALL``.
         flatten_bgr: colour (B, G, R), 0..255, that transparent pixels are composited over
