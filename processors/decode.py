@@ -221,7 +221,7 @@ def _to_rgb_array(im: Image.Image, bg_rgb: tuple[int, int, int]) -> np.ndarray:
         return np.round(np.clip(values, 0.0, 1.0) * 255.0).astype(np.uint8)
     if mode == "1":
         return np.asarray(im.convert("L"))
-    if mode != "RGB":  # P, CMYK (Adobe-inverted handled by the JPEG plugin), YCbCr, LAB, HSV, RGBX
+    if mode != "RGB":  # P without transparency, CMYK (TIFF), YCbCr, LAB, HSV, RGBX
         im = im.convert("RGB")
     return np.asarray(im)
 
