@@ -2,10 +2,76 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class CardSettings(BaseModel):
-    """Settings of the card processor (frozen; part of the app settings)."""
+    """Settings of the card processor (frozen; part of the app settings).
+
+    Localisation:
+        mask_threshold: u2netp saliency (min-max normalised to [0,1]) above which a pixel
+            belongs to the card mask.
+        work_max_side: longest side (px) of the working copy used for the coarse quad; the
+            final quad is refined on the full-resolution image.
+        refine: refine each side at full resolution against the card's edge (line fits).
+        refine_band_frac: how far (share of the quad's shorter side) each side may move
+            outwards to a straight edge the saliency mask missed (e.g. a dark header band).
+
+    Card / no-card decision (NO_CARD when any fails):
+        min_confidence: confidence (see ``CardProcessor``) below which the result is NO_CARD.
+        min_area_frac: smallest quad area as a share of the image area.
+        min_rectangularity: mask component area / quad area (a card fills its quad: ~0.97).
+        min_mask_contrast: mean mask inside the quad minus mean mask outside.
+        aspect_range: allowed long/short side ratio of the quad after an approximate
+            perspective correction (ID-1 is 1.586, ID-3 1.420, A4 1.414).
+
+    Verdicts:
+        partial_margin_px: a corner outside the frame, or closer than this many px to its
+            border, gives PARTIAL_CARD.
+        partial_margin_frac: the same margin as a share of the image's shorter side (the larger
+            of the two margins applies).
+        blur_min_laplacian_var: BLURRY when the variance of the Laplacian of the rectified card,
+            grey, resized to ``quality_width`` px wide, is below this.
+        glare_max_fraction: GLARE when more than this share of the rectified card's pixels is
+            saturated (every channel >= ``glare_level``).
+        glare_level: 8-bit level counted as saturated.
+        quality_width: width (px) of the rectified copy the blur/glare measures run on, so the
+            thresholds do not depend on ``dpi``.
+
+    Output:
+        doc_type: default when the upload's options carry none: ``id_card`` (ISO/IEC 7810 ID-1,
+            85.60 x 53.98 mm), ``passport`` (ID-3, 125 x 88 mm) or ``auto`` (by aspect ratio).
+        auto_aspect_split: in ``auto``, aspect ratios at or above this are ID-1, below it ID-3
+            (midway between 1.586 and 1.420).
+        dpi: output resolution; ID-1 at 300 dpi is 1011 x 637 px, ID-3 is 1476 x 1039 px.
+        jpeg_quality: JPEG quality (1-100) of the ``rectified`` artifact.
+        orient_by_face: decide 0/180 (and 90/270) from a Haar frontal face on the card.
+    """
 
     model_config = ConfigDict(frozen=True)
+
+    mask_threshold: float = Field(0.5, gt=0.0, lt=1.0)
+    work_max_side: int = Field(1024, ge=256)
+    refine: bool = True
+    refine_band_frac: float = Field(0.25, gt=0.0, le=0.5)
+
+    min_confidence: float = Field(0.5, ge=0.0, le=1.0)
+    min_area_frac: float = Field(0.02, ge=0.0, lt=1.0)
+    min_rectangularity: float = Field(0.85, ge=0.0, le=1.0)
+    min_mask_contrast: float = Field(0.5, ge=0.0, le=1.0)
+    aspect_range: tuple[float, float] = (1.15, 2.1)
+
+    partial_margin_px: float = Field(2.0, ge=0.0)
+    partial_margin_frac: float = Field(0.004, ge=0.0, lt=0.5)
+    blur_min_laplacian_var: float = Field(20.0, ge=0.0)
+    glare_max_fraction: float = Field(0.04, ge=0.0, le=1.0)
+    glare_level: int = Field(250, ge=1, le=255)
+    quality_width: int = Field(512, ge=64)
+
+    doc_type: Literal["id_card", "passport", "auto"] = "auto"
+    auto_aspect_split: float = Field(1.50, gt=1.0)
+    dpi: int = Field(300, ge=50, le=1200)
+    jpeg_quality: int = Field(92, ge=1, le=100)
+    orient_by_face: bool = True

@@ -1,0 +1,185 @@
+"""Card localisation: u2netp saliency mask (batched) -> quad in source px -> edge refinement.
+
+The localisation model is rembg's pretrained U²-Net-p (``u2netp``, salient-object weights;
+Qin et al., 2020), used as-is. Its input is prepared like rembg's ``normalize``: RGB, resized to
+320 x 320, divided by its maximum, ImageNet mean/std, NCHW float32; its first output (sigmoid
+saliency) is min-max normalised per image, as rembg does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from processors.card import geometry as geo
+from processors.card.settings import CardSettings
+
+INPUT_SIZE = 320
+"""u2netp input side (px), as in rembg's U2netpSession."""
+
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+"""ImageNet channel statistics (RGB), as used by rembg's sessions."""
+
+
+def preprocess(image_bgr: np.ndarray) -> np.ndarray:
+    """One image to u2netp input.
+
+    Args:
+        image_bgr: ``(H, W, 3) uint8`` BGR.
+
+    Returns:
+        ``(3, 320, 320) float32``: RGB, resized (area interpolation), scaled by 1/max,
+        standardised with the ImageNet mean/std.
+    """
+    rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
+    small = cv2.resize(rgb, (INPUT_SIZE, INPUT_SIZE), interpolation=cv2.INTER_AREA)
+    x = small.astype(np.float32)
+    x /= max(float(x.max()), 1e-6)
+    x = (x - IMAGENET_MEAN) / IMAGENET_STD
+    return np.ascontiguousarray(x.transpose(2, 0, 1), dtype=np.float32)
+
+
+def normalise_mask(pred: np.ndarray) -> np.ndarray:
+    """Min-max normalise one saliency map ``(320, 320) float32`` to [0, 1] (rembg's step)."""
+    mi, ma = float(pred.min()), float(pred.max())
+    return ((pred - mi) / max(ma - mi, 1e-6)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """Where the card is in one image.
+
+    Attributes:
+        quad: ``(4, 2) float64`` TL, TR, BR, BL in source px, or None (no component at all).
+        confidence: in [0, 1]; product of mask contrast, rectangularity and edge support
+            scores (see :func:`detect_from_mask`).
+        rectangularity: mask component area / coarse quad area.
+        mask_contrast: mean saliency inside the quad minus outside (both in [0, 1]).
+        edge_support: share of full-resolution edge probes that agreed with the refined sides.
+        area_frac: quad area / image area.
+        aspect: long/short side ratio, perspective undone approximately.
+        raw_max: the model's raw (sigmoid) maximum before min-max normalisation.
+    """
+
+    quad: np.ndarray | None
+    confidence: float
+    rectangularity: float = 0.0
+    mask_contrast: float = 0.0
+    edge_support: float = 0.0
+    area_frac: float = 0.0
+    aspect: float = 0.0
+    raw_max: float = 0.0
+
+
+def _score(x: float, lo: float, hi: float) -> float:
+    """Linear ramp: 0 at ``lo``, 1 at ``hi``."""
+    return float(np.clip((x - lo) / max(hi - lo, 1e-9), 0.0, 1.0))
+
+
+WIDE_GAIN = 0.6
+"""The outward search takes the outermost straight edge scoring at least this share of the best
+(and of the near edge's score)."""
+MASK_THRESHOLDS = (0.3, 0.5, 0.7)
+"""Saliency levels whose components are tried as card hypotheses (``mask_threshold`` is added)."""
+EDGE_REF = 8.0
+"""Mean directional derivative (grey levels / px, after sigma-1 smoothing at the working size)
+of a side that counts as a fully supported card edge."""
+
+
+def _contrast(m: np.ndarray, quad: np.ndarray, w: int, h: int) -> float:
+    """Mean saliency inside ``quad`` (source px) minus outside, on the 320 x 320 map ``m``."""
+    sx, sy = INPUT_SIZE / w, INPUT_SIZE / h
+    qm = np.zeros((INPUT_SIZE, INPUT_SIZE), np.uint8)
+    cv2.fillPoly(qm, [np.round((quad + 0.5) * [sx, sy] - 0.5).astype(np.int32)], 1)
+    inside, outside = m[qm > 0], m[qm == 0]
+    return float((inside.mean() if inside.size else 0.0) - (outside.mean() if outside.size else 0.0))
+
+
+def _aspect_score(aspect: float) -> float:
+    """1 inside [1.3, 1.9] (ID-1 1.586, ID-3 1.420, A4 1.414 with perspective slack), falling
+    linearly to 0 at 1.0 and 2.6."""
+    if aspect < 1.3:
+        return _score(aspect, 1.0, 1.3)
+    return 1.0 - _score(aspect, 1.9, 2.6)
+
+
+def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSettings,
+                     gray: np.ndarray | None = None) -> Detection:
+    """Turn one raw saliency map into a refined quad in source px (hypothesise and verify).
+
+    1. Hypotheses: the 2 largest components of the mask thresholded at 0.3, 0.5, 0.7 and
+       ``mask_threshold``, each fitted with a 4-gon (:func:`geometry.quads_from_mask`).
+    2. Each hypothesis's sides snap to the best straight edge within 1.5 model px
+       (:func:`geometry.side_search` on the working-size gradient) and is scored:
+       ``contrast score (0 at 0.3, 1 at 0.7) x rectangularity score (0 at 0.75, 1 at 0.95) x
+       edge score (geometric mean over sides of min(1, side score / EDGE_REF)) ^ 0.5 x aspect
+       score``. The best one wins; its score is the confidence.
+    3. The winner's sides search outwards (``refine_band_frac`` of the shorter side, e.g. a
+       dark header band the saliency missed), then :func:`geometry.refine_quad` fits sub-pixel
+       lines at full resolution.
+
+    Args:
+        image_bgr: ``(H, W, 3) uint8`` source image.
+        raw: ``(320, 320) float32`` u2netp output 0 for this image (sigmoid, not normalised).
+        settings: card settings (threshold, working size, refinement band).
+        gray: optional ``(H, W) float32`` grey of ``image_bgr`` (computed when None).
+
+    Returns:
+        A :class:`Detection` (quad None when no component exists at any threshold).
+    """
+    h, w = image_bgr.shape[:2]
+    m = normalise_mask(raw)
+    scale = min(1.0, settings.work_max_side / max(h, w))
+    ww, wh = max(1, round(w * scale)), max(1, round(h * scale))
+    mw = cv2.resize(m, (ww, wh), interpolation=cv2.INTER_LINEAR)
+    if gray is None:
+        gray = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    gw = cv2.resize(gray, (ww, wh), interpolation=cv2.INTER_AREA) if scale < 1.0 else gray
+    gx, gy = geo.gradients(gw, 1.0)
+    mask_px = max(ww, wh) / INPUT_SIZE  # working px per model px
+    min_area = 0.002 * ww * wh
+    best = None
+    for thr in sorted(set(MASK_THRESHOLDS) | {settings.mask_threshold}):
+        for mq in geo.quads_from_mask((mw > thr).astype(np.uint8), 2, min_area):
+            q, sides, lines = geo.side_search(gx, gy, mq.quad, 1.5 * mask_px, 1.5 * mask_px)
+            qs = (q + 0.5) / scale - 0.5  # working px -> source px
+            contrast = _contrast(m, qs, w, h)
+            edge = float(np.prod(np.clip(sides / EDGE_REF, 1e-3, 1.0)) ** 0.25)
+            aspect = geo.approx_aspect(q)
+            conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
+                    * edge ** 0.5 * _aspect_score(aspect))
+            if best is None or conf > best[0]:
+                best = (conf, q, mq, contrast, edge, sides, lines)
+    if best is None:
+        return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()))
+    conf, q, mq, contrast, edge, sides, lines = best
+    if settings.refine:
+        short = float(min(geo.side_lengths(q)))
+        reach = max(settings.refine_band_frac * short, 2.0 * mask_px)
+        step = max(1.0, reach / 30.0)
+        _, wide, wlines = geo.side_search(gx, gy, q, 1.5 * mask_px, reach, step,
+                                          outermost=WIDE_GAIN)
+        # a side moves out only to a straight edge about as strong as the near one
+        keep = [wl if ws >= WIDE_GAIN * ns and ws >= 0.5 * EDGE_REF else nl
+                for wl, ws, nl, ns in zip(wlines, wide, lines, sides)]
+        q2 = geo.quad_from_lines(keep)
+        if q2 is not None and geo.is_convex(q2) and any(k is w_ for k, w_ in zip(keep, wlines)):
+            q, _, _ = geo.side_search(gx, gy, q2, 2 * step, 2 * step, 1.0, prior=0.1)
+    quad = (q + 0.5) / scale - 0.5
+    support = 0.0
+    if settings.refine:
+        band = max(2.0 / scale, 3.0)
+        quad, support = geo.refine_quad(gray, quad, band)
+    return Detection(
+        quad=geo.order_corners(quad),
+        confidence=float(np.clip(conf, 0.0, 1.0)),
+        rectangularity=mq.rectangularity,
+        mask_contrast=contrast,
+        edge_support=edge,
+        area_frac=geo.polygon_area(quad) / float(h * w),
+        aspect=geo.approx_aspect(quad),
+        raw_max=float(raw.max()),
+    )

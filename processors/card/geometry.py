@@ -1,0 +1,379 @@
+"""Quad geometry: mask -> 4-gon, corner order, side line fits, full-resolution edge refinement.
+
+All quads are ``(4, 2) float64`` arrays of ``(x, y)`` pixel coordinates ordered TL, TR, BR, BL
+(clockwise on screen, image y pointing down). Lines are ``(a, b, c)`` with ``a*x + b*y + c = 0``
+and ``a**2 + b**2 = 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+
+def order_corners(pts: np.ndarray) -> np.ndarray:
+    """Order 4 points TL, TR, BR, BL.
+
+    The points are sorted clockwise around their centroid (angle in image coordinates), then
+    rotated so the first is the one with the smallest ``x + y`` (top-left).
+
+    Args:
+        pts: ``(4, 2)`` points in px.
+
+    Returns:
+        ``(4, 2) float64`` in TL, TR, BR, BL order.
+    """
+    p = np.asarray(pts, dtype=np.float64).reshape(4, 2)
+    c = p.mean(axis=0)
+    ang = np.arctan2(p[:, 1] - c[1], p[:, 0] - c[0])  # clockwise on screen (y down)
+    p = p[np.argsort(ang)]
+    start = int(np.argmin(p.sum(axis=1)))
+    return np.roll(p, -start, axis=0)
+
+
+def polygon_area(pts: np.ndarray) -> float:
+    """Absolute area (px^2) of a simple polygon ``(K, 2)`` (shoelace formula)."""
+    p = np.asarray(pts, dtype=np.float64)
+    x, y = p[:, 0], p[:, 1]
+    return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2.0)
+
+
+def line_through(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Normalised line ``(a, b, c)`` through points ``p`` and ``q`` (px)."""
+    d = np.asarray(q, np.float64) - np.asarray(p, np.float64)
+    n = np.array([-d[1], d[0]]) / max(np.hypot(*d), 1e-12)
+    return np.array([n[0], n[1], -float(n @ np.asarray(p, np.float64))])
+
+
+def fit_line(points: np.ndarray) -> np.ndarray:
+    """Robust (Huber) line fit ``(a, b, c)`` to ``(K, 2)`` points, K >= 2 (``cv2.fitLine``)."""
+    vx, vy, x0, y0 = cv2.fitLine(points.astype(np.float32), cv2.DIST_HUBER, 0, 0.01, 0.01).ravel()
+    return line_through(np.array([x0, y0]), np.array([x0 + vx, y0 + vy]))
+
+
+def intersect(l1: np.ndarray, l2: np.ndarray) -> np.ndarray | None:
+    """Intersection point ``(2,)`` of two lines, or None when (nearly) parallel."""
+    p = np.cross(l1, l2)
+    if abs(p[2]) < 1e-9:
+        return None
+    return p[:2] / p[2]
+
+
+def quad_from_lines(lines: list[np.ndarray]) -> np.ndarray | None:
+    """Corners of the quad whose sides lie on ``lines`` (top, right, bottom, left order).
+
+    Returns ``(4, 2)`` TL, TR, BR, BL, or None if two adjacent sides are parallel.
+    """
+    top, right, bottom, left = lines
+    pts = [intersect(left, top), intersect(top, right), intersect(right, bottom),
+           intersect(bottom, left)]
+    if any(p is None for p in pts):
+        return None
+    return np.array(pts, dtype=np.float64)
+
+
+def is_convex(quad: np.ndarray) -> bool:
+    """True when the ordered quad ``(4, 2)`` is strictly convex (all turns the same sign)."""
+    q = np.asarray(quad, np.float64)
+    d = np.roll(q, -1, axis=0) - q
+    cross = d[:, 0] * np.roll(d, -1, axis=0)[:, 1] - d[:, 1] * np.roll(d, -1, axis=0)[:, 0]
+    return bool(np.all(cross > 0) or np.all(cross < 0))
+
+
+def side_lengths(quad: np.ndarray) -> np.ndarray:
+    """Lengths (px) of the sides top, right, bottom, left of an ordered quad ``(4, 2)``."""
+    q = np.asarray(quad, np.float64)
+    return np.hypot(*(np.roll(q, -1, axis=0) - q).T)
+
+
+def approx_aspect(quad: np.ndarray) -> float:
+    """Long/short side ratio of the quad, perspective undone approximately.
+
+    Uses the mean of opposite sides (exact for a fronto-parallel card; within a few percent
+    for the moderate tilts of hand-held photos).
+    """
+    s = side_lengths(quad)
+    w = (s[0] + s[2]) / 2.0
+    h = (s[1] + s[3]) / 2.0
+    lo, hi = sorted((w, h))
+    return float(hi / max(lo, 1e-9))
+
+
+def _approx_four(hull: np.ndarray) -> np.ndarray | None:
+    """approxPolyDP on the hull with a tolerance search until exactly 4 vertices remain."""
+    peri = cv2.arcLength(hull, True)
+    lo, hi = 0.0, 0.2 * peri
+    best = None
+    for _ in range(30):
+        eps = (lo + hi) / 2.0
+        ap = cv2.approxPolyDP(hull, eps, True)
+        if len(ap) == 4:
+            best = ap.reshape(4, 2)
+            hi = eps  # prefer the tightest tolerance giving 4 points
+        elif len(ap) > 4:
+            lo = eps
+        else:
+            hi = eps
+    return None if best is None else best.astype(np.float64)
+
+
+def _side_fit(contour: np.ndarray, quad: np.ndarray, band: float) -> np.ndarray | None:
+    """Refit the 4 sides of ``quad`` to the contour points near each side (middle 70 %).
+
+    Contour points within ``band`` px of a side, and whose projection falls within the middle
+    70 % of that side (away from rounded corners), are fitted with a Huber line.
+    """
+    lines = []
+    for i in range(4):
+        p, q = quad[i], quad[(i + 1) % 4]
+        ln = line_through(p, q)
+        d = np.abs(contour @ ln[:2] + ln[2])
+        t = ((contour - p) @ (q - p)) / max(float((q - p) @ (q - p)), 1e-9)
+        sel = contour[(d < band) & (t > 0.15) & (t < 0.85)]
+        lines.append(fit_line(sel) if len(sel) >= 5 else ln)
+    out = quad_from_lines(lines)
+    if out is None or not is_convex(out):
+        return None
+    return out
+
+
+@dataclass(frozen=True)
+class MaskQuad:
+    """A quad fitted to a mask.
+
+    Attributes:
+        quad: ``(4, 2) float64`` TL, TR, BR, BL in the mask's px.
+        component_area: area (px^2) of the filled largest component.
+        rectangularity: component area / quad area (1.0 for a perfect quadrilateral mask).
+        touches_border: share of the component's contour points on the mask's 1-px border.
+    """
+
+    quad: np.ndarray
+    component_area: float
+    rectangularity: float
+    touches_border: float
+
+
+def quads_from_mask(mask: np.ndarray, max_components: int = 2,
+                    min_area: float = 16.0) -> list[MaskQuad]:
+    """Fit a 4-gon to each of the largest connected components of a binary mask.
+
+    Per component: outer contour (holes filled) -> convex hull -> approxPolyDP with a
+    tolerance search to 4 vertices (``minAreaRect`` when none gives 4) -> each side refitted
+    (Huber line) to the contour points near its middle, so rounded card corners do not pull the
+    corners in.
+
+    Args:
+        mask: ``(H, W) uint8``, non-zero = card.
+        max_components: how many components, largest first.
+        min_area: smallest component area (px^2) considered.
+
+    Returns:
+        :class:`MaskQuad` list (mask px), largest component first; empty when none qualifies.
+    """
+    n, labels, stats, _ = cv2.connectedComponentsWithStats((mask > 0).astype(np.uint8), 8)
+    order = 1 + np.argsort(-stats[1:, cv2.CC_STAT_AREA])
+    out: list[MaskQuad] = []
+    h, w = mask.shape
+    for k in order[:max_components]:
+        if stats[k, cv2.CC_STAT_AREA] < min_area:
+            break
+        x0, y0 = stats[k, cv2.CC_STAT_LEFT], stats[k, cv2.CC_STAT_TOP]
+        cw, ch = stats[k, cv2.CC_STAT_WIDTH], stats[k, cv2.CC_STAT_HEIGHT]
+        comp = (labels[y0:y0 + ch, x0:x0 + cw] == k).astype(np.uint8)
+        contours, _ = cv2.findContours(comp, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE,
+                                       offset=(int(x0), int(y0)))
+        if not contours:
+            continue
+        cnt = max(contours, key=cv2.contourArea)
+        area = float(cv2.contourArea(cnt))
+        if area < min_area:
+            continue
+        hull = cv2.convexHull(cnt)
+        q = _approx_four(hull)
+        if q is None:
+            q = cv2.boxPoints(cv2.minAreaRect(cnt)).astype(np.float64)
+        q = order_corners(q)
+        pts = cnt.reshape(-1, 2).astype(np.float64)
+        band = max(2.0, 0.03 * float(min(side_lengths(q))))
+        refit = _side_fit(pts, q, band)
+        if refit is not None:
+            q = order_corners(refit)
+        qa = polygon_area(q)
+        on_border = ((pts[:, 0] <= 0) | (pts[:, 1] <= 0) | (pts[:, 0] >= w - 1)
+                     | (pts[:, 1] >= h - 1))
+        out.append(MaskQuad(quad=q, component_area=area,
+                            rectangularity=float(min(area, qa) / max(area, qa, 1e-9)),
+                            touches_border=float(on_border.mean())))
+    return out
+
+
+def quad_from_mask(mask: np.ndarray) -> MaskQuad | None:
+    """The 4-gon of the largest component of ``mask`` (see :func:`quads_from_mask`), or None."""
+    qs = quads_from_mask(mask, max_components=1)
+    return qs[0] if qs else None
+
+
+def refine_quad(gray: np.ndarray, quad: np.ndarray, band: float,
+                samples: int = 48) -> tuple[np.ndarray, float]:
+    """Refine a coarse quad against the card's edges at full resolution.
+
+    For each side, ``samples`` points between 10 % and 90 % of the side are probed along the
+    side's normal over ``[-band, +band]`` px (bilinear samples of ``gray``, averaged over 3
+    parallel offsets); the position of the largest absolute derivative (with sub-pixel
+    parabola fit) is an edge point. Edge points whose strength is below half the median are
+    dropped; the rest are fitted with a Huber line. A side keeps its coarse line when fewer
+    than 40 % of its probes give edge points or when the new line turns more than 6 degrees.
+
+    Args:
+        gray: ``(H, W) float32`` grey image (full resolution).
+        quad: ``(4, 2)`` coarse TL, TR, BR, BL in the same px.
+        band: search half-width (px).
+        samples: probes per side.
+
+    Returns:
+        ``(quad, support)``: refined ``(4, 2) float64`` quad and the share of probes (over all
+        sides) that found a consistent edge, in [0, 1].
+    """
+    quad = np.asarray(quad, np.float64)
+    band = max(float(band), 3.0)
+    offs = np.arange(-band, band + 1.0, 1.0)
+    t = np.linspace(0.1, 0.9, samples)
+    lines, support = [], 0
+    h, w = gray.shape
+    for i in range(4):
+        p, q = quad[i], quad[(i + 1) % 4]
+        d = q - p
+        length = max(float(np.hypot(*d)), 1e-9)
+        u = d / length
+        n = np.array([-u[1], u[0]])
+        base = p[None, :] + t[:, None] * d[None, :]  # (S, 2)
+        prof = np.zeros((samples, len(offs)), np.float32)
+        for tang in (-1.5, 0.0, 1.5):
+            pts = base[:, None, :] + offs[None, :, None] * n + tang * u  # (S, O, 2)
+            mx = pts[..., 0].astype(np.float32)
+            my = pts[..., 1].astype(np.float32)
+            prof += cv2.remap(gray, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        der = np.abs(np.diff(prof, axis=1))  # (S, O-1), position j+0.5
+        j = np.argmax(der, axis=1)
+        strength = der[np.arange(samples), j]
+        jj = np.clip(j, 1, der.shape[1] - 2)
+        y0 = der[np.arange(samples), jj - 1]
+        y1 = der[np.arange(samples), jj]
+        y2 = der[np.arange(samples), jj + 1]
+        denom = y0 - 2 * y1 + y2
+        sub = np.where(np.abs(denom) > 1e-6, 0.5 * (y0 - y2) / np.where(denom == 0, 1, denom), 0.0)
+        sub = np.clip(sub, -0.5, 0.5)
+        pos = offs[0] + jj + 0.5 + sub
+        edge = base + pos[:, None] * n
+        inside = (edge[:, 0] >= 0) & (edge[:, 0] <= w - 1) & (edge[:, 1] >= 0) & (edge[:, 1] <= h - 1)
+        good = inside & (strength >= 0.5 * np.median(strength)) & (strength > 2.0)
+        coarse = line_through(p, q)
+        if good.sum() < 0.4 * samples:
+            lines.append(coarse)
+            continue
+        ln = fit_line(edge[good])
+        # keep the orientation of the coarse normal
+        if ln[:2] @ coarse[:2] < 0:
+            ln = -ln
+        resid = np.abs(edge[good] @ ln[:2] + ln[2])
+        inl = resid < 1.5
+        if inl.sum() >= 0.4 * samples:
+            ln = fit_line(edge[good][inl])
+            if ln[:2] @ coarse[:2] < 0:
+                ln = -ln
+        angle = np.degrees(np.arccos(np.clip(abs(ln[:2] @ coarse[:2]), -1, 1)))
+        if angle > 6.0 or inl.sum() < 0.4 * samples:
+            lines.append(coarse)
+            continue
+        support += int(inl.sum())
+        lines.append(ln)
+    out = quad_from_lines(lines)
+    if out is None or not is_convex(out):
+        return quad, 0.0
+    # a refined corner should not jump far from the coarse one
+    if np.max(np.hypot(*(out - quad).T)) > 3.0 * band:
+        return quad, 0.0
+    return out, support / (4.0 * samples)
+
+
+def gradients(gray: np.ndarray, sigma: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Smoothed derivatives ``(gx, gy)``, each ``(H, W) float32`` in grey levels per px.
+
+    Gaussian smoothing (``sigma`` px) then 3x3 Sobel divided by 8 (its gain).
+    """
+    g = cv2.GaussianBlur(gray.astype(np.float32), (0, 0), sigma) if sigma > 0 else gray
+    gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3) / 8.0
+    gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3) / 8.0
+    return gx, gy
+
+
+def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: float,
+                reach_out: float, step: float = 1.0, samples: int = 40,
+                prior: float = 0.25, outermost: float | None = None,
+                ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Move each side of ``quad`` to the straight edge that best explains the image gradient.
+
+    For each side (endpoints ``p``, ``q``, outward normal ``n``) candidate lines are the
+    segments ``p + dp*n`` -> ``q + dq*n`` with ``dp, dq`` in ``[-reach_in, reach_out]`` (px,
+    ``step`` apart). A candidate's score is the absolute mean, over ``samples`` points between
+    10 % and 90 % of the side, of the directional derivative along ``n``: a card edge has one
+    polarity along its whole length, texture does not. Scores are multiplied by
+    ``1 - prior * max(|dp|, |dq|) / reach`` so that, between equal edges, the nearer wins.
+
+    Args:
+        gx, gy: ``(H, W) float32`` derivatives (see :func:`gradients`).
+        quad: ``(4, 2)`` TL, TR, BR, BL (px, same frame as ``gx``).
+        reach_in / reach_out: search extent inwards / outwards (px).
+        step: candidate spacing (px).
+        samples: probe points per side.
+        prior: strength of the preference for small moves, in [0, 1).
+        outermost: when set (a share in (0, 1]), pick instead the most outward candidate whose
+            score is a local maximum and at least this share of the best one (saliency tends to miss a card's dark
+            or coloured border bands, not to add background).
+
+    Returns:
+        ``(quad, scores, lines)``: the new ``(4, 2)`` quad (the input when adjacent sides end
+        up parallel or the result is not convex), ``(4,)`` side scores in grey levels per px
+        and the 4 side lines (top, right, bottom, left).
+    """
+    q = np.asarray(quad, np.float64)
+    centre = q.mean(axis=0)
+    t = np.linspace(0.1, 0.9, samples)
+    offs = np.arange(-reach_in, reach_out + step, step)
+    lines, scores = [], np.zeros(4)
+    for i in range(4):
+        p, r = q[i], q[(i + 1) % 4]
+        d = r - p
+        n = np.array([-d[1], d[0]]) / max(float(np.hypot(*d)), 1e-9)
+        if n @ ((p + r) / 2 - centre) < 0:
+            n = -n  # outward
+        base = p[None, :] + t[:, None] * d[None, :]
+        pts = base[:, None, :] + offs[None, :, None] * n  # (S, O, 2)
+        mx, my = pts[..., 0].astype(np.float32), pts[..., 1].astype(np.float32)
+        dn = (cv2.remap(gx, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * n[0]
+              + cv2.remap(gy, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * n[1])
+        # candidate (a, b) offsets at p and r -> offset index at each t (nearest sample)
+        ia = np.arange(len(offs))
+        idx = np.rint(ia[:, None, None] * (1 - t)[None, None, :]
+                      + ia[None, :, None] * t[None, None, :]).astype(np.int64)  # (A, B, S)
+        vals = dn[np.arange(samples)[None, None, :], idx]  # (A, B, S)
+        sc = np.abs(vals.mean(axis=2))
+        reach = max(reach_in, reach_out, 1e-9)
+        pen = 1 - prior * np.maximum(np.abs(offs)[:, None], np.abs(offs)[None, :]) / reach
+        if outermost is None:
+            a, b = np.unravel_index(int(np.argmax(sc * pen)), sc.shape)
+        else:
+            # local maxima only (not the flanks of one edge), then the most outward strong one
+            peak = sc >= cv2.dilate(sc.astype(np.float32), np.ones((5, 5), np.uint8))
+            ok = peak & (sc >= outermost * sc.max())
+            reach_of = (offs[:, None] + offs[None, :]) / 2.0
+            a, b = np.unravel_index(int(np.argmax(np.where(ok, reach_of, -np.inf))), sc.shape)
+        scores[i] = sc[a, b]
+        lines.append(line_through(p + offs[a] * n, r + offs[b] * n))
+    out = quad_from_lines(lines)
+    if out is None or not is_convex(out):
+        return q, scores, lines
+    return out, scores, lines

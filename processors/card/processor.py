@@ -1,0 +1,189 @@
+"""The card processor: batched localisation, full-resolution refinement, rectification, verdicts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import cv2
+import numpy as np
+import structlog
+
+from processors.base import Artifact, Item, ModelInfo, Outcome
+from processors.card import geometry as geo
+from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask, preprocess
+from processors.card.rectify import (
+    choose_doc_type,
+    laplacian_variance,
+    rectify,
+    saturated_fraction,
+)
+from processors.card.settings import CardSettings
+from processors.errors import ModelError
+from processors.models import manifest, model_path
+from processors.runtime import BatchedModel, RuntimeSettings
+from schemas.reasons import ReasonCode, Status
+
+log = structlog.get_logger("cardstream.card")
+
+MODEL_NAME = "u2netp-card"
+POSTPROCESS_REVISION = "geo1"
+"""Bumped whenever the geometric post-processing changes the outputs (part of the version)."""
+
+
+class CardProcessor:
+    """Card / passport localisation and rectification (``task = "card"``).
+
+    One ``BatchedModel`` (u2netp with a symbolic batch axis) is created at construction;
+    ``process_batch`` makes one model call per chunk of the chosen bucket for the whole batch,
+    then post-processes each image: mask -> quad (source px) -> edge refinement ->
+    homography to the canonical ISO/IEC 7810 size -> upright -> verdicts -> JPEG.
+
+    Verdicts (``rejected`` with reasons, thresholds in :class:`CardSettings`):
+        ``NO_CARD``: no mask component, or confidence < ``min_confidence``, area share <
+        ``min_area_frac``, rectangularity < ``min_rectangularity``, mask contrast <
+        ``min_mask_contrast``, aspect outside ``aspect_range``, or a non-convex quad.
+        ``PARTIAL_CARD``: a corner outside the frame or within the partial margin of its border.
+        ``BLURRY``: variance of the Laplacian of the rectified card below the threshold.
+        ``GLARE``: share of saturated pixels in the rectified card above the threshold.
+    An accepted outcome carries one artifact ``rectified.jpg``; rejected ones carry none.
+
+    Args:
+        settings: card settings.
+        runtime: ONNX Runtime settings (device, buckets).
+        model_file: override of the u2netp file (tests); None uses the pinned, verified
+            ``model_path("u2netp")``.
+
+    Raises:
+        ModelError: the model file is missing or fails its SHA-256 pin.
+        ProviderError: CUDA requested but not active.
+    """
+
+    task = "card"
+
+    def __init__(self, settings: CardSettings, runtime: RuntimeSettings,
+                 model_file: Path | None = None) -> None:
+        self.settings = settings
+        if model_file is None:
+            path, sha = model_path("u2netp"), manifest()["u2netp"]["sha256"]
+        else:
+            path, sha = Path(model_file), None
+        self._model = BatchedModel(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True)
+        digest = (sha or "local")[:12]
+        self._info = ModelInfo(name=MODEL_NAME, version=f"u2netp-{digest}.{POSTPROCESS_REVISION}",
+                               provider=self._model.provider)
+
+    @property
+    def model(self) -> ModelInfo:
+        """Model identity: name ``u2netp-card``, version ``u2netp-<sha12>.<revision>``."""
+        return self._info
+
+    @property
+    def batched_model(self) -> BatchedModel:
+        """The underlying :class:`BatchedModel` (stats, chosen bucket)."""
+        return self._model
+
+    def warm_up(self) -> None:
+        """Run every batch bucket once on zeros and choose the best bucket."""
+        b = self._model.warm_up((3, INPUT_SIZE, INPUT_SIZE))
+        log.info("card_warm_up", bucket=b, provider=self._model.provider,
+                 bucket_ips={k: round(v, 2) for k, v in self._model.stats.bucket_ips.items()})
+
+    def locate(self, images: Sequence[np.ndarray]) -> tuple[list[Detection], float]:
+        """Localise cards in a batch with one batched model call per chunk.
+
+        Args:
+            images: ``(H, W, 3) uint8`` BGR images (sizes may differ).
+
+        Returns:
+            ``(detections, inference_ms)``: one :class:`Detection` per image (quad in source px)
+            and the wall time (ms) of the model call(s).
+
+        Raises:
+            ModelError: ONNX Runtime failed on the batch.
+        """
+        x = np.stack([preprocess(im) for im in images])
+        t0 = time.perf_counter()
+        try:
+            raw = self._model.run(x)[0][:, 0]
+        except Exception as e:  # onnxruntime raises untyped errors
+            raise ModelError(f"u2netp inference failed: {e}") from e
+        ms = (time.perf_counter() - t0) * 1000.0
+        return [detect_from_mask(im, r, self.settings) for im, r in zip(images, raw)], ms
+
+    def _no_card(self, det: Detection, shape: tuple[int, ...]) -> bool:
+        s = self.settings
+        if det.quad is None or not geo.is_convex(det.quad):
+            return True
+        lo, hi = s.aspect_range
+        return (det.confidence < s.min_confidence or det.area_frac < s.min_area_frac
+                or det.rectangularity < s.min_rectangularity
+                or det.mask_contrast < s.min_mask_contrast or not lo <= det.aspect <= hi)
+
+    def _partial(self, quad: np.ndarray, shape: tuple[int, ...]) -> bool:
+        h, w = shape[:2]
+        m = max(self.settings.partial_margin_px, self.settings.partial_margin_frac * min(h, w))
+        x, y = quad[:, 0], quad[:, 1]
+        return bool(np.any(x < m) or np.any(y < m) or np.any(x > w - 1 - m)
+                    or np.any(y > h - 1 - m))
+
+    def decide(self, item: Item, det: Detection, inference_ms: float = 0.0) -> Outcome:
+        """Verdict, payload and artifact for one item given its detection (see class doc)."""
+        s = self.settings
+        image = item.image
+        requested = str(item.options.get("doc_type") or s.doc_type)
+        if self._no_card(det, image.shape):
+            return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
+                           reasons=(ReasonCode.NO_CARD,),
+                           payload={"quad": None, "confidence": round(det.confidence, 4),
+                                    "doc_type": None, "width": None, "height": None},
+                           inference_ms=inference_ms)
+        quad = det.quad
+        doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
+        reasons: list[ReasonCode] = []
+        if self._partial(quad, image.shape):
+            reasons.append(ReasonCode.PARTIAL_CARD)
+        rect = rectify(image, quad, doc_type, s.dpi, s.orient_by_face)
+        if laplacian_variance(rect.image, s.quality_width) < s.blur_min_laplacian_var:
+            reasons.append(ReasonCode.BLURRY)
+        if saturated_fraction(rect.image, s.glare_level, s.quality_width) > s.glare_max_fraction:
+            reasons.append(ReasonCode.GLARE)
+        h, w = rect.image.shape[:2]
+        payload = {"quad": [[round(float(x), 2), round(float(y), 2)] for x, y in quad],
+                   "confidence": round(det.confidence, 4), "doc_type": doc_type,
+                   "width": w, "height": h}
+        if reasons:
+            return Outcome(upload_id=item.upload_id, status=Status.REJECTED, reasons=tuple(reasons),
+                           payload=payload, inference_ms=inference_ms)
+        ok, buf = cv2.imencode(".jpg", rect.image, [cv2.IMWRITE_JPEG_QUALITY, s.jpeg_quality])
+        if not ok:
+            raise RuntimeError("JPEG encoding failed")
+        art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=buf.tobytes(),
+                       width=w, height=h)
+        return Outcome(upload_id=item.upload_id, status=Status.ACCEPTED, payload=payload,
+                       artifacts=(art,), inference_ms=inference_ms)
+
+    def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
+        """Process ``items`` (N >= 1) with one batched localisation call; N outcomes in order.
+
+        Bad content gives ``rejected`` outcomes; an unexpected error while post-processing one
+        item gives that item ``failed`` / ``INTERNAL_ERROR`` (logged with its upload id) and
+        leaves the others unaffected.
+
+        Raises:
+            ModelError: the batched model call failed (the whole batch is affected).
+        """
+        if not items:
+            return []
+        dets, ms = self.locate([it.image for it in items])
+        out: list[Outcome] = []
+        for it, det in zip(items, dets):
+            try:
+                out.append(self.decide(it, det, ms))
+            except Exception as e:  # isolate one item's failure from the batch
+                log.error("card_postprocess_failed", upload_id=it.upload_id,
+                          error=type(e).__name__)
+                out.append(Outcome(upload_id=it.upload_id, status=Status.FAILED,
+                                   reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=ms))
+        return out

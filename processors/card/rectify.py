@@ -1,0 +1,163 @@
+"""Rectification: homography to the canonical ISO/IEC 7810 size, upright decision, quality measures.
+
+Canonical sizes (ISO/IEC 7810): ID-1 85.60 x 53.98 mm (ID cards, driving licences), ID-3
+125 x 88 mm (passport data pages, ICAO 9303 TD3). At ``dpi`` the output is
+``floor(mm * dpi / 25.4)`` px per side: ID-1 1011 x 637 px and ID-3 1476 x 1039 px at 300 dpi.
+The output is always landscape.
+
+Upright decision: the card is warped with its long side horizontal (two candidates remain: 0 and
+180 degrees; for a quad that is taller than wide, those are the image's 90 and 270 degree turns).
+An OpenCV Haar frontal-face cascade (``haarcascade_frontalface_default.xml``, OpenCV 4.x
+``cv2.data.haarcascades``; it finds upright faces only) runs on both candidates; the candidate
+with a face wins, preferring a face in the left half (ID-1 cards and TD3 pages put the portrait
+on the left). Without a face on either, the candidate whose top edge is the quad's upper edge in
+the photo (TL = top-left corner) is kept: phone photos are mostly taken upright.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+import cv2
+import numpy as np
+
+from processors.card import geometry as geo
+
+DocType = Literal["id_card", "passport"]
+
+DOC_MM: dict[str, tuple[float, float]] = {"id_card": (85.60, 53.98), "passport": (125.0, 88.0)}
+"""Width x height (mm) per document type, ISO/IEC 7810 ID-1 and ID-3."""
+
+MM_PER_INCH = 25.4
+
+
+def canonical_size(doc_type: str, dpi: int) -> tuple[int, int]:
+    """Output ``(width, height)`` px of ``doc_type`` (``id_card``/``passport``) at ``dpi``.
+
+    ``floor(mm * dpi / 25.4)``: ID-1 at 300 dpi is ``(1011, 637)``, ID-3 ``(1476, 1039)``.
+    """
+    w_mm, h_mm = DOC_MM[doc_type]
+    return int(w_mm * dpi / MM_PER_INCH), int(h_mm * dpi / MM_PER_INCH)
+
+
+def choose_doc_type(requested: str, aspect: float, split: float) -> DocType:
+    """``requested`` when it is ``id_card``/``passport``; for ``auto`` (or anything else) ID-1
+    when the measured long/short ``aspect`` is >= ``split``, else ID-3."""
+    if requested in ("id_card", "passport"):
+        return requested  # type: ignore[return-value]
+    return "id_card" if aspect >= split else "passport"
+
+
+@cache
+def _face_cascade() -> cv2.CascadeClassifier:
+    path = cv2.data.haarcascades + "haarcascade_frontalface_default.xml"
+    c = cv2.CascadeClassifier(path)
+    if c.empty():  # OpenCV 5 ships no cascades
+        raise RuntimeError(f"cannot load Haar cascade {path}")
+    return c
+
+
+def _face_score(gray: np.ndarray) -> float:
+    """Largest upright face's area share of ``gray``, x1.5 when centred in the left half; 0 if none."""
+    h, w = gray.shape
+    faces = _face_cascade().detectMultiScale(gray, scaleFactor=1.1, minNeighbors=5,
+                                             minSize=(int(0.18 * h), int(0.18 * h)))
+    best = 0.0
+    for x, y, fw, fh in faces:
+        s = fw * fh / float(w * h) * (1.5 if x + fw / 2 < w / 2 else 1.0)
+        best = max(best, s)
+    return best
+
+
+@dataclass(frozen=True)
+class Rectified:
+    """A rectified card.
+
+    Attributes:
+        image: ``(height, width, 3) uint8`` BGR, landscape, upright.
+        doc_type: ``id_card`` or ``passport``.
+        rotation: clockwise quarter turns (0-3) between the quad's TL-first reading and the
+            output (0: the quad's TL corner is the card's top-left).
+        by_face: True when a face decided the orientation.
+    """
+
+    image: np.ndarray
+    doc_type: DocType
+    rotation: int
+    by_face: bool
+
+
+def warp(image: np.ndarray, quad: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Warp the quad (TL, TR, BR, BL, px) of ``image`` to a ``size`` = ``(w, h)`` image.
+
+    When the card is more than twice the output size in the source, the source is first
+    downscaled (area interpolation) to avoid aliasing.
+
+    Returns:
+        ``(h, w, 3) uint8``.
+    """
+    w, h = size
+    q = np.asarray(quad, np.float64)
+    src_w = float(np.mean(geo.side_lengths(q)[[0, 2]]))
+    s = min(1.0, 2.0 * w / max(src_w, 1.0))
+    img = image
+    if s < 1.0:
+        img = cv2.resize(image, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
+        q = (q + 0.5) * s - 0.5
+    dst = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float32)
+    M = cv2.getPerspectiveTransform(q.astype(np.float32), dst)
+    return cv2.warpPerspective(img, M, (w, h), flags=cv2.INTER_LINEAR,
+                               borderMode=cv2.BORDER_REPLICATE)
+
+
+def rectify(image: np.ndarray, quad: np.ndarray, doc_type: DocType, dpi: int,
+            orient_by_face: bool = True) -> Rectified:
+    """Warp the card to its canonical landscape size and turn it upright.
+
+    Args:
+        image: ``(H, W, 3) uint8`` BGR source.
+        quad: ``(4, 2)`` card corners TL, TR, BR, BL in source px.
+        doc_type: ``id_card`` or ``passport``.
+        dpi: output resolution (dots per inch).
+        orient_by_face: decide 0/180 degrees from a Haar face (else keep the quad's reading).
+
+    Returns:
+        A :class:`Rectified`.
+    """
+    q = np.asarray(quad, np.float64)
+    s = geo.side_lengths(q)
+    portrait = (s[1] + s[3]) > (s[0] + s[2])
+    k = 1 if portrait else 0  # start the reading at TR for a card standing on its side
+    size = canonical_size(doc_type, dpi)
+    out = warp(image, np.roll(q, -k, axis=0), size)
+    by_face = False
+    if orient_by_face:
+        small_w = 400
+        small = cv2.resize(out, (small_w, int(round(small_w * size[1] / size[0]))),
+                           interpolation=cv2.INTER_AREA)
+        g = cv2.equalizeHist(cv2.cvtColor(small, cv2.COLOR_BGR2GRAY))
+        s0 = _face_score(g)
+        s180 = _face_score(g[::-1, ::-1].copy())
+        if s180 > s0:
+            out = out[::-1, ::-1].copy()
+            k += 2
+        by_face = max(s0, s180) > 0
+    return Rectified(image=out, doc_type=doc_type, rotation=k % 4, by_face=by_face)
+
+
+def laplacian_variance(image: np.ndarray, width: int) -> float:
+    """Variance of the Laplacian (3x3 aperture) of ``image`` in grey, resized to ``width`` px
+    wide (area interpolation): a sharpness measure (Pech-Pacheco et al., 2000)."""
+    h, w = image.shape[:2]
+    g = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    g = cv2.resize(g, (width, max(1, round(h * width / w))), interpolation=cv2.INTER_AREA)
+    return float(cv2.Laplacian(g, cv2.CV_64F).var())
+
+
+def saturated_fraction(image: np.ndarray, level: int, width: int) -> float:
+    """Share of pixels whose three channels are all >= ``level`` (``image`` resized to ``width``)."""
+    h, w = image.shape[:2]
+    s = cv2.resize(image, (width, max(1, round(h * width / w))), interpolation=cv2.INTER_AREA)
+    return float(np.all(s >= level, axis=2).mean())

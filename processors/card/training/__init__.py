@@ -1,0 +1,1 @@
+"""Synthetic data for the card localiser (generation, held-out evaluation sets)."""

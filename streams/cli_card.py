@@ -1,0 +1,144 @@
+"""``cardstream card IMAGE...`` (try the card processor without Kafka) and ``cardstream eval card``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+eval_app = typer.Typer(help="Evaluate a processor on a labelled image set.", no_args_is_help=True)
+
+
+def _processor(device: str, batch: int):
+    from processors.card import CardProcessor
+    from streams.settings import load_settings
+
+    s = load_settings()
+    rt = s.runtime.model_copy(update={"device": device, "max_bucket": batch})
+    return CardProcessor(s.card, rt), s
+
+
+def card(
+    images: list[Path] = typer.Argument(..., help="Image files (JPEG, PNG, WebP, HEIC...)."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for rectified JPEGs "
+                                    "(<stem>.rectified.jpg)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line (default: a "
+                                 "short text line per image)."),
+    doc_type: str = typer.Option("auto", help="id_card | passport | auto (by aspect ratio)."),
+    device: str = typer.Option("cpu", help="cpu | cuda | auto."),
+    batch: int = typer.Option(8, help="Batch size of the localisation model call."),
+) -> None:
+    """Detect, rectify and judge cards in IMAGE files.
+
+    Per image: ``{"file", "status", "reasons", "quad" ([[x,y]x4] TL,TR,BR,BL source px, or
+    null), "confidence", "doc_type", "rectified" (path written under --out, or null)}``. Files
+    refused by safe decoding are ``rejected`` with the decoding reason. Exit status 0.
+    """
+    from processors.base import Item
+    from processors.decode import decode_image
+    from processors.errors import DecodeError
+
+    proc, s = _processor(device, batch)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    rows: dict[int, dict] = {}
+    items: list[tuple[int, Item]] = []
+    for i, f in enumerate(images):
+        try:
+            img = decode_image(f.read_bytes(), s.decode)
+        except DecodeError as e:
+            rows[i] = {"file": str(f), "status": "rejected", "reasons": [e.reason], "quad": None,
+                       "confidence": None, "doc_type": None, "rectified": None}
+            continue
+        except OSError as e:
+            rows[i] = {"file": str(f), "status": "failed", "reasons": ["OBJECT_NOT_FOUND"],
+                       "quad": None, "confidence": None, "doc_type": None, "rectified": None,
+                       "error": type(e).__name__}
+            continue
+        items.append((i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": doc_type})))
+    for k in range(0, len(items), max(1, batch)):
+        chunk = items[k:k + batch]
+        for (i, it), o in zip(chunk, proc.process_batch([it for _, it in chunk])):
+            f = images[i]
+            written = None
+            if out is not None and o.artifacts:
+                a = o.artifacts[0]
+                p = out / f"{f.stem}.{a.name}.{a.ext}"
+                p.write_bytes(a.data)
+                written = str(p)
+            rows[i] = {"file": str(f), "status": str(o.status), "reasons": [str(r) for r in o.reasons],
+                       "quad": o.payload.get("quad"), "confidence": o.payload.get("confidence"),
+                       "doc_type": o.payload.get("doc_type"), "rectified": written}
+    for i in range(len(images)):
+        r = rows[i]
+        if as_json:
+            typer.echo(json.dumps(r))
+        else:
+            typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])} "
+                       f"doc_type={r['doc_type']} conf={r['confidence']}"
+                       + (f" -> {r['rectified']}" if r["rectified"] else ""))
+
+
+@eval_app.command("card")
+def eval_card(
+    set_dir: Path = typer.Option(..., "--set", help="Folder with images and manifest.json "
+                                 "(shared/cases format)."),
+    device: str = typer.Option("cpu", help="cpu | cuda | auto."),
+    batch: int = typer.Option(8, help="Batch size of the localisation model call."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+) -> None:
+    """Mean IoU and share of IoU > 0.9 (SmartDoc-2015 protocol) per ``kind``, plus NO_CARD
+    accuracy on negatives.
+
+    Cases with ``quad_approx`` are scored by IoU (0 when no quad is returned); cases whose
+    expected reason is ``NO_CARD`` count as correct when the result carries NO_CARD. Files that
+    fail safe decoding and other cases are skipped.
+    """
+    from processors.base import Item
+    from processors.card.metrics import quad_iou, summarise
+    from processors.decode import decode_image
+    from processors.errors import DecodeError
+
+    man = json.loads((set_dir / "manifest.json").read_text())
+    cases = [c for c in man["images"]
+             if "quad_approx" in c["expect"] or c["expect"].get("reason") == "NO_CARD"]
+    proc, s = _processor(device, batch)
+    ious: dict[str, list[float]] = {}
+    neg_ok: list[bool] = []
+    loaded = []
+    for c in cases:
+        try:
+            img = decode_image((set_dir / c["file"]).read_bytes(), s.decode)
+        except DecodeError:
+            continue
+        loaded.append((c, Item(upload_id=Path(c["file"]).stem, image=img)))
+    for k in range(0, len(loaded), max(1, batch)):
+        chunk = loaded[k:k + batch]
+        for (c, _), o in zip(chunk, proc.process_batch([it for _, it in chunk])):
+            e = c["expect"]
+            if "quad_approx" in e:
+                q = o.payload.get("quad")
+                v = quad_iou(q, e["quad_approx"]) if q else 0.0
+                ious.setdefault(e.get("kind", "unlabelled"), []).append(v)
+            else:
+                neg_ok.append("NO_CARD" in [str(r) for r in o.reasons])
+    summary = {kind: summarise(v) for kind, v in sorted(ious.items())}
+    summary["all"] = summarise([x for v in ious.values() for x in v])
+    summary["negatives"] = {"n": len(neg_ok),
+                            "no_card_share": (sum(neg_ok) / len(neg_ok)) if neg_ok else float("nan")}
+    if as_json:
+        typer.echo(json.dumps(summary))
+        return
+    for kind, v in summary.items():
+        if kind == "negatives":
+            typer.echo(f"{kind:>12}: n={v['n']} NO_CARD share={v['no_card_share']:.3f}")
+        else:
+            typer.echo(f"{kind:>12}: n={v['n']} mean IoU={v['mean_iou']:.4f} "
+                       f"IoU>0.9={v['share_above']:.3f}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``card`` and the ``eval`` group (``eval card``) to the ``cardstream`` app."""
+    app.command("card")(card)
+    app.add_typer(eval_app, name="eval")
