@@ -82,7 +82,9 @@ def _score(x: float, lo: float, hi: float) -> float:
 WIDE_GAIN = 0.6
 """The outward search takes the outermost straight edge scoring at least this share of the best
 (and of the near edge's score)."""
-MASK_THRESHOLDS = (0.3, 0.5, 0.7)
+LARGER_SHARE = 0.6
+"""Hypotheses scoring at least this share of the best compete on area (largest wins)."""
+MASK_THRESHOLDS = (0.15, 0.3, 0.5, 0.7)
 """Saliency levels whose components are tried as card hypotheses (``mask_threshold`` is added)."""
 EDGE_REF = 8.0
 """Mean directional derivative (grey levels / px, after sigma-1 smoothing at the working size)
@@ -110,13 +112,14 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
                      gray: np.ndarray | None = None) -> Detection:
     """Turn one raw saliency map into a refined quad in source px (hypothesise and verify).
 
-    1. Hypotheses: the 2 largest components of the mask thresholded at 0.3, 0.5, 0.7 and
+    1. Hypotheses: the 2 largest components of the mask thresholded at 0.15, 0.3, 0.5, 0.7 and
        ``mask_threshold``, each fitted with a 4-gon (:func:`geometry.quads_from_mask`).
     2. Each hypothesis's sides snap to the best straight edge within 1.5 model px
        (:func:`geometry.side_search` on the working-size gradient) and is scored:
        ``contrast score (0 at 0.3, 1 at 0.7) x rectangularity score (0 at 0.75, 1 at 0.95) x
        edge score (geometric mean over sides of min(1, side score / EDGE_REF)) ^ 0.5 x aspect
-       score``. The best one wins; its score is the confidence.
+       score``. Among hypotheses scoring >= ``LARGER_SHARE`` of the best, the largest wins (a
+       card's portrait is itself a salient rectangle); its score is the confidence.
     3. The winner's sides search outwards (``refine_band_frac`` of the shorter side, e.g. a
        dark header band the saliency missed), then :func:`geometry.refine_quad` fits sub-pixel
        lines at full resolution.
@@ -141,7 +144,7 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
     gx, gy = geo.gradients(gw, 1.0)
     mask_px = max(ww, wh) / INPUT_SIZE  # working px per model px
     min_area = 0.002 * ww * wh
-    best = None
+    hyps = []
     for thr in sorted(set(MASK_THRESHOLDS) | {settings.mask_threshold}):
         for mq in geo.quads_from_mask((mw > thr).astype(np.uint8), 2, min_area):
             q, sides, lines = geo.side_search(gx, gy, mq.quad, 1.5 * mask_px, 1.5 * mask_px)
@@ -151,8 +154,14 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
             aspect = geo.approx_aspect(q)
             conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
                     * edge ** 0.5 * _aspect_score(aspect))
-            if best is None or conf > best[0]:
-                best = (conf, q, mq, contrast, edge, sides, lines)
+            hyps.append((conf, q, mq, contrast, edge, sides, lines))
+    best = None
+    if hyps:
+        # a card contains its own portrait and text blocks: among near-best hypotheses take
+        # the largest
+        top = max(h_[0] for h_ in hyps)
+        near = [h_ for h_ in hyps if h_[0] >= LARGER_SHARE * top]
+        best = max(near, key=lambda h_: geo.polygon_area(h_[1]))
     if best is None:
         return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()))
     conf, q, mq, contrast, edge, sides, lines = best

@@ -303,6 +303,27 @@ def degrade(img: np.ndarray, rng: np.random.Generator, quad: np.ndarray | None =
     return cv2.imdecode(buf, cv2.IMREAD_COLOR)
 
 
+def card_on_texture(rng: np.random.Generator, quad: np.ndarray, size: tuple[int, int],
+                    doc_type: str = "id_card", texture: str = "gravel",
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """A card at known corners on a tinted skimage texture, without photo effects (fixtures).
+
+    Args:
+        rng: random generator (face content and tint).
+        quad: ``(4, 2)`` destination of the face's TL, TR, BR, BL (px).
+        size: ``(width, height)`` of the photo (px).
+        doc_type: ``id_card`` or ``passport``.
+        texture: a scikit-image sample name used as background.
+
+    Returns:
+        ``(image, face)``: ``(height, width, 3) uint8`` photo and the upright face rendered.
+    """
+    face, alpha = render_face(rng, doc_type, width=856)
+    tint = rng.uniform(0.4, 0.9, 3)
+    bg = cv2.resize((_skimage(texture) * tint).astype(np.uint8), size)
+    return composite(bg, face, alpha, np.asarray(quad, np.float64)), face
+
+
 @dataclass(frozen=True)
 class Sample:
     """One synthetic photo.

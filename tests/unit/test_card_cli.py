@@ -1,0 +1,75 @@
+"""``cardstream card`` and ``cardstream eval card`` on files made by the synthetic generator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from processors.card.training import synth
+from processors.errors import ModelError
+
+CASES = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
+
+
+@pytest.fixture(scope="module")
+def app():
+    from processors.models import model_path
+
+    try:
+        model_path("u2netp")
+    except ModelError as e:
+        pytest.skip(f"u2netp model file not available ({e}); run `make models`")
+    from streams.cli import app
+
+    return app
+
+
+def test_card_json_lines_with_decode_rejection(app, tmp_path):
+    quad = np.array([[150.0, 140.0], [640.0, 170.0], [620.0, 480.0], [130.0, 460.0]])
+    image, _ = synth.card_on_texture(np.random.default_rng(11), quad, (800, 600))
+    img = tmp_path / "card.jpg"
+    cv2.imwrite(str(img), image, [cv2.IMWRITE_JPEG_QUALITY, 95])
+    txt = tmp_path / "notes.txt"
+    txt.write_text("not an image")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["card", "--json", "--out", str(out), str(img), str(txt)])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
+    assert [Path(x["file"]).name for x in rows] == ["card.jpg", "notes.txt"]
+    assert set(rows[0]) == {"file", "status", "reasons", "quad", "confidence", "doc_type",
+                            "rectified"}
+    assert rows[1]["status"] == "rejected" and rows[1]["reasons"] == ["UNSUPPORTED_FORMAT"]
+    assert rows[1]["quad"] is None and rows[1]["rectified"] is None
+    if rows[0]["status"] == "accepted":
+        assert Path(rows[0]["rectified"]).is_file()
+    from processors.card.metrics import quad_iou
+
+    assert quad_iou(rows[0]["quad"], quad) >= 0.9
+
+
+def test_eval_card_prints_per_kind_summary(app, tmp_path):
+    synth.write_set(tmp_path, 4, seed=5, negative_share=0.25)
+    r = CliRunner().invoke(app, ["eval", "card", "--set", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.output.strip().splitlines()[-1])
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    n_pos = sum("quad_approx" in c["expect"] for c in man["images"])
+    assert summary["all"]["n"] == n_pos
+    assert summary["negatives"]["n"] == len(man["images"]) - n_pos
+    assert 0.0 <= summary["all"]["mean_iou"] <= 1.0
+
+
+@pytest.mark.skipif(not (CASES / "manifest.json").is_file(),
+                    reason="../shared/cases is absent (external check set); skipping")
+def test_shared_negatives_are_no_card(app):
+    man = json.loads((CASES / "manifest.json").read_text())
+    negs = [CASES / c["file"] for c in man["images"] if c["expect"].get("reason") == "NO_CARD"]
+    r = CliRunner().invoke(app, ["card", "--json", *map(str, negs)])
+    rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
+    assert len(rows) == len(negs) > 0
+    assert all("NO_CARD" in x["reasons"] for x in rows)

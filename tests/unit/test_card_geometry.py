@@ -1,0 +1,86 @@
+"""Pure geometry and metrics of the card processor (no model)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from processors.card import geometry as geo
+from processors.card.metrics import quad_iou, summarise
+from processors.card.rectify import canonical_size, choose_doc_type
+
+
+def _raster_iou(a, b, size=400):
+    ma = np.zeros((size, size), np.uint8)
+    mb = np.zeros((size, size), np.uint8)
+    cv2.fillPoly(ma, [np.round(np.asarray(a) * 4).astype(np.int32)], 1, shift=2)
+    cv2.fillPoly(mb, [np.round(np.asarray(b) * 4).astype(np.int32)], 1, shift=2)
+    return (ma & mb).sum() / max((ma | mb).sum(), 1)
+
+
+def test_iou_of_offset_squares_is_one_third():
+    a = [[0, 0], [10, 0], [10, 10], [0, 10]]
+    b = [[5, 0], [15, 0], [15, 10], [5, 10]]  # overlap 50, union 150
+    assert quad_iou(a, b) == pytest.approx(1 / 3, abs=1e-9)
+    assert quad_iou(a, a) == pytest.approx(1.0)
+    assert quad_iou(a, [[20, 20], [30, 20], [30, 30], [20, 30]]) == 0.0
+
+
+def test_iou_matches_rasterised_iou_on_random_convex_quads():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        c = rng.uniform(120, 280, 2)
+        a = cv2.boxPoints(((c[0], c[1]), tuple(rng.uniform(60, 150, 2)), rng.uniform(0, 90)))
+        b = a + rng.normal(0, 15, a.shape)
+        b = cv2.convexHull(b.astype(np.float32)).reshape(-1, 2)
+        assert quad_iou(a, b[::-1]) == pytest.approx(_raster_iou(a, b), abs=0.02)
+
+
+def test_summarise_counts_share_above_threshold():
+    s = summarise([0.95, 0.85, 0.91, 0.2])
+    assert s["n"] == 4
+    assert s["mean_iou"] == pytest.approx((0.95 + 0.85 + 0.91 + 0.2) / 4)
+    assert s["share_above"] == pytest.approx(0.5)
+
+
+def test_order_corners_any_permutation():
+    quad = np.array([[10.0, 20.0], [110.0, 15.0], [120.0, 80.0], [5.0, 90.0]])
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        np.testing.assert_allclose(geo.order_corners(rng.permutation(quad)), quad)
+
+
+def test_quad_from_mask_recovers_rounded_card_corners():
+    quad = np.array([[60.0, 50.0], [330.0, 70.0], [310.0, 240.0], [45.0, 215.0]])
+    mask = np.zeros((300, 400), np.uint8)
+    cv2.fillPoly(mask, [np.round(quad * 16).astype(np.int32)], 255, cv2.LINE_AA, shift=4)
+    for c in quad:  # cut rounded corners of radius 8 px
+        cv2.circle(mask, tuple(int(v) for v in c), 8, 0, -1)
+    mq = geo.quad_from_mask(mask)
+    assert mq is not None
+    assert np.max(np.hypot(*(mq.quad - quad).T)) < 2.5
+    assert mq.rectangularity > 0.97
+
+
+def test_side_search_snaps_to_a_step_edge():
+    img = np.full((200, 300), 40.0, np.float32)
+    true = np.array([[50.0, 40.0], [250.0, 40.0], [250.0, 160.0], [50.0, 160.0]])
+    cv2.fillPoly(img, [true.astype(np.int32)], 200.0)
+    gx, gy = geo.gradients(img, 1.0)
+    start = true + np.array([[6, -5], [-4, 7], [5, 4], [-6, -3]], np.float64)
+    q, scores, _ = geo.side_search(gx, gy, start, 10, 10)
+    assert np.max(np.abs(q - true)) < 1.5
+    assert np.all(scores > 20)
+
+
+def test_canonical_sizes_iso_7810_at_300_dpi():
+    assert canonical_size("id_card", 300) == (1011, 637)
+    assert canonical_size("passport", 300) == (1476, 1039)
+    assert canonical_size("id_card", 150) == (505, 318)
+
+
+def test_doc_type_from_option_or_aspect():
+    assert choose_doc_type("passport", 1.58, 1.5) == "passport"
+    assert choose_doc_type("auto", 1.58, 1.5) == "id_card"
+    assert choose_doc_type("auto", 1.42, 1.5) == "passport"

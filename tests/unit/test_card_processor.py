@@ -1,0 +1,144 @@
+"""CardProcessor on synthetic photos made by the project's generator (u2netp on the CPU)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from processors.base import Item
+from processors.card.metrics import quad_iou
+from processors.card.settings import CardSettings
+from processors.card.training import synth
+from processors.errors import ModelError
+from processors.runtime import RuntimeSettings
+from schemas.reasons import ReasonCode, Status
+
+W, H = 800, 600
+
+
+def _processor(max_bucket: int, **card):
+    from processors.card import CardProcessor
+
+    try:
+        return CardProcessor(CardSettings(**card), RuntimeSettings(device="cpu", max_bucket=max_bucket,
+                                                                   intra_op_threads=2))
+    except ModelError as e:
+        pytest.skip(f"u2netp model file not available ({e}); run `make models`")
+
+
+@pytest.fixture(scope="module")
+def proc():
+    return _processor(4)
+
+
+def _bg(seed: int) -> np.ndarray:
+    """A tinted gravel texture (skimage ``gravel``): busy but not salient."""
+    tex = synth._skimage("gravel")
+    tint = np.random.default_rng(seed).uniform(0.4, 0.9, 3)
+    return cv2.resize((tex * tint).astype(np.uint8), (W, H))
+
+
+def _scene(seed: int, quad, face_only: bool = False):
+    img, face = synth.card_on_texture(np.random.default_rng(seed), quad, (W, H))
+    return (img, face) if face_only else img
+
+
+def _card_quad(cx, cy, w, angle_deg, aspect=85.60 / 53.98):
+    h = w / aspect
+    r = np.array([[-w / 2, -h / 2], [w / 2, -h / 2], [w / 2, h / 2], [-w / 2, h / 2]])
+    a = np.radians(angle_deg)
+    rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    return r @ rot.T + [cx, cy]
+
+
+QUADS = [
+    _card_quad(400, 300, 480, 8),
+    _card_quad(380, 320, 420, -15) + np.array([[10, 5], [-10, 8], [0, 0], [0, 0]]),
+    _card_quad(420, 290, 520, 3),
+]
+
+
+def test_known_corners_detected_with_iou_above_0_9(proc):
+    for seed, q in enumerate(QUADS):
+        out = proc.process_batch([Item(f"u{seed}", _scene(seed, q))])[0]
+        assert out.payload["quad"] is not None, out
+        assert quad_iou(out.payload["quad"], q) >= 0.9
+        assert 0.0 <= out.payload["confidence"] <= 1.0
+
+
+def test_batched_and_one_by_one_quads_agree_within_half_pixel(proc):
+    items = [Item(f"u{i}", _scene(10 + i, q)) for i, q in enumerate(QUADS)]
+    single = _processor(1)
+    batched = proc.process_batch(items)
+    calls0 = proc.batched_model.stats.calls
+    proc.process_batch(items)
+    assert proc.batched_model.stats.calls - calls0 == 1  # 3 images, bucket 4: one call
+    for it, b in zip(items, batched):
+        s = single.process_batch([it])[0]
+        assert b.status == s.status and b.reasons == s.reasons
+        assert b.payload["quad"] is not None
+        diff = np.abs(np.asarray(b.payload["quad"]) - np.asarray(s.payload["quad"]))
+        assert diff.max() <= 0.5
+
+
+def test_accepted_card_is_rectified_to_id1_size_as_jpeg(proc):
+    out = proc.process_batch([Item("a", _scene(1, QUADS[0]), {"doc_type": "id_card"})])[0]
+    assert out.status == Status.ACCEPTED, out.reasons
+    (art,) = out.artifacts
+    assert (art.name, art.ext, art.content_type) == ("rectified", "jpg", "image/jpeg")
+    img = cv2.imdecode(np.frombuffer(art.data, np.uint8), cv2.IMREAD_COLOR)
+    assert img.shape == (637, 1011, 3) == (art.height, art.width, 3)
+    assert out.payload["doc_type"] == "id_card"
+
+
+@pytest.mark.parametrize("angle", [0, 180, 90, -90])
+def test_rotated_card_is_rectified_upright(angle):
+    from processors.card.geometry import order_corners
+    from processors.card.rectify import rectify
+
+    q = _card_quad(400, 300, 440, angle + 5)
+    img, face = _scene(4, q, face_only=True)
+    # the detector reports corners in image order (TL = top-left of the photo), not card order
+    rect = rectify(img, order_corners(q), "id_card", 150)
+    assert rect.image.shape == (318, 505, 3)
+    g = cv2.cvtColor(rect.image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    ref = cv2.resize(cv2.cvtColor(face, cv2.COLOR_BGR2GRAY), g.shape[::-1]).astype(np.float32)
+    upright = np.corrcoef(g.ravel(), ref.ravel())[0, 1]
+    flipped = np.corrcoef(g[::-1, ::-1].ravel(), ref.ravel())[0, 1]
+    assert rect.by_face
+    assert upright > 0.6 and upright > flipped + 0.2
+
+
+def test_card_touching_the_frame_is_partial(proc):
+    q = _card_quad(560, 300, 520, 0)  # right edge at x = 820 > W
+    out = proc.process_batch([Item("p", _scene(5, q))])[0]
+    assert out.status == Status.REJECTED
+    assert ReasonCode.PARTIAL_CARD in out.reasons
+    assert not out.artifacts
+
+
+def test_blurred_card_is_blurry(proc):
+    img = cv2.GaussianBlur(_scene(6, QUADS[0]), (0, 0), 6)
+    out = proc.process_batch([Item("b", img)])[0]
+    assert ReasonCode.BLURRY in out.reasons
+    sharp = proc.process_batch([Item("s", _scene(6, QUADS[0]))])[0]
+    assert ReasonCode.BLURRY not in sharp.reasons
+
+
+def test_saturated_spot_is_glare(proc):
+    img = _scene(7, QUADS[0]).astype(np.float32)
+    yy, xx = np.mgrid[0:H, 0:W]
+    img += 600 * np.exp(-((xx - 420) ** 2 + (yy - 300) ** 2) / (2 * 50.0**2))[..., None]
+    out = proc.process_batch([Item("g", np.clip(img, 0, 255).astype(np.uint8))])[0]
+    assert ReasonCode.GLARE in out.reasons
+    assert out.status == Status.REJECTED
+
+
+def test_scene_without_card_is_no_card(proc):
+    rng = np.random.default_rng(8)
+    imgs = [_bg(8), synth.background(rng, W, H)]
+    for out in proc.process_batch([Item(f"n{i}", im) for i, im in enumerate(imgs)]):
+        assert out.status == Status.REJECTED
+        assert out.reasons == (ReasonCode.NO_CARD,)
+        assert out.payload["quad"] is None and not out.artifacts
