@@ -210,7 +210,9 @@ class BatchedModel:
 
         Returns:
             The chosen bucket: highest images/s among buckets whose call time stays within
-            ``latency_budget_ms`` (bucket 1 always qualifies).
+            ``latency_budget_ms`` (bucket 1 always qualifies). Buckets are tried in ascending
+            order and the sweep stops once a bucket exceeds the budget or falls below 90% of the
+            best throughput so far, so a CPU does not spend warm-up on batches it cannot use.
         """
         best, best_ips = self.buckets[0], 0.0
         calls0, images0, padded0 = self.stats.calls, self.stats.images, self.stats.padded
@@ -228,6 +230,8 @@ class BatchedModel:
                 best, best_ips = b, ips
             if ms > self.settings.latency_budget_ms:
                 break  # larger buckets only take longer
+            if ips < 0.9 * best_ips:
+                break  # throughput is falling (a CPU past its cores): larger buckets won't win
         # warm-up calls are not traffic
         self.stats.calls, self.stats.images, self.stats.padded = calls0, images0, padded0
         self.chosen_bucket = best

@@ -19,7 +19,7 @@ def _register() -> None:
     import importlib
 
     for mod in ("streams.cli_schemas", "streams.cli_card", "streams.cli_idphoto",
-                "streams.cli_stream"):
+                "streams.cli_stream", "streams.cli_jobs", "streams.cli_status"):
         try:
             m = importlib.import_module(mod)
         except ModuleNotFoundError as e:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -18,26 +18,28 @@ def _row(file: Path, status: str, reasons: list[str], **extra: Any) -> dict[str,
 
 
 def idphoto(
-    images: list[Path] = typer.Argument(..., help="Image files (JPEG, PNG, WebP, HEIC...)."),
-    size: str = typer.Option("one_inch", "--size",
-                             help="one_inch | two_inch | cn_passport | us_passport | schengen."),
-    background: str = typer.Option("white", "--background",
-                                   help="white | blue | red | #RRGGBB."),
-    alpha_matting: bool | None = typer.Option(
-        None, "--alpha-matting/--no-alpha-matting",
-        help="Refine the matte edge (default: off for one_inch, on for larger sizes)."),
-    out: Path | None = typer.Option(None, "--out", help="Folder for the photos "
-                                    "(<stem>.<size>.jpg); default: a new temporary folder."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per line (default: a "
-                                 "short text line per image)."),
-    device: str = typer.Option("cpu", help="cpu | cuda | auto."),
-    batch: int = typer.Option(8, help="Images per batched matting call."),
+    images: Annotated[list[Path], typer.Argument(help="Image files (JPEG, PNG, WebP, HEIC...).")],
+    size: Annotated[str, typer.Option(
+        help="one_inch | two_inch | cn_passport | us_passport | schengen.")] = "one_inch",
+    background: Annotated[str, typer.Option(help="white | blue | red | #RRGGBB.")] = "white",
+    alpha_matting: Annotated[bool | None, typer.Option(
+        "--alpha-matting/--no-alpha-matting",
+        help="Refine the matte edge (default: off for one_inch, on for larger sizes).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Folder for the photos (<stem>.<size>.jpg); default: a new temporary folder.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="One JSON object per line (default: a short text line per image).")
+    ] = False,
+    device: Annotated[str, typer.Option(help="cpu | cuda | auto.")] = "cpu",
+    batch: Annotated[int, typer.Option(help="Images per batched matting call.")] = 8,
 ) -> None:
     """Cut out the person, frame the head to SIZE at 300 dpi and put it on BACKGROUND.
 
-    Per image: ``{"file", "status", "reasons", "photo" (path of the JPEG, or null), "width",
-    "height" (px), "face_box" ([x, y, w, h] source px, or null)}``. Files refused by safe decoding
-    are ``rejected`` with the decoding reason. Exit status 0 when every image is accepted, 1
+    Per image: ``{"file", "status", "reasons", "photo" (path of the JPEG, or null),
+    "width", "height" (px), "face_box" (x, y, w, h in source px, or null)}``. Files refused by
+    safe decoding are ``rejected`` with the decoding reason. Exit status 0 when every image is
+    accepted, 1
     otherwise, 2 for bad options.
     """
     from processors.base import Item

@@ -117,10 +117,17 @@ class Worker:
         storage: the object store client.
         metrics: Prometheus metrics (a fresh registry by default).
         health: readiness/liveness state.
+        ranges: replay mode: uploads-topic partition -> ``[start, end)`` offsets. The consumer is
+            assigned these partitions instead of subscribing, events at or past ``end`` are left
+            alone, and :meth:`run` returns once every partition reached its end.
+        model_version: label outputs (object keys, result ``model.version``) with this version
+            instead of the processor's, e.g. to replay a new model beside the originals.
     """
 
     def __init__(self, settings: Settings, processors: Mapping[str, Processor], storage: Storage,
-                 metrics: WorkerMetrics | None = None, health: Health | None = None) -> None:
+                 metrics: WorkerMetrics | None = None, health: Health | None = None,
+                 ranges: Mapping[int, tuple[int, int]] | None = None,
+                 model_version: str | None = None) -> None:
         self.s = settings
         self.processors = dict(processors)
         self.storage = storage
@@ -137,6 +144,9 @@ class Worker:
         self.batches = 0
         self.consumer = None
         self.producer = None
+        self.ranges = dict(ranges) if ranges is not None else None
+        self.model_version = model_version
+        self._done_parts: set[int] = set()
 
     # --- lifecycle -------------------------------------------------------------------------
     def stop(self, *_: Any) -> None:
@@ -177,9 +187,18 @@ class Worker:
             **{"max.poll.interval.ms": self.s.worker.max_poll_interval_ms,
                "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000,
                "queued.max.messages.kbytes": 16_384})
-        self.consumer.subscribe([k.uploads_topic], on_assign=self._on_assign,
-                                on_revoke=self._on_revoke, on_lost=self._on_lost)
+        if self.ranges is None:
+            self.consumer.subscribe([k.uploads_topic], on_assign=self._on_assign,
+                                    on_revoke=self._on_revoke, on_lost=self._on_lost)
+        else:
+            self._done_parts = {p for p, (a, b) in self.ranges.items() if a >= b}
+            self.consumer.assign([TopicPartition(k.uploads_topic, p, a)
+                                  for p, (a, b) in self.ranges.items() if a < b])
         self.health.ready = True
+
+    def ranges_done(self) -> bool:
+        """Replay mode: every partition consumed up to its end offset."""
+        return self.ranges is not None and self._done_parts >= set(self.ranges)
 
     def close(self) -> None:
         """Leave the group and flush; bounded by ``shutdown_timeout_s``."""
@@ -196,7 +215,7 @@ class Worker:
         self.start()
         idle_since = time.monotonic()
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and not self.ranges_done():
                 self.health.tick()
                 msgs = self._poll_batch()
                 if not msgs:
@@ -220,7 +239,13 @@ class Worker:
         out = []
         for m in msgs:
             err = m.error()
-            if err is None:
+            if err is None and self.ranges is not None:
+                end = self.ranges[m.partition()][1]
+                if m.offset() >= end - 1:
+                    self._done_parts.add(m.partition())
+                if m.offset() < end:
+                    out.append(m)
+            elif err is None:
                 out.append(m)
             elif err.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume_error", error=str(err))
@@ -290,6 +315,7 @@ class Worker:
     def _rewind(self, start_offsets: Mapping[tuple[str, int], int]) -> None:
         """Seek every still-assigned partition of the batch back to its first offset."""
         self._carry = [m for m in self._carry if (m.topic(), m.partition()) not in start_offsets]
+        self._done_parts -= {p for _, p in start_offsets}
         for (t, p), off in start_offsets.items():
             if (t, p) in self._revoked:
                 continue
@@ -333,9 +359,9 @@ class Worker:
         for e in entries:
             if e.outcome is None:
                 continue
-            proc = self.processors[str(e.event.task)]
+            version = self._version(str(e.event.task))
             for a in e.outcome.artifacts:
-                key = object_key(str(e.event.task), proc.model.version, e.event.upload_id, a.name, a.ext)
+                key = object_key(str(e.event.task), version, e.event.upload_id, a.name, a.ext)
                 puts.append((e, a, self._pool.submit(self.storage.put, self.s.s3.results_bucket,
                                                       key, a.data, a.content_type)))
         for e, a, f in puts:
@@ -347,6 +373,9 @@ class Worker:
                                        sha256=st.sha256, content_type=a.content_type,
                                        width=a.width, height=a.height)
         return entries
+
+    def _version(self, task: str) -> str:
+        return self.model_version or self.processors[task].model.version
 
     def _parse(self, m: Message) -> _Entry:
         e = _Entry(m)
@@ -423,7 +452,7 @@ class Worker:
         kw: dict[str, Any] = {task: payload} if payload is not None else {}
         return VerificationResult(
             upload_id=ev.upload_id, task=ev.task, status=status, reasons=reasons,
-            model=ModelRef(name=proc.model.name, version=proc.model.version,
+            model=ModelRef(name=proc.model.name, version=self._version(task),
                            provider=proc.model.provider),
             timings=Timings(queue_ms=round(max(now_ms - sub_ms - inf_ms, 0.0), 3),
                             batch_size=e.batch_size, inference_ms=round(inf_ms, 3),
@@ -431,9 +460,20 @@ class Worker:
             source=SourceRef(topic=e.msg.topic(), partition=e.msg.partition(), offset=e.msg.offset()),
             processed_at=processed_at, submitted_at=ev.submitted_at, trace_id=ev.trace_id, **kw)
 
+    def _result_or_failed(self, e: _Entry) -> VerificationResult:
+        """The entry's result; a ``failed`` INTERNAL_ERROR result if the outcome breaks the contract."""
+        try:
+            return self._result(e)
+        except ValueError as exc:  # pydantic ValidationError: a processor bug, not the upload's
+            log.error("outcome_breaks_contract", upload_id=e.event.upload_id, task=str(e.event.task),
+                      error=type(exc).__name__, detail=str(exc).splitlines()[0][:200])
+            e.outcome, e.reason = None, ReasonCode.INTERNAL_ERROR
+            r = self._result(e)
+            return r.model_copy(update={"status": Status.FAILED})
+
     def _transact(self, entries: list[_Entry], start_offsets: Mapping[tuple[str, int], int]) -> None:
         k = self.s.kafka
-        results = [(e, self._result(e)) for e in entries if e.event is not None]
+        results = [(e, self._result_or_failed(e)) for e in entries if e.event is not None]
         deads = [e.dead for e in entries if e.dead is not None]
         last: dict[tuple[str, int], int] = {}
         for e in entries:
@@ -510,7 +550,7 @@ def task_payload(task: str, payload: Mapping[str, Any], refs: Mapping[str, Objec
             ``photo``) fills the ref field, ``None`` when the item was rejected.
     """
     field_name = REF_FIELD[task]
-    d = {k: v for k, v in payload.items() if k in _FIELDS[task]}
+    d = {k: v for k, v in payload.items() if k in _FIELDS[task] and v is not None}
     d[field_name] = refs.get(field_name)
     if task == "card":
         d.setdefault("quad", None)

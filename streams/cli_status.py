@@ -1,0 +1,37 @@
+"""``cardstream status``: run the live verification status app (faust-streaming, HTTP on --web-port)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def status(
+    web_port: int = typer.Option(None, help="HTTP port of /uploads, /stats, /healthz (default: settings, 6066)."),
+    web_host: str = typer.Option(None, help="Host name other instances use to reach this one "
+                                 "(default: settings, 127.0.0.1)."),
+    app_id: str = typer.Option(None, help="faust app id = consumer group and changelog topic prefix "
+                               "(default: settings, cardstream-status)."),
+    data_dir: str = typer.Option(None, help="faust data directory (default: settings, out/status)."),
+) -> None:
+    """Consume the results topic (read_committed) into the verdict table and window stats and serve
+    them over HTTP; several instances share the partitions; SIGTERM stops it cleanly."""
+    from streams.logs import configure_logging
+    from streams.settings import load_settings
+    from streams.status_app import load_status_settings, run
+
+    s = load_settings()
+    st = load_status_settings(web_port=web_port, web_host=web_host, app_id=app_id, data_dir=data_dir)
+    configure_logging(s.log_level)
+    run(s, st, loglevel=s.log_level)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``status`` to the ``cardstream`` CLI."""
+    app.command("status")(status)
+
+
+if __name__ == "__main__":
+    _app = typer.Typer(pretty_exceptions_enable=False)
+    register(_app)
+    _app.command("noop", hidden=True)(lambda: None)  # keep typer in multi-command mode
+    _app()

@@ -1,0 +1,150 @@
+"""``cardstream demo``: the main job end to end on the sample uploads.
+
+Topics and buckets -> two worker processes (real card and id_photo processors) -> sample uploads
+produced -> committed results awaited -> a table -> outputs saved under ``./out/`` -> workers
+stopped with SIGTERM. The time window of the run is saved for ``cardstream replay``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from streams.errors import StreamsError
+from streams.kafka import admin, create_topics, topic_specs
+from streams.produce import UploadProducer
+from streams.replay import decode_results, read_topic
+from streams.samples import write_samples
+from streams.settings import Settings
+from streams.storage import Storage
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def start_workers(s: Settings, n: int, logs: Path, base_port: int = 18080) -> list[tuple[subprocess.Popen, int]]:
+    """Start ``n`` ``cardstream worker`` processes (slots 0..n-1) with /ready on ``base_port + i``."""
+    logs.mkdir(parents=True, exist_ok=True)
+    exe = Path(sys.executable).with_name("cardstream")
+    out = []
+    for i in range(n):
+        f = open(logs / f"worker{i}.log", "ab")
+        p = subprocess.Popen([str(exe), "worker", "--slot", str(i), "--http-port", str(base_port + i)],
+                             stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ),
+                             start_new_session=True)
+        out.append((p, base_port + i))
+    return out
+
+
+def wait_ready(workers: list[tuple[subprocess.Popen, int]], timeout_s: float, logs: Path) -> None:
+    """Wait until every worker answers /ready (warm-up done).
+
+    Raises:
+        StreamsError: a worker exited or did not become ready in ``timeout_s``.
+    """
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        for p, _ in workers:
+            if p.poll() is not None:
+                raise StreamsError(f"a worker exited with {p.returncode} during warm-up (logs: {logs})")
+        if all(_ready(port) for _, port in workers):
+            return
+        time.sleep(0.5)
+    raise StreamsError(f"workers not ready after {timeout_s} s (logs: {logs})")
+
+
+def stop_workers(workers: list[tuple[subprocess.Popen, int]], timeout_s: float = 60.0) -> list[int]:
+    """SIGTERM every worker and wait (SIGKILL after ``timeout_s``); returns exit codes."""
+    for p, _ in workers:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    codes = []
+    for p, _ in workers:
+        try:
+            codes.append(p.wait(timeout_s))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(p.wait())
+    return codes
+
+
+def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0) -> int:
+    """Run the demo; returns 0 when every sample got a committed result and workers stopped cleanly."""
+    console = Console(width=None if Console().is_terminal else 160)
+    create_topics(admin(s.kafka), topic_specs(s.kafka))
+    st = Storage(s.s3)
+    st.ensure_buckets([s.s3.uploads_bucket, s.s3.results_bucket])
+    samples = write_samples(out / "samples")
+    console.print(f"[bold]cardstream demo[/]: {sum(map(len, samples.values()))} sample uploads, "
+                  f"{workers} workers, topic {s.kafka.uploads_topic}")
+    procs = start_workers(s, workers, out / "logs")
+    try:
+        t_ready = time.monotonic()
+        wait_ready(procs, timeout_s, out / "logs")
+        console.print(f"workers ready (models loaded, buckets warmed) in {time.monotonic() - t_ready:.0f} s")
+        from_ms = int(time.time() * 1000)
+        prod = UploadProducer(s)
+        sent = []
+        for task, files in samples.items():
+            sent += [(task, x) for x in prod.produce_files(files, task, prefix=f"demo{from_ms}")]
+        to_ms = int(time.time() * 1000) + 1
+        want = {x.upload_id: (task, x.file) for task, x in sent}
+        got: dict = {}
+        t0 = time.monotonic()
+        while len(got) < len(want) and time.monotonic() - t0 < timeout_s:
+            if all(p.poll() is not None for p, _ in procs):
+                console.print(f"[red]every worker exited (logs: {out / 'logs'})[/]")
+                break
+            for r in decode_results(read_topic(s.kafka, s.kafka.results_topic)):
+                if r.upload_id in want:
+                    got[r.upload_id] = r
+            if len(got) < len(want):
+                time.sleep(1.0)
+    finally:
+        codes = stop_workers(procs)
+    table = Table(title="cardstream demo results")
+    for col in ("upload", "file", "task", "status", "reasons", "latency ms", "output"):
+        table.add_column(col)
+    rows = []
+    for uid, (task, fname) in want.items():
+        r = got.get(uid)
+        if r is None:
+            table.add_row(uid, fname, task, "[red]no result[/]", "", "", "")
+            continue
+        ref = (r.card.rectified if r.card else r.id_photo.photo if r.id_photo else None)
+        saved = ""
+        if ref is not None:
+            dst = out / task / f"{Path(fname).stem}.{ref.key.rsplit('.', 1)[-1]}"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(st.get(ref.bucket, ref.key))
+            saved = str(dst)
+        reasons = ",".join(map(str, r.reasons))
+        colour = {"accepted": "green", "rejected": "yellow"}.get(str(r.status), "red")
+        table.add_row(uid, fname, task, f"[{colour}]{r.status}[/]", reasons,
+                      f"{r.timings.total_ms:.0f}", saved)
+        rows.append({"upload_id": uid, "file": fname, "task": task, "status": str(r.status),
+                     "reasons": [str(x) for x in r.reasons], "total_ms": r.timings.total_ms,
+                     "output": saved or None})
+    console.print(table)
+    (out / "demo_results.json").write_text(json.dumps(
+        {"from_ms": from_ms, "to_ms": to_ms, "results": rows}, indent=1))
+    console.print(f"outputs under {out}/card and {out}/id_photo; replay this window with:\n"
+                  f"  cardstream replay --from {from_ms} --to {to_ms}")
+    ok = len(got) == len(want) and all(c == 0 for c in codes)
+    if not ok:
+        console.print(f"[red]{len(want) - len(got)} uploads without a result; worker exit codes {codes}[/]")
+    return 0 if ok else 1

@@ -1,0 +1,187 @@
+"""Replay / backfill: re-process the uploads of a time range into a side results topic, then diff.
+
+The range ``[from, to)`` is resolved per partition with ``offsets_for_times``; the end is capped
+at the high watermark captured at start, so a replay always stops. A :class:`~streams.worker.Worker`
+in replay mode (assigned partitions, its own consumer group and transactional id) writes results
+to the side topic; then :func:`diff_results` compares them with the original results.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from processors.card.metrics import quad_iou
+from schemas import codec
+from schemas.models import VerificationResult
+from streams.errors import StreamsError
+from streams.kafka import consumer
+from streams.settings import KafkaSettings
+
+#: epoch values below this are taken as seconds and refused (ms since 1970 passed it in 1973)
+MIN_EPOCH_MS = 100_000_000_000
+
+
+class TimeArgError(StreamsError):
+    """A ``--from``/``--to`` value is neither ISO-8601 nor epoch milliseconds."""
+
+
+def parse_time_ms(value: str) -> int:
+    """ISO-8601 (``2026-11-29T17:00:00Z``; no zone = UTC) or epoch ms -> epoch ms.
+
+    Raises:
+        TimeArgError: unparseable, or an integer that looks like epoch *seconds* (< 1e11).
+    """
+    v = value.strip()
+    if re.fullmatch(r"\d+", v):
+        n = int(v)
+        if n < MIN_EPOCH_MS:
+            raise TimeArgError(f"{value!r} looks like epoch seconds; give epoch milliseconds "
+                               f"({n * 1000}) or ISO-8601")
+        return n
+    try:
+        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError as e:
+        raise TimeArgError(f"{value!r} is neither ISO-8601 nor epoch milliseconds") from e
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def offset_ranges(k: KafkaSettings, topic: str, from_ms: int, to_ms: int,
+                  timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
+    """Per partition of ``topic``: ``[start, end)`` offsets of records with timestamp in ``[from_ms, to_ms)``.
+
+    ``end`` is capped at the high watermark captured now. A partition with nothing in range
+    gets ``start == end``.
+    """
+    c = consumer(k, "cardstream-offsets-probe")
+    try:
+        md = c.list_topics(topic, timeout=timeout_s)
+        parts = sorted(md.topics[topic].partitions)
+        starts = c.offsets_for_times([TopicPartition(topic, p, from_ms) for p in parts], timeout_s)
+        ends = c.offsets_for_times([TopicPartition(topic, p, to_ms) for p in parts], timeout_s)
+        out = {}
+        for p, a, b in zip(parts, starts, ends, strict=True):
+            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            start = a.offset if a.offset >= 0 else high  # -1: no record at/after from -> empty
+            end = b.offset if b.offset >= 0 else high
+            out[p] = (start, min(max(end, start), high))
+        return out
+    finally:
+        c.close()
+
+
+def read_topic(k: KafkaSettings, topic: str, timeout_s: float = 10.0) -> list[Any]:
+    """Every committed record of ``topic`` up to the high watermarks captured now (read_committed)."""
+    c = consumer(k, "cardstream-reader")
+    try:
+        md = c.list_topics(topic, timeout=timeout_s)
+        if topic not in md.topics or md.topics[topic].error is not None:
+            return []
+        ends = {}
+        for p in md.topics[topic].partitions:
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            if hi > lo:
+                ends[p] = hi
+        c.assign([TopicPartition(topic, p, 0) for p in ends])
+        out: list[Any] = []
+        done: set[int] = set()
+        idle = 0
+        while len(done) < len(ends) and idle < 20:
+            msgs = c.consume(1000, 0.5)
+            idle = idle + 1 if not msgs else 0
+            for m in msgs:
+                if m.error() is not None:
+                    continue
+                out.append(m)
+                if m.offset() >= ends[m.partition()] - 1:
+                    done.add(m.partition())
+            # a partition ending in a transaction marker has its last offset never delivered
+            for p, end in ends.items():
+                if p not in done:
+                    pos = c.position([TopicPartition(topic, p)])[0].offset
+                    if pos >= end:
+                        done.add(p)
+        return out
+    finally:
+        c.close()
+
+
+@dataclass
+class Diff:
+    """Replay vs original results.
+
+    Attributes:
+        compared: uploads present in both.
+        missing_original: replayed uploads with no original result.
+        verdict_changed: ``[{upload_id, before, after}]``.
+        reasons_changed: ``[{upload_id, before, after}]``.
+        quad_iou: card uploads with quads on both sides -> IoU (0..1) of before vs after quads.
+    """
+
+    compared: int = 0
+    missing_original: list[str] = field(default_factory=list)
+    verdict_changed: list[dict[str, Any]] = field(default_factory=list)
+    reasons_changed: list[dict[str, Any]] = field(default_factory=list)
+    quad_iou: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able report (counts, the changed uploads, IoU mean/min)."""
+        ious = list(self.quad_iou.values())
+        return {
+            "compared": self.compared,
+            "missing_original": len(self.missing_original),
+            "verdicts_changed": len(self.verdict_changed),
+            "reasons_changed": len(self.reasons_changed),
+            "quad_iou_mean": round(sum(ious) / len(ious), 4) if ious else None,
+            "quad_iou_min": round(min(ious), 4) if ious else None,
+            "changed": self.verdict_changed + [r for r in self.reasons_changed
+                                               if r["upload_id"] not in
+                                               {v["upload_id"] for v in self.verdict_changed}],
+        }
+
+
+def latest_by_upload(results: Iterable[VerificationResult]) -> dict[str, VerificationResult]:
+    """upload_id -> its result with the greatest ``processed_at``."""
+    out: dict[str, VerificationResult] = {}
+    for r in results:
+        if r.upload_id not in out or r.processed_at >= out[r.upload_id].processed_at:
+            out[r.upload_id] = r
+    return out
+
+
+def diff_results(original: Iterable[VerificationResult], replayed: Iterable[VerificationResult]) -> Diff:
+    """Compare replayed results with the originals of the same uploads (latest of each)."""
+    before, after = latest_by_upload(original), latest_by_upload(replayed)
+    d = Diff()
+    for uid, a in sorted(after.items()):
+        b = before.get(uid)
+        if b is None:
+            d.missing_original.append(uid)
+            continue
+        d.compared += 1
+        if b.status != a.status:
+            d.verdict_changed.append({"upload_id": uid, "before": str(b.status), "after": str(a.status)})
+        rb, ra = sorted(map(str, b.reasons)), sorted(map(str, a.reasons))
+        if rb != ra:
+            d.reasons_changed.append({"upload_id": uid, "before": rb, "after": ra})
+        if b.card is not None and a.card is not None and b.card.quad and a.card.quad:
+            d.quad_iou[uid] = quad_iou(b.card.quad, a.card.quad)
+    return d
+
+
+def decode_results(msgs: Iterable[Any]) -> list[VerificationResult]:
+    """Decode result records, skipping any that are not valid results."""
+    out = []
+    for m in msgs:
+        try:
+            out.append(codec.decode_result(m.value()))
+        except Exception:
+            continue
+    return out

@@ -1,0 +1,486 @@
+"""Live verification status and stats: a faust-streaming app over the results topic.
+
+One process (``cardstream status``) per instance; several instances share the work as one consumer
+group (the faust app id). Each instance:
+
+* consumes ``cardstream.results.v1`` with ``isolation.level=read_committed`` (a faust transport
+  whose aiokafka consumer is built read_committed, :class:`ReadCommittedTransport`), so it only
+  ever sees results of committed worker transactions. Processing is faust's at-least-once; every
+  table value carries the offset of the last result applied to it (``result.offset`` of a verdict,
+  ``last_offset`` of a window) and a result at or below it is not applied again, so results
+  re-read after a crash are never counted twice (each value is one changelog record, written
+  atomically; a key is only ever written from one partition, in offset order). faust's
+  ``exactly_once`` guarantee would also give read_committed, but its transactions assume that a
+  record is sent to the partition it came from and it crashes on a rebalance
+  (``last_stable_offset`` is -1 for a partition not yet fetched), so it is not used;
+* keeps the table ``verdicts``: ``upload_id -> latest verdict summary`` (see
+  :func:`streams.status_stats.verdict_summary`), changelog topic ``{app_id}-verdicts-changelog``;
+* keeps the table ``stats``: ``{task}|{partition}|{window_start_ms} -> window aggregate`` over
+  tumbling windows of ``window_s`` seconds (event time = the result record's Kafka timestamp),
+  changelog ``{app_id}-stats-changelog``;
+* serves ``GET /uploads/{upload_id}``, ``GET /stats?task=&window=&last=``, ``GET /healthz``
+  (JSON shapes: ``schemas/status_*.v1.schema.json``) on faust's aiohttp web server.
+
+Partitioning: both tables are written to the changelog partition of the result they came from, so
+they are partitioned exactly like the results topic and a restarted or re-balanced instance
+recovers the partitions it is given from the changelog. A ``/uploads/{id}`` request reaching an
+instance that does not own the id's partition is proxied to the owner (faust's router: the
+assignor's partition -> host map, keyed with the same CRC-32 partitioner the worker's librdkafka
+producer uses, :func:`~streams.status_stats.crc32_partitioner`). ``/stats`` gathers the window
+aggregates of every partition from every instance (``/stats/local``) and merges them (exact:
+counts and fixed histogram buckets add).
+
+Expiry: a verdict older than ``retention_s`` (by its record timestamp) answers 404 and is deleted
+(tombstone in the changelog) by a sweep that runs inside the stream of its partition at most every
+``sweep_interval_s``; windows older than ``window_keep_s`` likewise. The changelog topics are
+``cleanup.policy=compact,delete`` with ``retention.ms`` = the retention, so the broker drops old
+records too and a restart never resurrects an expired entry.
+
+Topics: the changelogs are created before start by :func:`create_status_topics` with explicit
+partitions (= the results topic's), replication factor and retention (the broker has
+``auto.create.topics.enable=false``); faust's own declaration then finds them existing. The
+assignor leader topic is disabled (``topic_disable_leader``); there is no repartition topic (both
+tables are keyed within the results partitioning).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import faust
+from confluent_kafka.admin import NewTopic
+from faust.exceptions import SameNode
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.web import Request, Response, View
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas import codec
+from schemas import formats as F
+from schemas.errors import ContractError
+from schemas.reasons import Task
+from streams import status_stats as S
+from streams.errors import KafkaSetupError
+from streams.kafka import admin, create_topics, describe_topics
+from streams.logs import log
+from streams.settings import KafkaSettings, Settings
+
+#: Version of the HTTP answers (``schema_version`` field of ``schemas/status_*.v1.schema.json``).
+STATUS_SCHEMA_VERSION = 1
+
+
+class StatusSettings(BaseModel):
+    """Settings of the status app (frozen; env ``CARDSTREAM_STATUS__*`` via :func:`load_status_settings`).
+
+    Attributes:
+        app_id: faust app id = consumer group and changelog topic prefix.
+        web_bind: address the HTTP server listens on.
+        web_host: host name other instances use to reach this one (its canonical URL).
+        web_port: HTTP port (default 6066, faust's).
+        retention_s: verdict retention, seconds (default 7 days, the results topic's retention).
+        window_s: tumbling window size, seconds (default 60).
+        window_keep_s: how long windows are kept, seconds (default 24 h).
+        sweep_interval_s: least seconds between two expiry sweeps of a partition.
+        replication_factor: replicas of the changelog topics (1 on the local one-node stack).
+        commit_interval_s: faust ``broker_commit_interval`` (s): how often offsets and the
+            changelog transaction are committed (also the lag between a result and its answer).
+        query_timeout_s: timeout of a request proxied to another instance (s).
+        session_timeout_s: consumer group session timeout (s): how soon the partitions of a
+            killed instance are reassigned (faust's default is 60 s).
+        data_dir: faust's data directory (``datadir``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    app_id: str = "cardstream-status"
+    web_bind: str = "127.0.0.1"
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(6066, ge=1, le=65535)
+    retention_s: float = Field(7 * 24 * 3600.0, gt=0)
+    window_s: int = Field(60, ge=1)
+    window_keep_s: float = Field(24 * 3600.0, gt=0)
+    sweep_interval_s: float = Field(300.0, gt=0)
+    replication_factor: int = Field(1, ge=1)
+    commit_interval_s: float = Field(1.0, gt=0)
+    query_timeout_s: float = Field(5.0, gt=0)
+    session_timeout_s: float = Field(10.0, gt=0)
+    data_dir: Path = Path("out/status")
+
+
+class _StatusEnv(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CARDSTREAM_", env_nested_delimiter="__",
+                                      frozen=True, extra="ignore")
+
+    status: StatusSettings = Field(default_factory=StatusSettings)
+
+
+def load_status_settings(**overrides: Any) -> StatusSettings:
+    """:class:`StatusSettings` from the environment (``CARDSTREAM_STATUS__WEB_PORT`` ...) plus
+    keyword overrides (fields of :class:`StatusSettings`; ``None`` values are ignored)."""
+    base = _StatusEnv().status
+    upd = {k: v for k, v in overrides.items() if v is not None}
+    return StatusSettings(**{**base.model_dump(), **upd}) if upd else base
+
+
+def changelog_topics(status: StatusSettings) -> dict[str, str]:
+    """Table name -> its changelog topic name (faust's ``{app_id}-{table}-changelog``)."""
+    return {t: f"{status.app_id}-{t}-changelog" for t in ("verdicts", "stats")}
+
+
+def results_partitions(k: KafkaSettings) -> int:
+    """Partition count of the results topic.
+
+    Raises:
+        KafkaSetupError: the results topic does not exist.
+    """
+    row = describe_topics(admin(k), [k.results_topic])[0]
+    if not row["exists"]:
+        raise KafkaSetupError(f"results topic {k.results_topic} does not exist")
+    return int(row["partitions"])
+
+
+def status_topic_specs(status: StatusSettings, partitions: int) -> list[NewTopic]:
+    """The changelog topics with explicit partitions, replication and retention (ms).
+
+    ``cleanup.policy=compact,delete``: the latest value per key is kept until it is older than
+    the retention (verdicts: ``retention_s``; stats: ``window_keep_s`` + one window).
+    """
+    names = changelog_topics(status)
+    keep = {"verdicts": status.retention_s, "stats": status.window_keep_s + status.window_s}
+    return [NewTopic(names[t], partitions, status.replication_factor,
+                     config={"cleanup.policy": "compact,delete",
+                             "retention.ms": str(int(keep[t] * 1000))})
+            for t in ("verdicts", "stats")]
+
+
+def create_status_topics(k: KafkaSettings, status: StatusSettings) -> dict[str, str]:
+    """Create the status app's changelog topics (existing ones are left as they are).
+
+    Returns:
+        topic -> ``created`` | ``exists``.
+
+    Raises:
+        KafkaSetupError: the results topic is missing or a creation failed.
+    """
+    return create_topics(admin(k), status_topic_specs(status, results_partitions(k)))
+
+
+class _ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        c = super()._create_worker_consumer(transport)
+        # faust sets read_committed only with processing_guarantee="exactly_once"; aiokafka reads
+        # this attribute when the consumer starts (AIOKafkaConsumer.start -> Fetcher).
+        if getattr(c, "_isolation_level", None) is None:
+            raise KafkaSetupError("aiokafka consumer has no _isolation_level: cannot set read_committed")
+        c._isolation_level = "read_committed"
+        return c
+
+
+class ReadCommittedConsumer(faust_aiokafka.Consumer):
+    """faust's aiokafka consumer with ``isolation.level=read_committed`` (at-least-once processing)."""
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _ReadCommittedConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class ReadCommittedTransport(faust_aiokafka.Transport):
+    """faust's ``kafka://`` transport whose consumer reads committed records only."""
+
+    Consumer = ReadCommittedConsumer
+
+
+class StatusFaustApp(faust.App):
+    """``faust.App`` using :class:`ReadCommittedTransport` for its consumer."""
+
+    def _new_transport(self) -> Any:
+        return ReadCommittedTransport(self.conf.broker_consumer, self)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class StatusApp:
+    """The faust app and its tables (built by :func:`build_app`).
+
+    Attributes:
+        app: the ``faust.App``.
+        verdicts: table ``upload_id`` (UTF-8 bytes) -> verdict summary (JSON object).
+        stats: table :func:`~streams.status_stats.stats_key` -> window aggregate (JSON object).
+        partitions: partitions of the results topic (and of both changelogs).
+    """
+
+    app: faust.App
+    verdicts: Any
+    stats: Any
+    settings: Settings
+    status: StatusSettings
+    partitions: int
+    started_ms: int = field(default_factory=_now_ms)
+    _last_sweep: dict[int, float] = field(default_factory=dict)
+
+    # -- queries answered from this instance's partitions -----------------------------------
+
+    def active_partitions(self) -> list[int]:
+        """Results-topic partitions this instance owns now (sorted)."""
+        topic = self.settings.kafka.results_topic
+        try:
+            tps = self.app.assignor.assigned_actives()
+        except Exception:  # noqa: BLE001 (not assigned yet)
+            return []
+        return sorted(tp.partition for tp in tps if tp.topic == topic)
+
+    def local_verdict(self, upload_id: str) -> dict[str, Any] | None:
+        """The verdict summary of ``upload_id`` if this instance holds it and it is not expired."""
+        v = self.verdicts.get(upload_id.encode())
+        if v is None or S.expired(v, _now_ms(), self.status.retention_s):
+            return None
+        return v
+
+    def local_windows(self, task: str, since_ms: int) -> tuple[list[int], list[dict[str, Any]]]:
+        """Raw window aggregates of ``task`` starting at or after ``since_ms`` in this instance's
+        active partitions. Returns ``(partitions, aggregates)``."""
+        parts = self.active_partitions()
+        mine = set(parts)
+        out = []
+        for k, v in list(self.stats.items()):
+            t, p, start = S.parse_stats_key(k)
+            if t == task and p in mine and start >= since_ms:
+                out.append(v)
+        return parts, out
+
+    # -- stream ---------------------------------------------------------------------------
+
+    def on_result(self, value: bytes | None, partition: int, offset: int, timestamp_ms: int) -> None:
+        """Apply one result record (inside the stream of its partition): update both tables.
+
+        A result already applied (offset at or below the stored one) changes nothing.
+        """
+        try:
+            r = codec.decode_result(value)
+        except ContractError as e:
+            log.warning("status_bad_result", partition=partition, offset=offset, code=e.code, path=e.path)
+            return
+        now = _now_ms()
+        uid = r.upload_id.encode()
+        old = self.verdicts.get(uid)
+        if now - timestamp_ms > self.status.retention_s * 1000:
+            pass  # expired already: never (re)created
+        elif old is None or old["result"]["partition"] != partition or old["result"]["offset"] < offset:
+            self.verdicts[uid] = S.verdict_summary(r, partition, offset, timestamp_ms)
+        size = self.status.window_s
+        start = S.window_start_ms(timestamp_ms, size)
+        key = S.stats_key(str(r.task), partition, start)
+        agg = self.stats.get(key)
+        if start + size * 1000 >= now - self.status.window_keep_s * 1000 and not S.applied(agg, offset):
+            self.stats[key] = S.add_result(agg or S.new_window(start, size), str(r.status),
+                                           [str(x) for x in r.reasons], r.timings.total_ms,
+                                           r.timings.batch_size, offset)
+        self._maybe_sweep(partition)
+
+    def _maybe_sweep(self, partition: int) -> None:
+        now = time.monotonic()
+        if now - self._last_sweep.get(partition, 0.0) < self.status.sweep_interval_s:
+            return
+        self._last_sweep[partition] = now
+        deleted = self.sweep(partition, _now_ms())
+        if any(deleted):
+            log.info("status_sweep", partition=partition, verdicts=deleted[0], windows=deleted[1])
+
+    def sweep(self, partition: int, now_ms: int) -> tuple[int, int]:
+        """Delete expired verdicts and windows of ``partition`` (must run inside that partition's
+        stream, so the tombstones go to the right changelog partition). Returns the counts."""
+        nv = nw = 0
+        for k, v in list(self.verdicts.items()):
+            if v["result"]["partition"] == partition and S.expired(v, now_ms, self.status.retention_s):
+                del self.verdicts[k]
+                nv += 1
+        keep_from = now_ms - self.status.window_keep_s * 1000
+        for k in list(self.stats.keys()):
+            _, p, start = S.parse_stats_key(k)
+            if p == partition and start + self.status.window_s * 1000 < keep_from:
+                del self.stats[k]
+                nw += 1
+        return nv, nw
+
+    # -- stats query ----------------------------------------------------------------------
+
+    async def gather_windows(self, task: str, since_ms: int) -> tuple[set[int], list[dict[str, Any]]]:
+        """Window aggregates of ``task`` from every instance (this one and, through
+        ``/stats/local``, the others). Returns ``(partitions answered, aggregates)``."""
+        parts, aggs = self.local_windows(task, since_ms)
+        answered = set(parts)
+        me = (self.status.web_host, self.status.web_port)
+        hosts = set()
+        try:
+            meta = self.app.router.table_metadata(self.stats.name)
+            hosts = {h for h in meta if _ident(h) != me}
+        except Exception:  # noqa: BLE001 (no assignment yet: answer with what we hold)
+            pass
+        timeout = __import__("aiohttp").ClientTimeout(total=self.status.query_timeout_s)
+        for h in sorted(hosts):
+            url = f"{h.rstrip('/')}/stats/local?task={task}&since={since_ms}"
+            try:
+                async with self.app.http_client.get(url, timeout=timeout) as resp:
+                    body = await resp.json()
+                answered |= set(body["partitions"])
+                aggs.extend(body["windows"])
+            except Exception as e:  # noqa: BLE001 (a peer being down shows as missing partitions)
+                log.warning("status_peer_failed", peer=h, error=type(e).__name__)
+        return answered, aggs
+
+
+def _ident(url: str) -> tuple[str, int]:
+    from yarl import URL
+
+    u = URL(url)
+    return (u.host or "", int(u.port or 80))
+
+
+def _error(view: View, status: int, code: str, message: str) -> Response:
+    return view.json({"schema_version": STATUS_SCHEMA_VERSION, "error": code, "message": message},
+                     status=status)
+
+
+def build_app(settings: Settings, status: StatusSettings, partitions: int | None = None) -> StatusApp:
+    """Build the faust app (not started).
+
+    Args:
+        settings: the process settings (Kafka connection, results topic).
+        status: the status app's settings.
+        partitions: partitions of the results topic (default: asked from the broker).
+
+    Raises:
+        KafkaSetupError: the results topic does not exist.
+    """
+    k = settings.kafka
+    n = partitions or results_partitions(k)
+    app = StatusFaustApp(
+        status.app_id,
+        broker=[f"kafka://{h.strip()}" for h in k.bootstrap_servers.split(",")],
+        store="memory://",
+        producer_partitioner=S.crc32_partitioner,
+        topic_partitions=n,
+        topic_replication_factor=status.replication_factor,
+        topic_disable_leader=True,
+        table_standby_replicas=0,
+        consumer_auto_offset_reset="earliest",
+        broker_commit_interval=status.commit_interval_s,
+        broker_session_timeout=status.session_timeout_s,
+        broker_heartbeat_interval=min(3.0, status.session_timeout_s / 3),
+        web_bind=status.web_bind,
+        web_host=status.web_host,
+        web_port=status.web_port,
+        canonical_url=f"http://{status.web_host}:{status.web_port}",
+        web_stats_enabled=False, web_graph_enabled=False, web_tables_enabled=False,
+        web_metrics_enabled=False,
+        datadir=str(status.data_dir),
+    )
+    results = app.topic(k.results_topic, key_serializer="raw", value_serializer="raw",
+                        partitions=n)
+    verdicts = app.Table("verdicts", default=None, key_type=bytes,
+                         partitions=n, help="upload_id -> latest verdict summary")
+    stats = app.Table("stats", default=None, key_type=bytes,
+                      partitions=n, help="task|partition|window_start_ms -> window aggregate")
+    sa = StatusApp(app, verdicts, stats, settings, status, n)
+
+    @app.agent(results, name="results")
+    async def consume(stream: Any) -> None:
+        async for event in stream.events():
+            m = event.message
+            sa.on_result(event.value, m.partition, m.offset, round(m.timestamp * 1000))
+
+    @app.page("/uploads/{upload_id}")
+    class Uploads(View):
+        async def get(self, request: Request, upload_id: str) -> Response:
+            if not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
+                return _error(self, 400, "INVALID_UPLOAD_ID", "upload_id must match " + F.UPLOAD_ID_PATTERN)
+            try:
+                return await app.router.route_req(verdicts.name, upload_id.encode(), self.web, request)
+            except SameNode:
+                pass
+            v = sa.local_verdict(upload_id)
+            if v is None:
+                return _error(self, 404, "UNKNOWN_UPLOAD", "no verdict for this upload_id (yet)")
+            return self.json({"schema_version": STATUS_SCHEMA_VERSION, **v})
+
+    @app.page("/stats/local")
+    class StatsLocal(View):
+        async def get(self, request: Request) -> Response:
+            task = request.query.get("task", "")
+            since = int(request.query.get("since", "0"))
+            parts, aggs = sa.local_windows(task, since)
+            return self.json({"partitions": parts, "windows": aggs})
+
+    @app.page("/stats")
+    class Stats(View):
+        async def get(self, request: Request) -> Response:
+            q = request.query
+            task = q.get("task", "")
+            if task not in {t.value for t in Task}:
+                return _error(self, 400, "INVALID_TASK", "task must be one of card, id_photo")
+            try:
+                window = int(q.get("window", status.window_s))
+                last = int(q.get("last", 3600))
+            except ValueError:
+                return _error(self, 400, "INVALID_PARAMETER", "window and last are integer seconds")
+            if window < status.window_s or window % status.window_s:
+                return _error(self, 400, "INVALID_WINDOW",
+                              f"window must be a positive multiple of {status.window_s} s")
+            if not 0 < last <= status.window_keep_s:
+                return _error(self, 400, "INVALID_PARAMETER",
+                              f"last must be in 1..{int(status.window_keep_s)} s")
+            now = _now_ms()
+            since = S.window_start_ms(now - last * 1000, window)
+            answered, aggs = await sa.gather_windows(task, since)
+            windows = S.regroup(aggs, window)
+            total = S.summarize(S.merge_windows(windows, since, window), end_ms=now)
+            return self.json({
+                "schema_version": STATUS_SCHEMA_VERSION, "task": task, "window_s": window,
+                "from": since, "to": now,
+                "partitions": {"total": n, "answered": sorted(answered)},
+                "complete": len(answered) == n,
+                "windows": [S.summarize(w) for w in windows],
+                "total": total,
+            })
+
+    @app.page("/healthz")
+    class Health(View):
+        async def get(self, request: Request) -> Response:
+            recovered = app.tables.recovery.completed.is_set() and not app.in_recovery
+            parts = sa.active_partitions()
+            ok = recovered and bool(parts)
+            body = {"schema_version": STATUS_SCHEMA_VERSION, "status": "ok" if ok else "starting",
+                    "app_id": status.app_id, "recovered": recovered, "partitions": parts,
+                    "verdicts": sum(1 for v in verdicts.values() if v["result"]["partition"] in parts),
+                    "uptime_s": (_now_ms() - sa.started_ms) / 1000.0}
+            return self.json(body, status=200 if ok else 503)
+
+    return sa
+
+
+def run(settings: Settings, status: StatusSettings, loglevel: str = "INFO") -> None:
+    """Create the changelog topics, build the app and run it until SIGTERM/SIGINT (blocking).
+
+    Raises:
+        KafkaSetupError: the results topic is missing or a changelog topic could not be created.
+    """
+    topics = create_status_topics(settings.kafka, status)
+    log.info("status_topics", **topics)
+    status.data_dir.mkdir(parents=True, exist_ok=True)
+    sa = build_app(settings, status)
+    log.info("status_start", app_id=status.app_id, topic=settings.kafka.results_topic,
+             partitions=sa.partitions, web_port=status.web_port)
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    worker = faust.Worker(sa.app, loglevel=loglevel.lower())
+    worker.execute_from_commandline()
+
+
+__all__ = ["STATUS_SCHEMA_VERSION", "StatusApp", "StatusSettings", "build_app", "changelog_topics",
+           "create_status_topics", "load_status_settings", "results_partitions", "run",
+           "status_topic_specs"]
