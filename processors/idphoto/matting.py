@@ -56,7 +56,7 @@ REMBG_MODELS: dict[str, RembgModelFile] = {
 
 
 def _md5_file(path: Path) -> str:
-    h = hashlib.md5()  # noqa: S324 - integrity check matching rembg's own pin, not security
+    h = hashlib.md5()  # integrity check matching rembg's own pin, not security
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)

@@ -33,7 +33,7 @@ class InvalidOptionError(ProcessorError):
 
 def mm_to_px(mm: float, dpi: int = DPI) -> int:
     """Millimetres to pixels at ``dpi`` (rounded to the nearest px)."""
-    return int(round(mm / 25.4 * dpi))
+    return round(mm / 25.4 * dpi)
 
 
 @dataclass(frozen=True, slots=True)

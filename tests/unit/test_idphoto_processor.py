@@ -91,7 +91,7 @@ def test_astronaut_becomes_one_inch_with_head_inside_rule(outcomes) -> None:
     assert o.status == Status.ACCEPTED and o.reasons == ()
     assert (o.payload["width"], o.payload["height"]) == (295, 413)
     assert o.payload["size"] == "one_inch" and o.payload["background"] == "white"
-    x, y, w, h = o.payload["face_box"]
+    x, y, w, _ = o.payload["face_box"]
     assert 150 < x < 210 and 40 < y < 100 and 70 < w < 120  # her face in the 512x512 source
     photo = _photo(o)
     assert photo.shape == (413, 295, 3)

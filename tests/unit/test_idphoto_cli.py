@@ -1,0 +1,47 @@
+"""``cardstream idphoto``: one JSON line per file, photos written, decode refusals rejected."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import pytest
+from PIL import Image
+from skimage import data
+from typer.testing import CliRunner
+
+from processors.models import model_home
+from streams.cli import app
+
+
+def test_idphoto_cli_json_lines(tmp_path) -> None:
+    if not (model_home() / "u2netp.onnx").is_file():
+        pytest.skip(f"u2netp.onnx not in {model_home()} (run `make models`)")
+    portrait = tmp_path / "astro.png"
+    cv2.imwrite(str(portrait), cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR))
+    text = tmp_path / "notes.txt"
+    text.write_text("not an image at all, just some words\n" * 4)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["idphoto", str(portrait), str(text), "--size", "cn_passport",
+                                   "--background", "red", "--no-alpha-matting", "--out", str(out),
+                                   "--json"])
+    assert res.exit_code == 1, res.output  # one file was not accepted
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert [r["file"] for r in rows] == [str(portrait), str(text)]
+    ok, bad = rows
+    assert set(ok) >= {"file", "status", "reasons", "photo", "width", "height", "face_box"}
+    assert ok["status"] == "accepted" and (ok["width"], ok["height"]) == (390, 567)
+    assert len(ok["face_box"]) == 4
+    with Image.open(ok["photo"]) as im:
+        assert im.size == (390, 567)
+        assert round(im.info["dpi"][0]) == 300
+        r, g, b = im.convert("RGB").getpixel((3, 3))
+        assert abs(r - 215) < 8 and abs(g - 69) < 8 and abs(b - 50) < 8
+    assert bad == {"file": str(text), "status": "rejected", "reasons": ["UNSUPPORTED_FORMAT"],
+                   "photo": None, "width": None, "height": None, "face_box": None}
+
+
+def test_idphoto_cli_refuses_unknown_size(tmp_path) -> None:
+    res = CliRunner().invoke(app, ["idphoto", str(tmp_path / "x.jpg"), "--size", "poster"])
+    assert res.exit_code == 2
+    assert "unknown size" in res.output
