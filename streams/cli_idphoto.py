@@ -74,6 +74,7 @@ def idphoto(
         else:
             pending.append((i, Item(upload_id=f"cli-{i}", image=img, options=options)))
     step = max(1, batch)
+    written: set[Path] = set()
     for k in range(0, len(pending), step):
         chunk = pending[k:k + step]
         for (i, _), o in zip(chunk, proc.process_batch([it for _, it in chunk]), strict=True):
@@ -81,6 +82,9 @@ def idphoto(
             extra: dict[str, Any] = {"face_box": o.payload.get("face_box")}
             for a in o.artifacts:
                 path = out_dir / f"{f.stem}.{size}.{a.ext}"
+                if path in written:  # same stem twice in one run (x.jpg, x.heic): keep both
+                    path = out_dir / f"{f.stem}-{i}.{size}.{a.ext}"
+                written.add(path)
                 path.write_bytes(a.data)
                 extra.update(photo=str(path), width=a.width, height=a.height)
             rows[i] = _row(f, str(o.status), [str(r) for r in o.reasons], **extra)

@@ -22,13 +22,17 @@ def test_idphoto_cli_json_lines(tmp_path) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("not an image at all, just some words\n" * 4)
     out = tmp_path / "out"
-    res = CliRunner().invoke(app, ["idphoto", str(portrait), str(text), "--size", "cn_passport",
+    res = CliRunner().invoke(app, ["idphoto", str(portrait), str(text), str(portrait),
+                                   "--size", "cn_passport",
                                    "--background", "red", "--no-alpha-matting", "--out", str(out),
                                    "--json"])
     assert res.exit_code == 1, res.output  # one file was not accepted
     rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
-    assert [r["file"] for r in rows] == [str(portrait), str(text)]
-    ok, bad = rows
+    assert [r["file"] for r in rows] == [str(portrait), str(text), str(portrait)]
+    ok, bad, again = rows
+    assert again["status"] == "accepted" and again["photo"] != ok["photo"]  # no overwrite
+    assert sorted(p.name for p in out.iterdir()) == ["astro-2.cn_passport.jpg",
+                                                      "astro.cn_passport.jpg"]
     assert set(ok) >= {"file", "status", "reasons", "photo", "width", "height", "face_box"}
     assert ok["status"] == "accepted" and (ok["width"], ok["height"]) == (390, 567)
     assert len(ok["face_box"]) == 4
