@@ -105,7 +105,14 @@ def replay(
     from processors.registry import build_processor
     from streams.kafka import admin, create_topics
     from streams.logs import configure_logging
-    from streams.replay import TimeArgError, decode_results, diff_results, offset_ranges, parse_time_ms, read_topic
+    from streams.replay import (
+        TimeArgError,
+        decode_results,
+        diff_results,
+        offset_ranges,
+        parse_time_ms,
+        read_topic,
+    )
     from streams.storage import Storage
     from streams.worker import Worker
 

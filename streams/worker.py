@@ -20,6 +20,7 @@ retries once the store answers. Abortable transaction errors abort and rewind; f
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -334,7 +335,7 @@ class Worker:
             e = entries[i]
             try:
                 e.image = f.result()
-            except (ObjectNotFound,):
+            except ObjectNotFound:
                 e.reason = ReasonCode.OBJECT_NOT_FOUND
             except ObjectTooLarge:
                 e.reason = ReasonCode.IMAGE_TOO_LARGE
@@ -506,7 +507,7 @@ class Worker:
             return
         self.metrics.transactions.labels("committed").inc()
         now = time.time()
-        for e, r in results:
+        for _, r in results:
             self.metrics.results.labels(str(r.task), str(r.status)).inc()
             self.metrics.e2e.labels(str(r.task)).observe(r.timings.total_ms / 1000.0)
         for d in deads:
@@ -528,10 +529,8 @@ class Worker:
 
     def _rebuild_producer(self) -> None:
         """Fenced or fatal: drop the producer, build a new one with the same transactional.id."""
-        try:
+        with contextlib.suppress(KafkaException):
             self.producer.flush(1)
-        except Exception:
-            pass
         self.producer = transactional_producer(self.s.kafka, self.transactional_id)
 
 

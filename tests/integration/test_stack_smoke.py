@@ -79,7 +79,8 @@ def test_send_offsets_to_transaction_commits_group_offsets(settings: Settings) -
 
 def test_aiokafka_consume_and_commit(settings: Settings) -> None:
     """faust-streaming's client (aiokafka) against the pinned broker."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as ATP
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as ATP
 
     k = settings.kafka
 
