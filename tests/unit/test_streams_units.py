@@ -1,0 +1,108 @@
+"""Unit tier for streams helpers: keys, payloads, time parsing, replay diff, health endpoints, settings."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from schemas.models import VerificationResult
+from streams.health import Health, serve
+from streams.metrics import WorkerMetrics
+from streams.replay import TimeArgError, diff_results, parse_time_ms
+from streams.settings import load_settings
+from streams.worker import object_key, task_payload
+
+
+def test_object_key_layout() -> None:
+    assert object_key("card", "u2netp-1", "abc.1", "rectified", "jpg") == "card/u2netp-1/abc.1/rectified.jpg"
+
+
+def test_task_payload_fills_defaults_and_refs() -> None:
+    p = task_payload("card", {"quad": None, "confidence": 0.2, "doc_type": None, "extra": 1}, {})
+    assert p.doc_type == "unknown" and p.quad is None and p.rectified is None and p.confidence == 0.2
+    p2 = task_payload("id_photo", {"size": "two_inch", "background": "blue", "width": 413, "height": 579}, {})
+    assert (p2.width, p2.height, p2.face_box, p2.photo) == (413, 579, None, None)
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("2026-11-29T17:00:00Z", 1795971600000),
+    ("2026-11-29T17:00:00", 1795971600000),
+    ("2026-11-29T18:00:00+01:00", 1795971600000),
+    ("1795971600000", 1795971600000),
+])
+def test_parse_time_ms(text: str, ms: int) -> None:
+    assert parse_time_ms(text) == ms
+
+
+@pytest.mark.parametrize("bad", ["1795971600", "yesterday", "2026-13-01"])
+def test_parse_time_ms_refuses_seconds_and_junk(bad: str) -> None:
+    with pytest.raises(TimeArgError):
+        parse_time_ms(bad)
+
+
+def _result(uid: str, status: str, reasons: list[str], quad: list | None, at: str) -> VerificationResult:
+    return VerificationResult.model_validate({
+        "upload_id": uid, "task": "card", "status": status, "reasons": reasons,
+        "card": {"quad": quad, "confidence": 0.9, "doc_type": "id_card", "rectified": None},
+        "model": {"name": "m", "version": "1", "provider": "CPUExecutionProvider"},
+        "timings": {"queue_ms": 1.0, "batch_size": 1, "inference_ms": 1.0, "total_ms": 2.0},
+        "source": {"topic": "t", "partition": 0, "offset": 0}, "processed_at": at})
+
+
+def test_diff_results_counts_changes_and_iou() -> None:
+    sq = [[0, 0], [100, 0], [100, 50], [0, 50]]
+    half = [[0, 0], [50, 0], [50, 50], [0, 50]]
+    before = [_result("a", "accepted", [], sq, "2026-01-01T00:00:00Z"),
+              _result("b", "accepted", [], sq, "2026-01-01T00:00:00Z"),
+              _result("b", "rejected", ["BLURRY"], sq, "2025-01-01T00:00:00Z")]  # older: ignored
+    after = [_result("a", "accepted", [], sq, "2026-02-01T00:00:00Z"),
+             _result("b", "rejected", ["GLARE"], half, "2026-02-01T00:00:00Z"),
+             _result("c", "accepted", [], sq, "2026-02-01T00:00:00Z")]
+    d = diff_results(before, after)
+    s = d.summary()
+    assert (d.compared, s["verdicts_changed"], s["reasons_changed"], s["missing_original"]) == (2, 1, 1, 1)
+    assert d.quad_iou["a"] == pytest.approx(1.0, abs=1e-6)
+    assert d.quad_iou["b"] == pytest.approx(0.5, abs=1e-6)
+
+
+def test_health_endpoints() -> None:
+    h, m = Health(stall_s=0.3), WorkerMetrics()
+    srv = serve(h, m, 0, host="127.0.0.1")
+    port = srv.server_address[1]
+
+    def code(path: str) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    try:
+        assert code("/ready") == 503
+        h.ready = True
+        assert code("/ready") == 200
+        h.tick()
+        assert code("/live") == 200
+        time.sleep(0.4)
+        assert code("/live") == 503  # the loop stalled
+        m.results.labels("card", "accepted").inc(3)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            body = r.read().decode()
+        assert 'cardstream_results_total{status="accepted",task="card"} 3.0' in body
+    finally:
+        srv.shutdown()
+
+
+def test_settings_env_nesting_and_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARDSTREAM_WORKER__MAX_BATCH", "8")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__CONFIG", '{"security.protocol": "SASL_SSL"}')
+    monkeypatch.setenv("CARDSTREAM_S3__SECRET_KEY", "hunter2")
+    s = load_settings()
+    assert s.worker.max_batch == 8
+    assert s.kafka.config == {"security.protocol": "SASL_SSL"}
+    assert "hunter2" not in repr(s)
+    with pytest.raises(ValueError):
+        s.worker.max_batch = 4  # type: ignore[misc]
