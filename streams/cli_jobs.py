@@ -97,24 +97,13 @@ def replay(
 ) -> None:
     """Re-process uploads whose Kafka timestamps are in [FROM, TO) into a side results topic, then diff
     against the original results (verdicts, reasons, quad IoU)."""
-    from confluent_kafka.admin import NewTopic
     from rich.console import Console
     from rich.table import Table
     from tqdm import tqdm
 
     from processors.registry import build_processor
-    from streams.kafka import admin, create_topics
     from streams.logs import configure_logging
-    from streams.replay import (
-        TimeArgError,
-        decode_results,
-        diff_results,
-        offset_ranges,
-        parse_time_ms,
-        read_topic,
-    )
-    from streams.storage import Storage
-    from streams.worker import Worker
+    from streams.replay import TimeArgError, parse_time_ms, run_replay
 
     try:
         f_ms, t_ms = parse_time_ms(from_), parse_time_ms(to)
@@ -124,54 +113,27 @@ def replay(
         raise typer.BadParameter("--to must be after --from")
     s = load_settings()
     configure_logging("WARNING")
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    side = results_topic or f"cardstream.results.replay-{stamp}"
-    k = s.kafka.model_copy(update={"results_topic": side, "dlq_topic": f"{side}.dlq",
-                                   "group_id": group or f"cardstream-replay-{stamp}",
-                                   "transactional_id_prefix": f"cardstream-replay-{stamp}"})
-    ranges = offset_ranges(k, k.uploads_topic, f_ms, t_ms)
-    total = sum(b - a for a, b in ranges.values())
-    typer.echo(f"replay [{f_ms}, {t_ms}) of {k.uploads_topic}: {total} uploads -> {side}")
-    report.parent.mkdir(parents=True, exist_ok=True)
-    if total == 0:
-        report.write_text(json.dumps({"replayed": 0, "results_topic": side}, indent=1))
-        typer.echo("nothing to replay in that window")
-        return
-    t = s.kafka.topics
-    create_topics(admin(k), [NewTopic(side, t.results_partitions, t.replication_factor),
-                             NewTopic(k.dlq_topic, 1, t.replication_factor)])
-    s2 = s.model_copy(update={"kafka": k})
     procs = {task: build_processor(task, task, card=s.card, idphoto=s.idphoto, runtime=s.runtime)
              for task in s.worker.tasks}
-    w = Worker(s2, procs, Storage(s.s3), ranges=ranges, model_version=model_version or None)
-    w.warm_up()
-    with tqdm(total=total, unit="upload") as bar:
-        counter = w.metrics.results
-        import threading
-
-        th = threading.Thread(target=w.run, daemon=True)
-        th.start()
-        done = 0
-        while th.is_alive():
-            th.join(0.5)
-            now = int(sum(m.value for metric in counter.collect() for m in metric.samples
-                          if m.name.endswith("_total")))
-            now += int(sum(m.value for metric in w.metrics.dead_letters.collect() for m in metric.samples
-                           if m.name.endswith("_total")))
-            bar.update(now - done)
-            done = now
-    replayed = decode_results(read_topic(k, side))
-    original = [r for r in decode_results(read_topic(s.kafka, s.kafka.results_topic))
-                if r.upload_id in {x.upload_id for x in replayed}]
-    d = diff_results(original, replayed)
-    summary = {"window_ms": [f_ms, t_ms], "results_topic": side, "replayed": len(replayed), **d.summary()}
+    with tqdm(unit="upload") as bar:
+        summary = run_replay(s, f_ms, t_ms, procs, group=group or None,
+                             results_topic=results_topic or None,
+                             model_version=model_version or None,
+                             on_total=lambda n: setattr(bar, "total", n) or bar.refresh(),
+                             on_progress=bar.update)
+    report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(summary, indent=1))
-    console = Console()
-    tab = Table(title=f"replay vs original ({side})")
+    typer.echo(f"replay [{f_ms}, {t_ms}) of {s.kafka.uploads_topic}: {summary['replayed']} uploads "
+               f"-> {summary['results_topic']}")
+    if summary["replayed"] == 0:
+        typer.echo("nothing to replay in that window")
+        return
+    tab = Table(title=f"replay vs original ({summary['results_topic']})")
     for col in ("replayed", "compared", "verdicts changed", "reasons changed", "quad IoU mean", "quad IoU min"):
         tab.add_column(col)
-    tab.add_row(str(len(replayed)), str(d.compared), str(len(d.verdict_changed)), str(len(d.reasons_changed)),
-                str(summary["quad_iou_mean"]), str(summary["quad_iou_min"]))
+    tab.add_row(*(str(summary[k]) for k in ("replayed", "compared", "verdicts_changed", "reasons_changed",
+                                             "quad_iou_mean", "quad_iou_min")))
+    console = Console()
     console.print(tab)
     for ch in summary["changed"][:20]:
         console.print(f"  changed: {ch}")

@@ -9,19 +9,22 @@ to the side topic; then :func:`diff_results` compares them with the original res
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from processors.base import Processor
 from processors.card.metrics import quad_iou
 from schemas import codec
 from schemas.models import VerificationResult
 from streams.errors import StreamsError
 from streams.kafka import consumer
-from streams.settings import KafkaSettings
+from streams.settings import KafkaSettings, Settings
 
 #: epoch values below this are taken as seconds and refused (ms since 1970 passed it in 1973)
 MIN_EPOCH_MS = 100_000_000_000
@@ -174,6 +177,64 @@ def diff_results(original: Iterable[VerificationResult], replayed: Iterable[Veri
         if b.card is not None and a.card is not None and b.card.quad and a.card.quad:
             d.quad_iou[uid] = quad_iou(b.card.quad, a.card.quad)
     return d
+
+
+def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, Processor], *,
+               group: str | None = None, results_topic: str | None = None,
+               model_version: str | None = None,
+               on_total: Callable[[int], Any] | None = None,
+               on_progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+    """Replay the uploads of ``[from_ms, to_ms)`` into a side results topic and diff with the originals.
+
+    Args:
+        s: app settings (the uploads and original results topics come from here).
+        from_ms / to_ms: window on the uploads' Kafka timestamps (epoch ms).
+        processors: task -> processor (warmed up here).
+        group / results_topic: consumer group and side topic (default: ``cardstream-replay-<time>``
+            and ``cardstream.results.replay-<time>``); the side dead-letter topic is ``<side>.dlq``.
+        model_version: label outputs with this version instead of the processors' own.
+        on_total / on_progress: progress callbacks (number of uploads in the window; uploads done).
+
+    Returns:
+        The JSON report: ``window_ms``, ``results_topic``, ``replayed`` and :meth:`Diff.summary`.
+    """
+    from confluent_kafka.admin import NewTopic
+
+    from streams.kafka import admin, create_topics
+    from streams.storage import Storage
+    from streams.worker import Worker
+
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    side = results_topic or f"cardstream.results.replay-{stamp}"
+    k = s.kafka.model_copy(update={"results_topic": side, "dlq_topic": f"{side}.dlq",
+                                   "group_id": group or f"cardstream-replay-{stamp}",
+                                   "transactional_id_prefix": f"cardstream-replay-{stamp}"})
+    ranges = offset_ranges(k, k.uploads_topic, from_ms, to_ms)
+    total = sum(b - a for a, b in ranges.values())
+    if on_total:
+        on_total(total)
+    report: dict[str, Any] = {"window_ms": [from_ms, to_ms], "results_topic": side}
+    if total == 0:
+        return {**report, "replayed": 0, **Diff().summary()}
+    t = s.kafka.topics
+    create_topics(admin(k), [NewTopic(side, t.results_partitions, t.replication_factor),
+                             NewTopic(k.dlq_topic, 1, t.replication_factor)])
+    w = Worker(s.model_copy(update={"kafka": k}), processors, Storage(s.s3), ranges=ranges,
+               model_version=model_version)
+    w.warm_up()
+    th = threading.Thread(target=w.run, name="replay-worker", daemon=True)
+    th.start()
+    done = 0
+    while th.is_alive():
+        th.join(0.5)
+        now = w.committed_events
+        if on_progress and now > done:
+            on_progress(now - done)
+        done = now
+    replayed = decode_results(read_topic(k, side))
+    ids = {x.upload_id for x in replayed}
+    original = [r for r in decode_results(read_topic(s.kafka, s.kafka.results_topic)) if r.upload_id in ids]
+    return {**report, "replayed": len(replayed), **diff_results(original, replayed).summary()}
 
 
 def decode_results(msgs: Iterable[Any]) -> list[VerificationResult]:

@@ -143,6 +143,7 @@ class Worker:
         self._carry: list[Message] = []
         self._last_lag = 0.0
         self.batches = 0
+        self.committed_events = 0  # events whose result or dead letter is committed
         self.consumer = None
         self.producer = None
         self.ranges = dict(ranges) if ranges is not None else None
@@ -506,6 +507,7 @@ class Worker:
             self._rewind(start_offsets)
             return
         self.metrics.transactions.labels("committed").inc()
+        self.committed_events += len(entries)
         now = time.time()
         for _, r in results:
             self.metrics.results.labels(str(r.task), str(r.status)).inc()
