@@ -46,18 +46,25 @@ tables are keyed within the results partitioning).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import faust
 from confluent_kafka.admin import NewTopic
 from faust.exceptions import SameNode
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.web import Request, Response, View
+from faust.web.exceptions import ServiceUnavailable
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from yarl import URL
 
 from schemas import codec
 from schemas import formats as F
@@ -86,12 +93,14 @@ class StatusSettings(BaseModel):
         window_keep_s: how long windows are kept, seconds (default 24 h).
         sweep_interval_s: least seconds between two expiry sweeps of a partition.
         replication_factor: replicas of the changelog topics (1 on the local one-node stack).
-        commit_interval_s: faust ``broker_commit_interval`` (s): how often offsets and the
-            changelog transaction are committed (also the lag between a result and its answer).
+        commit_interval_s: faust ``broker_commit_interval`` (s): how often consumed offsets are
+            committed (what a restarted instance re-reads is at most this much).
         query_timeout_s: timeout of a request proxied to another instance (s).
         session_timeout_s: consumer group session timeout (s): how soon the partitions of a
             killed instance are reassigned (faust's default is 60 s).
         data_dir: faust's data directory (``datadir``).
+        store: faust table store URL: ``memory://`` (state rebuilt from the changelog at every
+            start) or ``rocksdb://`` (needs the ``rocksdict`` package; state kept in data_dir).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -109,6 +118,7 @@ class StatusSettings(BaseModel):
     query_timeout_s: float = Field(5.0, gt=0)
     session_timeout_s: float = Field(10.0, gt=0)
     data_dir: Path = Path("out/status")
+    store: str = "memory://"
 
 
 class _StatusEnv(BaseSettings):
@@ -198,6 +208,28 @@ class StatusFaustApp(faust.App):
 
     def _new_transport(self) -> Any:
         return ReadCommittedTransport(self.conf.broker_consumer, self)
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per stdlib log record (faust's and aiokafka's own logs), like the structlog
+    events of :mod:`streams.logs`: ``timestamp`` (RFC 3339 UTC), ``level``, ``logger``, ``event``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line of JSON (exception text included when present)."""
+        out = {"timestamp": datetime.fromtimestamp(record.created, UTC).isoformat(),
+               "level": record.levelname.lower(), "logger": record.name,
+               "event": record.getMessage().strip()}
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def _logging_config(level: str) -> dict[str, Any]:
+    return {"version": 1, "disable_existing_loggers": False,
+            "formatters": {"json": {"()": JsonLogFormatter}},
+            "handlers": {"default": {"class": "logging.StreamHandler", "formatter": "json",
+                                     "stream": "ext://sys.stderr"}},
+            "root": {"level": level.upper(), "handlers": ["default"]}}
 
 
 def _now_ms() -> int:
@@ -316,13 +348,10 @@ class StatusApp:
         parts, aggs = self.local_windows(task, since_ms)
         answered = set(parts)
         me = (self.status.web_host, self.status.web_port)
-        hosts = set()
-        try:
-            meta = self.app.router.table_metadata(self.stats.name)
-            hosts = {h for h in meta if _ident(h) != me}
-        except Exception:  # noqa: BLE001 (no assignment yet: answer with what we hold)
-            pass
-        timeout = __import__("aiohttp").ClientTimeout(total=self.status.query_timeout_s)
+        hosts: set[str] = set()
+        with contextlib.suppress(Exception):  # no assignment yet: answer with what we hold
+            hosts = {h for h in self.app.router.table_metadata(self.stats.name) if _ident(h) != me}
+        timeout = aiohttp.ClientTimeout(total=self.status.query_timeout_s)
         for h in sorted(hosts):
             url = f"{h.rstrip('/')}/stats/local?task={task}&since={since_ms}"
             try:
@@ -336,8 +365,6 @@ class StatusApp:
 
 
 def _ident(url: str) -> tuple[str, int]:
-    from yarl import URL
-
     u = URL(url)
     return (u.host or "", int(u.port or 80))
 
@@ -363,7 +390,7 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     app = StatusFaustApp(
         status.app_id,
         broker=[f"kafka://{h.strip()}" for h in k.bootstrap_servers.split(",")],
-        store="memory://",
+        store=status.store,
         producer_partitioner=S.crc32_partitioner,
         topic_partitions=n,
         topic_replication_factor=status.replication_factor,
@@ -404,6 +431,10 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
                 return await app.router.route_req(verdicts.name, upload_id.encode(), self.web, request)
             except SameNode:
                 pass
+            except (TimeoutError, ServiceUnavailable, aiohttp.ClientError):
+                # no assignment yet, or the owner is gone and the group has not re-balanced yet
+                return _error(self, 503, "NOT_READY", "the partition of this upload_id has no "
+                              "live owner right now; retry")
             v = sa.local_verdict(upload_id)
             if v is None:
                 return _error(self, 404, "UNKNOWN_UPLOAD", "no verdict for this upload_id (yet)")
@@ -413,7 +444,10 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     class StatsLocal(View):
         async def get(self, request: Request) -> Response:
             task = request.query.get("task", "")
-            since = int(request.query.get("since", "0"))
+            try:
+                since = int(request.query.get("since", "0"))
+            except ValueError:
+                return _error(self, 400, "INVALID_PARAMETER", "since is epoch ms")
             parts, aggs = sa.local_windows(task, since)
             return self.json({"partitions": parts, "windows": aggs})
 
@@ -452,7 +486,8 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     @app.page("/healthz")
     class Health(View):
         async def get(self, request: Request) -> Response:
-            recovered = app.tables.recovery.completed.is_set() and not app.in_recovery
+            recovery = app.tables.recovery  # type: ignore[attr-defined]
+            recovered = recovery.completed.is_set() and not app.in_recovery
             parts = sa.active_partitions()
             ok = recovered and bool(parts)
             body = {"schema_version": STATUS_SCHEMA_VERSION, "status": "ok" if ok else "starting",
@@ -477,7 +512,7 @@ def run(settings: Settings, status: StatusSettings, loglevel: str = "INFO") -> N
     log.info("status_start", app_id=status.app_id, topic=settings.kafka.results_topic,
              partitions=sa.partitions, web_port=status.web_port)
     asyncio.set_event_loop(asyncio.new_event_loop())
-    worker = faust.Worker(sa.app, loglevel=loglevel.lower())
+    worker = faust.Worker(sa.app, loglevel=loglevel.lower(), logging_config=_logging_config(loglevel))
     worker.execute_from_commandline()
 
 

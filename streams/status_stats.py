@@ -67,7 +67,7 @@ def crc32_partitioner(key: bytes | None, all_partitions: Sequence[int], availabl
         the partition id.
     """
     if key is None:
-        return random.choice(list(available) or list(all_partitions))  # noqa: S311 (not crypto)
+        return random.choice(list(available) or list(all_partitions))
     return all_partitions[zlib.crc32(key) % len(all_partitions)]
 
 
