@@ -1,0 +1,82 @@
+"""ONNX runtime wrapper: symbolic batch rewrite, buckets and padding, SHA-256 pins, providers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from processors.errors import ModelError, ProviderError
+from processors.runtime import BatchedModel, RuntimeSettings, sha256_file
+
+
+def _model(path: Path, batch: int | str = 1) -> Path:
+    """A tiny graph y = x * 2 + 1 over (batch, 3, 4, 4) float32, batch fixed at 1 like rembg's."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3, 4, 4])
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
+    g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["m"]),
+                           helper.make_node("Add", ["m", "one"], ["y"])], "g", [x], [y], [two, one])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def test_fixed_batch_graph_runs_any_batch_after_rewrite(tmp_path: Path) -> None:
+    p = _model(tmp_path / "m.onnx")
+    bm = BatchedModel(p, sha256_file(p), RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True)
+    x = np.random.default_rng(0).random((7, 3, 4, 4), dtype=np.float32)
+    (y,) = bm.run(x)
+    assert y.shape == (7, 3, 4, 4)
+    np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize(("n", "bucket"), [(1, 1), (5, 4), (9, 4), (32, 8), (33, 32)])
+def test_calls_are_ceil_n_over_bucket_and_padding_to_buckets(tmp_path: Path, n: int, bucket: int) -> None:
+    p = _model(tmp_path / "m.onnx")
+    bm = BatchedModel(p, None, RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True)
+    bm.chosen_bucket = bucket
+    bm.run(np.zeros((n, 3, 4, 4), np.float32))
+    assert bm.stats.calls == math.ceil(n / bucket)
+    assert bm.stats.images == n
+    last = n - (math.ceil(n / bucket) - 1) * bucket
+    assert bm.stats.padded == bm.bucket_for(last) - last
+
+
+def test_warm_up_measures_buckets_and_leaves_counters(tmp_path: Path) -> None:
+    p = _model(tmp_path / "m.onnx")
+    bm = BatchedModel(p, None, RuntimeSettings(device="cpu", buckets=(1, 2, 4)), "t", make_batch_symbolic=True)
+    chosen = bm.warm_up((3, 4, 4))
+    assert chosen in (1, 2, 4) and bm.chosen_bucket == chosen
+    assert set(bm.stats.bucket_ips) <= {1, 2, 4} and 1 in bm.stats.bucket_ips
+    assert (bm.stats.calls, bm.stats.images, bm.stats.padded) == (0, 0, 0)
+
+
+def test_max_bucket_caps_the_buckets(tmp_path: Path) -> None:
+    p = _model(tmp_path / "m.onnx")
+    bm = BatchedModel(p, None, RuntimeSettings(device="cpu", max_bucket=4), "t", make_batch_symbolic=True)
+    assert bm.buckets == (1, 2, 4)
+
+
+def test_sha256_pin_and_missing_file(tmp_path: Path) -> None:
+    p = _model(tmp_path / "m.onnx")
+    with pytest.raises(ModelError, match="sha256"):
+        BatchedModel(p, "0" * 64, RuntimeSettings(device="cpu"), "t")
+    with pytest.raises(ModelError, match="missing"):
+        BatchedModel(tmp_path / "nope.onnx", "0" * 64, RuntimeSettings(device="cpu"), "t")
+
+
+def test_cuda_requested_without_cuda_fails_loudly(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this machine has CUDA; the check is for CPU-only installs")
+    p = _model(tmp_path / "m.onnx")
+    with pytest.raises(ProviderError, match="CUDA"):
+        BatchedModel(p, None, RuntimeSettings(device="cuda"), "t", make_batch_symbolic=True)
