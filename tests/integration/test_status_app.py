@@ -49,8 +49,7 @@ def _start_status(s: Settings, app_id: str, port: int, data_dir: Path, log: Path
     env = settings_env(s)
     env.update({"CARDSTREAM_STATUS__APP_ID": app_id, "CARDSTREAM_STATUS__DATA_DIR": str(data_dir),
                 "CARDSTREAM_STATUS__SESSION_TIMEOUT_S": "6"})
-    cmd = [str(ROOT / ".venv" / "bin" / "python"), "-m", "streams.cli_status", "status",
-           "--web-port", str(port)]
+    cmd = [str(ROOT / ".venv" / "bin" / "cardstream"), "status", "--web-port", str(port)]
     return subprocess.Popen(cmd, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
                             cwd=ROOT, start_new_session=True)
 
