@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from processors.runtime import BatchStats
 from schemas.reasons import ReasonCode, Status
 
 
@@ -96,11 +97,16 @@ class Processor(Protocol):
     """A task's batched compute.
 
     ``process_batch`` must return exactly one :class:`Outcome` per item, in order, and make one
-    inference call per model per chunk of its chosen batch bucket. It raises nothing for bad
+    inference call per model per chunk of its chosen batch bucket (counted in ``stats.calls``). It raises nothing for bad
     content (that is a ``rejected`` outcome); it may raise ``ProcessorError`` for a broken model.
     """
 
     task: str
+
+    @property
+    def stats(self) -> BatchStats:
+        """Counters of its batched model calls (``calls``, ``images``, ``padded``)."""
+        ...
 
     @property
     def model(self) -> ModelInfo:

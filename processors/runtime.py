@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict
 from processors.errors import ModelError, ProviderError
 
 DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+_SHARED: dict[tuple, BatchedModel] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 class RuntimeSettings(BaseModel):
@@ -165,6 +167,21 @@ class BatchedModel:
         self.stats = BatchStats()
         self._lock = threading.Lock()
 
+    @classmethod
+    def shared(cls, path: Path, sha256: str | None, settings: RuntimeSettings, name: str,
+               make_batch_symbolic: bool = False) -> BatchedModel:
+        """The process-wide instance for this file and settings (created on first use).
+
+        The card and id_photo processors both run u2netp: sharing one session halves the
+        model memory and the warm-up. Calls are serialised by the instance's lock.
+        """
+        key = (str(Path(path).resolve()), sha256, settings, make_batch_symbolic)
+        with _SHARED_LOCK:
+            m = _SHARED.get(key)
+            if m is None:
+                m = _SHARED[key] = cls(path, sha256, settings, name, make_batch_symbolic)
+            return m
+
     def bucket_for(self, n: int) -> int:
         """Smallest bucket >= ``n`` (``n`` <= chosen bucket)."""
         for b in self.buckets:
@@ -208,12 +225,16 @@ class BatchedModel:
             sample_shape: one image's input shape ``(C, H, W)``.
             repeats: timed repetitions per bucket (the first, untimed run builds kernels).
 
+        A second call returns the bucket chosen by the first without measuring again.
+
         Returns:
             The chosen bucket: highest images/s among buckets whose call time stays within
             ``latency_budget_ms`` (bucket 1 always qualifies). Buckets are tried in ascending
             order and the sweep stops once a bucket exceeds the budget or falls below 90% of the
             best throughput so far, so a CPU does not spend warm-up on batches it cannot use.
         """
+        if self.stats.bucket_ips:  # already measured (a shared instance)
+            return self.chosen_bucket
         best, best_ips = self.buckets[0], 0.0
         calls0, images0, padded0 = self.stats.calls, self.stats.images, self.stats.padded
         for b in self.buckets:

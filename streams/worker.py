@@ -537,8 +537,7 @@ class Worker:
 
 
 def _calls(proc: Processor) -> int:
-    stats = getattr(proc, "stats", None)
-    return int(getattr(stats, "calls", 0)) if stats is not None else 0
+    return int(proc.stats.calls)
 
 
 def task_payload(task: str, payload: Mapping[str, Any], refs: Mapping[str, ObjectRef]) -> Any:

@@ -153,7 +153,7 @@ class U2NetMatting:
         path, sha256 = resolve_model(name)
         self.name = name
         self.path = path
-        self.model = BatchedModel(path, sha256, runtime, name, make_batch_symbolic=True)
+        self.model = BatchedModel.shared(path, sha256, runtime, name, make_batch_symbolic=True)
         self.last_inference_ms = 0.0
 
     @property

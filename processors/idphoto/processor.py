@@ -24,7 +24,7 @@ from processors.idphoto.framing import (
 from processors.idphoto.matting import U2NetMatting
 from processors.idphoto.settings import IdPhotoSettings
 from processors.idphoto.sizes import InvalidOptionError, SizeSpec, get_size, parse_background
-from processors.runtime import RuntimeSettings, sha256_file
+from processors.runtime import BatchStats, RuntimeSettings, sha256_file
 from schemas.reasons import ReasonCode, Status, Task
 
 log = structlog.get_logger("cardstream.idphoto")
@@ -94,6 +94,11 @@ class IdPhotoProcessor:
             version=self._version,
             provider=self.matting.provider,
         )
+
+    @property
+    def stats(self) -> BatchStats:
+        """Counters of the matting model (calls, images, padding; shared with other users of u2netp)."""
+        return self.matting.model.stats
 
     def warm_up(self) -> None:
         """Run every matting batch bucket once (choosing the best) and the face detector."""
