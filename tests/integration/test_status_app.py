@@ -22,9 +22,10 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 from schemas import codec
 from schemas.models import UploadEvent, VerificationResult
-from streams.kafka import admin, consumer, transactional_producer
+from streams.kafka import admin, consumer, delete_topics, transactional_producer
 from streams.produce import UploadProducer
 from streams.settings import Settings
+from streams.status_app import StatusSettings, changelog_topics
 
 from .helpers import ROOT, read_committed, settings_env, start_worker, stop_worker, write_images
 
@@ -322,3 +323,4 @@ def test_status_app_verdicts_stats_restart_and_routing(settings: Settings, tmp_p
     finally:
         for p in reversed(procs):
             stop_worker(p, timeout_s=20)
+        delete_topics(admin(settings.kafka), list(changelog_topics(StatusSettings(app_id=app_id)).values()))
