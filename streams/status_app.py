@@ -52,7 +52,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -62,8 +61,6 @@ from faust.exceptions import SameNode
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.web import Request, Response, View
 from faust.web.exceptions import ServiceUnavailable
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 from yarl import URL
 
 from schemas import codec
@@ -75,65 +72,10 @@ from streams.errors import KafkaSetupError
 from streams.kafka import admin, create_topics, describe_topics
 from streams.logs import log
 from streams.settings import KafkaSettings, Settings
+from streams.status_settings import StatusSettings, load_status_settings
 
 #: Version of the HTTP answers (``schema_version`` field of ``schemas/status_*.v1.schema.json``).
 STATUS_SCHEMA_VERSION = 1
-
-
-class StatusSettings(BaseModel):
-    """Settings of the status app (frozen; env ``CARDSTREAM_STATUS__*`` via :func:`load_status_settings`).
-
-    Attributes:
-        app_id: faust app id = consumer group and changelog topic prefix.
-        web_bind: address the HTTP server listens on.
-        web_host: host name other instances use to reach this one (its canonical URL).
-        web_port: HTTP port (default 6066, faust's).
-        retention_s: verdict retention, seconds (default 7 days, the results topic's retention).
-        window_s: tumbling window size, seconds (default 60).
-        window_keep_s: how long windows are kept, seconds (default 24 h).
-        sweep_interval_s: least seconds between two expiry sweeps of a partition.
-        replication_factor: replicas of the changelog topics (1 on the local one-node stack).
-        commit_interval_s: faust ``broker_commit_interval`` (s): how often consumed offsets are
-            committed (what a restarted instance re-reads is at most this much).
-        query_timeout_s: timeout of a request proxied to another instance (s).
-        session_timeout_s: consumer group session timeout (s): how soon the partitions of a
-            killed instance are reassigned (faust's default is 60 s).
-        data_dir: faust's data directory (``datadir``).
-        store: faust table store URL: ``memory://`` (state rebuilt from the changelog at every
-            start) or ``rocksdb://`` (needs the ``rocksdict`` package; state kept in data_dir).
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    app_id: str = "cardstream-status"
-    web_bind: str = "127.0.0.1"
-    web_host: str = "127.0.0.1"
-    web_port: int = Field(6066, ge=1, le=65535)
-    retention_s: float = Field(7 * 24 * 3600.0, gt=0)
-    window_s: int = Field(60, ge=1)
-    window_keep_s: float = Field(24 * 3600.0, gt=0)
-    sweep_interval_s: float = Field(300.0, gt=0)
-    replication_factor: int = Field(1, ge=1)
-    commit_interval_s: float = Field(1.0, gt=0)
-    query_timeout_s: float = Field(5.0, gt=0)
-    session_timeout_s: float = Field(10.0, gt=0)
-    data_dir: Path = Path("out/status")
-    store: str = "memory://"
-
-
-class _StatusEnv(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CARDSTREAM_", env_nested_delimiter="__",
-                                      frozen=True, extra="ignore")
-
-    status: StatusSettings = Field(default_factory=StatusSettings)
-
-
-def load_status_settings(**overrides: Any) -> StatusSettings:
-    """:class:`StatusSettings` from the environment (``CARDSTREAM_STATUS__WEB_PORT`` ...) plus
-    keyword overrides (fields of :class:`StatusSettings`; ``None`` values are ignored)."""
-    base = _StatusEnv().status
-    upd = {k: v for k, v in overrides.items() if v is not None}
-    return StatusSettings(**{**base.model_dump(), **upd}) if upd else base
 
 
 def changelog_topics(status: StatusSettings) -> dict[str, str]:
