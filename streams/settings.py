@@ -17,6 +17,7 @@ from processors.card.settings import CardSettings
 from processors.decode import DecodeSettings
 from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
+from streams.status_settings import StatusSettings
 
 
 class _Frozen(BaseModel):
@@ -133,6 +134,7 @@ class Settings(BaseSettings):
     decode: DecodeSettings = Field(default_factory=DecodeSettings)
     card: CardSettings = Field(default_factory=CardSettings)
     idphoto: IdPhotoSettings = Field(default_factory=IdPhotoSettings)
+    status: StatusSettings = Field(default_factory=StatusSettings)
     log_level: str = "INFO"
 
 
