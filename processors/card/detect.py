@@ -54,11 +54,12 @@ class Detection:
 
     Attributes:
         quad: ``(4, 2) float64`` TL, TR, BR, BL in source px, or None (no component at all).
-        confidence: in [0, 1]; product of mask contrast, rectangularity and edge support
-            scores (see :func:`detect_from_mask`).
+        confidence: in [0, 1]; product of mask contrast, rectangularity, edge and aspect
+            scores of the chosen hypothesis (see :func:`detect_from_mask`).
         rectangularity: mask component area / coarse quad area.
         mask_contrast: mean saliency inside the quad minus outside (both in [0, 1]).
-        edge_support: share of full-resolution edge probes that agreed with the refined sides.
+        edge_support: edge score of the chosen hypothesis in [0, 1] (geometric mean over its
+            sides of min(1, straight-edge strength / EDGE_REF)).
         area_frac: quad area / image area.
         aspect: long/short side ratio, perspective undone approximately.
         raw_max: the model's raw (sigmoid) maximum before min-max normalisation.
@@ -84,6 +85,8 @@ WIDE_GAIN = 0.6
 (and of the near edge's score)."""
 LARGER_SHARE = 0.6
 """Hypotheses scoring at least this share of the best compete on area (largest wins)."""
+MASK_SIDE = 1024
+"""Longest side (px) of the upsampled saliency map the components are fitted on."""
 MASK_THRESHOLDS = (0.15, 0.3, 0.5, 0.7)
 """Saliency levels whose components are tried as card hypotheses (``mask_threshold`` is added)."""
 EDGE_REF = 8.0
@@ -100,12 +103,56 @@ def _contrast(m: np.ndarray, quad: np.ndarray, w: int, h: int) -> float:
     return float((inside.mean() if inside.size else 0.0) - (outside.mean() if outside.size else 0.0))
 
 
+def _border_line(k: int, w: int, h: int) -> np.ndarray:
+    """Line ``(a, b, c)`` of border ``k`` (0 left, 1 top, 2 right, 3 bottom) of a w x h frame."""
+    return (np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0]),
+            np.array([1.0, 0.0, -(w - 1.0)]), np.array([0.0, 1.0, -(h - 1.0)]))[k]
+
+
+def _frame_sides(q: np.ndarray, w: int, h: int, tol: float) -> list[int | None]:
+    """Per side of ``q`` (top, right, bottom, left): the frame border (0 left, 1 top, 2 right,
+    3 bottom) when both ends of the side are within ``tol`` px of (or beyond) it, else None
+    (a card cut by the frame ends at the frame, not at an image edge)."""
+    out: list[int | None] = []
+    for i in range(4):
+        a, b = q[i], q[(i + 1) % 4]
+        hit = None
+        for k, near in enumerate((lambda p: p[0] <= tol, lambda p: p[1] <= tol,
+                                  lambda p: p[0] >= w - 1 - tol, lambda p: p[1] >= h - 1 - tol)):
+            if near(a) and near(b):
+                hit = k
+        out.append(hit)
+    return out
+
+
 def _aspect_score(aspect: float) -> float:
     """1 inside [1.3, 1.9] (ID-1 1.586, ID-3 1.420, A4 1.414 with perspective slack), falling
     linearly to 0 at 1.0 and 2.6."""
     if aspect < 1.3:
         return _score(aspect, 1.0, 1.3)
     return 1.0 - _score(aspect, 1.9, 2.6)
+
+
+STRIP_MIN = 0.15
+"""A side moves outwards only over a strip whose mean saliency is at least this (the part of
+the card the mask missed is usually dimly salient; background next to a card is not)."""
+
+
+def _strip_saliency(m: np.ndarray, q: np.ndarray, i: int, line: np.ndarray,
+                    size: tuple[int, int]) -> float:
+    """Mean of the 320 x 320 map ``m`` over the strip between side ``i`` of ``q`` (working px,
+    frame ``size`` = (w, h)) and the parallel-ish ``line`` it would move to."""
+    p, r = q[i], q[(i + 1) % 4]
+    n = line[:2]
+    pp = p - (p @ n + line[2]) * n  # projections onto the new line
+    rp = r - (r @ n + line[2]) * n
+    poly = np.array([p, r, rp, pp])
+    sx, sy = INPUT_SIZE / size[0], INPUT_SIZE / size[1]
+    pm = np.round((poly + 0.5) * [sx, sy] - 0.5).astype(np.int32)
+    strip = np.zeros(m.shape, np.uint8)
+    cv2.fillPoly(strip, [pm], 1)
+    vals = m[strip > 0]
+    return float(vals.mean()) if vals.size else 0.0
 
 
 def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSettings,
@@ -137,7 +184,10 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
     m = normalise_mask(raw)
     scale = min(1.0, settings.work_max_side / max(h, w))
     ww, wh = max(1, round(w * scale)), max(1, round(h * scale))
-    mw = cv2.resize(m, (ww, wh), interpolation=cv2.INTER_LINEAR)
+    # components are found on a mask of at most MASK_SIDE px (the map is 320 px anyway)
+    ms = min(1.0, MASK_SIDE / max(ww, wh))
+    mw = cv2.resize(m, (max(1, round(ww * ms)), max(1, round(wh * ms))),
+                    interpolation=cv2.INTER_LINEAR)
     if gray is None:
         gray = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2GRAY).astype(np.float32)
     gw = cv2.resize(gray, (ww, wh), interpolation=cv2.INTER_AREA) if scale < 1.0 else gray
@@ -146,15 +196,19 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
     min_area = 0.002 * ww * wh
     hyps = []
     for thr in sorted(set(MASK_THRESHOLDS) | {settings.mask_threshold}):
-        for mq in geo.quads_from_mask((mw > thr).astype(np.uint8), 2, min_area):
-            q, sides, lines = geo.side_search(gx, gy, mq.quad, 1.5 * mask_px, 1.5 * mask_px)
+        for mq in geo.quads_from_mask((mw > thr).astype(np.uint8), 2, min_area * ms * ms):
+            q0 = (mq.quad + 0.5) / ms - 0.5  # mask px -> working px
+            q, sides, lines = geo.side_search(gx, gy, q0, 1.5 * mask_px, 1.5 * mask_px)
             qs = (q + 0.5) / scale - 0.5  # working px -> source px
             contrast = _contrast(m, qs, w, h)
+            # a side cut by the frame has no image edge: PARTIAL_CARD judges it, not the score
+            frame = _frame_sides(q, ww, wh, 2.0 * mask_px)
+            sides = np.where([f is not None for f in frame], EDGE_REF, sides)
             edge = float(np.prod(np.clip(sides / EDGE_REF, 1e-3, 1.0)) ** 0.25)
             aspect = geo.approx_aspect(q)
             conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
                     * edge ** 0.5 * _aspect_score(aspect))
-            hyps.append((conf, q, mq, contrast, edge, sides, lines))
+            hyps.append((conf, q, mq, contrast, edge, sides, lines, frame))
     best = None
     if hyps:
         # a card contains its own portrait and text blocks: among near-best hypotheses take
@@ -164,7 +218,7 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
         best = max(near, key=lambda h_: geo.polygon_area(h_[1]))
     if best is None:
         return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()))
-    conf, q, mq, contrast, edge, sides, lines = best
+    conf, q, mq, contrast, edge, sides, lines, frame = best
     if settings.refine:
         short = float(min(geo.side_lengths(q)))
         reach = max(settings.refine_band_frac * short, 2.0 * mask_px)
@@ -172,16 +226,21 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
         _, wide, wlines = geo.side_search(gx, gy, q, 1.5 * mask_px, reach, step,
                                           outermost=WIDE_GAIN)
         # a side moves out only to a straight edge about as strong as the near one
-        keep = [wl if ws >= WIDE_GAIN * ns and ws >= 0.5 * EDGE_REF else nl
-                for wl, ws, nl, ns in zip(wlines, wide, lines, sides)]
+        keep = [wl if (ws >= WIDE_GAIN * ns and ws >= 0.5 * EDGE_REF
+                       and _strip_saliency(m, q, i, wl, (ww, wh)) >= STRIP_MIN) else nl
+                for i, (wl, ws, nl, ns) in enumerate(zip(wlines, wide, lines, sides))]
         q2 = geo.quad_from_lines(keep)
         if q2 is not None and geo.is_convex(q2) and any(k is w_ for k, w_ in zip(keep, wlines)):
             q, _, _ = geo.side_search(gx, gy, q2, 2 * step, 2 * step, 1.0, prior=0.1)
     quad = (q + 0.5) / scale - 0.5
-    support = 0.0
     if settings.refine:
-        band = max(2.0 / scale, 3.0)
-        quad, support = geo.refine_quad(gray, quad, band)
+        quad, _ = geo.refine_quad(gray, quad, max(2.0 / scale, 3.0))
+    if any(f is not None for f in frame):  # sides cut by the frame lie on the frame
+        cut = [_border_line(k, w, h) if k is not None
+               else geo.line_through(quad[i], quad[(i + 1) % 4]) for i, k in enumerate(frame)]
+        snapped = geo.quad_from_lines(cut)
+        if snapped is not None and geo.is_convex(snapped):
+            quad = snapped
     return Detection(
         quad=geo.order_corners(quad),
         confidence=float(np.clip(conf, 0.0, 1.0)),

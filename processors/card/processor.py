@@ -22,7 +22,7 @@ from processors.card.rectify import (
 from processors.card.settings import CardSettings
 from processors.errors import ModelError
 from processors.models import manifest, model_path
-from processors.runtime import BatchedModel, RuntimeSettings
+from processors.runtime import BatchedModel, BatchStats, RuntimeSettings
 from schemas.reasons import ReasonCode, Status
 
 log = structlog.get_logger("cardstream.card")
@@ -69,7 +69,7 @@ class CardProcessor:
             path, sha = model_path("u2netp"), manifest()["u2netp"]["sha256"]
         else:
             path, sha = Path(model_file), None
-        self._model = BatchedModel(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True)
+        self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True)
         digest = (sha or "local")[:12]
         self._info = ModelInfo(name=MODEL_NAME, version=f"u2netp-{digest}.{POSTPROCESS_REVISION}",
                                provider=self._model.provider)
@@ -78,6 +78,11 @@ class CardProcessor:
     def model(self) -> ModelInfo:
         """Model identity: name ``u2netp-card``, version ``u2netp-<sha12>.<revision>``."""
         return self._info
+
+    @property
+    def stats(self) -> BatchStats:
+        """Counters of the localisation model's batched calls."""
+        return self._model.stats
 
     @property
     def batched_model(self) -> BatchedModel:

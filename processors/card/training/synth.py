@@ -81,13 +81,14 @@ def _guilloche(face: np.ndarray, rng: np.random.Generator) -> None:
 
 
 def render_face(rng: np.random.Generator, doc_type: str = "id_card",
-                width: int = 856) -> tuple[np.ndarray, np.ndarray]:
+                width: int = 856, portrait: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Render a fictitious card face.
 
     Args:
         rng: random generator.
         doc_type: ``id_card`` (ID-1 aspect 85.60:53.98) or ``passport`` (ID-3 aspect 125:88).
         width: face width (px).
+        portrait: ``photo`` (the astronaut), ``drawn`` (a silhouette) or None (85 % photo).
 
     Returns:
         ``(face, alpha)``: ``(h, width, 3) uint8`` BGR and ``(h, width) uint8`` alpha (255 on
@@ -114,11 +115,24 @@ def render_face(rng: np.random.Generator, doc_type: str = "id_card",
         cv2.rectangle(face, (0, 0), (width, band_h), colour, -1)
         cv2.putText(face, _words(rng, int(rng.integers(1, 4))), (int(0.04 * width), int(band_h * 0.72)),
                     cv2.FONT_HERSHEY_DUPLEX, band_h / 45.0, (245, 245, 245), 2, cv2.LINE_AA)
+    # coloured stripe along one short side (many ID-1 cards have one)
+    stripe = 0
+    if rng.random() < 0.3:
+        stripe = int(width * rng.uniform(0.06, 0.2))
+        colour = tuple(int(c) for c in rng.integers(20, 200, 3))
+        if rng.random() < 0.5:
+            cv2.rectangle(face, (width - stripe, 0), (width, h), colour, -1)
+            stripe = 0
+        else:
+            cv2.rectangle(face, (0, 0), (stripe, h), colour, -1)
     # portrait on the left
-    px0, py0 = int(0.05 * width), int(band_h + 0.06 * h)
+    px0, py0 = stripe + int(0.05 * width), int(band_h + 0.06 * h)
     ph = int(h * (0.52 if doc_type == "id_card" else 0.5))
     pw = int(ph * 0.78)
-    if rng.random() < 0.85:
+    photo = rng.random() < 0.85
+    if portrait is not None:
+        photo = portrait == "photo"
+    if photo:
         por = cv2.resize(_portrait(), (pw, ph), interpolation=cv2.INTER_AREA)
         if rng.random() < 0.3:
             por = cv2.cvtColor(cv2.cvtColor(por, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
@@ -305,7 +319,7 @@ def degrade(img: np.ndarray, rng: np.random.Generator, quad: np.ndarray | None =
 
 def card_on_texture(rng: np.random.Generator, quad: np.ndarray, size: tuple[int, int],
                     doc_type: str = "id_card", texture: str = "gravel",
-                    ) -> tuple[np.ndarray, np.ndarray]:
+                    portrait: str | None = "photo") -> tuple[np.ndarray, np.ndarray]:
     """A card at known corners on a tinted skimage texture, without photo effects (fixtures).
 
     Args:
@@ -314,11 +328,12 @@ def card_on_texture(rng: np.random.Generator, quad: np.ndarray, size: tuple[int,
         size: ``(width, height)`` of the photo (px).
         doc_type: ``id_card`` or ``passport``.
         texture: a scikit-image sample name used as background.
+        portrait: as in :func:`render_face` (default: the photo, so Haar can orient it).
 
     Returns:
         ``(image, face)``: ``(height, width, 3) uint8`` photo and the upright face rendered.
     """
-    face, alpha = render_face(rng, doc_type, width=856)
+    face, alpha = render_face(rng, doc_type, width=856, portrait=portrait)
     tint = rng.uniform(0.4, 0.9, 3)
     bg = cv2.resize((_skimage(texture) * tint).astype(np.uint8), size)
     return composite(bg, face, alpha, np.asarray(quad, np.float64)), face
