@@ -228,9 +228,9 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
         # a side moves out only to a straight edge about as strong as the near one
         keep = [wl if (ws >= WIDE_GAIN * ns and ws >= 0.5 * EDGE_REF
                        and _strip_saliency(m, q, i, wl, (ww, wh)) >= STRIP_MIN) else nl
-                for i, (wl, ws, nl, ns) in enumerate(zip(wlines, wide, lines, sides))]
+                for i, (wl, ws, nl, ns) in enumerate(zip(wlines, wide, lines, sides, strict=True))]
         q2 = geo.quad_from_lines(keep)
-        if q2 is not None and geo.is_convex(q2) and any(k is w_ for k, w_ in zip(keep, wlines)):
+        if q2 is not None and geo.is_convex(q2) and any(k is w_ for k, w_ in zip(keep, wlines, strict=True)):
             q, _, _ = geo.side_search(gx, gy, q2, 2 * step, 2 * step, 1.0, prior=0.1)
     quad = (q + 0.5) / scale - 0.5
     if settings.refine:

@@ -115,7 +115,7 @@ class CardProcessor:
         except Exception as e:  # onnxruntime raises untyped errors
             raise ModelError(f"u2netp inference failed: {e}") from e
         ms = (time.perf_counter() - t0) * 1000.0
-        return [detect_from_mask(im, r, self.settings) for im, r in zip(images, raw)], ms
+        return [detect_from_mask(im, r, self.settings) for im, r in zip(images, raw, strict=True)], ms
 
     def _no_card(self, det: Detection, shape: tuple[int, ...]) -> bool:
         s = self.settings
@@ -183,7 +183,7 @@ class CardProcessor:
             return []
         dets, ms = self.locate([it.image for it in items])
         out: list[Outcome] = []
-        for it, det in zip(items, dets):
+        for it, det in zip(items, dets, strict=True):
             try:
                 out.append(self.decide(it, det, ms))
             except Exception as e:  # isolate one item's failure from the batch

@@ -67,7 +67,7 @@ def _face_score(gray: np.ndarray) -> float:
     faces, counts = _face_cascade().detectMultiScale2(gray, scaleFactor=1.1, minNeighbors=5,
                                                       minSize=(int(0.12 * h), int(0.12 * h)))
     best = 0.0
-    for (x, y, fw, fh), n in zip(faces, np.ravel(counts) if len(faces) else []):
+    for (x, _y, fw, _fh), n in zip(faces, np.ravel(counts) if len(faces) else [], strict=True):
         best = max(best, float(n) * (1.5 if x + fw / 2 < w / 2 else 1.0))
     return best
 

@@ -74,7 +74,7 @@ def test_batched_and_one_by_one_quads_agree_within_half_pixel(proc):
     calls0 = proc.batched_model.stats.calls
     proc.process_batch(items)
     assert proc.batched_model.stats.calls - calls0 == 1  # 3 images, bucket 4: one call
-    for it, b in zip(items, batched):
+    for it, b in zip(items, batched, strict=True):
         s = single.process_batch([it])[0]
         assert b.status == s.status and b.reasons == s.reasons
         assert b.payload["quad"] is not None
