@@ -83,11 +83,13 @@ def _score(x: float, lo: float, hi: float) -> float:
 WIDE_GAIN = 0.6
 """The outward search takes the outermost straight edge scoring at least this share of the best
 (and of the near edge's score)."""
-LARGER_SHARE = 0.6
+LARGER_SHARE = 0.8
 """Hypotheses scoring at least this share of the best compete on area (largest wins)."""
 MASK_SIDE = 1024
 """Longest side (px) of the upsampled saliency map the components are fitted on."""
 MASK_THRESHOLDS = (0.15, 0.3, 0.5, 0.7)
+SUB_QUAD_THRESHOLDS = (0.3, 0.5)
+"""Levels at which quads of 4 straight outline runs (:func:`geometry.sub_quads`) are also tried."""
 """Saliency levels whose components are tried as card hypotheses (``mask_threshold`` is added)."""
 EDGE_REF = 8.0
 """Mean directional derivative (grey levels / px, after sigma-1 smoothing at the working size)
@@ -196,7 +198,18 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
     min_area = 0.002 * ww * wh
     hyps = []
     for thr in sorted(set(MASK_THRESHOLDS) | {settings.mask_threshold}):
-        for mq in geo.quads_from_mask((mw > thr).astype(np.uint8), 2, min_area * ms * ms):
+        binary = (mw > thr).astype(np.uint8)
+        cands = [(mq.quad, mq) for mq in geo.quads_from_mask(binary, 2, min_area * ms * ms)]
+        if cands and thr in SUB_QUAD_THRESHOLDS:  # the card may be merged with something else
+            cands += [(sq, None) for sq in geo.sub_quads(binary, 6, min_area * ms * ms)]
+        for quad0, mq in cands:
+            if mq is None:  # a sub-quad: rectangularity = share of it the mask covers
+                cover = np.zeros_like(binary)
+                cv2.fillPoly(cover, [np.round(quad0).astype(np.int32)], 1)
+                inside = binary[cover > 0]
+                mq = geo.MaskQuad(quad=quad0, component_area=float(inside.sum()),
+                                  rectangularity=float(inside.mean()) if inside.size else 0.0,
+                                  touches_border=0.0)
             q0 = (mq.quad + 0.5) / ms - 0.5  # mask px -> working px
             q, sides, lines = geo.side_search(gx, gy, q0, 1.5 * mask_px, 1.5 * mask_px)
             qs = (q + 0.5) / scale - 0.5  # working px -> source px

@@ -377,3 +377,50 @@ def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: floa
     if out is None or not is_convex(out):
         return q, scores, lines
     return out, scores, lines
+
+
+def sub_quads(mask: np.ndarray, max_edges: int = 7, min_area: float = 16.0) -> list[np.ndarray]:
+    """Quads formed by 4 long straight runs of a mask's outline (a card merged with another
+    salient object keeps most of its 4 straight sides on the outline).
+
+    The largest component's outer contour is simplified (``approxPolyDP``, 1 % of the
+    perimeter); of its ``max_edges`` longest edges every 4 taken in contour order are extended to
+    lines and intersected. Kept: convex quads of area >= ``min_area`` whose 4 runs each cover at
+    least 30 % of the side they lie on.
+
+    Args:
+        mask: ``(H, W) uint8``, non-zero = salient.
+        max_edges: longest edges considered (C(7, 4) = 35 quads at most).
+        min_area: smallest quad area (px^2).
+
+    Returns:
+        ``(4, 2) float64`` quads TL, TR, BR, BL in mask px.
+    """
+    from itertools import combinations
+
+    contours, _ = cv2.findContours((mask > 0).astype(np.uint8), cv2.RETR_EXTERNAL,
+                                   cv2.CHAIN_APPROX_NONE)
+    if not contours:
+        return []
+    cnt = max(contours, key=cv2.contourArea)
+    poly = cv2.approxPolyDP(cnt, 0.01 * cv2.arcLength(cnt, True), True).reshape(-1, 2)
+    n = len(poly)
+    if n < 5 or n > 40:  # 4 vertices: the component quad already covers it
+        return []
+    poly = poly.astype(np.float64)
+    lengths = np.hypot(*(np.roll(poly, -1, axis=0) - poly).T)
+    top = sorted(np.argsort(-lengths)[:max_edges].tolist())
+    out = []
+    for combo in combinations(top, 4):
+        lines = [line_through(poly[i], poly[(i + 1) % n]) for i in combo]
+        corners = [intersect(lines[k - 1], lines[k]) for k in range(4)]
+        if any(c is None for c in corners):
+            continue
+        q = np.array(corners)
+        if not is_convex(q) or polygon_area(q) < min_area:
+            continue
+        sides = side_lengths(q)  # side k runs from corner k to corner k+1 on line k
+        if np.any(lengths[list(combo)] < 0.3 * sides):
+            continue
+        out.append(order_corners(q))
+    return out
