@@ -83,14 +83,12 @@ def _score(x: float, lo: float, hi: float) -> float:
 WIDE_GAIN = 0.6
 """The outward search takes the outermost straight edge scoring at least this share of the best
 (and of the near edge's score)."""
-LARGER_SHARE = 0.8
-"""Hypotheses scoring at least this share of the best compete on area (largest wins)."""
 MASK_SIDE = 1024
 """Longest side (px) of the upsampled saliency map the components are fitted on."""
 MASK_THRESHOLDS = (0.15, 0.3, 0.5, 0.7)
+"""Saliency levels whose components are tried as card hypotheses (``mask_threshold`` is added)."""
 SUB_QUAD_THRESHOLDS = (0.3, 0.5)
 """Levels at which quads of 4 straight outline runs (:func:`geometry.sub_quads`) are also tried."""
-"""Saliency levels whose components are tried as card hypotheses (``mask_threshold`` is added)."""
 EDGE_REF = 8.0
 """Mean directional derivative (grey levels / px, after sigma-1 smoothing at the working size)
 of a side that counts as a fully supported card edge."""
@@ -162,13 +160,14 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
     """Turn one raw saliency map into a refined quad in source px (hypothesise and verify).
 
     1. Hypotheses: the 2 largest components of the mask thresholded at 0.15, 0.3, 0.5, 0.7 and
-       ``mask_threshold``, each fitted with a 4-gon (:func:`geometry.quads_from_mask`).
+       ``mask_threshold``, each fitted with a 4-gon (:func:`geometry.quads_from_mask`); at 0.3
+       and 0.5 also quads of 4 straight outline runs (:func:`geometry.sub_quads`), for a card
+       merged with another salient object (rectangularity = share of the quad the mask covers).
     2. Each hypothesis's sides snap to the best straight edge within 1.5 model px
        (:func:`geometry.side_search` on the working-size gradient) and is scored:
        ``contrast score (0 at 0.3, 1 at 0.7) x rectangularity score (0 at 0.75, 1 at 0.95) x
        edge score (geometric mean over sides of min(1, side score / EDGE_REF)) ^ 0.5 x aspect
-       score``. Among hypotheses scoring >= ``LARGER_SHARE`` of the best, the largest wins (a
-       card's portrait is itself a salient rectangle); its score is the confidence.
+       score``. The best one wins; its score is the confidence.
     3. The winner's sides search outwards (``refine_band_frac`` of the shorter side, e.g. a
        dark header band the saliency missed), then :func:`geometry.refine_quad` fits sub-pixel
        lines at full resolution.
@@ -222,13 +221,7 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
             conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
                     * edge ** 0.5 * _aspect_score(aspect))
             hyps.append((conf, q, mq, contrast, edge, sides, lines, frame))
-    best = None
-    if hyps:
-        # a card contains its own portrait and text blocks: among near-best hypotheses take
-        # the largest
-        top = max(h_[0] for h_ in hyps)
-        near = [h_ for h_ in hyps if h_[0] >= LARGER_SHARE * top]
-        best = max(near, key=lambda h_: geo.polygon_area(h_[1]))
+    best = max(hyps, key=lambda h_: h_[0]) if hyps else None
     if best is None:
         return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()))
     conf, q, mq, contrast, edge, sides, lines, frame = best
