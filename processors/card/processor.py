@@ -117,7 +117,7 @@ class CardProcessor:
         ms = (time.perf_counter() - t0) * 1000.0
         return [detect_from_mask(im, r, self.settings) for im, r in zip(images, raw, strict=True)], ms
 
-    def _no_card(self, det: Detection, shape: tuple[int, ...]) -> bool:
+    def _no_card(self, det: Detection) -> bool:
         s = self.settings
         if det.quad is None or not geo.is_convex(det.quad):
             return True
@@ -138,7 +138,7 @@ class CardProcessor:
         s = self.settings
         image = item.image
         requested = str(item.options.get("doc_type") or s.doc_type)
-        if self._no_card(det, image.shape):
+        if self._no_card(det):
             return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
                            reasons=(ReasonCode.NO_CARD,),
                            payload={"quad": None, "confidence": round(det.confidence, 4),
