@@ -89,6 +89,9 @@ MASK_THRESHOLDS = (0.15, 0.3, 0.5, 0.7)
 """Saliency levels whose components are tried as card hypotheses (``mask_threshold`` is added)."""
 SUB_QUAD_THRESHOLDS = (0.3, 0.5)
 """Levels at which quads of 4 straight outline runs (:func:`geometry.sub_quads`) are also tried."""
+FRAME_SIDE_SCORE = 0.5
+"""Edge score (share of EDGE_REF) given to a side lying on the image border: unknown, neither
+verified nor refuted (PARTIAL_CARD reports it)."""
 EDGE_REF = 8.0
 """Mean directional derivative (grey levels / px, after sigma-1 smoothing at the working size)
 of a side that counts as a fully supported card edge."""
@@ -213,9 +216,9 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
             q, sides, lines = geo.side_search(gx, gy, q0, 1.5 * mask_px, 1.5 * mask_px)
             qs = (q + 0.5) / scale - 0.5  # working px -> source px
             contrast = _contrast(m, qs, w, h)
-            # a side cut by the frame has no image edge: PARTIAL_CARD judges it, not the score
+            # a side cut by the frame has no image edge: neutral score, PARTIAL_CARD reports it
             frame = _frame_sides(q, ww, wh, 2.0 * mask_px)
-            sides = np.where([f is not None for f in frame], EDGE_REF, sides)
+            sides = np.where([f is not None for f in frame], FRAME_SIDE_SCORE * EDGE_REF, sides)
             edge = float(np.prod(np.clip(sides / EDGE_REF, 1e-3, 1.0)) ** 0.25)
             aspect = geo.approx_aspect(q)
             conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
