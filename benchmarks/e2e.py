@@ -1,0 +1,130 @@
+"""End to end through the real stack, batching worker against the naive consumer.
+
+Both consumers run in this process on the same warmed-up processor, each on fresh topics and
+buckets. A step waits until its consumer holds every partition, then uploads the images (MinIO
+PUT + UploadEvent, the platform's claim check) and times from the first upload to the last
+result read back as committed (read_committed). ``compare`` interleaves model-only, batching
+and naive passes (order reversed every other round) so load from other processes on a shared
+machine hits them alike, and reports the median ratios.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from statistics import median
+
+from benchmarks.common import BenchError, ResultWatcher, fresh_stack, wait_group
+from benchmarks.model_only import batched_model, measure
+from benchmarks.naive import NaiveConsumer
+from processors.base import Processor
+from streams.produce import UploadProducer
+from streams.settings import Settings
+from streams.storage import Storage
+from streams.worker import Worker
+
+PARTITIONS = 6
+
+
+def _timed(s: Settings, task: str, files: Sequence[Path], count: int, mode: str,
+           start: Callable[[], Callable[[], None]], timeout_s: float) -> dict:
+    """Start a consumer (``start`` returns its stop function), upload, await every result."""
+    with ResultWatcher(s) as rw:
+        stop = start()
+        try:
+            wait_group(s, 1, PARTITIONS)
+            t0 = time.time() * 1000.0
+            sent = UploadProducer(s).produce_files(list(files), task, count=count, concurrency=4)
+            got = rw.wait_all([x.upload_id for x in sent], timeout_s)
+        finally:
+            stop()
+    if not got:
+        raise BenchError(f"{mode}/{task}: no result within {timeout_s} s")
+    sec = (max(g.recv_ms for g in got.values()) - t0) / 1000.0
+    statuses = Counter(g.status for g in got.values())
+    errors = count - len(got) + statuses.get("failed", 0) + statuses.get("dead_letter", 0)
+    return {"task": task, "mode": mode, "images": count, "results": len(got),
+            "seconds": round(sec, 3), "images_per_s": round(len(got) / sec, 3),
+            "mean_batch_size": round(sum(g.batch_size for g in got.values()) / len(got), 2),
+            "statuses": dict(statuses), "errors": errors}
+
+
+def _in_thread(target: Callable[[], object], stop: Callable[[], None]) -> Callable[[], None]:
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+
+    def halt() -> None:
+        stop()
+        t.join(120)
+
+    return halt
+
+
+def run_batching(base: Settings, task: str, proc: Processor, files: Sequence[Path], count: int,
+                 timeout_s: float = 600.0) -> dict:
+    """The batching worker (:class:`streams.worker.Worker`, in-process, default batch settings)."""
+    with fresh_stack(base, PARTITIONS) as s:
+        def start() -> Callable[[], None]:
+            w = Worker(s, {task: proc}, Storage(s.s3))
+            return _in_thread(w.run, w.stop)
+
+        return _timed(s, task, files, count, "batching", start, timeout_s)
+
+
+def run_naive(base: Settings, task: str, proc: Processor, files: Sequence[Path], count: int,
+              timeout_s: float = 600.0) -> dict:
+    """The naive consumer (:class:`benchmarks.naive.NaiveConsumer`, in-process)."""
+    with fresh_stack(base, PARTITIONS) as s:
+        def start() -> Callable[[], None]:
+            n = NaiveConsumer(s, task, proc)
+            return _in_thread(lambda: n.run(count, timeout_s), n.stop)
+
+        return _timed(s, task, files, count, "naive", start, timeout_s)
+
+
+def compare(base: Settings, task: str, proc: Processor, files: Sequence[Path], count: int,
+            rounds: int, timeout_s: float = 600.0) -> dict:
+    """Interleaved model-only / batching / naive passes on the same images.
+
+    Args:
+        base: settings from the environment.
+        task: ``card`` or ``id_photo``.
+        proc: the warmed-up processor; its chosen bucket (from warm-up) is used throughout.
+        files: the image files (cycled to ``count``).
+        count: images per pass.
+        rounds: passes of each kind (order reversed every other round).
+
+    Returns:
+        ``{"task", "bucket", "rounds": [...], "e2e_over_model_only", "batching_over_naive"}``
+        with the ratios as medians over rounds of per-round ratios of images/s.
+    """
+    bm = batched_model(proc)
+    bucket = bm.chosen_bucket
+    blobs = [f.read_bytes() for f in files]
+    kinds: dict[str, Callable[[], dict]] = {
+        "model_only": lambda: {"task": task, "mode": "model_only",
+                               **measure(proc, blobs, bucket, count, base.decode)},
+        "batching": lambda: run_batching(base, task, proc, files, count, timeout_s),
+        "naive": lambda: run_naive(base, task, proc, files, count, timeout_s),
+    }
+    out_rounds = []
+    try:
+        for r in range(rounds):
+            order = list(kinds) if r % 2 == 0 else list(kinds)[::-1]
+            res = {}
+            for k in order:
+                bm.chosen_bucket = bucket
+                res[k] = kinds[k]()
+            out_rounds.append(res)
+    finally:
+        bm.chosen_bucket = bucket
+
+    def ratio(a: str, b: str) -> float:
+        return round(median(x[a]["images_per_s"] / x[b]["images_per_s"] for x in out_rounds), 3)
+
+    return {"task": task, "bucket": bucket, "images": count, "rounds": out_rounds,
+            "e2e_over_model_only": ratio("batching", "model_only"),
+            "batching_over_naive": ratio("batching", "naive")}

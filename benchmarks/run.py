@@ -1,0 +1,253 @@
+"""``make bench``: every benchmark in one run, ratios printed, JSON + PNG under benchmarks/results/.
+
+Sections (``--sections``, default all):
+
+``model``    model-only ceiling: images/s of each processor at every batch size, no Kafka/MinIO;
+``compare``  end to end through the real stack, batching worker vs naive consumer, interleaved
+             with model-only passes at the worker's bucket: ``e2e / model-only`` and
+             ``batching / naive`` per task;
+``load``     the seeds' load table on the sleep processor (10..300 concurrent producers) and P99
+             at 50% of measured capacity;
+``scaling``  1, 2, 4 sleep-processor workers on 6 partitions;
+``probe``    delivery latency of a consumer that pauses its partitions during each batch (as the
+             worker does) against one that does not (explains the load table).
+
+Usage (the stack's env must be set, as ``make bench`` does)::
+
+    eval "$(scripts/stack env)" && .venv/bin/python -m benchmarks.run [--quick]
+    .venv/bin/python -m benchmarks.run --sections model --device cuda --batches 1,8,32,64
+
+Files: ``model_only.json``, ``e2e.json``, ``load.json``, ``scaling.json``, ``summary.json``,
+``probe.json``, ``throughput_vs_batch.png``, ``latency_vs_load.png``, ``scaling.png`` and worker logs in
+``logs/``. Exit status 0 when the run completed (goals not met are reported, not fatal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import BenchError, machine_info, small_jpegs
+from processors.base import Processor
+from processors.registry import build_processor
+from streams.logs import configure_logging
+from streams.samples import write_samples
+from streams.settings import Settings, load_settings
+
+SECTIONS = ("model", "compare", "load", "scaling", "probe")
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options (see ``--help``)."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="batches 1,2,4,8, one round, shorter load levels and backlog")
+    ap.add_argument("--sections", default=",".join(SECTIONS), help=f"subset of {','.join(SECTIONS)}")
+    ap.add_argument("--tasks", default="card,id_photo", help="tasks for model and compare")
+    ap.add_argument("--batches", default=None,
+                    help="batch sizes of the sweep (default 1,2,4,8,16,32 on a GPU; 1,2,4,8,16 on "
+                         "a CPU, where u2netp needs ~260 MiB of activations per image)")
+    ap.add_argument("--n", type=int, default=8, help="images per sweep point")
+    ap.add_argument("--e2e-images", type=int, default=None,
+                    help="images per model-only / batching / naive pass of compare (default 16)")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved compare rounds (default 3)")
+    ap.add_argument("--device", default=None, choices=("cpu", "cuda", "auto"),
+                    help="ONNX Runtime device (default: settings, CARDSTREAM_RUNTIME__DEVICE)")
+    ap.add_argument("--load-seconds", type=float, default=None, help="measuring window per load level")
+    ap.add_argument("--sleep-ms", type=float, default=20.0, help="sleep processor per call (load)")
+    ap.add_argument("--scaling-sleep-ms", type=float, default=200.0,
+                    help="sleep processor per call (scaling)")
+    ap.add_argument("--scaling-events", type=int, default=None, help="backlog per scaling step")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="output folder")
+    a = ap.parse_args(argv)
+    a.sections = [x for x in a.sections.split(",") if x]
+    bad = set(a.sections) - set(SECTIONS)
+    if bad:
+        ap.error(f"unknown sections {sorted(bad)}")
+    a.tasks = [t for t in a.tasks.split(",") if t]
+    a.batches = ([int(b) for b in a.batches.split(",")] if a.batches
+                 else [1, 2, 4, 8] if a.quick else [1, 2, 4, 8, 16, 32] if _gpu(a.device)
+                 else [1, 2, 4, 8, 16])
+    a.rounds = a.rounds or (1 if a.quick else 3)
+    a.e2e_images = a.e2e_images or (8 if a.quick else 16)
+    a.load_seconds = a.load_seconds or (4.0 if a.quick else 6.0)
+    a.scaling_events = a.scaling_events or (120 if a.quick else 240)
+    return a
+
+
+def _gpu(device: str | None) -> bool:
+    """Whether sessions will run on CUDA (``device`` None reads ``CARDSTREAM_RUNTIME__DEVICE``)."""
+    import onnxruntime as ort
+
+    device = device or os.environ.get("CARDSTREAM_RUNTIME__DEVICE", "auto")
+    return device != "cpu" and "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+def build(base: Settings, task: str, batches: list[int], device: str | None) -> Processor:
+    """The real processor of ``task``, with the sweep's batch sizes as its buckets, warmed up."""
+    rt = base.runtime.model_copy(update={"buckets": tuple(sorted(set(batches))), "max_bucket": None,
+                                         **({"device": device} if device else {})})
+    if rt.device != "cpu":
+        import onnxruntime as ort
+
+        if hasattr(ort, "preload_dlls"):  # CUDA/cuDNN from the nvidia-* wheels, if installed
+            ort.preload_dlls()
+    p = build_processor(task, task, card=base.card, idphoto=base.idphoto, runtime=rt)
+    p.warm_up()
+    return p
+
+
+def _table(rows: list[dict], cols: list[str]) -> str:
+    def cell(r: dict, c: str) -> str:
+        return "-" if r.get(c) is None else str(r[c])
+
+    w = {c: max(len(c), *(len(cell(r, c)) for r in rows)) for c in cols}
+    lines = ["  ".join(c.rjust(w[c]) for c in cols)]
+    lines += ["  ".join(cell(r, c).rjust(w[c]) for c in cols) for r in rows]
+    return "\n".join(lines)
+
+
+def _write(out: Path, name: str, doc: Any) -> None:
+    (out / name).write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected sections; returns the exit status."""
+    from benchmarks import e2e, model_only, plots
+
+    a = parse_args(argv)
+    configure_logging("WARNING")
+    needs_stack = {"compare", "load", "scaling", "probe"} & set(a.sections)
+    if needs_stack and "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS" not in os.environ:
+        print("benchmarks need the real stack: run `make bench` "
+              "(or `scripts/stack up && eval \"$(scripts/stack env)\"`)", file=sys.stderr)
+        return 2
+    t_start = time.monotonic()
+    base = load_settings()
+    out = a.out
+    out.mkdir(parents=True, exist_ok=True)
+    logs = out / "logs"
+    machine = machine_info()
+    summary: dict[str, Any] = {"machine": machine, "command": " ".join(["python -m benchmarks.run",
+                                                                       *(argv or sys.argv[1:])]),
+                               "sections": a.sections}
+    title = f"{machine['cpu']} x{machine['cpu_count']}, {machine['date_utc'][:10]}"
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        samples = write_samples(Path(tmp))
+        small = small_jpegs(Path(tmp) / "small", samples["card"])
+        procs: dict[str, Processor] = {}
+        if {"model", "compare"} & set(a.sections):
+            for task in a.tasks:
+                t0 = time.monotonic()
+                procs[task] = build(base, task, a.batches, a.device)
+                bm = model_only.batched_model(procs[task])
+                shared = [t for t, p in procs.items()
+                          if t != task and model_only.batched_model(p) is bm]
+                print(f"[{task}] loaded + warmed up in {time.monotonic() - t0:.1f} s"
+                      f"{f' (ONNX session shared with {shared[0]})' if shared else ''}: provider "
+                      f"{bm.provider}, bucket chosen at warm-up {bm.chosen_bucket} "
+                      f"(images/s per bucket {({k: round(v, 2) for k, v in bm.stats.bucket_ips.items()})})",
+                      flush=True)
+            summary["provider"] = {t: model_only.batched_model(p).provider for t, p in procs.items()}
+            summary["bucket"] = {t: model_only.batched_model(p).chosen_bucket for t, p in procs.items()}
+        sweeps: dict[str, list[dict]] = {}
+        done: dict[str, list[dict]] = {}
+        if "model" in a.sections:
+            for task, p in procs.items():
+                blobs = [f.read_bytes() for f in samples[task]]
+                sweeps[task] = model_only.sweep(p, blobs, a.batches, a.n, base.decode)
+                print(f"\n[{task}] model only (decode + inference + post-processing, no Kafka/MinIO)")
+                print(_table(sweeps[task], ["batch", "images", "seconds", "images_per_s", "accepted",
+                                            "peak_rss_mib", "skipped"]), flush=True)
+            _write(out, "model_only.json", {"machine": machine, "n": a.n, "tasks": sweeps})
+            done = {t: [r for r in rows if "images_per_s" in r] for t, rows in sweeps.items()}
+            summary["model_only_images_per_s"] = {
+                t: {r["batch"]: r["images_per_s"] for r in rows} for t, rows in done.items()}
+            summary["model_batch_gain"] = {
+                t: round(max(r["images_per_s"] for r in rows) / rows[0]["images_per_s"], 3)
+                for t, rows in done.items() if rows and rows[0]["batch"] == 1}
+        compares: dict[str, dict] = {}
+        if "compare" in a.sections:
+            for task, p in procs.items():
+                c = compares[task] = e2e.compare(base, task, p, samples[task], a.e2e_images,
+                                                 a.rounds)
+                print(f"\n[{task}] end to end at bucket {c['bucket']}, {a.e2e_images} images, "
+                      f"{a.rounds} round(s): e2e/model-only = {c['e2e_over_model_only']} "
+                      f"(goal >= 0.90), batching/naive = {c['batching_over_naive']} (goal >= 1.0)")
+                rows = [r[k] for r in c["rounds"] for k in ("model_only", "batching", "naive")]
+                print(_table(rows, ["mode", "images", "seconds", "images_per_s"]), flush=True)
+            _write(out, "e2e.json", {"machine": machine, "tasks": compares})
+            summary["e2e_over_model_only"] = {t: c["e2e_over_model_only"] for t, c in compares.items()}
+            summary["batching_over_naive"] = {t: c["batching_over_naive"] for t, c in compares.items()}
+            summary["e2e_goal_met"] = all(c["e2e_over_model_only"] >= 0.9 for c in compares.values())
+            summary["batching_goal_met"] = all(c["batching_over_naive"] >= 1.0
+                                               for c in compares.values())
+        if sweeps:
+            plots.throughput_vs_batch(done, compares, out / "throughput_vs_batch.png", title)
+        if "load" in a.sections:
+            from benchmarks.load import run_load
+
+            ld = run_load(base, small, logs, duration_s=a.load_seconds, sleep_ms=a.sleep_ms)
+            print(f"\nload table: 1 worker, {ld['processor']}, max_wait {ld['max_wait_ms']} ms, "
+                  f"max_batch {ld['max_batch']}, closed-loop producers, {a.load_seconds:g} s per level")
+            print(_table(ld["rows"], ["producers", "results_per_s", "avg_ms", "p95_ms", "p99_ms",
+                                      "error_rate", "mean_batch_size"]))
+            h = ld["half_capacity"]
+            print(f"at 50% of capacity ({h['rate_per_s']}/s of {ld['capacity_per_s']}/s): "
+                  f"p50 {h['p50_ms']} ms, p99 {h['p99_ms']} ms; goal max_wait + 2 x batch compute "
+                  f"= {ld['max_wait_ms']} + 2 x {ld['batch_compute_ms']} = {ld['p99_goal_ms']} ms: "
+                  f"{'met' if ld['p99_goal_met'] else 'NOT met'}", flush=True)
+            _write(out, "load.json", {"machine": machine, **ld})
+            plots.latency_vs_load(ld, out / "latency_vs_load.png", title)
+            keys = ("producers", "results_per_s", "avg_ms", "p95_ms", "p99_ms", "error_rate")
+            summary.update({
+                "load_processor": ld["processor"],
+                "load_table": [{k: r[k] for k in keys} for r in ld["rows"]],
+                "capacity_per_s": ld["capacity_per_s"],
+                "p99_ms_at_half_capacity": h["p99_ms"], "max_wait_ms": ld["max_wait_ms"],
+                "batch_compute_ms": ld["batch_compute_ms"], "p99_goal_ms": ld["p99_goal_ms"],
+                "p99_goal_met": ld["p99_goal_met"]})
+        if "scaling" in a.sections:
+            from benchmarks.scaling import run_scaling
+
+            sc = run_scaling(base, small, logs, sleep_ms=a.scaling_sleep_ms,
+                             events=a.scaling_events)
+            print(f"\nscaling: {sc['processor']}, {sc['partitions']} partitions, backlog "
+                  f"{sc['events']} per step")
+            print(_table(sc["rows"], ["workers", "results_per_s", "speedup", "ideal_speedup"]),
+                  flush=True)
+            _write(out, "scaling.json", {"machine": machine, **sc})
+            plots.scaling(sc, out / "scaling.png", title)
+            summary["scaling"] = [{k: r[k] for k in ("workers", "results_per_s", "speedup",
+                                                     "ideal_speedup")} for r in sc["rows"]]
+        if "probe" in a.sections:
+            from benchmarks.probe import run_probe
+
+            pr = run_probe(base)
+            print(f"\nprobe: records at {pr['rate_per_s']:g}/s, consume 32 / 10 ms, then "
+                  f"{pr['compute_ms']:g} ms of simulated compute polling every 50 ms")
+            print(_table(pr["rows"], ["pause_during_compute", "received", "p50_ms", "p95_ms",
+                                      "max_ms"]), flush=True)
+            _write(out, "probe.json", {"machine": machine, **pr})
+            summary["pause_probe_p50_ms"] = {("paused" if r["pause_during_compute"] else
+                                              "not_paused"): r["p50_ms"] for r in pr["rows"]}
+    summary["elapsed_s"] = round(time.monotonic() - t_start, 1)
+    summary["machine"]["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+    _write(out, "summary.json", summary)
+    print(f"\nwrote {out}/summary.json (+ per-section JSON and PNG) in {summary['elapsed_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        print(f"benchmark failed: {e}", file=sys.stderr)
+        sys.exit(1)
