@@ -68,7 +68,7 @@ def fresh_settings(base: Settings, run_id: str, partitions: int = 6, **worker: o
 
 @contextmanager
 def fresh_stack(base: Settings, partitions: int = 6, **worker: object) -> Iterator[Settings]:
-    """Create fresh topics + buckets (see :func:`fresh_settings`); delete the topics afterwards.
+    """Create fresh topics + buckets (see :func:`fresh_settings`); delete both afterwards.
 
     Raises:
         KafkaSetupError / StorageError: the local stack is not reachable.
@@ -76,11 +76,27 @@ def fresh_stack(base: Settings, partitions: int = 6, **worker: object) -> Iterat
     s = fresh_settings(base, uuid.uuid4().hex[:12], partitions, **worker)
     a = admin(s.kafka)
     create_topics(a, topic_specs(s.kafka))
-    Storage(s.s3).ensure_buckets([s.s3.uploads_bucket, s.s3.results_bucket])
+    store = Storage(s.s3)
+    store.ensure_buckets([s.s3.uploads_bucket, s.s3.results_bucket])
     try:
         yield s
     finally:
         delete_topics(a, [s.kafka.uploads_topic, s.kafka.results_topic, s.kafka.dlq_topic])
+        remove_buckets(store, [s.s3.uploads_bucket, s.s3.results_bucket])
+
+
+def remove_buckets(store: Storage, names: Sequence[str]) -> None:
+    """Delete every object of the buckets ``names``, then the buckets (missing ones are skipped)."""
+    from minio.deleteobjects import DeleteObject
+
+    c = store.client
+    for b in names:
+        if not c.bucket_exists(b):
+            continue
+        objs = [DeleteObject(o.object_name) for o in c.list_objects(b, recursive=True)]
+        for err in c.remove_objects(b, objs):  # lazy: iterating performs the deletes
+            raise BenchError(f"cannot delete {err.name} from {b}: {err.message}")
+        c.remove_bucket(b)
 
 
 def wait_group(s: Settings, members: int, partitions: int, timeout_s: float = 60.0) -> float:
