@@ -80,6 +80,11 @@ class CardProcessor:
         return self._info
 
     @property
+    def bucket(self) -> int:
+        """Largest batch of one u2netp call (chosen at warm-up)."""
+        return self._model.chosen_bucket
+
+    @property
     def stats(self) -> BatchStats:
         """Counters of the localisation model's batched calls."""
         return self._model.stats
