@@ -104,6 +104,12 @@ class Processor(Protocol):
     task: str
 
     @property
+    def bucket(self) -> int:
+        """The largest batch one model call takes (chosen at warm-up); ``streams`` hands the
+        processor chunks of at most this many items, so each chunk is one inference call."""
+        ...
+
+    @property
     def stats(self) -> BatchStats:
         """Counters of its batched model calls (``calls``, ``images``, ``padded``)."""
         ...

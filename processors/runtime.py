@@ -39,6 +39,9 @@ class RuntimeSettings(BaseModel):
         latency_budget_ms: a bucket whose single call takes longer than this is not chosen.
         intra_op_threads: ONNX Runtime intra-op threads (0: ORT's default = physical cores).
         cuda_device_id: GPU index for the CUDA EP.
+        cpu_max_bucket: bucket cap when the session runs on the CPU EP. u2netp needs about
+            260 MiB of activations per image, and on a CPU a batch above 8 only costs memory
+            (measured in ``benchmarks/``: no throughput gain past 2-4 on 2 cores).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -49,6 +52,7 @@ class RuntimeSettings(BaseModel):
     latency_budget_ms: float = 2000.0
     intra_op_threads: int = 0
     cuda_device_id: int = 0
+    cpu_max_bucket: int = 8
 
 
 def sha256_file(path: Path) -> str:
@@ -148,6 +152,10 @@ class BatchedModel:
         if settings.intra_op_threads:
             so.intra_op_num_threads = settings.intra_op_threads
         so.log_severity_level = 3
+        on_cpu = providers_for(settings) == ["CPUExecutionProvider"]
+        if on_cpu:
+            # the CPU arena keeps its peak for the life of the process (GBs after one big batch)
+            so.enable_cpu_mem_arena = False
         try:
             self.session = ort.InferenceSession(data, so, providers=providers_for(settings))
         except Exception as e:  # onnxruntime raises its own untyped errors
@@ -162,6 +170,8 @@ class BatchedModel:
         self.input_name = self.session.get_inputs()[0].name
         buckets = tuple(sorted(settings.buckets))
         cap = settings.max_bucket or buckets[-1]
+        if self.provider == "CPUExecutionProvider":
+            cap = min(cap, settings.cpu_max_bucket)
         self.buckets = tuple(b for b in buckets if b <= cap) or (1,)
         self.chosen_bucket = self.buckets[-1]
         self.stats = BatchStats()

@@ -40,6 +40,11 @@ class SleepProcessor:
         self._model = ModelInfo(name="sleep", version="sleep-1", provider="none")
 
     @property
+    def bucket(self) -> int:
+        """Largest batch per call."""
+        return self.chosen_bucket
+
+    @property
     def model(self) -> ModelInfo:
         """Model identity: ``sleep`` / ``sleep-1`` / provider ``none``."""
         return self._model

@@ -10,8 +10,9 @@ Checkpoint order per batch (exactly-once results):
 5. in ONE Kafka transaction: produce results + dead letters, ``send_offsets_to_transaction``,
    ``commit_transaction``.
 
-While steps 2-4 run on a helper thread the loop keeps polling with its partitions paused, so
-rebalance callbacks run and the consumer stays in its group; events of partitions revoked
+While steps 2-4 run on a helper thread the loop keeps polling (prefetching the next batch, and
+pausing its partitions only when that is full), so rebalance callbacks run and the consumer stays
+in its group; events of partitions revoked
 meanwhile are dropped before the transaction (their new owner redoes them). If MinIO is
 unavailable nothing is committed: the loop rewinds to the batch's first offsets, pauses and
 retries once the store answers. Abortable transaction errors abort and rewind; fatal ones
@@ -68,15 +69,6 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _epoch_ms(rfc3339: str | None) -> float | None:
-    if not rfc3339:
-        return None
-    try:
-        return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp() * 1000.0
-    except ValueError:
-        return None
-
-
 def object_key(task: str, model_version: str, upload_id: str, name: str, ext: str) -> str:
     """Deterministic output key ``{task}/{model_version}/{upload_id}/{name}.{ext}``.
 
@@ -97,6 +89,7 @@ class _Entry:
     reason: ReasonCode | None = None  # rejected before processing
     outcome: Outcome | None = None
     batch_size: int = 0
+    t_batch_ms: float = 0.0
     refs: dict[str, ObjectRef] = field(default_factory=dict)
 
     @property
@@ -140,6 +133,7 @@ class Worker:
         self._compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
         self._stop = threading.Event()
         self._revoked: set[tuple[str, int]] = set()
+        self._paused = False
         self._carry: list[Message] = []
         self._last_lag = 0.0
         self.batches = 0
@@ -272,31 +266,46 @@ class Worker:
         """Process one poll batch to a committed transaction (or rewind and leave it for a retry)."""
         self.metrics.batch_size.observe(len(msgs))
         start_offsets = self._first_offsets(msgs)
-        assigned = self.consumer.assignment()
-        self.consumer.pause(assigned)
         try:
             fut = self._compute.submit(self._compute_batch, msgs)
-            while not fut.done():  # keep serving the group while the batch computes
+            while not fut.done():  # keep serving the group (and prefetching) while the batch computes
                 self._keep_polling(0.05)
             try:
                 entries = fut.result()
             except StorageUnavailable as e:
                 log.warning("storage_unavailable", error=str(e))
                 self._rewind(start_offsets)
+                self._pause()
                 self._wait_for_storage()
                 return
             entries = [e for e in entries if e.tp not in self._revoked]
             if entries:
                 self._transact(entries, start_offsets)
         finally:
-            live = [tp for tp in self.consumer.assignment() if (tp.topic, tp.partition) not in self._revoked]
+            self._resume()
+
+    def _pause(self) -> None:
+        if not self._paused:
+            self.consumer.pause(self.consumer.assignment())
+            self._paused = True
+
+    def _resume(self) -> None:
+        if self._paused:
+            live = [tp for tp in self.consumer.assignment()
+                    if (tp.topic, tp.partition) not in self._revoked]
             self.consumer.resume(live)
+            self._paused = False
 
     def _keep_polling(self, timeout_s: float) -> None:
+        """Poll while a batch computes: prefetch the next batch into the carry list, and pause the
+        partitions only once it is full (librdkafka waits a while before fetching after a resume,
+        so pausing every batch would stall the pipeline)."""
         self.health.tick()
+        if len(self._carry) >= self.s.worker.max_batch:
+            self._pause()
         m = self.consumer.poll(timeout_s)
         if m is not None and m.error() is None:
-            self._carry.append(m)  # fetched before the pause took effect: next batch
+            self._carry.append(m)
 
     def _wait_for_storage(self) -> None:
         delay = 0.5
@@ -330,6 +339,8 @@ class Worker:
     def _compute_batch(self, msgs: list[Message]) -> list[_Entry]:
         t_batch = time.time() * 1000.0
         entries = [self._parse(m) for m in msgs]
+        for e in entries:
+            e.t_batch_ms = t_batch
         loads = {i: self._pool.submit(self._load, e.event)
                  for i, e in enumerate(entries) if e.event is not None}
         for i, f in loads.items():
@@ -349,8 +360,7 @@ class Worker:
                 raise StorageUnavailable(str(se)) from se
         for e in entries:
             if e.event is not None:
-                sub = _epoch_ms(e.event.submitted_at) or float(e.msg.timestamp()[1])
-                self.metrics.queue_wait.observe(max(t_batch - sub, 0.0) / 1000.0)
+                self.metrics.queue_wait.observe(max(t_batch - _kafka_ts_ms(e.msg), 0.0) / 1000.0)
         by_task: dict[str, list[_Entry]] = {}
         for e in entries:
             if e.event is not None and e.image is not None:
@@ -402,18 +412,24 @@ class Worker:
         return decode_image(data, self.s.decode)
 
     def _run_processor(self, task: str, group: list[_Entry]) -> None:
+        """Run the task's processor on ``group`` in chunks of its batch bucket: one model call each."""
         proc = self.processors[task]
-        items = [Item(e.event.upload_id, e.image, e.event.options_dict()) for e in group]
+        step = max(1, int(proc.bucket))
+        for i in range(0, len(group), step):
+            self._run_chunk(task, proc, group[i : i + step])
+
+    def _run_chunk(self, task: str, proc: Processor, chunk: list[_Entry]) -> None:
+        items = [Item(e.event.upload_id, e.image, e.event.options_dict()) for e in chunk]
         calls0 = _calls(proc)
         t0 = time.perf_counter()
         try:
-            outcomes = proc.process_batch(items)
+            outcomes: list[Outcome | None] = list(proc.process_batch(items))
             if len(outcomes) != len(items):
                 raise RuntimeError(f"{len(outcomes)} outcomes for {len(items)} items")
         except Exception as exc:  # isolate the poison item: one by one
             log.warning("batch_failed_isolating", task=task, error=type(exc).__name__)
             outcomes = []
-            for e, it in zip(group, items, strict=True):
+            for e, it in zip(chunk, items, strict=True):
                 try:
                     outcomes.extend(proc.process_batch([it]))
                 except Exception as exc1:
@@ -423,13 +439,13 @@ class Worker:
                     outcomes.append(None)
         self.metrics.inference.labels(task).observe(time.perf_counter() - t0)
         self.metrics.inference_calls.labels(task).inc(max(_calls(proc) - calls0, 0))
-        for e, o in zip(group, outcomes, strict=True):
+        for e, o in zip(chunk, outcomes, strict=True):
             e.image = None
             if o is None:
                 e.event = None
             else:
                 e.outcome = o
-                e.batch_size = len(group)
+                e.batch_size = len(chunk)
 
     # --- results + transaction --------------------------------------------------------------
     def _dead(self, m: Message, code: str, error: str, upload_id: str | None) -> DeadLetter:
@@ -443,8 +459,8 @@ class Worker:
         task = str(ev.task)
         proc = self.processors[task]
         processed_at = now_rfc3339()
-        now_ms = _epoch_ms(processed_at) or time.time() * 1000.0
-        sub_ms = _epoch_ms(ev.submitted_at) or float(e.msg.timestamp()[1])
+        now_ms = time.time() * 1000.0
+        ts_ms = _kafka_ts_ms(e.msg)
         o = e.outcome
         if o is None:
             status, reasons, payload, inf_ms = Status.REJECTED, (e.reason,), None, 0.0
@@ -456,9 +472,9 @@ class Worker:
             upload_id=ev.upload_id, task=ev.task, status=status, reasons=reasons,
             model=ModelRef(name=proc.model.name, version=self._version(task),
                            provider=proc.model.provider),
-            timings=Timings(queue_ms=round(max(now_ms - sub_ms - inf_ms, 0.0), 3),
+            timings=Timings(queue_ms=round(max(e.t_batch_ms - ts_ms, 0.0), 3),
                             batch_size=e.batch_size, inference_ms=round(inf_ms, 3),
-                            total_ms=round(max(now_ms - sub_ms, 0.0), 3)),
+                            total_ms=round(max(now_ms - ts_ms, 0.0), 3)),
             source=SourceRef(topic=e.msg.topic(), partition=e.msg.partition(), offset=e.msg.offset()),
             processed_at=processed_at, submitted_at=ev.submitted_at, trace_id=ev.trace_id, **kw)
 
@@ -534,6 +550,11 @@ class Worker:
         with contextlib.suppress(KafkaException):
             self.producer.flush(1)
         self.producer = transactional_producer(self.s.kafka, self.transactional_id)
+
+
+def _kafka_ts_ms(m: Message) -> float:
+    """The record's Kafka timestamp (epoch ms; CreateTime from the producer)."""
+    return float(m.timestamp()[1])
 
 
 def _calls(proc: Processor) -> int:

@@ -96,6 +96,11 @@ class IdPhotoProcessor:
         )
 
     @property
+    def bucket(self) -> int:
+        """Largest batch of one matting call (chosen at warm-up)."""
+        return self.matting.model.chosen_bucket
+
+    @property
     def stats(self) -> BatchStats:
         """Counters of the matting model (calls, images, padding; shared with other users of u2netp)."""
         return self.matting.model.stats

@@ -40,7 +40,8 @@ def test_fixed_batch_graph_runs_any_batch_after_rewrite(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("n", "bucket"), [(1, 1), (5, 4), (9, 4), (32, 8), (33, 32)])
 def test_calls_are_ceil_n_over_bucket_and_padding_to_buckets(tmp_path: Path, n: int, bucket: int) -> None:
     p = _model(tmp_path / "m.onnx")
-    bm = BatchedModel(p, None, RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True)
+    bm = BatchedModel(p, None, RuntimeSettings(device="cpu", cpu_max_bucket=32), "t",
+                      make_batch_symbolic=True)
     bm.chosen_bucket = bucket
     bm.run(np.zeros((n, 3, 4, 4), np.float32))
     assert bm.stats.calls == math.ceil(n / bucket)
@@ -62,6 +63,8 @@ def test_max_bucket_caps_the_buckets(tmp_path: Path) -> None:
     p = _model(tmp_path / "m.onnx")
     bm = BatchedModel(p, None, RuntimeSettings(device="cpu", max_bucket=4), "t", make_batch_symbolic=True)
     assert bm.buckets == (1, 2, 4)
+    cpu = BatchedModel(p, None, RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True)
+    assert cpu.buckets == (1, 2, 4, 8)  # cpu_max_bucket
 
 
 def test_sha256_pin_and_missing_file(tmp_path: Path) -> None:
