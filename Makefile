@@ -38,6 +38,7 @@ test-integration: models stack-up
 	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m pytest tests/integration
 
 bench: models stack-up ## benchmarks (never part of `make test`)
+	$(VENV)/bin/python -m pip install -q -e ".[$(EXTRA),dev,bench]"
 	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m benchmarks.run
 
 lint: setup
