@@ -21,9 +21,24 @@ def configure_logging(level: str = "INFO") -> None:
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_StderrLoggerFactory(),
         cache_logger_on_first_use=True,
     )
+
+
+class _StderrLogger:
+    """Writes each JSON line to the *current* ``sys.stderr`` (not the one seen at configuration,
+    which test runners and CLIs may swap and close)."""
+
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    debug = info = warning = warn = error = critical = exception = fatal = log = msg
+
+
+class _StderrLoggerFactory:
+    def __call__(self, *args: object) -> _StderrLogger:
+        return _StderrLogger()
 
 
 log = structlog.get_logger("cardstream")
