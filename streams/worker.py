@@ -155,7 +155,7 @@ class Worker:
             t0 = time.perf_counter()
             p.warm_up()
             log.info("warmed_up", task=task, model=p.model.name, provider=p.model.provider,
-                     bucket=getattr(p, "chosen_bucket", None),
+                     bucket=p.bucket,
                      ms=round((time.perf_counter() - t0) * 1000, 1))
 
     def _on_assign(self, c: Any, parts: list[TopicPartition]) -> None:
