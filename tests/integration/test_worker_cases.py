@@ -57,7 +57,7 @@ def test_shared_cases_through_the_worker(settings: Settings, manifest: dict, tmp
              for t in ("card", "id_photo")}
     w = Worker(s, procs, Storage(s.s3))
     w.warm_up()
-    th = threading.Thread(target=w.run, kwargs={"idle_exit_s": 20.0}, daemon=True)
+    th = threading.Thread(target=w.run, kwargs={"idle_exit_s": 300.0}, daemon=True)
     th.start()
     n_results = len(sent) + 1  # + missing_object -> rejected OBJECT_NOT_FOUND
     rs = {r.upload_id: r for r in results(s, n_results, timeout_s=400)}
