@@ -7,7 +7,7 @@ size, one timed pass does: safe decode (``processors.decode.decode_image``) of e
 refinement, homography warp to 1011 x 637 px, upright decision, verdicts, JPEG encode).
 ``model_ips`` times the batched u2netp call alone (preprocessing included) for the same chunks.
 
-    .venv/bin/python benchmarks/card_bench.py [--n 32] [--rounds 2] [--threads 0]
+    .venv/bin/python -m benchmarks.card_bench [--n 32] [--rounds 2] [--threads 0]
 
 Writes ``benchmarks/results/card.json`` and ``card.png`` unless ``--out``.
 """
@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from benchmarks.report import save_processor_report
 from processors.base import Item
 from processors.card.detect import preprocess
 from processors.card.processor import CardProcessor
@@ -118,14 +118,7 @@ def main() -> None:
                      "model_ips": round(float(np.median([x[1] for x in r])), 3),
                      "e2e_ms_per_image": round(1000.0 / e2e, 1)})
         print(json.dumps(rows[-1]))
-    a.out.mkdir(parents=True, exist_ok=True)
-    doc = {"benchmark": "card", "model": proc.model.version, "provider": proc.model.provider,
-           "cpu_count": os.cpu_count(), "machine": platform.machine(),
-           "intra_op_threads": a.threads,
-           "load_avg_1m_before_after": [load0, os.getloadavg()[0]], "rows": rows}
-    (a.out / "card.json").write_text(json.dumps(doc, indent=1) + "\n")
-    plot(rows, a.out / "card.png")
-    print(f"wrote {a.out / 'card.json'} and {a.out / 'card.png'}")
+    save_processor_report("card", proc, a.threads, load0, rows, a.out, plot)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ matting, faces, framing, compositing and JPEG encoding. Two figures per configur
 ``processor_ips`` (``IdPhotoProcessor.process_batch`` end to end, decoded images in, JPEG bytes
 out) and ``model_ips`` (the batched U2-Net call alone, pre/post-processing included).
 
-    .venv/bin/python benchmarks/idphoto_bench.py [--n 16] [--rounds 2] [--size one_inch]
+    .venv/bin/python -m benchmarks.idphoto_bench [--n 16] [--rounds 2] [--size one_inch]
 
 Writes ``benchmarks/results/idphoto.json`` and ``idphoto.png`` (bar chart) unless ``--out``.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import cv2
 import numpy as np
 from skimage import data
 
+from benchmarks.report import save_processor_report
 from processors.base import Item
 from processors.idphoto.processor import IdPhotoProcessor
 from processors.idphoto.settings import IdPhotoSettings
@@ -129,14 +129,7 @@ def main() -> None:
     rows = run(proc, imgs, a.size, a.rounds)
     for r in rows:
         print(json.dumps(r))
-    a.out.mkdir(parents=True, exist_ok=True)
-    doc = {"benchmark": "idphoto", "model": proc.model.version, "provider": proc.model.provider,
-           "cpu_count": os.cpu_count(), "machine": platform.machine(),
-           "intra_op_threads": a.threads,
-           "load_avg_1m_before_after": [load0, os.getloadavg()[0]], "rows": rows}
-    (a.out / "idphoto.json").write_text(json.dumps(doc, indent=1) + "\n")
-    plot(rows, a.out / "idphoto.png")
-    print(f"wrote {a.out / 'idphoto.json'} and {a.out / 'idphoto.png'}")
+    save_processor_report("idphoto", proc, a.threads, load0, rows, a.out, plot)
 
 
 if __name__ == "__main__":
