@@ -12,7 +12,6 @@ import os
 import platform
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -28,7 +27,9 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from schemas import codec
 from schemas.errors import CardstreamError
+from streams import procs
 from streams.kafka import admin, consumer, create_topics, delete_topics, topic_specs
+from streams.procs import WorkerProc
 from streams.settings import Settings, TopicSettings
 from streams.storage import Storage
 
@@ -289,49 +290,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def worker_env(s: Settings) -> dict[str, str]:
-    """Environment making a ``cardstream worker`` subprocess use ``s``'s topics and buckets."""
-    from tests.integration.helpers import settings_env
-
-    return settings_env(s)
-
-
-@dataclass
-class WorkerProc:
-    """A ``cardstream worker`` subprocess: ``proc``, its ``/metrics`` ``port`` and ``log`` file."""
-
-    proc: subprocess.Popen
-    port: int
-    log: Path
-
-
 def start_worker(s: Settings, slot: int, logs: Path, args: Sequence[str]) -> WorkerProc:
-    """Start ``cardstream worker --slot N --http-port P ARGS`` (stdout+stderr to a log file)."""
-    logs.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log = logs / f"worker-{s.kafka.group_id}-{slot}.log"
-    exe = Path(sys.executable).with_name("cardstream")
-    f = open(log, "ab")
-    p = subprocess.Popen([str(exe), "worker", "--slot", str(slot), "--http-port", str(port), *args],
-                         env=worker_env(s), stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                         start_new_session=True)
-    f.close()
-    return WorkerProc(p, port, log)
+    """Start ``cardstream worker --slot N --http-port P ARGS`` on a free port (log under ``logs``)."""
+    return procs.start_worker(s, slot, logs / f"worker-{s.kafka.group_id}-{slot}.log", args,
+                              http_port=free_port())
 
 
 def stop_workers(workers: Sequence[WorkerProc], timeout_s: float = 30.0) -> list[int]:
     """SIGTERM every worker, wait (SIGKILL after ``timeout_s``); returns their exit codes."""
-    for w in workers:
-        if w.proc.poll() is None:
-            w.proc.terminate()
-    codes = []
-    for w in workers:
-        try:
-            codes.append(w.proc.wait(timeout_s))
-        except subprocess.TimeoutExpired:
-            w.proc.kill()
-            codes.append(w.proc.wait())
-    return codes
+    return procs.stop_workers(workers, timeout_s=timeout_s)
 
 
 def check_alive(workers: Sequence[WorkerProc]) -> None:

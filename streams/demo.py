@@ -8,10 +8,6 @@ stopped with SIGTERM. The time window of the run is saved for ``cardstream repla
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -21,6 +17,7 @@ from rich.table import Table
 
 from streams.errors import StreamsError
 from streams.kafka import admin, create_topics, topic_specs
+from streams.procs import WorkerProc, start_worker, stop_workers
 from streams.produce import UploadProducer
 from streams.replay import decode_results, read_topic
 from streams.samples import write_samples
@@ -36,21 +33,12 @@ def _ready(port: int) -> bool:
         return False
 
 
-def start_workers(s: Settings, n: int, logs: Path, base_port: int = 18080) -> list[tuple[subprocess.Popen, int]]:
+def start_workers(s: Settings, n: int, logs: Path, base_port: int = 18080) -> list[WorkerProc]:
     """Start ``n`` ``cardstream worker`` processes (slots 0..n-1) with /ready on ``base_port + i``."""
-    logs.mkdir(parents=True, exist_ok=True)
-    exe = Path(sys.executable).with_name("cardstream")
-    out = []
-    for i in range(n):
-        f = open(logs / f"worker{i}.log", "ab")
-        p = subprocess.Popen([str(exe), "worker", "--slot", str(i), "--http-port", str(base_port + i)],
-                             stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ),
-                             start_new_session=True)
-        out.append((p, base_port + i))
-    return out
+    return [start_worker(s, i, logs / f"worker{i}.log", http_port=base_port + i) for i in range(n)]
 
 
-def wait_ready(workers: list[tuple[subprocess.Popen, int]], timeout_s: float, logs: Path) -> None:
+def wait_ready(workers: list[WorkerProc], timeout_s: float, logs: Path) -> None:
     """Wait until every worker answers /ready (warm-up done).
 
     Raises:
@@ -58,28 +46,13 @@ def wait_ready(workers: list[tuple[subprocess.Popen, int]], timeout_s: float, lo
     """
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
-        for p, _ in workers:
-            if p.poll() is not None:
-                raise StreamsError(f"a worker exited with {p.returncode} during warm-up (logs: {logs})")
-        if all(_ready(port) for _, port in workers):
+        for w in workers:
+            if w.proc.poll() is not None:
+                raise StreamsError(f"a worker exited with {w.proc.returncode} during warm-up (logs: {logs})")
+        if all(_ready(w.port) for w in workers):
             return
         time.sleep(0.5)
     raise StreamsError(f"workers not ready after {timeout_s} s (logs: {logs})")
-
-
-def stop_workers(workers: list[tuple[subprocess.Popen, int]], timeout_s: float = 60.0) -> list[int]:
-    """SIGTERM every worker and wait (SIGKILL after ``timeout_s``); returns exit codes."""
-    for p, _ in workers:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    codes = []
-    for p, _ in workers:
-        try:
-            codes.append(p.wait(timeout_s))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            codes.append(p.wait())
-    return codes
 
 
 def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0) -> int:
@@ -106,7 +79,7 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
         got: dict = {}
         t0 = time.monotonic()
         while len(got) < len(want) and time.monotonic() - t0 < timeout_s:
-            if all(p.poll() is not None for p, _ in procs):
+            if all(w.proc.poll() is not None for w in procs):
                 console.print(f"[red]every worker exited (logs: {out / 'logs'})[/]")
                 break
             for r in decode_results(read_topic(s.kafka, s.kafka.results_topic)):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -13,7 +12,9 @@ import numpy as np
 
 from schemas import codec
 from schemas.models import DeadLetter, VerificationResult
+from streams import procs
 from streams.kafka import consumer
+from streams.procs import settings_env
 from streams.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,42 +35,14 @@ def write_images(folder: Path, n: int, seed: int = 0, size: tuple[int, int] = (9
     return out
 
 
-def settings_env(s: Settings) -> dict[str, str]:
-    """Environment that makes a ``cardstream`` subprocess use the settings of this test."""
-    k, s3 = s.kafka, s.s3
-    env = dict(os.environ)
-    env.update({
-        "CARDSTREAM_KAFKA__UPLOADS_TOPIC": k.uploads_topic,
-        "CARDSTREAM_KAFKA__RESULTS_TOPIC": k.results_topic,
-        "CARDSTREAM_KAFKA__DLQ_TOPIC": k.dlq_topic,
-        "CARDSTREAM_KAFKA__GROUP_ID": k.group_id,
-        "CARDSTREAM_KAFKA__TRANSACTIONAL_ID_PREFIX": k.transactional_id_prefix,
-        "CARDSTREAM_S3__UPLOADS_BUCKET": s3.uploads_bucket,
-        "CARDSTREAM_S3__RESULTS_BUCKET": s3.results_bucket,
-        "CARDSTREAM_S3__ALLOWED_BUCKETS": f'["{s3.uploads_bucket}"]',
-        "PYTHONUNBUFFERED": "1",
-    })
-    return env
-
-
 def start_worker(s: Settings, slot: int, log_path: Path, *args: str) -> subprocess.Popen:
-    """Start ``cardstream worker --slot N ARGS`` as a subprocess logging to ``log_path``."""
-    cmd = [str(ROOT / ".venv" / "bin" / "cardstream"), "worker", "--slot", str(slot),
-           "--http-port", "0", *args]
-    f = open(log_path, "ab")
-    return subprocess.Popen(cmd, env=settings_env(s), stdout=f, stderr=subprocess.STDOUT,
-                            cwd=ROOT, start_new_session=True)
+    """Start ``cardstream worker --slot N ARGS`` (no HTTP) logging to ``log_path``."""
+    return procs.start_worker(s, slot, log_path, args).proc
 
 
 def stop_worker(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
     """Send ``sig`` and wait; SIGKILL after ``timeout_s``. Returns the exit code."""
-    if p.poll() is None:
-        p.send_signal(sig)
-        try:
-            return p.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    return p.wait()
+    return procs.stop_workers([procs.WorkerProc(p, 0, Path())], sig, timeout_s)[0]
 
 
 def read_committed(s: Settings, topic: str, want: int, timeout_s: float, settle_s: float = 3.0,
