@@ -243,7 +243,9 @@ def summarize(agg: Mapping[str, Any], end_ms: int | None = None) -> dict[str, An
     lat: dict[str, float | None] = {
         f"p{p}": hist_percentile(t["hist"], p, t["min"], t["max"]) if n else None for p in PERCENTILES
     }
-    lat.update(mean=t["sum"] / n if n else None, min=t["min"], max=t["max"])
+    # rounded to 1 µs: the float sum depends on the order partitions were merged in, and the
+    # same window must answer the same from any instance and after any restart
+    lat.update(mean=round(t["sum"] / n, 3) if n else None, min=t["min"], max=t["max"])
     start = int(agg["start_ms"])
     end = start + int(agg["size_s"]) * 1000 if end_ms is None else int(end_ms)
     size_s = max(end - start, 1) / 1000.0
@@ -252,7 +254,7 @@ def summarize(agg: Mapping[str, Any], end_ms: int | None = None) -> dict[str, An
         "count": n, "by_status": dict(sorted(agg["by_status"].items())),
         "by_reason": dict(sorted(agg["by_reason"].items())),
         "results_per_s": n / size_s, "total_ms": lat,
-        "batch_size_avg": agg["batch_size_sum"] / n if n else None,
+        "batch_size_avg": round(agg["batch_size_sum"] / n, 6) if n else None,
     }
 
 
