@@ -42,6 +42,7 @@ class ReasonCode(StrEnum):
     IMAGE_TOO_SMALL = "IMAGE_TOO_SMALL"
     CORRUPT_IMAGE = "CORRUPT_IMAGE"
     OBJECT_NOT_FOUND = "OBJECT_NOT_FOUND"
+    CHECKSUM_MISMATCH = "CHECKSUM_MISMATCH"  # claim-check object differs from its size/sha256
     # processing
     INTERNAL_ERROR = "INTERNAL_ERROR"
 

@@ -93,7 +93,10 @@ def worker(
         slot = int(m.group(1)) if m else None
     if slot is not None:
         w["slot"] = slot
-    s = s.model_copy(update={"worker": s.worker.model_copy(update=w)})
+    try:  # model_validate (not model_copy) so the CLI values meet the same bounds as the env
+        s = s.model_copy(update={"worker": type(s.worker).model_validate({**s.worker.model_dump(), **w})})
+    except ValueError as e:
+        raise typer.BadParameter(str(e).splitlines()[-2].strip() if "\n" in str(e) else str(e)) from e
     configure_logging(s.log_level)
     override = dict(p.split("=", 1) for p in processor.split(",") if "=" in p)
     procs = {t: build_processor(override.get(t, t), t, card=s.card, idphoto=s.idphoto,
@@ -123,13 +126,17 @@ def produce(
     """Upload images (claim check in MinIO) and produce one UploadEvent each to the uploads topic."""
     from tqdm import tqdm
 
-    from streams.produce import UploadProducer, list_images
+    from streams.produce import UploadProducer, list_images, validate_request
 
     s = load_settings()
     files = list_images(dir)
     if not files:
         raise typer.BadParameter(f"no images in {dir}")
-    opts = json.loads(options) if options else None
+    try:
+        opts = json.loads(options) if options else None
+        validate_request("probe", task, opts)
+    except ValueError as e:
+        raise typer.BadParameter(f"--task/--options: {' '.join(str(e).split())}") from e
     n = count or len(files)
     with tqdm(total=n, unit="upload", disable=None) as bar:
         sent = UploadProducer(s, inline=inline).produce_files(

@@ -116,7 +116,8 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     (out / "demo_results.json").write_text(json.dumps(
         {"from_ms": from_ms, "to_ms": to_ms, "results": rows}, indent=1))
     console.print(f"outputs under {out}/card and {out}/id_photo; replay this window with:\n"
-                  f"  cardstream replay --from {from_ms} --to {to_ms}")
+                  f'  eval "$(scripts/stack env)" && .venv/bin/cardstream replay '
+                  f"--from {from_ms} --to {to_ms}")
     ok = len(got) == len(want) and all(c == 0 for c in codes)
     if not ok:
         console.print(f"[red]{len(want) - len(got)} uploads without a result; worker exit codes {codes}[/]")

@@ -45,6 +45,18 @@ def make_upload_id(prefix: str, name: str, i: int) -> str:
     return f"{prefix}-{i:06d}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
+def validate_request(upload_id: str, task: str, options: dict[str, Any] | None) -> None:
+    """Check an upload's id, task and options against the contract before anything is stored.
+
+    Raises:
+        pydantic.ValidationError (a ``ValueError``): what the contract refuses.
+    """
+    probe: dict[str, Any] = {"upload_id": upload_id, "task": task, "image": {"inline_b64": "AA=="}}
+    if options:
+        probe["options"] = options
+    UploadEvent.model_validate(probe)
+
+
 class UploadProducer:
     """Puts images and produces UploadEvents.
 
@@ -66,6 +78,7 @@ class UploadProducer:
         """PUT ``data`` (unless sent inline) and build its event."""
         import base64
 
+        validate_request(upload_id, task, options)  # before the PUT: a bad event uploads nothing
         if self.inline and len(data) <= self.s.worker.inline_max_bytes:
             image: dict[str, Any] = {"inline_b64": base64.b64encode(data).decode()}
         else:

@@ -108,16 +108,16 @@ class WorkerSettings(_Frozen):
         shutdown_timeout_s: bound on graceful SIGTERM handling.
     """
 
-    max_batch: int = 32
-    max_wait_ms: int = 10
+    max_batch: int = Field(32, ge=1, le=10_000)
+    max_wait_ms: int = Field(10, ge=0, le=60_000)
     tasks: tuple[str, ...] = ("card", "id_photo")
-    slot: int = 0
-    io_threads: int = 8
-    http_port: int = 8080
-    max_poll_interval_ms: int = 300_000
-    inline_max_bytes: int = 512 * 1024
-    dlq_value_max_bytes: int = 64 * 1024
-    shutdown_timeout_s: float = 30.0
+    slot: int = Field(0, ge=0)
+    io_threads: int = Field(8, ge=1, le=256)
+    http_port: int = Field(8080, ge=0, le=65535)
+    max_poll_interval_ms: int = Field(300_000, ge=10_000)
+    inline_max_bytes: int = Field(512 * 1024, ge=0)
+    dlq_value_max_bytes: int = Field(64 * 1024, ge=0)
+    shutdown_timeout_s: float = Field(30.0, gt=0)
 
 
 class Settings(BaseSettings):

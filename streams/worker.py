@@ -22,6 +22,9 @@ retries once the store answers. Abortable transaction errors abort and rewind; f
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
+import re
 import signal
 import threading
 import time
@@ -39,6 +42,7 @@ from processors.decode import decode_image
 from processors.errors import DecodeError
 from schemas import codec
 from schemas.errors import ContractError
+from schemas.formats import UPLOAD_ID_PATTERN
 from schemas.models import (
     CardPayload,
     DeadLetter,
@@ -396,7 +400,8 @@ class Worker:
                 m.key(), m.value(), m.headers(), allowed_buckets=self.s.s3.allowed_buckets,
                 inline_max_bytes=self.s.worker.inline_max_bytes)
         except ContractError as ce:
-            e.dead = self._dead(m, ce.code, f"{ce} at {ce.path}", None)
+            where = f" at {ce.path}" if ce.path != "$" else ""
+            e.dead = self._dead(m, ce.code, f"{ce}{where}", _readable_upload_id(m.value()))
             return e
         if str(e.event.task) not in self.processors:
             e.dead = self._dead(m, DeadLetterCode.PROCESSING_ERROR,
@@ -405,10 +410,23 @@ class Worker:
         return e
 
     def _load(self, ev: UploadEvent) -> np.ndarray:
+        """Image bytes (inline or claim check, verified against the ref's size and sha256 when
+        given) decoded to ``(H, W, 3) uint8`` BGR.
+
+        Raises:
+            ObjectNotFound / ObjectTooLarge / StorageError: from the store.
+            DecodeError: bad image, or ``CHECKSUM_MISMATCH`` when the object is not the one the
+                event describes.
+        """
         data = codec.inline_bytes(ev)
         if data is None:
             ref = ev.image.ref
             data = self.storage.get(ref.bucket, ref.key, max_bytes=self.s.decode.max_bytes)
+            if ref.size_bytes is not None and ref.size_bytes != len(data):
+                raise DecodeError(ReasonCode.CHECKSUM_MISMATCH,
+                                  f"object is {len(data)} bytes, the event says {ref.size_bytes}")
+            if ref.sha256 is not None and hashlib.sha256(data).hexdigest() != ref.sha256:
+                raise DecodeError(ReasonCode.CHECKSUM_MISMATCH, "object sha256 differs from the event's")
         return decode_image(data, self.s.decode)
 
     def _run_processor(self, task: str, group: list[_Entry]) -> None:
@@ -550,6 +568,19 @@ class Worker:
         with contextlib.suppress(KafkaException):
             self.producer.flush(1)
         self.producer = transactional_producer(self.s.kafka, self.transactional_id)
+
+
+def _readable_upload_id(value: bytes | None) -> str | None:
+    """The ``upload_id`` of an event that failed its contract, when it is itself valid (for the
+    dead letter); None otherwise."""
+    try:
+        uid = json.loads(value).get("upload_id") if value else None
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return uid if isinstance(uid, str) and _UPLOAD_ID.fullmatch(uid) else None
+
+
+_UPLOAD_ID = re.compile(UPLOAD_ID_PATTERN.rstrip("$") + r"\Z")
 
 
 def _kafka_ts_ms(m: Message) -> float:

@@ -30,7 +30,8 @@ def run_id() -> str:
 def settings(base_settings: Settings, run_id: str) -> Iterator[Settings]:
     """Settings whose topics, consumer group, transactional ids and buckets are fresh for this test.
 
-    The topics and buckets are created before the test and the topics deleted after it.
+    The topics and buckets are created before the test; afterwards its topics (side topics
+    named ``t-<id>.*`` too) and buckets are deleted.
     """
     from streams.kafka import admin, create_topics, delete_topics, topic_specs
     from streams.storage import Storage
@@ -52,7 +53,13 @@ def settings(base_settings: Settings, run_id: str) -> Iterator[Settings]:
     create_topics(a, topic_specs(k))
     Storage(s3).ensure_buckets([s3.uploads_bucket, s3.results_bucket])
     yield s
-    delete_topics(a, [k.uploads_topic, k.results_topic, k.dlq_topic])
+    extra = [t for t in a.list_topics(timeout=10).topics if t.startswith(f"t-{run_id}.")]
+    delete_topics(a, sorted({k.uploads_topic, k.results_topic, k.dlq_topic, *extra}))
+    st = Storage(s3)
+    for b in (s3.uploads_bucket, s3.results_bucket):
+        for o in st.client.list_objects(b, recursive=True):
+            st.client.remove_object(b, o.object_name)
+        st.client.remove_bucket(b)
 
 
 @pytest.fixture

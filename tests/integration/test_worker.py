@@ -94,21 +94,28 @@ def test_bad_events_go_to_dlq_and_worker_continues(settings: Settings, tmp_path:
                           "image": {"ref": {"bucket": settings.s3.uploads_bucket, "key": "does/not/exist.jpg"}}})
     prod.send_raw(b"u3", missing.encode())
     prod.send(prod.event_for("txt1", "card", b"hello, this is not an image", "a.txt", None))
+    jpg = write_images(tmp_path / "one", 1)[0].read_bytes()
+    forged = prod.event_for("forged", "card", jpg, "f.jpg", None)
+    ref = forged.image.ref.model_copy(update={"sha256": "0" * 64})
+    prod.send(forged.model_copy(update={"image": forged.image.model_copy(update={"ref": ref})}))
     files = write_images(tmp_path / "imgs", 3)
     good = prod.produce_files(files, "card")
     assert prod.flush() == []
     w = _worker(settings)
     t = _run_until(w)
-    rs = results(settings, 5, timeout_s=60)
+    rs = results(settings, 6, timeout_s=60)
     ds = dead_letters(settings, 4, timeout_s=30)
     w.stop()
     t.join(30)
     by_id = {r.upload_id: r for r in rs}
     assert by_id["u3"].status == Status.REJECTED and [str(x) for x in by_id["u3"].reasons] == ["OBJECT_NOT_FOUND"]
     assert [str(x) for x in by_id["txt1"].reasons] == ["UNSUPPORTED_FORMAT"]
+    assert [str(x) for x in by_id["forged"].reasons] == ["CHECKSUM_MISMATCH"]
     assert all(by_id[g.upload_id].status == Status.ACCEPTED for g in good)
     assert sorted(str(d.error_code) for d in ds) == sorted(["NOT_JSON", "SCHEMA_INVALID", "SCHEMA_INVALID",
                                                             "BUCKET_NOT_ALLOWED"])
+    # the dead letter names the upload when its id is itself valid
+    assert sorted(d.upload_id or "-" for d in ds) == ["-", "-", "u1", "u9"]
     st = Storage(settings.s3)
     keys = [o.object_name for o in st.client.list_objects(settings.s3.results_bucket, recursive=True)]
     assert all(".." not in k and not k.startswith("/") for k in keys)
