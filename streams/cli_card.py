@@ -7,25 +7,35 @@ from pathlib import Path
 
 import typer
 
+from schemas.models import DocTypeHint
+
 eval_app = typer.Typer(help="Evaluate a processor on a labelled image set.", no_args_is_help=True)
 
 
 def _processor(device: str, batch: int):
     from processors.card import CardProcessor
+    from processors.errors import ProcessorError
+    from processors.runtime import RuntimeSettings
     from streams.settings import load_settings
 
     s = load_settings()
-    rt = s.runtime.model_copy(update={"device": device, "max_bucket": batch})
-    return CardProcessor(s.card, rt), s
+    try:
+        rt = RuntimeSettings.model_validate({**s.runtime.model_dump(), "device": device,
+                                             "max_bucket": batch})
+        if batch < 1:
+            raise ValueError("--batch must be at least 1")
+        return CardProcessor(s.card, rt), s
+    except (ValueError, ProcessorError) as e:
+        raise typer.BadParameter(" ".join(str(e).split())) from e
 
 
 def card(
     images: list[Path] = typer.Argument(..., help="Image files (JPEG, PNG, WebP, HEIC...)."),
     out: Path | None = typer.Option(None, "--out", help="Folder for rectified JPEGs "
-                                    "(<stem>.rectified.jpg)."),
+                                    "(<stem>-<ext>.rectified.jpg)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line (default: a "
                                  "short text line per image)."),
-    doc_type: str = typer.Option("auto", help="id_card | passport | auto (by aspect ratio)."),
+    doc_type: DocTypeHint = typer.Option("auto", help="id_card | passport | auto (by aspect ratio)."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     batch: int = typer.Option(8, help="Batch size of the localisation model call."),
 ) -> None:
@@ -56,7 +66,7 @@ def card(
                        "quad": None, "confidence": None, "doc_type": None, "rectified": None,
                        "error": type(e).__name__}
             continue
-        items.append((i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": doc_type})))
+        items.append((i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": str(doc_type)})))
     for k in range(0, len(items), max(1, batch)):
         chunk = items[k:k + batch]
         for (i, _it), o in zip(chunk, proc.process_batch([it for _, it in chunk]), strict=True):
@@ -64,7 +74,8 @@ def card(
             written = None
             if out is not None and o.artifacts:
                 a = o.artifacts[0]
-                p = out / f"{f.stem}.{a.name}.{a.ext}"
+                # the source suffix keeps card.jpg and card.webp from writing the same file
+                p = out / f"{f.stem}{f.suffix.replace('.', '-')}.{a.name}.{a.ext}"
                 p.write_bytes(a.data)
                 written = str(p)
             rows[i] = {"file": str(f), "status": str(o.status), "reasons": [str(r) for r in o.reasons],
