@@ -14,7 +14,6 @@ Writes ``benchmarks/results/card.json`` and ``card.png`` unless ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from benchmarks.report import save_processor_report
+from benchmarks.report import bench_parser, save_processor_report
 from processors.base import Item
 from processors.card.detect import preprocess
 from processors.card.processor import CardProcessor
@@ -90,13 +89,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=32, help="images per pass")
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (median)")
-    ap.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results"))
-    a = ap.parse_args()
+    a = bench_parser(__doc__, 32, "images per pass").parse_args()
     configure_logging("WARNING")
     rt = RuntimeSettings(device=a.device, buckets=BATCHES, intra_op_threads=a.threads)
     proc = CardProcessor(CardSettings(), rt)

@@ -13,7 +13,6 @@ Writes ``benchmarks/results/idphoto.json`` and ``idphoto.png`` (bar chart) unles
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -23,7 +22,7 @@ import cv2
 import numpy as np
 from skimage import data
 
-from benchmarks.report import save_processor_report
+from benchmarks.report import bench_parser, save_processor_report
 from processors.base import Item
 from processors.idphoto.processor import IdPhotoProcessor
 from processors.idphoto.settings import IdPhotoSettings
@@ -112,14 +111,9 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=16, help="images per configuration")
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (median)")
+    ap = bench_parser(__doc__, 16, "images per configuration")
     ap.add_argument("--size", default="one_inch")
     ap.add_argument("--model", default="u2netp")
-    ap.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results"))
     a = ap.parse_args()
     configure_logging("INFO")
     rt = RuntimeSettings(device=a.device, buckets=BATCHES, intra_op_threads=a.threads)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -23,3 +24,15 @@ def save_processor_report(name: str, proc: Any, threads: int, load0: float,
     (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     plot(rows, out / f"{name}.png")
     print(f"wrote {out / f'{name}.json'} and {out / f'{name}.png'}")
+
+
+def bench_parser(doc: str, n: int, n_help: str) -> argparse.ArgumentParser:
+    """Arguments shared by the processor benchmarks: ``--n``, ``--rounds``, ``--threads``,
+    ``--device``, ``--out`` (default ``benchmarks/results``)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--n", type=int, default=n, help=n_help)
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (median)")
+    ap.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results"))
+    return ap
