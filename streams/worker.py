@@ -233,7 +233,7 @@ class Worker:
     # --- one batch -------------------------------------------------------------------------
     def _poll_batch(self) -> list[Message]:
         w = self.s.worker
-        msgs, self._carry = self._carry, []
+        msgs, self._carry = self._carry[: w.max_batch], self._carry[w.max_batch :]
         if len(msgs) < w.max_batch:
             msgs += self.consumer.consume(w.max_batch - len(msgs), w.max_wait_ms / 1000.0)
         out = []
