@@ -19,7 +19,7 @@ from streams.errors import StreamsError
 from streams.kafka import admin, create_topics, topic_specs
 from streams.procs import WorkerProc, start_worker, stop_workers
 from streams.produce import UploadProducer
-from streams.replay import decode_results, read_topic
+from streams.replay import decode_results, high_watermarks, tail
 from streams.samples import write_samples
 from streams.settings import Settings
 from streams.storage import Storage
@@ -65,11 +65,13 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     console.print(f"[bold]cardstream demo[/]: {sum(map(len, samples.values()))} sample uploads, "
                   f"{workers} workers, topic {s.kafka.uploads_topic}")
     procs = start_workers(s, workers, out / "logs")
+    reader = None
     try:
         t_ready = time.monotonic()
         wait_ready(procs, timeout_s, out / "logs")
         console.print(f"workers ready (models loaded, buckets warmed) in {time.monotonic() - t_ready:.0f} s")
         from_ms = int(time.time() * 1000)
+        reader = tail(s.kafka, s.kafka.results_topic, high_watermarks(s.kafka, s.kafka.results_topic))
         prod = UploadProducer(s)
         sent = []
         for task, files in samples.items():
@@ -82,13 +84,14 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
             if all(w.proc.poll() is not None for w in procs):
                 console.print(f"[red]every worker exited (logs: {out / 'logs'})[/]")
                 break
-            for r in decode_results(read_topic(s.kafka, s.kafka.results_topic)):
+            msgs = [m for m in reader.consume(500, 1.0) if m.error() is None]
+            for r in decode_results(msgs):
                 if r.upload_id in want:
                     got[r.upload_id] = r
-            if len(got) < len(want):
-                time.sleep(1.0)
     finally:
         codes = stop_workers(procs)
+        if reader is not None:
+            reader.close()
     table = Table(title="cardstream demo results")
     for col in ("upload", "file", "task", "status", "reasons", "latency ms", "output"):
         table.add_column(col)

@@ -80,6 +80,25 @@ def offset_ranges(k: KafkaSettings, topic: str, from_ms: int, to_ms: int,
         c.close()
 
 
+def high_watermarks(k: KafkaSettings, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """Partition -> high watermark (next offset) of ``topic`` now."""
+    c = consumer(k, "cardstream-offsets-probe")
+    try:
+        parts = c.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
+                for p in parts}
+    finally:
+        c.close()
+
+
+def tail(k: KafkaSettings, topic: str, starts: Mapping[int, int]) -> Any:
+    """A read_committed consumer assigned to ``topic`` at ``starts`` (partition -> offset), for
+    reading only what arrives after a point in time; the caller closes it."""
+    c = consumer(k, "cardstream-reader")
+    c.assign([TopicPartition(topic, p, off) for p, off in starts.items()])
+    return c
+
+
 def read_topic(k: KafkaSettings, topic: str, timeout_s: float = 10.0) -> list[Any]:
     """Every committed record of ``topic`` up to the high watermarks captured now (read_committed)."""
     c = consumer(k, "cardstream-reader")

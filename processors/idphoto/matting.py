@@ -153,6 +153,7 @@ class U2NetMatting:
         path, sha256 = resolve_model(name)
         self.name = name
         self.path = path
+        self.sha256 = sha256  # pinned digest, or None for models without one
         self.model = BatchedModel.shared(path, sha256, runtime, name, make_batch_symbolic=True)
         self.last_inference_ms = 0.0
 

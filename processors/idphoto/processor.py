@@ -84,7 +84,7 @@ class IdPhotoProcessor:
         self.settings = settings
         self.matting = U2NetMatting(settings.model, runtime)
         self.faces = FaceDetector(settings)
-        self._version = f"{settings.model}.{sha256_file(self.matting.path)[:12]}.haar-alt2"
+        self._version = f"{settings.model}.{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}.haar-alt2"
 
     @property
     def model(self) -> ModelInfo:
