@@ -12,7 +12,11 @@ from schemas.models import DocTypeHint
 eval_app = typer.Typer(help="Evaluate a processor on a labelled image set.", no_args_is_help=True)
 
 
-def _processor(device: str, batch: int):
+_MODEL_HELP = ("ONNX file to use instead of the pinned card model (e.g. a new training run); "
+               "its version reads 'local'.")
+
+
+def _processor(device: str, batch: int, model: Path | None = None):
     from processors.card import CardProcessor
     from processors.errors import ProcessorError
     from processors.runtime import RuntimeSettings
@@ -24,7 +28,7 @@ def _processor(device: str, batch: int):
                                              "max_bucket": batch})
         if batch < 1:
             raise ValueError("--batch must be at least 1")
-        return CardProcessor(s.card, rt), s
+        return CardProcessor(s.card, rt, model_file=model), s
     except (ValueError, ProcessorError) as e:
         raise typer.BadParameter(" ".join(str(e).split())) from e
 
@@ -38,6 +42,7 @@ def card(
     doc_type: DocTypeHint = typer.Option("auto", help="id_card | passport | auto (by aspect ratio)."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     batch: int = typer.Option(8, help="Batch size of the localisation model call."),
+    model: Path | None = typer.Option(None, "--model", help=_MODEL_HELP),
 ) -> None:
     """Detect, rectify and judge cards in IMAGE files.
 
@@ -49,7 +54,7 @@ def card(
     from processors.decode import decode_image
     from processors.errors import DecodeError
 
-    proc, s = _processor(device, batch)
+    proc, s = _processor(device, batch, model)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     rows: dict[int, dict] = {}
@@ -98,6 +103,7 @@ def eval_card(
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     batch: int = typer.Option(8, help="Batch size of the localisation model call."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+    model: Path | None = typer.Option(None, "--model", help=_MODEL_HELP),
 ) -> None:
     """Mean IoU and share of IoU > 0.9 (SmartDoc-2015 protocol) per ``kind``, the number of
     cards wrongly judged NO_CARD, and the NO_CARD share on negatives.
@@ -114,7 +120,7 @@ def eval_card(
     man = json.loads((set_dir / "manifest.json").read_text())
     cases = [c for c in man["images"]
              if "quad_approx" in c["expect"] or c["expect"].get("reason") == "NO_CARD"]
-    proc, s = _processor(device, batch)
+    proc, s = _processor(device, batch, model)
     ious: dict[str, list[float]] = {}
     missed: dict[str, int] = {}
     neg_ok: list[bool] = []

@@ -81,7 +81,8 @@ def _guilloche(face: np.ndarray, rng: np.random.Generator) -> None:
 
 
 def render_face(rng: np.random.Generator, doc_type: str = "id_card",
-                width: int = 856, portrait: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                width: int = 856, portrait: str | None = None,
+                blank: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Render a fictitious card face.
 
     Args:
@@ -89,6 +90,8 @@ def render_face(rng: np.random.Generator, doc_type: str = "id_card",
         doc_type: ``id_card`` (ID-1 aspect 85.60:53.98) or ``passport`` (ID-3 aspect 125:88).
         width: face width (px).
         portrait: ``photo`` (the astronaut), ``drawn`` (a silhouette) or None (85 % photo).
+        blank: an unprinted card (plain, light; no band, text or portrait); None draws it
+            (6 %) from ``rng``, a bool forces it without drawing.
 
     Returns:
         ``(face, alpha)``: ``(h, width, 3) uint8`` BGR and ``(h, width) uint8`` alpha (255 on
@@ -102,11 +105,17 @@ def render_face(rng: np.random.Generator, doc_type: str = "id_card",
     a = rng.uniform(0, 2 * np.pi)
     ramp = (np.cos(a) * gx / width + np.sin(a) * gy / h)[..., None]
     face = np.clip(base + tint * ramp, 0, 240).astype(np.uint8)
-    if rng.random() < 0.7:  # faint texture
+    if blank is None:
+        blank = bool(rng.random() < 0.06)
+    if blank:
+        face = np.clip(rng.integers(190, 250) + tint * 0.3 * ramp, 0, 255).astype(np.uint8)
+    elif rng.random() < 0.7:  # faint texture
         tex = _skimage(str(rng.choice(_TEXTURES)))
         tex = cv2.resize(tex, (width, h)).astype(np.float32)
         alpha_t = rng.uniform(0.05, 0.25)
         face = np.clip(face * (1 - alpha_t) + tex * alpha_t, 0, 240).astype(np.uint8)
+    if blank:
+        return face, _rounded_alpha(width, h, doc_type)
     _guilloche(face, rng)
     # header band
     band_h = int(h * rng.uniform(0.10, 0.18))
@@ -168,6 +177,13 @@ def render_face(rng: np.random.Generator, doc_type: str = "id_card",
             cv2.ellipse(holo, (cx, cy), (int(0.09 * width) - 6 * k, int(0.09 * width) - 6 * k),
                         0, 0, 360, tuple(int(c) for c in col), 4)
         face = cv2.addWeighted(face, 0.7, holo, 0.3, 0)
+    return face, _rounded_alpha(width, h, doc_type)
+
+
+def _rounded_alpha(width: int, h: int, doc_type: str) -> np.ndarray:
+    """``(h, width) uint8`` card alpha: 255 inside, 0 outside the rounded corners (ID-1: 3.18 mm
+    radius per ISO/IEC 7810; passport page: 2 % of the width)."""
+    mm = ID1_MM if doc_type == "id_card" else ID3_MM
     alpha = np.full((h, width), 255, np.uint8)
     r = int(round(width * ID1_CORNER_MM / mm[0])) if doc_type == "id_card" else int(0.02 * width)
     if r > 0:
@@ -177,7 +193,7 @@ def render_face(rng: np.random.Generator, doc_type: str = "id_card",
         alpha[-r:, -r:] = 0
         for cx, cy in ((r, r), (width - r - 1, r), (r, h - r - 1), (width - r - 1, h - r - 1)):
             cv2.circle(alpha, (cx, cy), r, 255, -1, cv2.LINE_AA)
-    return face, alpha
+    return alpha
 
 
 def background(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
@@ -213,6 +229,89 @@ def background(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
     if rng.random() < 0.5:
         out = cv2.flip(out, int(rng.integers(-1, 2)))
     return out
+
+
+_SKIN_BGR = ((120, 160, 220), (90, 130, 190), (60, 90, 140), (150, 180, 230), (100, 150, 205))
+"""Skin tones (BGR) for drawn hands and faces."""
+
+
+def _shade(img: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> None:
+    """Multiply ``img`` inside ``mask`` by a soft light gradient (in place; float32 image)."""
+    H, W = mask.shape
+    gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
+    a = rng.uniform(0, 2 * np.pi)
+    g = 1 + 0.25 * (np.cos(a) * (gx / W - 0.5) + np.sin(a) * (gy / H - 0.5))
+    m = cv2.GaussianBlur(mask.astype(np.float32), (0, 0), 1.2)[..., None]
+    img *= 1 - m + m * g[..., None]
+
+
+def person_backdrop(bg: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Draw a person's torso (shirt, shoulders, chin/neck) behind where a card will be held.
+
+    Real card photos are often taken by someone holding the card in front of their chest; the
+    torso is then as salient as the card. Args: ``bg`` ``(H, W, 3) uint8`` BGR. Returns a new
+    ``uint8`` image.
+    """
+    H, W = bg.shape[:2]
+    out = bg.astype(np.float32)
+    shirt = rng.integers(0, 90, 3) if rng.random() < 0.5 else rng.integers(0, 256, 3)
+    cx = W * rng.uniform(0.3, 0.7)
+    top = H * rng.uniform(-0.05, 0.35)
+    mask = np.zeros((H, W), np.uint8)
+    sh_w = W * rng.uniform(0.35, 0.6)
+    pts = np.array([[cx - sh_w * 0.45, top], [cx + sh_w * 0.45, top],
+                    [cx + sh_w * rng.uniform(0.9, 1.6), H * 1.05],
+                    [cx - sh_w * rng.uniform(0.9, 1.6), H * 1.05]], np.int32)
+    cv2.fillConvexPoly(mask, pts, 1, cv2.LINE_AA)
+    for sx in (-1, 1):  # shoulders
+        cv2.ellipse(mask, (int(cx + sx * sh_w * 0.55), int(top + 0.12 * H)),
+                    (int(sh_w * 0.45), int(0.15 * H)), 0, 0, 360, 1, -1)
+    out[mask > 0] = shirt
+    if rng.random() < 0.7:  # neck and chin above the collar
+        skin = np.array(_SKIN_BGR[int(rng.integers(0, len(_SKIN_BGR)))], np.float32)
+        neck = np.zeros((H, W), np.uint8)
+        cv2.ellipse(neck, (int(cx), int(top)), (int(sh_w * 0.18), int(0.14 * H)), 0, 0, 360, 1, -1)
+        cv2.ellipse(neck, (int(cx), int(top - 0.12 * H)), (int(sh_w * 0.25), int(0.16 * H)),
+                    0, 0, 360, 1, -1)
+        out[neck > 0] = skin
+        mask |= neck
+    _shade(out, mask, rng)
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
+def holding_hand(img: np.ndarray, quad: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Draw a hand holding the card: a thumb over one side and the palm/fingers reaching
+    off-frame from there. ``img`` ``(H, W, 3) uint8`` BGR, ``quad`` ``(4, 2)`` TL, TR, BR, BL (px).
+    Returns a new ``uint8`` image."""
+    H, W = img.shape[:2]
+    out = img.astype(np.float32)
+    q = np.asarray(quad, np.float64)
+    i = int(rng.integers(0, 4))
+    a, b = q[i], q[(i + 1) % 4]
+    t = rng.uniform(0.25, 0.75)
+    p = a * (1 - t) + b * t
+    centre = q.mean(axis=0)
+    inward = centre - p
+    inward /= max(float(np.linalg.norm(inward)), 1e-6)
+    short = float(min(np.linalg.norm(q[1] - q[0]), np.linalg.norm(q[2] - q[1])))
+    skin = np.array(_SKIN_BGR[int(rng.integers(0, len(_SKIN_BGR)))], np.float32)
+    mask = np.zeros((H, W), np.uint8)
+    depth = short * rng.uniform(0.08, 0.3)
+    tip = p + inward * depth
+    ang = float(np.degrees(np.arctan2(inward[1], inward[0])))
+    w_th = short * rng.uniform(0.08, 0.14)
+    base = p - inward * short * 0.4
+    cv2.ellipse(mask, (int((tip[0] + base[0]) / 2), int((tip[1] + base[1]) / 2)),
+                (int(np.linalg.norm(tip - base) / 2), int(w_th)), ang, 0, 360, 1, -1)
+    far = p - inward * max(W, H)  # palm: from behind the thumb to beyond the frame
+    side = np.array([-inward[1], inward[0]]) * short * rng.uniform(0.3, 0.6)
+    palm = np.array([base + side, base - side, far - side * 1.5, far + side * 1.5], np.int32)
+    cv2.fillConvexPoly(mask, palm, 1, cv2.LINE_AA)
+    out[mask > 0] = skin
+    edge = cv2.morphologyEx(mask, cv2.MORPH_GRADIENT, np.ones((3, 3), np.uint8))
+    out[edge > 0] *= 0.7
+    _shade(out, mask, rng)
+    return np.clip(out, 0, 255).astype(np.uint8)
 
 
 def random_quad(rng: np.random.Generator, width: int, height: int, aspect: float,
@@ -333,7 +432,7 @@ def card_on_texture(rng: np.random.Generator, quad: np.ndarray, size: tuple[int,
     Returns:
         ``(image, face)``: ``(height, width, 3) uint8`` photo and the upright face rendered.
     """
-    face, alpha = render_face(rng, doc_type, width=856, portrait=portrait)
+    face, alpha = render_face(rng, doc_type, width=856, portrait=portrait, blank=False)
     tint = rng.uniform(0.4, 0.9, 3)
     bg = cv2.resize((_skimage(texture) * tint).astype(np.uint8), size)
     return composite(bg, face, alpha, np.asarray(quad, np.float64)), face
@@ -361,7 +460,7 @@ _SIZES = ((640, 480), (960, 720), (1280, 960), (480, 640), (720, 960), (800, 600
 
 def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | None = None,
            size: tuple[int, int] | None = None, rotation_deg: float | None = None,
-           effects: bool = True) -> Sample:
+           effects: bool = True, scenes: bool = True) -> Sample:
     """Draw one synthetic photo.
 
     Args:
@@ -371,18 +470,27 @@ def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | Non
         size: ``(width, height)`` px (None: random from a few phone-like sizes).
         rotation_deg: in-plane rotation of the card (None: random).
         effects: apply :func:`degrade`.
+        scenes: sometimes (30 %) put a person's torso behind the card and (35 %) a hand
+            holding it (:func:`person_backdrop`, :func:`holding_hand`).
     """
     W, H = size or _SIZES[int(rng.integers(0, len(_SIZES)))]
     bg = background(rng, W, H)
     if negative:
+        if scenes and rng.random() < 0.3:
+            bg = person_backdrop(bg, rng)
         return Sample(image=degrade(bg, rng) if effects else bg, quad=None, kind="none")
     doc_type = doc_type or ("id_card" if rng.random() < 0.75 else "passport")
-    face, alpha = render_face(rng, doc_type, width=int(rng.choice([700, 856, 1100])))
+    face, alpha = render_face(rng, doc_type, width=int(rng.choice([700, 856, 1100])),
+                              blank=None if scenes else False)
     aspect = face.shape[1] / face.shape[0]
     if rotation_deg is None:
         rotation_deg = float(rng.uniform(-25, 25) if rng.random() < 0.8 else rng.uniform(-180, 180))
     quad = random_quad(rng, W, H, aspect, rotation_deg)
+    if scenes and rng.random() < 0.3:
+        bg = person_backdrop(bg, rng)
     img = composite(bg, face, alpha, quad)
+    if scenes and rng.random() < 0.35:
+        img = holding_hand(img, quad, rng)
     if effects:
         img = degrade(img, rng, quad)
     return Sample(image=img, quad=quad, kind=doc_type, rotation_deg=rotation_deg)

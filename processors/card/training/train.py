@@ -1,0 +1,205 @@
+"""Fine-tune rembg's pretrained u2netp into the card localiser (one seeded command, CPU).
+
+What it does:
+1. Loads the pinned ``u2netp.onnx`` (U²-Net-p salient-object weights, Apache-2.0; see
+   ``processors/models.json``), makes its batch axis symbolic and converts it to a PyTorch module
+   with ``onnx2torch``. The ONNX graph has BatchNorm folded into its 119 convolutions.
+2. Freezes the encoder's first four RSU stages (the first 44 convolutions in graph order: RSU-7,
+   RSU-6, RSU-5, RSU-4 — the high-resolution, generic features learned from real photos) and
+   trains the rest (encoder stages 5-6, the decoder, the side outputs and the fusion conv).
+3. Trains on synthetic composites drawn on the fly by :mod:`processors.card.training.synth`
+   (card faces, people holding cards, hands, natural backgrounds, photo effects, 10 % negatives);
+   the target is the card's full quad (amodal: a thumb over the card is still card). Loss:
+   U²-Net's fused loss, the sum of binary cross-entropies of the 7 sigmoid outputs, plus an
+   L2-SP penalty (Li et al., ICML 2018) pulling the trained weights towards the pretrained ones,
+   so the synthetic data cannot erase what the weights know about real photos.
+4. Writes the trained weights back into the original ONNX graph (same nodes, same I/O names,
+   only initializers change), so the runtime path is unchanged; prints its SHA-256.
+
+Run (about an hour on 2 CPU cores)::
+
+    pip install -e '.[cpu,train]'
+    python -m processors.card.training.train --out processors/card/weights/card_u2netp.onnx
+
+Never trains on ``../shared/cases`` (they are the external check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from processors.card.detect import IMAGENET_MEAN, IMAGENET_STD
+from processors.card.training import synth
+
+FROZEN_CONVS = 44
+"""Convolutions (graph order) kept at their pretrained values: u2netp encoder stages 1-4
+(RSU-7: 14, RSU-6: 12, RSU-5: 10, RSU-4: 8 convs; Qin et al. 2020, Fig. 2)."""
+
+TRAIN_SIZES = ((400, 300), (480, 360), (360, 480), (512, 384), (384, 512))
+"""Photo sizes (W, H px) drawn for training; the net sees them resized to ``--side``."""
+
+
+def to_input(image_bgr: np.ndarray, side: int) -> np.ndarray:
+    """``(H, W, 3) uint8`` BGR → ``(3, side, side) float32`` u2netp input (as
+    :func:`processors.card.detect.preprocess`, at any side)."""
+    rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
+    x = cv2.resize(rgb, (side, side), interpolation=cv2.INTER_AREA).astype(np.float32)
+    x /= max(float(x.max()), 1e-6)
+    x = (x - IMAGENET_MEAN) / IMAGENET_STD
+    return np.ascontiguousarray(x.transpose(2, 0, 1), dtype=np.float32)
+
+
+def quad_mask(quad: np.ndarray | None, shape_hw: tuple[int, int], side: int) -> np.ndarray:
+    """``(side, side) float32`` target: 1 inside the card's quad (scaled from source px), 0
+    elsewhere; all zeros for a negative (``quad`` None)."""
+    m = np.zeros((side, side), np.uint8)
+    if quad is not None:
+        h, w = shape_hw
+        q = np.asarray(quad, np.float64) * [side / w, side / h]
+        cv2.fillConvexPoly(m, np.round(q * 16).astype(np.int32), 255, cv2.LINE_AA, shift=4)
+    return m.astype(np.float32) / 255.0
+
+
+def draw_batch(rng: np.random.Generator, n: int, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` synthetic samples → inputs ``(n, 3, side, side) float32`` and targets
+    ``(n, 1, side, side) float32`` in [0, 1]."""
+    xs, ys = [], []
+    for _ in range(n):
+        size = TRAIN_SIZES[int(rng.integers(0, len(TRAIN_SIZES)))]
+        s = synth.sample(rng, negative=bool(rng.random() < 0.1), size=size)
+        xs.append(to_input(s.image, side))
+        ys.append(quad_mask(s.quad, s.image.shape[:2], side)[None])
+    return np.stack(xs), np.stack(ys)
+
+
+def mask_iou(pred: np.ndarray, target: np.ndarray) -> float:
+    """Mean IoU over a batch of min-max-normalised output-0 maps thresholded at 0.5 vs targets
+    (``(N, 1, S, S)`` float32). A negative with an empty prediction counts 1."""
+    out = []
+    for p, t in zip(pred[:, 0], target[:, 0], strict=True):
+        p = (p - p.min()) / max(float(p.max() - p.min()), 1e-6) > 0.5
+        t = t > 0.5
+        union = np.logical_or(p, t).sum()
+        out.append(1.0 if union == 0 else np.logical_and(p, t).sum() / union)
+    return float(np.mean(out))
+
+
+def write_back(base_onnx: bytes, state: dict, out: Path) -> str:
+    """Copy ``state`` (onnx2torch ``Conv_*`` module weights) into the matching Conv nodes'
+    initializers of ``base_onnx`` and save to ``out``. Returns the file's SHA-256 (hex).
+
+    Raises:
+        KeyError: a Conv node of the graph has no trained weights in ``state``.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load_from_string(base_onnx)
+    inits = {i.name: i for i in model.graph.initializer}
+    n = 0
+    for node in model.graph.node:
+        if node.op_type != "Conv":
+            continue
+        for k, name in zip(("weight", "bias"), node.input[1:3], strict=False):
+            arr = state[f"{node.name}.{k}"].detach().cpu().numpy().astype(np.float32)
+            old = inits[name]
+            if tuple(old.dims) != arr.shape:
+                raise ValueError(f"{node.name}.{k}: shape {arr.shape} != {tuple(old.dims)}")
+            old.CopyFrom(numpy_helper.from_array(arr, name))
+            n += 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = model.SerializeToString()
+    out.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def main() -> None:
+    """CLI entry (see the module docstring)."""
+    import torch
+    import torch.nn.functional as F
+    from onnx2torch import convert
+    import onnx
+
+    from processors.models import manifest, model_path
+    from processors.runtime import symbolic_batch
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="trained ONNX file to write")
+    ap.add_argument("--steps", type=int, default=450)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--side", type=int, default=256, help="training input side (px)")
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--l2sp", type=float, default=1e-2, help="L2-SP weight (sum over weights)")
+    ap.add_argument("--seed", type=int, default=20261130)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--log", type=Path, default=None, help="JSON-lines training log")
+    a = ap.parse_args()
+
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(a.threads)
+    rng = np.random.default_rng(a.seed)
+    val_rng = np.random.default_rng(a.seed + 1)
+    base_path = model_path("u2netp")
+    base = base_path.read_bytes()
+    assert hashlib.sha256(base).hexdigest() == manifest()["u2netp"]["sha256"]
+    net = convert(onnx.load_from_string(symbolic_batch(base)))
+    convs = [(n, m) for n, m in net.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    frozen = {n for n, _ in convs[:FROZEN_CONVS]}
+    params, anchors = [], []
+    for n, m in convs:
+        for p in m.parameters():
+            p.requires_grad_(n not in frozen)
+            if n not in frozen:
+                params.append(p)
+                anchors.append(p.detach().clone())
+    opt = torch.optim.Adam(params, lr=a.lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / a.steps)))
+    vx, vy = draw_batch(val_rng, 48, a.side)
+    log = a.log.open("w") if a.log else None
+
+    def validate(step: int, loss: float, t0: float) -> None:
+        net.eval()
+        with torch.no_grad():
+            pred = np.concatenate([net(torch.from_numpy(vx[i:i + 8]))[0].numpy()
+                                   for i in range(0, len(vx), 8)])
+        rec = {"step": step, "loss": round(loss, 4), "val_mask_iou": round(mask_iou(pred, vy), 4),
+               "elapsed_s": round(time.time() - t0, 1)}
+        print(json.dumps(rec), flush=True)
+        if log:
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+        net.train()
+
+    t0 = time.time()
+    validate(0, float("nan"), t0)
+    running = 0.0
+    for step in range(1, a.steps + 1):
+        x, y = draw_batch(rng, a.batch, a.side)
+        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+        outs = net(xt)
+        loss = sum(F.binary_cross_entropy(o.clamp(1e-6, 1 - 1e-6), yt) for o in outs)
+        reg = sum(((p - p0) ** 2).sum() for p, p0 in zip(params, anchors, strict=True))
+        total = loss + a.l2sp * reg
+        opt.zero_grad()
+        total.backward()
+        opt.step()
+        sched.step()
+        running = 0.9 * running + 0.1 * float(loss) if step > 1 else float(loss)
+        if step % 50 == 0 or step == a.steps:
+            validate(step, running, t0)
+    sha = write_back(base, {k: v for k, v in net.state_dict().items()}, a.out)
+    print(json.dumps({"out": str(a.out), "sha256": sha, "steps": a.steps, "seed": a.seed,
+                      "elapsed_s": round(time.time() - t0, 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
