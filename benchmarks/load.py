@@ -107,6 +107,10 @@ def open_loop(sender: InlineSender, rw: ResultWatcher, rate: float, duration_s: 
     return {"rate_per_s": round(rate, 1), "submitted": n,
             **latency_stats([g.latency_ms for g in done]),
             "worker_total_p99_ms": latency_stats([g.total_ms for g in done])["p99_ms"],
+            "worker_total_p50_ms": latency_stats([g.total_ms for g in done])["p50_ms"],
+            # the worker built the result -> a read_committed reader saw it: the transaction,
+            # the commit markers and the reader's own fetch
+            "after_result_p50_ms": latency_stats([g.latency_ms - g.total_ms for g in done])["p50_ms"],
             "error_rate": round(_errors(records) / n, 4)}
 
 
@@ -114,9 +118,28 @@ def _delta(after: dict[str, float], before: dict[str, float], name: str) -> floa
     return sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith(name + "{"))
 
 
+def _stage_means(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """Mean ms per batch of each ``cardstream_batch_stage_seconds`` stage, plus the mean
+    ``fetch_delay`` per event (Kafka timestamp -> consumer returned it), over the scrape window."""
+    out = {}
+    for k, v in after.items():
+        if k.startswith("cardstream_batch_stage_seconds_count{"):
+            n = v - before.get(k, 0.0)
+            ksum = k.replace("_count{", "_sum{")
+            if n > 0:
+                stage = k.split("stage=", 1)[1].rstrip("}")
+                out[stage] = round(1000.0 * (after[ksum] - before.get(ksum, 0.0)) / n, 2)
+    n = _delta(after, before, "cardstream_fetch_delay_seconds_count")
+    if n > 0:
+        out["fetch_delay_per_event"] = round(
+            1000.0 * _delta(after, before, "cardstream_fetch_delay_seconds_sum") / n, 2)
+    return out
+
+
 def run_load(base: Settings, files: Sequence[Path], logs: Path, levels: Sequence[int] = LEVELS,
              duration_s: float = 6.0, warm_s: float = 1.0, sleep_ms: float = 20.0,
-             timeout_s: float = 30.0, max_requests: int = 20_000) -> dict:
+             timeout_s: float = 30.0, max_requests: int = 20_000,
+             half_rate: float | None = None) -> dict:
     """The load table and the half-capacity run on one sleep-processor worker.
 
     Args:
@@ -128,6 +151,8 @@ def run_load(base: Settings, files: Sequence[Path], logs: Path, levels: Sequence
         sleep_ms: per-call latency of the sleep processor (ms).
         timeout_s: per-request wait for a result (s).
         max_requests: cap on requests per level.
+        half_rate: skip the table and run only the open loop at this rate (events/s), e.g. to
+            re-measure the half-capacity latency against an earlier run's capacity.
 
     Returns:
         ``{"processor", "max_wait_ms", "max_batch", "rows", "capacity_per_s", "half_capacity",
@@ -144,13 +169,15 @@ def run_load(base: Settings, files: Sequence[Path], logs: Path, levels: Sequence
             sender = InlineSender(s, "card", files)
             root = sender.prefix
             rows = []
-            for i, users in enumerate(levels):
+            for i, users in enumerate(() if half_rate else levels):
                 check_alive(workers)
                 sender.prefix = f"{root}l{i}"  # ids restart at 0 per level
                 rows.append(closed_loop(sender, rw, users, duration_s, warm_s, timeout_s,
                                         max_requests))
-            capacity = max(r["results_per_s"] for r in rows)
+            capacity = 2.0 * half_rate if half_rate else max(r["results_per_s"] for r in rows)
             sender.prefix = f"{root}h"
+            if half_rate:  # one unmeasured second so the first batches do not count
+                open_loop(sender, rw, half_rate, 1.0, timeout_s, first=1_000_000)
             before = scrape(workers[0].port)
             half = open_loop(sender, rw, capacity / 2.0, duration_s, timeout_s, first=0)
             after = scrape(workers[0].port)
@@ -161,6 +188,7 @@ def run_load(base: Settings, files: Sequence[Path], logs: Path, levels: Sequence
     polls = _delta(after, before, "cardstream_poll_batch_size_count")
     half["mean_poll_batch"] = round(_delta(after, before, "cardstream_poll_batch_size_sum")
                                     / max(polls, 1.0), 2)
+    half["stage_mean_ms"] = _stage_means(after, before)
     goal = w.max_wait_ms + 2.0 * compute_ms
     return {"processor": f"sleep ({sleep_ms:g} ms per call + 2 ms per item, bucket 32)",
             "workers": 1, "partitions": PARTITIONS, "max_wait_ms": w.max_wait_ms,

@@ -18,6 +18,11 @@ class WorkerMetrics:
         cardstream_e2e_latency_seconds{task}: submitted_at -> result committed (s).
         cardstream_consumer_lag{partition}: high watermark - position, per assigned partition.
         cardstream_transactions_total{outcome}: committed / aborted transactions.
+        cardstream_batch_stage_seconds{stage}: where a batch's time goes: ``fill`` (the poll that
+            closes the batch), ``compute`` (parse + fetch + decode + inference + PUT, helper
+            thread), ``put`` (the PUTs alone), ``handoff`` (compute done -> the loop picks it
+            up), ``begin``/``produce``/``send_offsets``/``commit`` (the transaction's calls).
+        cardstream_fetch_delay_seconds: an event's Kafka timestamp -> the consumer returned it.
     """
 
     def __init__(self) -> None:
@@ -35,4 +40,10 @@ class WorkerMetrics:
         self.e2e = Histogram("cardstream_e2e_latency_seconds", "submitted_at to committed result",
                              ["task"], buckets=lat, registry=r)
         self.lag = Gauge("cardstream_consumer_lag", "Uploads not yet consumed", ["partition"], registry=r)
+        fine = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 10)
+        self.stage = Histogram("cardstream_batch_stage", "Seconds per stage of a batch", ["stage"],
+                               unit="seconds", buckets=fine, registry=r)
+        self.fetch_delay = Histogram("cardstream_fetch_delay_seconds",
+                                     "Kafka timestamp to the consumer returning the event",
+                                     buckets=fine, registry=r)
         self.transactions = Counter("cardstream_transactions", "Kafka transactions", ["outcome"], registry=r)
