@@ -31,6 +31,9 @@ def admin(k: KafkaSettings) -> AdminClient:
 def transactional_producer(k: KafkaSettings, transactional_id: str, **extra: Any) -> Producer:
     """An idempotent transactional Producer; ``init_transactions`` already called.
 
+    ``retry.backoff.ms`` is ``k.transaction_retry_backoff_ms`` (see :class:`KafkaSettings`): with
+    librdkafka's 100 ms default, a transaction started right after a commit waits ~100 ms.
+
     Raises:
         KafkaSetupError: the transaction coordinator could not be reached within 30 s.
     """
@@ -41,6 +44,7 @@ def transactional_producer(k: KafkaSettings, transactional_id: str, **extra: Any
         "acks": "all",
         "linger.ms": 5,
         "compression.type": "lz4",
+        "retry.backoff.ms": k.transaction_retry_backoff_ms,
         **extra,
     }
     p = Producer(conf)

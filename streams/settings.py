@@ -53,6 +53,13 @@ class KafkaSettings(_Frozen):
         transactional_id_prefix: a worker slot's transactional.id is ``{prefix}-{slot}``.
         config: extra librdkafka properties (TLS/SASL...), applied to every client.
         sasl_password: SASL password (secret), set as ``sasl.password`` when present.
+        transaction_retry_backoff_ms: ``retry.backoff.ms`` of the workers' transactional
+            producer (the first retry of a request; librdkafka doubles it per retry up to
+            ``retry.backoff.max.ms``, 1 s). A transaction that begins right after the previous
+            commit is refused with CONCURRENT_TRANSACTIONS until the coordinator has written that
+            commit's markers, and librdkafka retries ``send_offsets_to_transaction``'s
+            AddOffsetsToTxn after this backoff: at librdkafka's default of 100 ms back-to-back
+            transactions took a median 98 ms on the local stack, at 2 ms a median 4 ms.
     """
 
     bootstrap_servers: str = "127.0.0.1:9092"
@@ -63,6 +70,7 @@ class KafkaSettings(_Frozen):
     transactional_id_prefix: str = "cardstream-worker"
     config: dict[str, Any] = Field(default_factory=dict)
     sasl_password: SecretStr | None = None
+    transaction_retry_backoff_ms: int = Field(2, ge=1, le=10_000)
     topics: TopicSettings = Field(default_factory=TopicSettings)
 
 
@@ -97,7 +105,11 @@ class WorkerSettings(_Frozen):
 
     Attributes:
         max_batch: events per poll batch (closes the batch when reached).
-        max_wait_ms: ms to wait for a batch to fill after its first event.
+        max_wait_ms: ms to wait for a batch to fill after its first event (events prefetched
+            while the previous batch computed count from when they arrived).
+        poll_interval_ms: while a batch computes (or its PUTs run) the loop wakes as soon as
+            it is done, and this often meanwhile to move prefetched events into the next batch
+            and serve rebalance callbacks.
         tasks: tasks this worker serves.
         slot: worker slot number (stable transactional.id across restarts of the slot).
         io_threads: thread pool size for MinIO GET/PUT and decode.
@@ -110,6 +122,7 @@ class WorkerSettings(_Frozen):
 
     max_batch: int = Field(32, ge=1, le=10_000)
     max_wait_ms: int = Field(10, ge=0, le=60_000)
+    poll_interval_ms: int = Field(10, ge=1, le=1_000)
     tasks: tuple[str, ...] = ("card", "id_photo")
     slot: int = Field(0, ge=0)
     io_threads: int = Field(8, ge=1, le=256)

@@ -121,10 +121,13 @@ def test_bad_events_go_to_dlq_and_worker_continues(settings: Settings, tmp_path:
     assert all(".." not in k and not k.startswith("/") for k in keys)
 
 
-def test_minio_outage_commits_nothing_until_back(settings: Settings, tmp_path: Path) -> None:
-    """Results bucket unreachable (wrong endpoint for the worker) -> nothing committed; then all."""
+@pytest.mark.parametrize("inline", [False, True], ids=["get_fails", "put_fails"])
+def test_minio_outage_commits_nothing_until_back(settings: Settings, tmp_path: Path, inline: bool) -> None:
+    """Store unreachable (wrong endpoint for the worker) -> nothing committed; then all. Claim
+    checks fail at the GET; inline images fail at the PUT of the outputs, with the next batch
+    already computing behind it (both are rewound)."""
     files = write_images(tmp_path / "imgs", 10)
-    sent = UploadProducer(settings).produce_files(files, "card", count=30)
+    sent = UploadProducer(settings, inline=inline).produce_files(files, "card", count=30)
     down = settings.s3.model_copy(update={"endpoint": "127.0.0.1:1"})
     procs = {t: SleepProcessor(t, call_ms=5.0) for t in ("card", "id_photo")}
     w = Worker(settings, procs, Storage(down, retries=2, backoff_s=0.05, timeout_s=1.0))
@@ -139,6 +142,44 @@ def test_minio_outage_commits_nothing_until_back(settings: Settings, tmp_path: P
     t.join(30)
     assert sorted(r.upload_id for r in rs) == sorted(x.upload_id for x in sent)
     _check_objects(settings, rs)
+
+
+class _AbortOneCommit(Worker):
+    """The first commit made while the next batch already computes fails as an abortable error,
+    so the worker really aborts that open transaction (its results and offsets are already
+    sent) with a batch in flight behind it."""
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.injected = False
+
+    def _commit_with_retry(self, p) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+
+        if not self.injected and self._inflight is not None:
+            self.injected = True
+            raise KafkaException(KafkaError(KafkaError._STATE, "injected", txn_requires_abort=True))
+        Worker._commit_with_retry(p)
+
+
+def test_aborted_transaction_rewinds_the_batch_computing_behind_it(settings: Settings,
+                                                                    tmp_path: Path) -> None:
+    """Batch k+1 computes while batch k commits; k's transaction aborts -> k+1 is thrown away
+    too, both are redone: exactly one committed result per upload, none lost."""
+    files = write_images(tmp_path / "imgs", 10)
+    sent = UploadProducer(settings).produce_files(files, "card", count=40)
+    s = settings.model_copy(update={"worker": settings.worker.model_copy(update={"max_batch": 4})})
+    procs = {t: SleepProcessor(t, call_ms=30.0, item_ms=0.5, bucket=4) for t in ("card", "id_photo")}
+    w = _AbortOneCommit(s, procs, Storage(s.s3))
+    t = _run_until(w)
+    rs = results(s, 40, timeout_s=90)
+    w.stop()
+    t.join(30)
+    assert w.injected
+    assert w.metrics.transactions.labels("aborted")._value.get() == 1
+    ids = Counter(r.upload_id for r in rs)
+    assert set(ids) == {x.upload_id for x in sent} and max(ids.values()) == 1
+    _check_objects(s, rs)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

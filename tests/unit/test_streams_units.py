@@ -106,3 +106,16 @@ def test_settings_env_nesting_and_frozen(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "hunter2" not in repr(s)
     with pytest.raises(ValueError):
         s.worker.max_batch = 4  # type: ignore[misc]
+
+
+def test_latency_settings_defaults_env_and_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = load_settings()
+    assert s.worker.poll_interval_ms == 10
+    assert s.kafka.transaction_retry_backoff_ms == 2
+    monkeypatch.setenv("CARDSTREAM_WORKER__POLL_INTERVAL_MS", "3")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__TRANSACTION_RETRY_BACKOFF_MS", "20")
+    s = load_settings()
+    assert (s.worker.poll_interval_ms, s.kafka.transaction_retry_backoff_ms) == (3, 20)
+    monkeypatch.setenv("CARDSTREAM_WORKER__POLL_INTERVAL_MS", "0")
+    with pytest.raises(ValueError):
+        load_settings()
