@@ -33,6 +33,9 @@ def model_home() -> Path:
 def model_path(name: str, verify: bool = True) -> Path:
     """Path of model ``name``'s file, verified against its pinned SHA-256.
 
+    Files with a ``packaged`` entry (trained by this project) live inside the ``processors``
+    package; the others in :func:`model_home`.
+
     Raises:
         ModelError: unknown name, file missing (names the file and ``make models``), or a hash
             mismatch.
@@ -40,7 +43,10 @@ def model_path(name: str, verify: bool = True) -> Path:
     entry = manifest().get(name)
     if entry is None:
         raise ModelError(f"unknown model {name!r}; known: {sorted(manifest())}")
-    path = model_home() / entry["file"]
+    if "packaged" in entry:  # weights trained by this project ship in the package
+        path = Path(__file__).parent / entry["packaged"]
+    else:
+        path = model_home() / entry["file"]
     if verify:
         verify_sha256(path, entry["sha256"])
     return path

@@ -128,6 +128,16 @@ def _frame_sides(q: np.ndarray, w: int, h: int, tol: float) -> list[int | None]:
     return out
 
 
+def _border_within(a: np.ndarray, b: np.ndarray, w: int, h: int, reach: float) -> int | None:
+    """The frame border (0 left, 1 top, 2 right, 3 bottom of a w x h frame) that both ends of
+    the side ``a``-``b`` (px) lie within ``reach`` px of, else None."""
+    for k, (ia, ib) in enumerate(((a[0], b[0]), (a[1], b[1]),
+                                  (w - 1 - a[0], w - 1 - b[0]), (h - 1 - a[1], h - 1 - b[1]))):
+        if max(ia, ib) <= reach:
+            return k
+    return None
+
+
 def _aspect_score(aspect: float) -> float:
     """1 inside [1.3, 1.9] (ID-1 1.586, ID-3 1.420, A4 1.414 with perspective slack), falling
     linearly to 0 at 1.0 and 2.6."""
@@ -238,9 +248,21 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
         keep = [wl if (ws >= WIDE_GAIN * ns and ws >= 0.5 * EDGE_REF
                        and _strip_saliency(m, q, i, wl, (ww, wh)) >= STRIP_MIN) else nl
                 for i, (wl, ws, nl, ns) in enumerate(zip(wlines, wide, lines, sides, strict=True))]
+        # the card may run on past the frame: a side within reach of a border, with salient
+        # image all the way to it, moves onto that border (PARTIAL_CARD then reports it)
+        snapped: dict[int, int] = {}
+        for i in range(4):
+            if frame[i] is None and keep[i] is lines[i]:
+                k = _border_within(q[i], q[(i + 1) % 4], ww, wh, reach)
+                if k is not None and _strip_saliency(m, q, i, _border_line(k, ww, wh),
+                                                     (ww, wh)) >= STRIP_MIN:
+                    keep[i], snapped[i] = _border_line(k, ww, wh), k
         q2 = geo.quad_from_lines(keep)
         if q2 is not None and geo.is_convex(q2) and any(k is w_ for k, w_ in zip(keep, wlines, strict=True)):
             q, _, _ = geo.side_search(gx, gy, q2, 2 * step, 2 * step, 1.0, prior=0.1)
+        elif q2 is not None and geo.is_convex(q2) and any(k is not l_ for k, l_ in zip(keep, lines, strict=True)):
+            q = q2
+        frame = [snapped.get(i, f) for i, f in enumerate(_frame_sides(q, ww, wh, 2.0 * mask_px))]
     quad = (q + 0.5) / scale - 0.5
     if settings.refine:
         quad, _ = geo.refine_quad(gray, quad, max(2.0 / scale, 3.0))

@@ -88,6 +88,22 @@ def side_lengths(quad: np.ndarray) -> np.ndarray:
     return np.hypot(*(np.roll(q, -1, axis=0) - q).T)
 
 
+def corner_angle_deviation(quad: np.ndarray) -> float:
+    """Largest deviation (degrees) of the quad's four interior angles from 90°.
+
+    Args:
+        quad: ``(4, 2)`` corners in order (TL, TR, BR, BL), px.
+
+    Returns:
+        ``max_i |angle_i - 90|`` in [0, 90]; 0 for a rectangle.
+    """
+    q = np.asarray(quad, np.float64)
+    prev, nxt = np.roll(q, 1, axis=0) - q, np.roll(q, -1, axis=0) - q
+    cos = (prev * nxt).sum(axis=1) / np.maximum(
+        np.linalg.norm(prev, axis=1) * np.linalg.norm(nxt, axis=1), 1e-12)
+    return float(np.abs(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))) - 90.0).max())
+
+
 def approx_aspect(quad: np.ndarray) -> float:
     """Long/short side ratio of the quad, perspective undone approximately.
 

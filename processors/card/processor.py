@@ -28,7 +28,10 @@ from schemas.reasons import ReasonCode, Status
 log = structlog.get_logger("cardstream.card")
 
 MODEL_NAME = "u2netp-card"
-POSTPROCESS_REVISION = "geo1"
+MODEL_FILE = "card_u2netp"
+"""Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
+``processors/card/training/train.py`` (see ``MODEL.md``)."""
+POSTPROCESS_REVISION = "geo2"
 """Bumped whenever the geometric post-processing changes the outputs (part of the version)."""
 
 
@@ -43,7 +46,8 @@ class CardProcessor:
     Verdicts (``rejected`` with reasons, thresholds in :class:`CardSettings`):
         ``NO_CARD``: no mask component, or confidence < ``min_confidence``, area share <
         ``min_area_frac``, rectangularity < ``min_rectangularity``, mask contrast <
-        ``min_mask_contrast``, aspect outside ``aspect_range``, or a non-convex quad.
+        ``min_mask_contrast``, aspect outside ``aspect_range``, a corner angle further than
+        ``max_corner_angle_dev_deg`` from 90°, or a non-convex quad.
         ``PARTIAL_CARD``: a corner outside the frame or within the partial margin of its border.
         ``BLURRY``: variance of the Laplacian of the rectified card below the threshold.
         ``GLARE``: share of saturated pixels in the rectified card above the threshold.
@@ -52,8 +56,8 @@ class CardProcessor:
     Args:
         settings: card settings.
         runtime: ONNX Runtime settings (device, buckets).
-        model_file: override of the u2netp file (tests); None uses the pinned, verified
-            ``model_path("u2netp")``.
+        model_file: override of the model file (tests, ``--model``); None uses the pinned,
+            verified ``model_path("card_u2netp")`` (fine-tuned u2netp, shipped in the package).
 
     Raises:
         ModelError: the model file is missing or fails its SHA-256 pin.
@@ -66,17 +70,17 @@ class CardProcessor:
                  model_file: Path | None = None) -> None:
         self.settings = settings
         if model_file is None:
-            path, sha = model_path("u2netp"), manifest()["u2netp"]["sha256"]
+            path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
         else:
             path, sha = Path(model_file), None
         self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True)
         digest = (sha or "local")[:12]
-        self._info = ModelInfo(name=MODEL_NAME, version=f"u2netp-{digest}.{POSTPROCESS_REVISION}",
+        self._info = ModelInfo(name=MODEL_NAME, version=f"{MODEL_FILE}-{digest}.{POSTPROCESS_REVISION}",
                                provider=self._model.provider)
 
     @property
     def model(self) -> ModelInfo:
-        """Model identity: name ``u2netp-card``, version ``u2netp-<sha12>.<revision>``."""
+        """Model identity: name ``u2netp-card``, version ``card_u2netp-<sha12>.<revision>``."""
         return self._info
 
     @property
@@ -129,7 +133,8 @@ class CardProcessor:
         lo, hi = s.aspect_range
         return (det.confidence < s.min_confidence or det.area_frac < s.min_area_frac
                 or det.rectangularity < s.min_rectangularity
-                or det.mask_contrast < s.min_mask_contrast or not lo <= det.aspect <= hi)
+                or det.mask_contrast < s.min_mask_contrast or not lo <= det.aspect <= hi
+                or geo.corner_angle_deviation(det.quad) > s.max_corner_angle_dev_deg)
 
     def _partial(self, quad: np.ndarray, shape: tuple[int, ...]) -> bool:
         h, w = shape[:2]

@@ -26,6 +26,10 @@ class CardSettings(BaseModel):
         min_mask_contrast: mean mask inside the quad minus mean mask outside.
         aspect_range: allowed long/short side ratio of the quad after an approximate
             perspective correction (ID-1 is 1.586, ID-3 1.420, A4 1.414).
+        max_corner_angle_dev_deg: largest allowed deviation (degrees) of any interior angle of
+            the quad from 90°. A rectangle photographed by a phone keeps its corners near 90°;
+            the synthetic generator's quads reach 14° at most, so 35° leaves room for steeper
+            real tilts while refusing the kite-shaped outlines of animals, people and objects.
 
     Verdicts:
         partial_margin_px: a corner outside the frame, or closer than this many px to its
@@ -62,6 +66,7 @@ class CardSettings(BaseModel):
     min_rectangularity: float = Field(0.85, ge=0.0, le=1.0)
     min_mask_contrast: float = Field(0.5, ge=0.0, le=1.0)
     aspect_range: tuple[float, float] = (1.15, 2.1)
+    max_corner_angle_dev_deg: float = Field(35.0, gt=0.0, le=90.0)
 
     partial_margin_px: float = Field(2.0, ge=0.0)
     partial_margin_frac: float = Field(0.004, ge=0.0, lt=0.5)

@@ -23,8 +23,6 @@ pytestmark = pytest.mark.integration
 
 #: real photos the card model does not yet localise (IoU < 0.9): issue #8, processors/card/MODEL.md.
 #: They still must get a result; a pass is reported so the entry can be removed.
-KNOWN_CARD_GAPS = {"real/cardwarp_emerson-allen_3.jpg", "real/cardwarp_blank_5.png"}
-
 EVENT_CODES = {"missing_upload_id": "SCHEMA_INVALID", "path_traversal_id": "SCHEMA_INVALID",
                "unknown_task": "SCHEMA_INVALID", "bad_base64": "BAD_BASE64", "not_json": "NOT_JSON"}
 
@@ -88,10 +86,7 @@ def test_shared_cases_through_the_worker(settings: Settings, manifest: dict, tmp
             iou = quad_iou(quad, e["quad_approx"]) if quad else 0.0
             if iou < e.get("iou_min", 0.9):
                 failures.append(f"{case['file']}: IoU {iou:.3f}")
-    gaps = [f for f in failures if f.split(":")[0] in KNOWN_CARD_GAPS and "no result" not in f]
-    for f in KNOWN_CARD_GAPS - {g.split(":")[0] for g in gaps}:
-        print(f"known gap now passes: {f} (remove it from KNOWN_CARD_GAPS)")
-    assert sorted(set(failures) - set(gaps)) == []
+    assert failures == []
     assert [str(x) for x in rs["u3"].reasons] == ["OBJECT_NOT_FOUND"]
     assert str(rs["after-bad"].status) == "accepted"
     assert sorted(str(d.error_code) for d in ds) == sorted(EVENT_CODES.values())

@@ -84,3 +84,30 @@ def test_doc_type_from_option_or_aspect():
     assert choose_doc_type("passport", 1.58, 1.5) == "passport"
     assert choose_doc_type("auto", 1.58, 1.5) == "id_card"
     assert choose_doc_type("auto", 1.42, 1.5) == "passport"
+
+
+def test_corner_angle_deviation_of_rectangle_tilt_and_kite():
+    rect = [[0, 0], [100, 0], [100, 60], [0, 60]]
+    assert geo.corner_angle_deviation(rect) == pytest.approx(0.0, abs=1e-9)
+    # a symmetric trapezoid whose top is 20 px shorter per side over 60 px height: 90 - atan(60/20)
+    trap = [[20, 0], [80, 0], [100, 60], [0, 60]]
+    assert geo.corner_angle_deviation(trap) == pytest.approx(np.degrees(np.arctan2(20, 60)), abs=1e-9)
+    # the kite-shaped outline of a reclining animal (a real false positive): far from 90 degrees
+    kite = [[290, 165], [1031, 486], [532, 594], [84, 496]]
+    assert geo.corner_angle_deviation(kite) > 60
+
+
+def test_kite_shaped_quad_is_no_card():
+    from processors.card.detect import Detection
+    from processors.card.processor import CardProcessor
+    from processors.card.settings import CardSettings
+
+    proc = CardProcessor.__new__(CardProcessor)  # the rule only reads settings
+    proc.settings = CardSettings()
+    good = dict(confidence=0.9, rectangularity=0.95, mask_contrast=0.8, area_frac=0.3, aspect=1.6)
+    rect = Detection(quad=np.array([[100, 100], [420, 110], [415, 310], [95, 300]], float), **good)
+    kite = Detection(quad=np.array([[290, 165], [1031, 486], [532, 594], [84, 496]], float), **good)
+    assert not proc._no_card(rect)
+    assert proc._no_card(kite)
+    proc.settings = CardSettings(max_corner_angle_dev_deg=70)
+    assert not proc._no_card(kite)
