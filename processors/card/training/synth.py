@@ -379,9 +379,10 @@ def composite(bg: np.ndarray, face: np.ndarray, alpha: np.ndarray, quad: np.ndar
 
 
 def degrade(img: np.ndarray, rng: np.random.Generator, quad: np.ndarray | None = None,
-            glare: bool = False) -> np.ndarray:
+            glare: bool = False, strong_blur: bool = False) -> np.ndarray:
     """Photo effects: lighting gradient, shadow, glare (when ``glare``), a finger occluding an
-    edge, blur, noise and JPEG compression. Returns a new ``uint8`` BGR image."""
+    edge, blur, noise and JPEG compression. ``strong_blur`` adds an out-of-focus (Gaussian
+    sigma 2-7 px) or motion (9-31 px line) blur. Returns a new ``uint8`` BGR image."""
     H, W = img.shape[:2]
     out = img.astype(np.float32)
     gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
@@ -409,6 +410,16 @@ def degrade(img: np.ndarray, rng: np.random.Generator, quad: np.ndarray | None =
     out = np.clip(out, 0, 255).astype(np.uint8)
     if rng.random() < 0.6:
         out = cv2.GaussianBlur(out, (0, 0), rng.uniform(0.3, 1.4))
+    if strong_blur:
+        if rng.random() < 0.6:
+            out = cv2.GaussianBlur(out, (0, 0), rng.uniform(2.0, 7.0))
+        else:
+            n = int(rng.integers(9, 32))
+            k = np.zeros((n, n), np.float32)
+            k[n // 2, :] = 1.0 / n
+            rot = cv2.getRotationMatrix2D(((n - 1) / 2, (n - 1) / 2), float(rng.uniform(0, 180)), 1.0)
+            k = cv2.warpAffine(k, rot, (n, n))
+            out = cv2.filter2D(out, -1, k / max(float(k.sum()), 1e-6))
     if rng.random() < 0.6:
         out = np.clip(out + rng.normal(0, rng.uniform(1, 6), out.shape), 0, 255).astype(np.uint8)
     q = int(rng.integers(55, 96))
@@ -460,7 +471,8 @@ _SIZES = ((640, 480), (960, 720), (1280, 960), (480, 640), (720, 960), (800, 600
 
 def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | None = None,
            size: tuple[int, int] | None = None, rotation_deg: float | None = None,
-           effects: bool = True, scenes: bool = True) -> Sample:
+           effects: bool = True, scenes: bool = True, cut: bool = False,
+           strong_blur: bool = False) -> Sample:
     """Draw one synthetic photo.
 
     Args:
@@ -472,6 +484,9 @@ def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | Non
         effects: apply :func:`degrade`.
         scenes: sometimes (30 %) put a person's torso behind the card and (35 %) a hand
             holding it (:func:`person_backdrop`, :func:`holding_hand`).
+        cut: let the card run past the frame (corners up to 30 % of the frame's shorter side
+            outside it; the quad keeps the true corners).
+        strong_blur: out-of-focus or motion blur (see :func:`degrade`).
     """
     W, H = size or _SIZES[int(rng.integers(0, len(_SIZES)))]
     bg = background(rng, W, H)
@@ -485,14 +500,14 @@ def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | Non
     aspect = face.shape[1] / face.shape[0]
     if rotation_deg is None:
         rotation_deg = float(rng.uniform(-25, 25) if rng.random() < 0.8 else rng.uniform(-180, 180))
-    quad = random_quad(rng, W, H, aspect, rotation_deg)
+    quad = random_quad(rng, W, H, aspect, rotation_deg, margin=-0.3 if cut else 0.03)
     if scenes and rng.random() < 0.3:
         bg = person_backdrop(bg, rng)
     img = composite(bg, face, alpha, quad)
     if scenes and rng.random() < 0.35:
         img = holding_hand(img, quad, rng)
     if effects:
-        img = degrade(img, rng, quad)
+        img = degrade(img, rng, quad, strong_blur=strong_blur)
     return Sample(image=img, quad=quad, kind=doc_type, rotation_deg=rotation_deg)
 
 

@@ -68,13 +68,20 @@ def quad_mask(quad: np.ndarray | None, shape_hw: tuple[int, int], side: int) -> 
     return m.astype(np.float32) / 255.0
 
 
-def draw_batch(rng: np.random.Generator, n: int, side: int) -> tuple[np.ndarray, np.ndarray]:
+def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0.0,
+               blur_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` synthetic samples → inputs ``(n, 3, side, side) float32`` and targets
-    ``(n, 1, side, side) float32`` in [0, 1]."""
+    ``(n, 1, side, side) float32`` in [0, 1]. ``cut_share`` of the cards run past the frame
+    (the target is their visible part), ``blur_share`` of the photos get a strong blur; with
+    both at 0 no extra random draws are made (the first run's data stream)."""
     xs, ys = [], []
     for _ in range(n):
         size = TRAIN_SIZES[int(rng.integers(0, len(TRAIN_SIZES)))]
-        s = synth.sample(rng, negative=bool(rng.random() < 0.1), size=size)
+        extra = {}
+        if cut_share or blur_share:
+            extra = {"cut": bool(rng.random() < cut_share),
+                     "strong_blur": bool(rng.random() < blur_share)}
+        s = synth.sample(rng, negative=bool(rng.random() < 0.1), size=size, **extra)
         xs.append(to_input(s.image, side))
         ys.append(quad_mask(s.quad, s.image.shape[:2], side)[None])
     return np.stack(xs), np.stack(ys)
@@ -141,6 +148,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log", type=Path, default=None, help="JSON-lines training log")
+    ap.add_argument("--init", type=Path, default=None,
+                    help="start from this ONNX file (same graph; e.g. a previous run) instead of "
+                         "the pinned u2netp; L2-SP then pulls towards it")
+    ap.add_argument("--cut-share", type=float, default=0.0, help="share of cards cut by the frame")
+    ap.add_argument("--blur-share", type=float, default=0.0, help="share of strongly blurred photos")
     a = ap.parse_args()
 
     torch.manual_seed(a.seed)
@@ -150,7 +162,8 @@ def main() -> None:
     base_path = model_path("u2netp")
     base = base_path.read_bytes()
     assert hashlib.sha256(base).hexdigest() == manifest()["u2netp"]["sha256"]
-    net = convert(onnx.load_from_string(symbolic_batch(base)))
+    start = a.init.read_bytes() if a.init else base
+    net = convert(onnx.load_from_string(symbolic_batch(start)))
     convs = [(n, m) for n, m in net.named_modules() if isinstance(m, torch.nn.Conv2d)]
     frozen = {n for n, _ in convs[:FROZEN_CONVS]}
     params, anchors = [], []
@@ -183,7 +196,7 @@ def main() -> None:
     validate(0, float("nan"), t0)
     running = 0.0
     for step in range(1, a.steps + 1):
-        x, y = draw_batch(rng, a.batch, a.side)
+        x, y = draw_batch(rng, a.batch, a.side, a.cut_share, a.blur_share)
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
         outs = net(xt)
         loss = sum(F.binary_cross_entropy(o.clamp(1e-6, 1 - 1e-6), yt) for o in outs)
@@ -198,6 +211,7 @@ def main() -> None:
             validate(step, running, t0)
     sha = write_back(base, {k: v for k, v in net.state_dict().items()}, a.out)
     print(json.dumps({"out": str(a.out), "sha256": sha, "steps": a.steps, "seed": a.seed,
+                      "init": str(a.init) if a.init else None,
                       "elapsed_s": round(time.time() - t0, 1)}), flush=True)
 
 
