@@ -249,10 +249,11 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
                        and _strip_saliency(m, q, i, wl, (ww, wh)) >= STRIP_MIN) else nl
                 for i, (wl, ws, nl, ns) in enumerate(zip(wlines, wide, lines, sides, strict=True))]
         # the card may run on past the frame: a side within reach of a border, with salient
-        # image all the way to it, moves onto that border (PARTIAL_CARD then reports it)
+        # image all the way to it, moves onto that border (PARTIAL_CARD then reports it), even
+        # when it found an edge (an end stripe or a fold is not the card's end)
         snapped: dict[int, int] = {}
         for i in range(4):
-            if frame[i] is None and keep[i] is lines[i]:
+            if frame[i] is None:
                 k = _border_within(q[i], q[(i + 1) % 4], ww, wh, reach)
                 if k is not None and _strip_saliency(m, q, i, _border_line(k, ww, wh),
                                                      (ww, wh)) >= STRIP_MIN:
