@@ -24,18 +24,19 @@ IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 """ImageNet channel statistics (RGB), as used by rembg's sessions."""
 
 
-def preprocess(image_bgr: np.ndarray) -> np.ndarray:
+def preprocess(image_bgr: np.ndarray, side: int = INPUT_SIZE) -> np.ndarray:
     """One image to u2netp input.
 
     Args:
         image_bgr: ``(H, W, 3) uint8`` BGR.
+        side: input side (px); 320 at inference, smaller in training.
 
     Returns:
-        ``(3, 320, 320) float32``: RGB, resized (area interpolation), scaled by 1/max,
+        ``(3, side, side) float32``: RGB, resized (area interpolation), scaled by 1/max,
         standardised with the ImageNet mean/std.
     """
     rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
-    small = cv2.resize(rgb, (INPUT_SIZE, INPUT_SIZE), interpolation=cv2.INTER_AREA)
+    small = cv2.resize(rgb, (side, side), interpolation=cv2.INTER_AREA)
     x = small.astype(np.float32)
     x /= max(float(x.max()), 1e-6)
     x = (x - IMAGENET_MEAN) / IMAGENET_STD

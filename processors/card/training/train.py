@@ -36,7 +36,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from processors.card.detect import IMAGENET_MEAN, IMAGENET_STD
+from processors.card.detect import preprocess
 from processors.card.training import synth
 
 FROZEN_CONVS = 44
@@ -45,16 +45,6 @@ FROZEN_CONVS = 44
 
 TRAIN_SIZES = ((400, 300), (480, 360), (360, 480), (512, 384), (384, 512))
 """Photo sizes (W, H px) drawn for training; the net sees them resized to ``--side``."""
-
-
-def to_input(image_bgr: np.ndarray, side: int) -> np.ndarray:
-    """``(H, W, 3) uint8`` BGR → ``(3, side, side) float32`` u2netp input (as
-    :func:`processors.card.detect.preprocess`, at any side)."""
-    rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
-    x = cv2.resize(rgb, (side, side), interpolation=cv2.INTER_AREA).astype(np.float32)
-    x /= max(float(x.max()), 1e-6)
-    x = (x - IMAGENET_MEAN) / IMAGENET_STD
-    return np.ascontiguousarray(x.transpose(2, 0, 1), dtype=np.float32)
 
 
 def quad_mask(quad: np.ndarray | None, shape_hw: tuple[int, int], side: int) -> np.ndarray:
@@ -82,7 +72,7 @@ def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0
             extra = {"cut": bool(rng.random() < cut_share),
                      "strong_blur": bool(rng.random() < blur_share)}
         s = synth.sample(rng, negative=bool(rng.random() < 0.1), size=size, **extra)
-        xs.append(to_input(s.image, side))
+        xs.append(preprocess(s.image, side))
         ys.append(quad_mask(s.quad, s.image.shape[:2], side)[None])
     return np.stack(xs), np.stack(ys)
 
@@ -130,10 +120,10 @@ def write_back(base_onnx: bytes, state: dict, out: Path) -> str:
 
 def main() -> None:
     """CLI entry (see the module docstring)."""
+    import onnx
     import torch
     import torch.nn.functional as F
     from onnx2torch import convert
-    import onnx
 
     from processors.models import manifest, model_path
     from processors.runtime import symbolic_batch
