@@ -271,12 +271,10 @@ class InlineSender:
     """
 
     def __init__(self, s: Settings, task: str, files: Sequence[Path]) -> None:
-        from streams.kafka import plain_producer
         from streams.produce import UploadProducer
 
         self.task = task
-        self.producer = UploadProducer(s, inline=True)
-        self.producer.producer = plain_producer(s.kafka, **{"linger.ms": 0})
+        self.producer = UploadProducer(s, inline=True, **{"linger.ms": 0})
         self.blobs = [(f.name, f.read_bytes()) for f in files]
         self.prefix = uuid.uuid4().hex[:10]
 

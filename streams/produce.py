@@ -63,13 +63,15 @@ class UploadProducer:
     Args:
         settings: app settings (uploads topic, uploads bucket, inline limit).
         inline: send images up to ``worker.inline_max_bytes`` inline instead of a claim check.
+        **producer_config: librdkafka settings on top of ``plain_producer``'s (e.g.
+            ``{"linger.ms": 0}``).
     """
 
-    def __init__(self, settings: Settings, inline: bool = False) -> None:
+    def __init__(self, settings: Settings, inline: bool = False, **producer_config: Any) -> None:
         self.s = settings
         self.inline = inline
         self.storage = Storage(settings.s3)
-        self.producer = plain_producer(settings.kafka)
+        self.producer = plain_producer(settings.kafka, **producer_config)
         self._errors: list[str] = []
         self._lock = threading.Lock()
 
