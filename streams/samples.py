@@ -29,7 +29,7 @@ def write_samples(out: Path) -> dict[str, list[Path]]:
     cards = [
         ("id_card_tilted", {"doc_type": "id_card", "rotation_deg": 12.0}),
         ("id_card_skewed", {"doc_type": "id_card", "rotation_deg": -18.0}),
-        ("id_card_upside_down", {"doc_type": "id_card", "rotation_deg": 178.0}),
+        ("id_card_upside_down", {"doc_type": "id_card", "rotation_deg": 178.0, "portrait": "photo"}),
         ("passport_page", {"doc_type": "passport", "rotation_deg": 6.0}),
         ("id_card_small", {"doc_type": "id_card", "rotation_deg": 3.0, "size": (1280, 960)}),
         ("no_card", {"negative": True}),

@@ -252,7 +252,7 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
         # the card may run on past the frame: a side within reach of a border, with salient
         # image all the way to it, moves onto that border (PARTIAL_CARD then reports it), even
         # when it found an edge (an end stripe or a fold is not the card's end)
-        snapped: dict[int, int] = {}
+        snapped = {i: f for i, f in enumerate(frame) if f is not None}  # cut sides stay cut
         for i in range(4):
             if frame[i] is None:
                 k = _border_within(q[i], q[(i + 1) % 4], ww, wh, reach)

@@ -15,6 +15,7 @@ from processors.card import geometry as geo
 from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask, preprocess
 from processors.card.rectify import (
     choose_doc_type,
+    direction_detail_ratio,
     laplacian_variance,
     rectify,
     saturated_fraction,
@@ -31,7 +32,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo2"
+POSTPROCESS_REVISION = "geo3"
 """Bumped whenever the geometric post-processing changes the outputs (part of the version)."""
 
 
@@ -49,7 +50,9 @@ class CardProcessor:
         ``min_mask_contrast``, aspect outside ``aspect_range``, a corner angle further than
         ``max_corner_angle_dev_deg`` from 90°, or a non-convex quad.
         ``PARTIAL_CARD``: a corner outside the frame or within the partial margin of its border.
-        ``BLURRY``: variance of the Laplacian of the rectified card below the threshold.
+        ``BLURRY``: variance of the Laplacian of the rectified card below the threshold, or its
+        detail much weaker in one direction than in another (motion blur); also added to
+        NO_CARD when the whole photo's Laplacian variance is below the threshold.
         ``GLARE``: share of saturated pixels in the rectified card above the threshold.
     An accepted outcome carries one artifact ``rectified.jpg``; rejected ones carry none.
 
@@ -149,8 +152,9 @@ class CardProcessor:
         image = item.image
         requested = str(item.options.get("doc_type") or s.doc_type)
         if self._no_card(det):
+            blurred = laplacian_variance(image, s.quality_width) < s.blur_min_laplacian_var
             return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
-                           reasons=(ReasonCode.NO_CARD,),
+                           reasons=(ReasonCode.NO_CARD,) + ((ReasonCode.BLURRY,) if blurred else ()),
                            payload={"quad": None, "confidence": round(det.confidence, 4),
                                     "doc_type": None, "width": None, "height": None},
                            inference_ms=inference_ms)
@@ -160,7 +164,8 @@ class CardProcessor:
         if self._partial(quad, image.shape):
             reasons.append(ReasonCode.PARTIAL_CARD)
         rect = rectify(image, quad, doc_type, s.dpi, s.orient_by_face)
-        if laplacian_variance(rect.image, s.quality_width) < s.blur_min_laplacian_var:
+        if (laplacian_variance(rect.image, s.quality_width) < s.blur_min_laplacian_var
+                or direction_detail_ratio(rect.image, s.quality_width) < s.blur_min_direction_ratio):
             reasons.append(ReasonCode.BLURRY)
         if saturated_fraction(rect.image, s.glare_level, s.quality_width) > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)

@@ -38,6 +38,11 @@ class CardSettings(BaseModel):
             of the two margins applies).
         blur_min_laplacian_var: BLURRY when the variance of the Laplacian of the rectified card,
             grey, resized to ``quality_width`` px wide, is below this.
+        blur_min_direction_ratio: BLURRY also when the rectified card's fine detail in its
+            weakest direction is below this share of its strongest (a motion blur; see
+            ``rectify.direction_detail_ratio``: sharp cards 0.25-0.6, motion blur 0.02-0.08).
+            A photo judged NO_CARD whose whole frame has a Laplacian variance below
+            ``blur_min_laplacian_var`` also carries BLURRY: too blurred to find a card in.
         glare_max_fraction: GLARE when more than this share of the rectified card's pixels is
             saturated (every channel >= ``glare_level``).
         glare_level: 8-bit level counted as saturated.
@@ -71,6 +76,7 @@ class CardSettings(BaseModel):
     partial_margin_px: float = Field(2.0, ge=0.0)
     partial_margin_frac: float = Field(0.004, ge=0.0, lt=0.5)
     blur_min_laplacian_var: float = Field(20.0, ge=0.0)
+    blur_min_direction_ratio: float = Field(0.15, ge=0.0, le=1.0)
     glare_max_fraction: float = Field(0.04, ge=0.0, le=1.0)
     glare_level: int = Field(250, ge=1, le=255)
     quality_width: int = Field(512, ge=64)

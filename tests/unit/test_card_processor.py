@@ -110,12 +110,19 @@ def test_rotated_card_is_rectified_upright(angle):
     assert upright > 0.6 and upright > flipped + 0.2
 
 
-def test_card_touching_the_frame_is_partial(proc):
-    q = _card_quad(560, 300, 520, 0)  # right edge at x = 820 > W
-    out = proc.process_batch([Item("p", _scene(5, q))])[0]
+@pytest.mark.parametrize("past", [20, 60])
+def test_card_cut_by_the_frame_is_partial_with_its_side_on_the_frame(proc, past):
+    q = _card_quad(540 + past, 300, 520, 0)  # right edge at x = W + past
+    img = _scene(5, q)
+    top, bottom = int(q[:, 1].min()) + 4, int(q[:, 1].max()) - 4
+    img[top:bottom, W - 13:W - 10] = 40  # a printed line on the card, parallel to the cut
+    out = proc.process_batch([Item("p", img)])[0]
     assert out.status == Status.REJECTED
     assert ReasonCode.PARTIAL_CARD in out.reasons
     assert not out.artifacts
+    quad = np.asarray(out.payload["quad"])
+    assert quad[1, 0] == quad[2, 0] == W - 1  # the cut side lies on the frame, not inside it
+    assert quad_iou(quad, np.clip(q, 0, W - 1)) >= 0.9
 
 
 def test_blurred_card_is_blurry(proc):
@@ -124,6 +131,23 @@ def test_blurred_card_is_blurry(proc):
     assert ReasonCode.BLURRY in out.reasons
     sharp = proc.process_batch([Item("s", _scene(6, QUADS[0]))])[0]
     assert ReasonCode.BLURRY not in sharp.reasons
+
+
+def test_motion_blurred_card_is_blurry(proc):
+    from processors.card.rectify import direction_detail_ratio
+
+    sharp = _scene(6, QUADS[0])
+    kernel = np.full((1, 25), 1 / 25, np.float32)  # a 25 px horizontal motion blur
+    moved = cv2.filter2D(sharp, -1, kernel)
+    assert direction_detail_ratio(moved, 512) < 0.15 <= direction_detail_ratio(sharp, 512)
+    out = proc.process_batch([Item("m", moved)])[0]
+    assert ReasonCode.BLURRY in out.reasons and out.status == Status.REJECTED
+
+
+def test_no_card_in_a_blurred_photo_also_says_blurry(proc):
+    out = proc.process_batch([Item("nb", cv2.GaussianBlur(_bg(9), (0, 0), 8))])[0]
+    assert out.reasons == (ReasonCode.NO_CARD, ReasonCode.BLURRY)
+    assert out.payload["quad"] is None
 
 
 def test_saturated_spot_is_glare(proc):

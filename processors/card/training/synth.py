@@ -472,7 +472,7 @@ _SIZES = ((640, 480), (960, 720), (1280, 960), (480, 640), (720, 960), (800, 600
 def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | None = None,
            size: tuple[int, int] | None = None, rotation_deg: float | None = None,
            effects: bool = True, scenes: bool = True, cut: bool = False,
-           strong_blur: bool = False) -> Sample:
+           strong_blur: bool = False, portrait: str | None = None) -> Sample:
     """Draw one synthetic photo.
 
     Args:
@@ -487,6 +487,8 @@ def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | Non
         cut: let the card run past the frame (corners up to 30 % of the frame's shorter side
             outside it; the quad keeps the true corners).
         strong_blur: out-of-focus or motion blur (see :func:`degrade`).
+        portrait: force the card's portrait (``photo`` or ``drawn``, see :func:`render_face`);
+            the random stream is the same either way.
     """
     W, H = size or _SIZES[int(rng.integers(0, len(_SIZES)))]
     bg = background(rng, W, H)
@@ -496,7 +498,7 @@ def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | Non
         return Sample(image=degrade(bg, rng) if effects else bg, quad=None, kind="none")
     doc_type = doc_type or ("id_card" if rng.random() < 0.75 else "passport")
     face, alpha = render_face(rng, doc_type, width=int(rng.choice([700, 856, 1100])),
-                              blank=None if scenes else False)
+                              portrait=portrait, blank=None if scenes else False)
     aspect = face.shape[1] / face.shape[0]
     if rotation_deg is None:
         rotation_deg = float(rng.uniform(-25, 25) if rng.random() < 0.8 else rng.uniform(-180, 180))
