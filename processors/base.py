@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -126,3 +126,20 @@ class Processor(Protocol):
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
         """Process ``items`` (len N >= 1) and return N outcomes in the same order."""
         ...
+
+
+def process_in_chunks(proc: Processor, items: Sequence[Item], batch: int) -> Iterator[Outcome]:
+    """Run ``proc.process_batch`` on consecutive chunks of at most ``batch`` items (one batched
+    model call per chunk) and yield the outcomes one by one, in the order of ``items``.
+
+    Args:
+        proc: a processor.
+        items: the items (any length, 0 included).
+        batch: items per ``process_batch`` call; values below 1 count as 1.
+
+    Raises:
+        ProcessorError: as ``process_batch`` (a broken model).
+    """
+    step = max(1, batch)
+    for k in range(0, len(items), step):
+        yield from proc.process_batch(items[k:k + step])

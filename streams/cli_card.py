@@ -50,7 +50,7 @@ def card(
     null), "confidence", "doc_type", "rectified" (path written under --out, or null)}``. Files
     refused by safe decoding are ``rejected`` with the decoding reason. Exit status 0.
     """
-    from processors.base import Item
+    from processors.base import Item, process_in_chunks
     from processors.decode import decode_image
     from processors.errors import DecodeError
 
@@ -72,20 +72,19 @@ def card(
                        "error": type(e).__name__}
             continue
         items.append((i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": str(doc_type)})))
-    for k in range(0, len(items), max(1, batch)):
-        chunk = items[k:k + batch]
-        for (i, _it), o in zip(chunk, proc.process_batch([it for _, it in chunk]), strict=True):
-            f = images[i]
-            written = None
-            if out is not None and o.artifacts:
-                a = o.artifacts[0]
-                # the source suffix keeps card.jpg and card.webp from writing the same file
-                p = out / f"{f.stem}{f.suffix.replace('.', '-')}.{a.name}.{a.ext}"
-                p.write_bytes(a.data)
-                written = str(p)
-            rows[i] = {"file": str(f), "status": str(o.status), "reasons": [str(r) for r in o.reasons],
-                       "quad": o.payload.get("quad"), "confidence": o.payload.get("confidence"),
-                       "doc_type": o.payload.get("doc_type"), "rectified": written}
+    for (i, _it), o in zip(items, process_in_chunks(proc, [it for _, it in items], batch),
+                           strict=True):
+        f = images[i]
+        written = None
+        if out is not None and o.artifacts:
+            a = o.artifacts[0]
+            # the source suffix keeps card.jpg and card.webp from writing the same file
+            p = out / f"{f.stem}{f.suffix.replace('.', '-')}.{a.name}.{a.ext}"
+            p.write_bytes(a.data)
+            written = str(p)
+        rows[i] = {"file": str(f), "status": str(o.status), "reasons": [str(r) for r in o.reasons],
+                   "quad": o.payload.get("quad"), "confidence": o.payload.get("confidence"),
+                   "doc_type": o.payload.get("doc_type"), "rectified": written}
     for i in range(len(images)):
         r = rows[i]
         if as_json:
@@ -112,7 +111,7 @@ def eval_card(
     expected reason is ``NO_CARD`` count as correct when the result carries NO_CARD. Files that
     fail safe decoding and other cases are skipped.
     """
-    from processors.base import Item
+    from processors.base import Item, process_in_chunks
     from processors.card.metrics import quad_iou, summarise
     from processors.decode import decode_image
     from processors.errors import DecodeError
@@ -131,18 +130,17 @@ def eval_card(
         except DecodeError:
             continue
         loaded.append((c, Item(upload_id=Path(c["file"]).stem, image=img)))
-    for k in range(0, len(loaded), max(1, batch)):
-        chunk = loaded[k:k + batch]
-        for (c, _), o in zip(chunk, proc.process_batch([it for _, it in chunk]), strict=True):
-            e = c["expect"]
-            if "quad_approx" in e:
-                q = o.payload.get("quad")
-                v = quad_iou(q, e["quad_approx"]) if q else 0.0
-                kind = e.get("kind", "unlabelled")
-                ious.setdefault(kind, []).append(v)
-                missed[kind] = missed.get(kind, 0) + ("NO_CARD" in [str(r) for r in o.reasons])
-            else:
-                neg_ok.append("NO_CARD" in [str(r) for r in o.reasons])
+    for (c, _), o in zip(loaded, process_in_chunks(proc, [it for _, it in loaded], batch),
+                         strict=True):
+        e = c["expect"]
+        if "quad_approx" in e:
+            q = o.payload.get("quad")
+            v = quad_iou(q, e["quad_approx"]) if q else 0.0
+            kind = e.get("kind", "unlabelled")
+            ious.setdefault(kind, []).append(v)
+            missed[kind] = missed.get(kind, 0) + ("NO_CARD" in [str(r) for r in o.reasons])
+        else:
+            neg_ok.append("NO_CARD" in [str(r) for r in o.reasons])
     summary = {kind: {**summarise(v), "no_card": missed[kind]} for kind, v in sorted(ious.items())}
     summary["all"] = {**summarise([x for v in ious.values() for x in v]),
                       "no_card": sum(missed.values())}

@@ -42,7 +42,7 @@ def idphoto(
     accepted, 1
     otherwise, 2 for bad options.
     """
-    from processors.base import Item
+    from processors.base import Item, process_in_chunks
     from processors.decode import decode_image
     from processors.errors import DecodeError
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
@@ -73,21 +73,19 @@ def idphoto(
             rows[i] = _row(f, "failed", ["OBJECT_NOT_FOUND"], error=type(e).__name__)
         else:
             pending.append((i, Item(upload_id=f"cli-{i}", image=img, options=options)))
-    step = max(1, batch)
     written: set[Path] = set()
-    for k in range(0, len(pending), step):
-        chunk = pending[k:k + step]
-        for (i, _), o in zip(chunk, proc.process_batch([it for _, it in chunk]), strict=True):
-            f = images[i]
-            extra: dict[str, Any] = {"face_box": o.payload.get("face_box")}
-            for a in o.artifacts:
-                path = out_dir / f"{f.stem}.{size}.{a.ext}"
-                if path in written:  # same stem twice in one run (x.jpg, x.heic): keep both
-                    path = out_dir / f"{f.stem}-{i}.{size}.{a.ext}"
-                written.add(path)
-                path.write_bytes(a.data)
-                extra.update(photo=str(path), width=a.width, height=a.height)
-            rows[i] = _row(f, str(o.status), [str(r) for r in o.reasons], **extra)
+    for (i, _), o in zip(pending, process_in_chunks(proc, [it for _, it in pending], batch),
+                         strict=True):
+        f = images[i]
+        extra: dict[str, Any] = {"face_box": o.payload.get("face_box")}
+        for a in o.artifacts:
+            path = out_dir / f"{f.stem}.{size}.{a.ext}"
+            if path in written:  # same stem twice in one run (x.jpg, x.heic): keep both
+                path = out_dir / f"{f.stem}-{i}.{size}.{a.ext}"
+            written.add(path)
+            path.write_bytes(a.data)
+            extra.update(photo=str(path), width=a.width, height=a.height)
+        rows[i] = _row(f, str(o.status), [str(r) for r in o.reasons], **extra)
 
     for i in range(len(images)):
         r = rows[i]
