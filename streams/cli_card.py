@@ -53,10 +53,11 @@ def card(
     from processors.base import Item, process_in_chunks
     from processors.decode import decode_image
     from processors.errors import DecodeError
+    from streams.cli import make_out_dir
 
-    proc, s = _processor(device, batch, model)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        make_out_dir(out)
+    proc, s = _processor(device, batch, model)
     rows: dict[int, dict] = {}
     items: list[tuple[int, Item]] = []
     for i, f in enumerate(images):

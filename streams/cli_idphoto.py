@@ -47,6 +47,7 @@ def idphoto(
     from processors.errors import DecodeError
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
     from processors.idphoto.sizes import InvalidOptionError
+    from streams.cli import make_out_dir
     from streams.logs import configure_logging
     from streams.settings import load_settings
 
@@ -58,7 +59,7 @@ def idphoto(
     except InvalidOptionError as e:
         raise typer.BadParameter(str(e)) from e
     out_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="cardstream-idphoto-"))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out_dir)
     rt = s.runtime.model_copy(update={"device": device, "max_bucket": max(1, batch)})
     proc = IdPhotoProcessor(s.idphoto, rt)
 

@@ -73,3 +73,15 @@ def test_shared_negatives_are_no_card(app):
     rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
     assert len(rows) == len(negs) > 0
     assert all("NO_CARD" in x["reasons"] for x in rows)
+
+
+@pytest.mark.parametrize("command", ["card", "idphoto"])
+def test_unusable_out_folder_is_a_usage_error_not_a_traceback(app, tmp_path, command):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    img = tmp_path / "any.jpg"
+    cv2.imwrite(str(img), np.full((64, 64, 3), 128, np.uint8))
+    r = CliRunner().invoke(app, [command, "--out", str(blocker / "sub"), str(img)])
+    assert r.exit_code == 2
+    assert "cannot create folder" in r.output and "Traceback" not in r.output
+    assert not isinstance(r.exception, OSError)
