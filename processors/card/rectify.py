@@ -59,13 +59,27 @@ def _face_cascade() -> cv2.CascadeClassifier:
     return c
 
 
-def _face_score(gray: np.ndarray) -> float:
+FACE_PASSES = ((400, 0.12), (800, 0.06))
+"""Orientation passes: (width px of the rectified card, smallest face as a share of its height).
+The second pass runs only when the first finds no face in either candidate: a portrait whose
+face is under ~30 px at 400 px wide (the cascade's window is 24 px) is found at 800 px."""
+
+
+FACE_MIN_EVIDENCE = 8.0
+"""Smallest face score (merged detections, x1.5 in the left half) that decides the orientation;
+weaker detections (an upside-down face, texture) gather 2-7 on the checked cards, upright
+portraits 10-90."""
+
+
+def _face_score(gray: np.ndarray, min_frac: float = 0.12) -> float:
     """Evidence for an upright face in ``gray``: the largest number of merged Haar detections
-    (``detectMultiScale2``'s neighbour count) of any face, x1.5 when the face is centred in the
-    left half; 0 when there is none. False positives gather few neighbours, true faces many."""
+    (``detectMultiScale2``'s neighbour count) of any face at least ``min_frac`` of the height,
+    x1.5 when the face is centred in the left half; 0 when there is none. False positives
+    gather few neighbours, true faces many."""
     h, w = gray.shape
+    side = max(1, int(min_frac * h))
     faces, counts = _face_cascade().detectMultiScale2(gray, scaleFactor=1.1, minNeighbors=5,
-                                                      minSize=(int(0.12 * h), int(0.12 * h)))
+                                                      minSize=(side, side))
     best = 0.0
     for (x, _y, fw, _fh), n in zip(faces, np.ravel(counts) if len(faces) else [], strict=True):
         best = max(best, float(n) * (1.5 if x + fw / 2 < w / 2 else 1.0))
@@ -135,16 +149,20 @@ def rectify(image: np.ndarray, quad: np.ndarray, doc_type: DocType, dpi: int,
     out = warp(image, np.roll(q, -k, axis=0), size)
     by_face = False
     if orient_by_face:
-        small_w = 400
-        small = cv2.resize(out, (small_w, int(round(small_w * size[1] / size[0]))),
-                           interpolation=cv2.INTER_AREA)
-        g = cv2.equalizeHist(cv2.cvtColor(small, cv2.COLOR_BGR2GRAY))
-        s0 = _face_score(g)
-        s180 = _face_score(g[::-1, ::-1].copy())
+        for small_w, min_frac in FACE_PASSES:
+            small = cv2.resize(out, (small_w, int(round(small_w * size[1] / size[0]))),
+                               interpolation=cv2.INTER_AREA)
+            g = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
+            s0 = _face_score(g, min_frac)
+            s180 = _face_score(g[::-1, ::-1].copy(), min_frac)
+            by_face = max(s0, s180) >= FACE_MIN_EVIDENCE
+            if by_face:
+                break
+        if not by_face:
+            s0 = s180 = 0.0
         if s180 > s0:
             out = out[::-1, ::-1].copy()
             k += 2
-        by_face = max(s0, s180) > 0
     return Rectified(image=out, doc_type=doc_type, rotation=k % 4, by_face=by_face)
 
 

@@ -166,3 +166,18 @@ def test_scene_without_card_is_no_card(proc):
         assert out.status == Status.REJECTED
         assert out.reasons == (ReasonCode.NO_CARD,)
         assert out.payload["quad"] is None and not out.artifacts
+
+
+def test_small_portrait_still_turns_the_card_upright():
+    """A face under ~30 px at the first pass's 400 px is found by the 800 px pass."""
+    from processors.card.rectify import rectify
+
+    card = np.full((637, 1011, 3), (225, 215, 200), np.uint8)
+    card[:70] = (150, 80, 30)  # header band
+    card[150:290, 60:170] = cv2.resize(synth._portrait(), (110, 140), interpolation=cv2.INTER_AREA)
+    upside_down = card[::-1, ::-1].copy()
+    quad = np.array([[0, 0], [1010, 0], [1010, 636], [0, 636]], np.float64)
+    rect = rectify(upside_down, quad, "id_card", 300)
+    assert rect.by_face and rect.rotation == 2
+    diff = np.abs(rect.image.astype(np.int16) - card.astype(np.int16)).mean()
+    assert diff < 3.0
