@@ -117,8 +117,15 @@ def eval_card(
     from processors.decode import decode_image
     from processors.errors import DecodeError
 
-    man = json.loads((set_dir / "manifest.json").read_text())
-    cases = [c for c in man["images"]
+    try:
+        man = json.loads((set_dir / "manifest.json").read_text())
+        images = man["images"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise typer.BadParameter(
+            f"{set_dir / 'manifest.json'} is missing or not a manifest ({type(e).__name__}): "
+            "expected {\"images\": [{\"file\", \"expect\": {\"quad_approx\" | \"reason\"}}]}, "
+            "as written by `python -m processors.card.training.synth`", param_hint="--set") from e
+    cases = [c for c in images
              if "quad_approx" in c["expect"] or c["expect"].get("reason") == "NO_CARD"]
     proc, s = _processor(device, batch, model)
     ious: dict[str, list[float]] = {}

@@ -15,8 +15,12 @@ def results(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep waiting for new results."),
     since: str = typer.Option("", help="Start at this time (ISO-8601 or epoch ms); default: the beginning."),
     as_json: bool = typer.Option(False, "--json", help="Print each result as one JSON line (the contract)."),
+    dead_letters: bool = typer.Option(False, "--dead-letters", help="Read the dead-letter topic "
+                                      "instead: events refused with a code (bad JSON, schema...)."),
 ) -> None:
-    """Print committed results (isolation.level=read_committed), one line per result, as OCR sees them."""
+    """Print committed results (isolation.level=read_committed), one line per result, as OCR
+    sees them; with --dead-letters, the dead letters (time, upload id or -, code, source
+    partition:offset, error)."""
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
     from schemas import codec
@@ -24,7 +28,7 @@ def results(
     from streams.replay import parse_time_ms
 
     s = load_settings()
-    topic = s.kafka.results_topic
+    topic = s.kafka.dlq_topic if dead_letters else s.kafka.results_topic
     c = consumer(s.kafka, f"cardstream-results-cli-{time.time_ns()}")
     parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
     if since:
@@ -42,6 +46,11 @@ def results(
                     continue
                 if as_json:
                     typer.echo(m.value().decode())
+                    continue
+                if dead_letters:
+                    d = codec.decode_dead_letter(m.value(), m.headers())
+                    typer.echo(f"{d.failed_at}  {d.upload_id or '-':<40} {d.error_code:<28} "
+                               f"{d.source.partition}:{d.source.offset}  {d.error}")
                     continue
                 r = codec.decode_result(m.value())
                 typer.echo(f"{r.processed_at}  {r.upload_id:<40} {r.task:<8} {r.status:<8} "

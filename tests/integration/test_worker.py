@@ -119,6 +119,18 @@ def test_bad_events_go_to_dlq_and_worker_continues(settings: Settings, tmp_path:
     st = Storage(settings.s3)
     keys = [o.object_name for o in st.client.list_objects(settings.s3.results_bucket, recursive=True)]
     assert all(".." not in k and not k.startswith("/") for k in keys)
+    # operators read the same dead letters with `cardstream results --dead-letters`
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+    from streams.procs import settings_env
+
+    out = CliRunner().invoke(app, ["results", "--dead-letters"], env=settings_env(settings))
+    assert out.exit_code == 0, out.output
+    lines = [ln for ln in out.output.splitlines() if ln.strip()]
+    assert len(lines) == 4
+    assert sorted(ln.split()[2] for ln in lines) == sorted(str(d.error_code) for d in ds)
+    assert sorted(ln.split()[1] for ln in lines) == ["-", "-", "u1", "u9"]
 
 
 @pytest.mark.parametrize("inline", [False, True], ids=["get_fails", "put_fails"])

@@ -85,3 +85,13 @@ def test_unusable_out_folder_is_a_usage_error_not_a_traceback(app, tmp_path, com
     assert r.exit_code == 2
     assert "cannot create folder" in r.output and "Traceback" not in r.output
     assert not isinstance(r.exception, OSError)
+
+
+@pytest.mark.parametrize("manifest", [None, "{}", "not json"])
+def test_eval_card_without_a_manifest_is_a_usage_error(app, tmp_path, manifest):
+    if manifest is not None:
+        (tmp_path / "manifest.json").write_text(manifest)
+    r = CliRunner().invoke(app, ["eval", "card", "--set", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "not a manifest" in r.output
+    assert isinstance(r.exception, SystemExit)  # a usage error, not a KeyError or OSError
