@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from schemas.models import VerificationResult
 from streams.errors import StreamsError
 from streams.kafka import admin, create_topics, topic_specs
 from streams.procs import WorkerProc, start_worker, stop_workers
@@ -93,13 +94,13 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
         if reader is not None:
             reader.close()
     table = Table(title="cardstream demo results")
-    for col in ("upload", "file", "task", "status", "reasons", "latency ms", "output"):
+    for col in ("upload", "file", "task", "status", "reasons", "kind", "latency ms", "output"):
         table.add_column(col)
     rows = []
     for uid, (task, fname) in want.items():
         r = got.get(uid)
         if r is None:
-            table.add_row(uid, fname, task, "[red]no result[/]", "", "", "")
+            table.add_row(uid, fname, task, "[red]no result[/]", "", "", "", "")
             continue
         ref = (r.card.rectified if r.card else r.id_photo.photo if r.id_photo else None)
         saved = ""
@@ -110,7 +111,7 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
             saved = str(dst)
         reasons = ",".join(map(str, r.reasons))
         colour = {"accepted": "green", "rejected": "yellow"}.get(str(r.status), "red")
-        table.add_row(uid, fname, task, f"[{colour}]{r.status}[/]", reasons,
+        table.add_row(uid, fname, task, f"[{colour}]{r.status}[/]", reasons, _kind(r),
                       f"{r.timings.total_ms:.0f}", saved)
         rows.append({"upload_id": uid, "file": fname, "task": task, "status": str(r.status),
                      "reasons": [str(x) for x in r.reasons], "total_ms": r.timings.total_ms,
@@ -125,3 +126,14 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     if not ok:
         console.print(f"[red]{len(want) - len(got)} uploads without a result; worker exit codes {codes}[/]")
     return 0 if ok else 1
+
+
+def _kind(r: VerificationResult) -> str:
+    """What the output is: the card's document type and its rectified size (px), or the ID
+    photo's size name and pixel size; empty when there is no output."""
+    if r.card is not None and r.card.rectified is not None:
+        ref = r.card.rectified
+        return f"{r.card.doc_type} {ref.width}x{ref.height}"
+    if r.id_photo is not None and r.id_photo.photo is not None:
+        return f"{r.id_photo.size} {r.id_photo.width}x{r.id_photo.height}"
+    return ""
