@@ -52,7 +52,7 @@ class CardProcessor:
         ``PARTIAL_CARD``: a corner outside the frame or within the partial margin of its border.
         ``BLURRY``: variance of the Laplacian of the rectified card below the threshold, or its
         detail much weaker in one direction than in another (motion blur); also added to
-        NO_CARD when the whole photo's Laplacian variance is below the threshold.
+        NO_CARD when the whole photo fails either measure.
         ``GLARE``: share of saturated pixels in the rectified card above the threshold.
     An accepted outcome carries one artifact ``rectified.jpg``; rejected ones carry none.
 
@@ -152,7 +152,9 @@ class CardProcessor:
         image = item.image
         requested = str(item.options.get("doc_type") or s.doc_type)
         if self._no_card(det):
-            blurred = laplacian_variance(image, s.quality_width) < s.blur_min_laplacian_var
+            blurred = (laplacian_variance(image, s.quality_width) < s.blur_min_laplacian_var
+                       or direction_detail_ratio(image, s.quality_width)
+                       < s.blur_min_direction_ratio)
             return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
                            reasons=(ReasonCode.NO_CARD,) + ((ReasonCode.BLURRY,) if blurred else ()),
                            payload={"quad": None, "confidence": round(det.confidence, 4),

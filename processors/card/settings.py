@@ -42,7 +42,8 @@ class CardSettings(BaseModel):
             weakest direction is below this share of its strongest (a motion blur; see
             ``rectify.direction_detail_ratio``: sharp cards 0.25-0.6, motion blur 0.02-0.08).
             A photo judged NO_CARD whose whole frame has a Laplacian variance below
-            ``blur_min_laplacian_var`` also carries BLURRY: too blurred to find a card in.
+            ``blur_min_laplacian_var`` or a direction ratio below this also carries BLURRY: too
+            blurred to find a card in (whole synthetic photos, with or without a card: >= 0.21).
         glare_max_fraction: GLARE when more than this share of the rectified card's pixels is
             saturated (every channel >= ``glare_level``).
         glare_level: 8-bit level counted as saturated.

@@ -144,8 +144,12 @@ def test_motion_blurred_card_is_blurry(proc):
     assert ReasonCode.BLURRY in out.reasons and out.status == Status.REJECTED
 
 
-def test_no_card_in_a_blurred_photo_also_says_blurry(proc):
-    out = proc.process_batch([Item("nb", cv2.GaussianBlur(_bg(9), (0, 0), 8))])[0]
+@pytest.mark.parametrize("blur", ["gaussian", "motion"])
+def test_no_card_in_a_blurred_photo_also_says_blurry(proc, blur):
+    bg = _bg(9)
+    img = (cv2.GaussianBlur(bg, (0, 0), 8) if blur == "gaussian"
+           else cv2.filter2D(bg, -1, np.full((1, 31), 1 / 31, np.float32)))
+    out = proc.process_batch([Item("nb", img)])[0]
     assert out.reasons == (ReasonCode.NO_CARD, ReasonCode.BLURRY)
     assert out.payload["quad"] is None
 
