@@ -141,6 +141,8 @@ def main() -> None:
     ap.add_argument("--init", type=Path, default=None,
                     help="start from this ONNX file (same graph; e.g. a previous run) instead of "
                          "the pinned u2netp; L2-SP then pulls towards it")
+    ap.add_argument("--frozen-convs", type=int, default=FROZEN_CONVS,
+                    help="leading convolutions kept frozen (44: encoder stages 1-4; 36: 1-3)")
     ap.add_argument("--cut-share", type=float, default=0.0, help="share of cards cut by the frame")
     ap.add_argument("--blur-share", type=float, default=0.0, help="share of strongly blurred photos")
     a = ap.parse_args()
@@ -155,7 +157,7 @@ def main() -> None:
     start = a.init.read_bytes() if a.init else base
     net = convert(onnx.load_from_string(symbolic_batch(start)))
     convs = [(n, m) for n, m in net.named_modules() if isinstance(m, torch.nn.Conv2d)]
-    frozen = {n for n, _ in convs[:FROZEN_CONVS]}
+    frozen = {n for n, _ in convs[:a.frozen_convs]}
     params, anchors = [], []
     for n, m in convs:
         for p in m.parameters():
