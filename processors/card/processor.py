@@ -139,6 +139,13 @@ class CardProcessor:
                 or det.mask_contrast < s.min_mask_contrast or not lo <= det.aspect <= hi
                 or geo.corner_angle_deviation(det.quad) > s.max_corner_angle_dev_deg)
 
+    def _blurry(self, image: np.ndarray) -> bool:
+        """BLURRY test of ``image`` (the rectified card, or the whole photo for NO_CARD):
+        Laplacian variance or direction detail ratio below its threshold (see the class doc)."""
+        s = self.settings
+        return (laplacian_variance(image, s.quality_width) < s.blur_min_laplacian_var
+                or direction_detail_ratio(image, s.quality_width) < s.blur_min_direction_ratio)
+
     def _partial(self, quad: np.ndarray, shape: tuple[int, ...]) -> bool:
         h, w = shape[:2]
         m = max(self.settings.partial_margin_px, self.settings.partial_margin_frac * min(h, w))
@@ -152,9 +159,7 @@ class CardProcessor:
         image = item.image
         requested = str(item.options.get("doc_type") or s.doc_type)
         if self._no_card(det):
-            blurred = (laplacian_variance(image, s.quality_width) < s.blur_min_laplacian_var
-                       or direction_detail_ratio(image, s.quality_width)
-                       < s.blur_min_direction_ratio)
+            blurred = self._blurry(image)
             return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
                            reasons=(ReasonCode.NO_CARD,) + ((ReasonCode.BLURRY,) if blurred else ()),
                            payload={"quad": None, "confidence": round(det.confidence, 4),
@@ -166,8 +171,7 @@ class CardProcessor:
         if self._partial(quad, image.shape):
             reasons.append(ReasonCode.PARTIAL_CARD)
         rect = rectify(image, quad, doc_type, s.dpi, s.orient_by_face)
-        if (laplacian_variance(rect.image, s.quality_width) < s.blur_min_laplacian_var
-                or direction_detail_ratio(rect.image, s.quality_width) < s.blur_min_direction_ratio):
+        if self._blurry(rect.image):
             reasons.append(ReasonCode.BLURRY)
         if saturated_fraction(rect.image, s.glare_level, s.quality_width) > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)

@@ -158,9 +158,7 @@ def rectify(image: np.ndarray, quad: np.ndarray, doc_type: DocType, dpi: int,
             by_face = max(s0, s180) >= FACE_MIN_EVIDENCE
             if by_face:
                 break
-        if not by_face:
-            s0 = s180 = 0.0
-        if s180 > s0:
+        if by_face and s180 > s0:
             out = out[::-1, ::-1].copy()
             k += 2
     return Rectified(image=out, doc_type=doc_type, rotation=k % 4, by_face=by_face)
@@ -169,10 +167,14 @@ def rectify(image: np.ndarray, quad: np.ndarray, doc_type: DocType, dpi: int,
 def laplacian_variance(image: np.ndarray, width: int) -> float:
     """Variance of the Laplacian (3x3 aperture) of ``image`` in grey, resized to ``width`` px
     wide (area interpolation): a sharpness measure (Pech-Pacheco et al., 2000)."""
+    return float(cv2.Laplacian(_grey_at_width(image, width), cv2.CV_64F).var())
+
+
+def _grey_at_width(image: np.ndarray, width: int) -> np.ndarray:
+    """``image`` (BGR) in grey, resized to ``width`` px wide (area interpolation), uint8."""
     h, w = image.shape[:2]
     g = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
-    g = cv2.resize(g, (width, max(1, round(h * width / w))), interpolation=cv2.INTER_AREA)
-    return float(cv2.Laplacian(g, cv2.CV_64F).var())
+    return cv2.resize(g, (width, max(1, round(h * width / w))), interpolation=cv2.INTER_AREA)
 
 
 _SECOND_DIFFS = (
@@ -200,10 +202,7 @@ def direction_detail_ratio(image: np.ndarray, width: int) -> float:
     Returns:
         Ratio in [0, 1]; 1.0 for an image with no detail at all (nothing to compare).
     """
-    h, w = image.shape[:2]
-    g = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
-    g = cv2.resize(g, (width, max(1, round(h * width / w))), interpolation=cv2.INTER_AREA)
-    g = g.astype(np.float32)
+    g = _grey_at_width(image, width).astype(np.float32)
     v = [float(cv2.filter2D(g, cv2.CV_32F, k)[1:-1, 1:-1].var()) for k in _SECOND_DIFFS]
     return min(v) / max(v) if max(v) > 1e-9 else 1.0
 
