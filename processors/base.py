@@ -6,9 +6,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -143,3 +146,36 @@ def process_in_chunks(proc: Processor, items: Sequence[Item], batch: int) -> Ite
     step = max(1, batch)
     for k in range(0, len(items), step):
         yield from proc.process_batch(items[k:k + step])
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def map_in_threads(fn: Callable[[T], R], xs: Sequence[T], threads: int) -> list[R]:
+    """``[fn(x) for x in xs]`` on a process-wide pool of ``threads`` threads, results in order.
+
+    Per-item pre- and post-processing is OpenCV and NumPy work that releases the GIL, so a
+    batch's items run in parallel on the CPU cores while the model call itself stays one
+    batched call.
+
+    Args:
+        fn: the per-item function; it must not call ``map_in_threads`` itself (the pool is shared).
+        xs: the items.
+        threads: pool size; 0 means ``os.cpu_count()``. With 1 thread, or one item, ``fn`` runs
+            inline on the caller's thread.
+
+    Raises:
+        Exception: the first exception ``fn`` raised, in the order of ``xs`` (catch per item in
+            ``fn`` to isolate items).
+    """
+    n = threads if threads > 0 else (os.cpu_count() or 1)
+    if n <= 1 or len(xs) <= 1:
+        return [fn(x) for x in xs]
+    with _POOLS_LOCK:
+        pool = _POOLS.get(n)
+        if pool is None:
+            pool = _POOLS[n] = ThreadPoolExecutor(n, thread_name_prefix=f"postprocess{n}")
+    return list(pool.map(fn, xs))

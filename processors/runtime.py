@@ -34,11 +34,17 @@ class RuntimeSettings(BaseModel):
     Attributes:
         device: ``cpu``, ``cuda`` (fail at start-up unless CUDAExecutionProvider is active) or
             ``auto`` (CUDA when available, else CPU).
-        buckets: allowed batch sizes, ascending.
+        buckets: allowed batch sizes, ascending. On CUDA keep them at 128 or below for u2netp at
+            320 px: at 256, ONNX Runtime 1.31's CUDA Concat fails (a tensor above 2^31 elements;
+            measured on an H200, ``benchmarks/README.md``).
         max_bucket: cap on the bucket warm-up may choose (None: the largest of ``buckets``).
         latency_budget_ms: a bucket whose single call takes longer than this is not chosen.
         intra_op_threads: ONNX Runtime intra-op threads (0: ORT's default = physical cores).
         cuda_device_id: GPU index for the CUDA EP.
+        postprocess_threads: threads for per-item pre- and post-processing around the model call
+            (quad fit, warp, Haar cascades, mattes, JPEG encode; 0: ``os.cpu_count()``). OpenCV
+            and NumPy release the GIL, so this is what feeds a GPU: on an H200 u2netp runs 830
+            images/s at batch 64 while one thread post-processes about 10 cards/s.
         cpu_max_bucket: bucket cap when the session runs on the CPU EP. u2netp needs about
             260 MiB of activations per image, and on a CPU a batch above 8 only costs memory
             (measured in ``benchmarks/``: no throughput gain past 2-4 on 2 cores).
@@ -52,6 +58,7 @@ class RuntimeSettings(BaseModel):
     latency_budget_ms: float = 2000.0
     intra_op_threads: int = 0
     cuda_device_id: int = 0
+    postprocess_threads: int = 0
     cpu_max_bucket: int = 8
 
 
@@ -124,6 +131,9 @@ class BatchedModel:
         settings: runtime settings.
         name: model name for logs/results.
         make_batch_symbolic: rewrite dim 0 of inputs/outputs to a symbolic batch at load.
+        outputs: fetch only the first ``outputs`` graph outputs (None: all). U²-Net has 7
+            outputs of ``(N,1,H,W) float32`` and the processors read only the fused one: on a GPU
+            the other 6 would each cost a device-to-host copy of ``N*H*W*4`` bytes per call.
 
     Raises:
         ModelError: missing file, SHA-256 mismatch, or a graph ONNX Runtime cannot load.
@@ -137,6 +147,7 @@ class BatchedModel:
         settings: RuntimeSettings,
         name: str,
         make_batch_symbolic: bool = False,
+        outputs: int | None = None,
     ) -> None:
         path = Path(path)
         if sha256 is not None:
@@ -168,6 +179,8 @@ class BatchedModel:
             )
         self.provider = active[0]
         self.input_name = self.session.get_inputs()[0].name
+        names = [o.name for o in self.session.get_outputs()]
+        self.output_names = names[:outputs] if outputs else names
         buckets = tuple(sorted(settings.buckets))
         cap = settings.max_bucket or buckets[-1]
         if self.provider == "CPUExecutionProvider":
@@ -179,17 +192,17 @@ class BatchedModel:
 
     @classmethod
     def shared(cls, path: Path, sha256: str | None, settings: RuntimeSettings, name: str,
-               make_batch_symbolic: bool = False) -> BatchedModel:
+               make_batch_symbolic: bool = False, outputs: int | None = None) -> BatchedModel:
         """The process-wide instance for this file and settings (created on first use).
 
         The card and id_photo processors both run u2netp: sharing one session halves the
         model memory and the warm-up. Calls are serialised by the instance's lock.
         """
-        key = (str(Path(path).resolve()), sha256, settings, make_batch_symbolic)
+        key = (str(Path(path).resolve()), sha256, settings, make_batch_symbolic, outputs)
         with _SHARED_LOCK:
             m = _SHARED.get(key)
             if m is None:
-                m = _SHARED[key] = cls(path, sha256, settings, name, make_batch_symbolic)
+                m = _SHARED[key] = cls(path, sha256, settings, name, make_batch_symbolic, outputs)
             return m
 
     def bucket_for(self, n: int) -> int:
@@ -206,7 +219,7 @@ class BatchedModel:
             pad = np.zeros((b - n, *x.shape[1:]), dtype=x.dtype)
             x = np.concatenate([x, pad], axis=0)
         with self._lock:
-            outs = self.session.run(None, {self.input_name: x})
+            outs = self.session.run(self.output_names, {self.input_name: x})
             self.stats.calls += 1
             self.stats.images += n
             self.stats.padded += b - n
@@ -219,8 +232,9 @@ class BatchedModel:
             x: ``(N, C, H, W) float32`` input, any N >= 1.
 
         Returns:
-            Every graph output, each with leading dim N (padding removed). The batch is split
-            into ``ceil(N / chosen_bucket)`` calls, the last one padded up to a bucket.
+            The fetched graph outputs (all, or the first ``outputs``), each with leading dim N
+            (padding removed). The batch is split into ``ceil(N / chosen_bucket)`` calls, the
+            last one padded up to a bucket.
         """
         if x.ndim < 1 or x.shape[0] == 0:
             raise ValueError("empty batch")
@@ -233,7 +247,8 @@ class BatchedModel:
 
         Args:
             sample_shape: one image's input shape ``(C, H, W)``.
-            repeats: timed repetitions per bucket (the first, untimed run builds kernels).
+            repeats: timed calls per bucket; the fastest counts. Untimed calls come first (1 on the
+                CPU, 3 on CUDA, where they also autotune cuDNN and grow the memory arena).
 
         A second call returns the bucket chosen by the first without measuring again.
 
@@ -245,15 +260,21 @@ class BatchedModel:
         """
         if self.stats.bucket_ips:  # already measured (a shared instance)
             return self.chosen_bucket
+        # CUDA: the first calls at a new shape also autotune cuDNN and grow the memory arena (on
+        # an H200, bucket 8 timed 37 ms per call after one untimed call and 13 ms after three)
+        untimed = 1 if self.provider == "CPUExecutionProvider" else 3
         best, best_ips = self.buckets[0], 0.0
         calls0, images0, padded0 = self.stats.calls, self.stats.images, self.stats.padded
         for b in self.buckets:
             x = np.zeros((b, *sample_shape), dtype=np.float32)
-            self._run_padded(x)
-            t0 = time.perf_counter()
-            for _ in range(repeats):
+            for _ in range(untimed):
                 self._run_padded(x)
-            ms = (time.perf_counter() - t0) * 1000.0 / repeats
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                self._run_padded(x)
+                times.append((time.perf_counter() - t0) * 1000.0)
+            ms = min(times)
             ips = b * 1000.0 / ms if ms > 0 else float("inf")
             self.stats.bucket_ms[b] = ms
             self.stats.bucket_ips[b] = ips

@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import structlog
 
-from processors.base import Artifact, Item, ModelInfo, Outcome
+from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads
 from processors.card import geometry as geo
 from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask, preprocess
 from processors.card.rectify import (
@@ -72,11 +72,13 @@ class CardProcessor:
     def __init__(self, settings: CardSettings, runtime: RuntimeSettings,
                  model_file: Path | None = None) -> None:
         self.settings = settings
+        self.threads = runtime.postprocess_threads
         if model_file is None:
             path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
         else:
             path, sha = Path(model_file), None
-        self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True)
+        self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True,
+                                          outputs=1)
         digest = (sha or "local")[:12]
         self._info = ModelInfo(name=MODEL_NAME, version=f"{MODEL_FILE}-{digest}.{POSTPROCESS_REVISION}",
                                provider=self._model.provider)
@@ -120,14 +122,16 @@ class CardProcessor:
         Raises:
             ModelError: ONNX Runtime failed on the batch.
         """
-        x = np.stack([preprocess(im) for im in images])
+        x = np.stack(map_in_threads(preprocess, images, self.threads))
         t0 = time.perf_counter()
         try:
             raw = self._model.run(x)[0][:, 0]
         except Exception as e:  # onnxruntime raises untyped errors
             raise ModelError(f"u2netp inference failed: {e}") from e
         ms = (time.perf_counter() - t0) * 1000.0
-        return [detect_from_mask(im, r, self.settings) for im, r in zip(images, raw, strict=True)], ms
+        dets = map_in_threads(lambda k: detect_from_mask(images[k], raw[k], self.settings),
+                              range(len(images)), self.threads)
+        return dets, ms
 
     def _no_card(self, det: Detection) -> bool:
         s = self.settings
@@ -203,13 +207,15 @@ class CardProcessor:
         if not items:
             return []
         dets, ms = self.locate([it.image for it in items])
-        out: list[Outcome] = []
-        for it, det in zip(items, dets, strict=True):
+
+        def one(k: int) -> Outcome:
+            it = items[k]
             try:
-                out.append(self.decide(it, det, ms))
+                return self.decide(it, dets[k], ms)
             except Exception as e:  # isolate one item's failure from the batch
                 log.error("card_postprocess_failed", upload_id=it.upload_id,
                           error=type(e).__name__)
-                out.append(Outcome(upload_id=it.upload_id, status=Status.FAILED,
-                                   reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=ms))
-        return out
+                return Outcome(upload_id=it.upload_id, status=Status.FAILED,
+                               reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=ms)
+
+        return map_in_threads(one, range(len(items)), self.threads)

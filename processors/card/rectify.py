@@ -17,13 +17,13 @@ the photo (TL = top-left corner) is kept: phone photos are mostly taken upright.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from typing import Literal
 
 import cv2
 import numpy as np
 
 from processors.card import geometry as geo
+from processors.cascades import cascade
 
 DocType = Literal["id_card", "passport"]
 
@@ -50,13 +50,8 @@ def choose_doc_type(requested: str, aspect: float, split: float) -> DocType:
     return "id_card" if aspect >= split else "passport"
 
 
-@cache
-def _face_cascade() -> cv2.CascadeClassifier:
-    path = cv2.data.haarcascades + "haarcascade_frontalface_default.xml"
-    c = cv2.CascadeClassifier(path)
-    if c.empty():  # OpenCV 5 ships no cascades
-        raise RuntimeError(f"cannot load Haar cascade {path}")
-    return c
+FACE_CASCADE = "haarcascade_frontalface_default.xml"
+"""OpenCV's bundled frontal-face Haar cascade (Viola-Jones) used for the upright decision."""
 
 
 FACE_PASSES = ((400, 0.12), (800, 0.06))
@@ -78,8 +73,8 @@ def _face_score(gray: np.ndarray, min_frac: float = 0.12) -> float:
     gather few neighbours, true faces many."""
     h, w = gray.shape
     side = max(1, int(min_frac * h))
-    faces, counts = _face_cascade().detectMultiScale2(gray, scaleFactor=1.1, minNeighbors=5,
-                                                      minSize=(side, side))
+    faces, counts = cascade(FACE_CASCADE).detectMultiScale2(gray, scaleFactor=1.1, minNeighbors=5,
+                                                         minSize=(side, side))
     best = 0.0
     for (x, _y, fw, _fh), n in zip(faces, np.ravel(counts) if len(faces) else [], strict=True):
         best = max(best, float(n) * (1.5 if x + fw / 2 < w / 2 else 1.0))

@@ -8,13 +8,12 @@ has no batched Haar call); it takes tens of ms per image at ``detect_max_side`` 
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
-from processors.errors import ModelError
+from processors.cascades import cascade
 from processors.idphoto.settings import IdPhotoSettings
 
 #: Cascade file inside ``cv2.data.haarcascades`` (OpenCV 4.x, Intel licence / BSD-3).
@@ -53,14 +52,7 @@ class FaceDetector:
 
     def __init__(self, settings: IdPhotoSettings) -> None:
         self.settings = settings
-        path = cv2.data.haarcascades + CASCADE_FILE  # type: ignore[attr-defined]
-        self._cascade = cv2.CascadeClassifier(path)
-        if self._cascade.empty():
-            raise ModelError(
-                f"OpenCV Haar cascade {CASCADE_FILE} not found at {path}; "
-                "cardstream needs opencv-python-headless<5"
-            )
-        self._lock = threading.Lock()  # CascadeClassifier is not documented as thread-safe
+        cascade(CASCADE_FILE)  # fail at start-up, not on the first upload
 
     def detect(self, image_bgr: np.ndarray) -> list[FaceBox]:
         """All frontal faces, largest first.
@@ -81,13 +73,12 @@ class FaceDetector:
             small = cv2.resize(image_bgr, size, interpolation=cv2.INTER_AREA)
         gray = cv2.equalizeHist(cv2.cvtColor(small, cv2.COLOR_BGR2GRAY))
         min_side = max(20, int(s.haar_min_face_frac * min(gray.shape)))
-        with self._lock:
-            found = self._cascade.detectMultiScale(
-                gray,
-                scaleFactor=s.haar_scale_factor,
-                minNeighbors=s.haar_min_neighbors,
-                minSize=(min_side, min_side),
-            )
+        found = cascade(CASCADE_FILE).detectMultiScale(
+            gray,
+            scaleFactor=s.haar_scale_factor,
+            minNeighbors=s.haar_min_neighbors,
+            minSize=(min_side, min_side),
+        )
         boxes = [
             FaceBox(
                 round(x / scale),

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from processors.base import map_in_threads
 from processors.errors import ModelError
 from processors.models import manifest, model_home, model_path
 from processors.runtime import BatchedModel, RuntimeSettings
@@ -154,7 +155,9 @@ class U2NetMatting:
         self.name = name
         self.path = path
         self.sha256 = sha256  # pinned digest, or None for models without one
-        self.model = BatchedModel.shared(path, sha256, runtime, name, make_batch_symbolic=True)
+        self.model = BatchedModel.shared(path, sha256, runtime, name, make_batch_symbolic=True,
+                                         outputs=1)
+        self.threads = runtime.postprocess_threads
         self.last_inference_ms = 0.0
 
     @property
@@ -179,10 +182,10 @@ class U2NetMatting:
         """
         if not images_bgr:
             return []
-        x = np.stack([preprocess(im) for im in images_bgr])
+        x = np.stack(map_in_threads(preprocess, images_bgr, self.threads))
         t0 = time.perf_counter()
         d0 = self.model.run(x)[0]
         self.last_inference_ms = (time.perf_counter() - t0) * 1000.0
-        return [
-            postprocess(d0[i, 0], im.shape[1], im.shape[0]) for i, im in enumerate(images_bgr)
-        ]
+        return map_in_threads(
+            lambda i: postprocess(d0[i, 0], images_bgr[i].shape[1], images_bgr[i].shape[0]),
+            range(len(images_bgr)), self.threads)

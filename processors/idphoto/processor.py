@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from processors.base import Artifact, Item, ModelInfo, Outcome
+from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads
 from processors.idphoto.faces import FaceBox, FaceDetector, faces_on_person
 from processors.idphoto.framing import (
     alpha_matting_rgba,
@@ -139,8 +139,9 @@ class IdPhotoProcessor:
         masks = dict(zip(valid, self.matting.predict([items[i].image for i in valid]),
                          strict=True))
         ms = self.matting.last_inference_ms if valid else 0.0
-        outcomes = []
-        for i, (it, req) in enumerate(zip(items, requests, strict=True)):
+
+        def one(i: int) -> Outcome:
+            it, req = items[i], requests[i]
             t0 = time.perf_counter()
             if isinstance(req, InvalidOptionError):
                 log.warning("idphoto_bad_options", upload_id=it.upload_id, error=str(req))
@@ -151,8 +152,9 @@ class IdPhotoProcessor:
             log.debug("idphoto_item", upload_id=it.upload_id, status=str(out.status),
                       reasons=[str(r) for r in out.reasons],
                       ms=round((time.perf_counter() - t0) * 1e3, 1))
-            outcomes.append(out)
-        return outcomes
+            return out
+
+        return map_in_threads(one, range(len(items)), self.matting.threads)
 
     def _one(self, it: Item, req: PhotoRequest, mask: np.ndarray, inference_ms: float) -> Outcome:
         spec = req.size

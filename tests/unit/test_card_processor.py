@@ -17,12 +17,13 @@ from schemas.reasons import ReasonCode, Status
 W, H = 800, 600
 
 
-def _processor(max_bucket: int, **card):
+def _processor(max_bucket: int, threads: int = 0, **card):
     from processors.card import CardProcessor
 
     try:
         return CardProcessor(CardSettings(**card), RuntimeSettings(device="cpu", max_bucket=max_bucket,
-                                                                   intra_op_threads=2))
+                                                                   intra_op_threads=2,
+                                                                   postprocess_threads=threads))
     except ModelError as e:
         pytest.skip(f"u2netp model file not available ({e}); run `make models`")
 
@@ -80,6 +81,18 @@ def test_batched_and_one_by_one_quads_agree_within_half_pixel(proc):
         assert b.payload["quad"] is not None
         diff = np.abs(np.asarray(b.payload["quad"]) - np.asarray(s.payload["quad"]))
         assert diff.max() <= 0.5
+
+
+def test_post_processing_on_threads_gives_the_same_outcomes_as_one_thread(proc):
+    items = [Item(f"u{i}", _scene(20 + i, q)) for i, q in enumerate(QUADS)]
+    items.append(Item("blank", _bg(3)))
+    serial = _processor(4, threads=1).process_batch(items)
+    parallel = _processor(4, threads=3).process_batch(items)
+    assert [o.upload_id for o in parallel] == [it.upload_id for it in items]
+    assert [(o.status, o.reasons, o.payload) for o in parallel] == \
+        [(o.status, o.reasons, o.payload) for o in serial]
+    assert [a.data for o in parallel for a in o.artifacts] == [a.data for o in serial for a in o.artifacts]
+    assert serial[-1].reasons[0] == ReasonCode.NO_CARD and serial[0].status == Status.ACCEPTED
 
 
 def test_accepted_card_is_rectified_to_id1_size_as_jpeg(proc):

@@ -37,6 +37,24 @@ def test_fixed_batch_graph_runs_any_batch_after_rewrite(tmp_path: Path) -> None:
     np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
 
 
+def test_outputs_fetches_only_the_leading_graph_outputs(tmp_path: Path) -> None:
+    p = _model(tmp_path / "m.onnx")
+    m = onnx.load(p)  # add a second output z = y + 1 after y, as U²-Net's side outputs follow d0
+    one = helper.make_tensor("one_b", TensorProto.FLOAT, [], [1.0])
+    m.graph.initializer.append(one)
+    m.graph.node.append(helper.make_node("Add", ["y", "one_b"], ["z"]))
+    m.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 3, 4, 4]))
+    onnx.save(m, p)
+    x = np.ones((3, 3, 4, 4), np.float32)
+    every = BatchedModel(p, None, RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True).run(x)
+    first = BatchedModel(p, None, RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True,
+                         outputs=1).run(x)
+    assert [o.shape for o in every] == [(3, 3, 4, 4), (3, 3, 4, 4)]
+    np.testing.assert_allclose(every[1], 4.0)
+    assert len(first) == 1
+    np.testing.assert_allclose(first[0], 3.0)
+
+
 @pytest.mark.parametrize(("n", "bucket"), [(1, 1), (5, 4), (9, 4), (32, 8), (33, 32)])
 def test_calls_are_ceil_n_over_bucket_and_padding_to_buckets(tmp_path: Path, n: int, bucket: int) -> None:
     p = _model(tmp_path / "m.onnx")
