@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 import threading
 import time
+
+import numpy as np
+import pytest
 
 from processors.base import Item, Outcome, map_in_threads, process_in_chunks
 from processors.cascades import cascade
