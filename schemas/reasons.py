@@ -29,6 +29,7 @@ class ReasonCode(StrEnum):
     # card
     NO_CARD = "NO_CARD"
     PARTIAL_CARD = "PARTIAL_CARD"
+    CARD_TOO_SMALL = "CARD_TOO_SMALL"
     BLURRY = "BLURRY"
     GLARE = "GLARE"
     # id_photo

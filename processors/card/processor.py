@@ -49,6 +49,9 @@ class CardProcessor:
         ``min_area_frac``, rectangularity < ``min_rectangularity``, mask contrast <
         ``min_mask_contrast``, aspect outside ``aspect_range``, a corner angle further than
         ``max_corner_angle_dev_deg`` from 90°, or a non-convex quad.
+        ``CARD_TOO_SMALL`` instead of ``NO_CARD`` when the area share is the only rule that fails
+        and it is at least a tenth of ``min_area_frac`` (payload ``quad`` set): the model finds
+        cards down to ~0.5 % of the frame, and "move closer" is what the user needs to hear.
         ``PARTIAL_CARD``: a corner outside the frame or within the partial margin of its border.
         ``BLURRY``: variance of the Laplacian of the rectified card below the threshold, or its
         detail much weaker in one direction than in another (motion blur); also added to
@@ -133,12 +136,14 @@ class CardProcessor:
                               range(len(images)), self.threads)
         return dets, ms
 
-    def _no_card(self, det: Detection) -> bool:
+    def _no_card(self, det: Detection, min_area_frac: float | None = None) -> bool:
+        """The NO_CARD rules (class doc); ``min_area_frac`` overrides the setting's."""
         s = self.settings
         if det.quad is None or not geo.is_convex(det.quad):
             return True
         lo, hi = s.aspect_range
-        return (det.confidence < s.min_confidence or det.area_frac < s.min_area_frac
+        min_area = s.min_area_frac if min_area_frac is None else min_area_frac
+        return (det.confidence < s.min_confidence or det.area_frac < min_area
                 or det.rectangularity < s.min_rectangularity
                 or det.mask_contrast < s.min_mask_contrast or not lo <= det.aspect <= hi
                 or geo.corner_angle_deviation(det.quad) > s.max_corner_angle_dev_deg)
@@ -163,6 +168,13 @@ class CardProcessor:
         image = item.image
         requested = str(item.options.get("doc_type") or s.doc_type)
         if self._no_card(det):
+            if det.quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
+                return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
+                               reasons=(ReasonCode.CARD_TOO_SMALL,),
+                               payload={"quad": _quad_list(det.quad),
+                                        "confidence": round(det.confidence, 4),
+                                        "doc_type": None, "width": None, "height": None},
+                               inference_ms=inference_ms)
             blurred = self._blurry(image)
             return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
                            reasons=(ReasonCode.NO_CARD,) + ((ReasonCode.BLURRY,) if blurred else ()),
@@ -180,7 +192,7 @@ class CardProcessor:
         if saturated_fraction(rect.image, s.glare_level, s.quality_width) > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
         h, w = rect.image.shape[:2]
-        payload = {"quad": [[round(float(x), 2), round(float(y), 2)] for x, y in quad],
+        payload = {"quad": _quad_list(quad),
                    "confidence": round(det.confidence, 4), "doc_type": doc_type,
                    "width": w, "height": h}
         if reasons:
@@ -219,3 +231,8 @@ class CardProcessor:
                                reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=ms)
 
         return map_in_threads(one, range(len(items)), self.threads)
+
+
+def _quad_list(quad: np.ndarray) -> list[list[float]]:
+    """``(4, 2)`` quad (TL, TR, BR, BL, source px) as JSON lists rounded to 0.01 px."""
+    return [[round(float(x), 2), round(float(y), 2)] for x, y in quad]

@@ -21,7 +21,8 @@ class CardSettings(BaseModel):
 
     Card / no-card decision (NO_CARD when any fails):
         min_confidence: confidence (see ``CardProcessor``) below which the result is NO_CARD.
-        min_area_frac: smallest quad area as a share of the image area.
+        min_area_frac: smallest quad area as a share of the image area (below it: NO_CARD, or
+            CARD_TOO_SMALL when every other rule passes and the share is at least a tenth of it).
         min_rectangularity: mask component area / quad area (a card fills its quad: ~0.97).
         min_mask_contrast: mean mask inside the quad minus mean mask outside.
         aspect_range: allowed long/short side ratio of the quad after an approximate
