@@ -30,6 +30,7 @@ class ReasonCode(StrEnum):
     NO_CARD = "NO_CARD"
     PARTIAL_CARD = "PARTIAL_CARD"
     CARD_TOO_SMALL = "CARD_TOO_SMALL"
+    MULTIPLE_CARDS = "MULTIPLE_CARDS"
     BLURRY = "BLURRY"
     GLARE = "GLARE"
     # id_photo

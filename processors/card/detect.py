@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 
 from processors.card import geometry as geo
+from processors.card.metrics import intersection_areas
 from processors.card.settings import CardSettings
 
 INPUT_SIZE = 320
@@ -64,6 +65,8 @@ class Detection:
         area_frac: quad area / image area.
         aspect: long/short side ratio, perspective undone approximately.
         raw_max: the model's raw (sigmoid) maximum before min-max normalisation.
+        second_quad: ``(4, 2)`` source px of a second card apart from ``quad`` (coarse: not
+            refined), or None (see ``SECOND_CARD_AREA``).
     """
 
     quad: np.ndarray | None
@@ -74,6 +77,15 @@ class Detection:
     area_frac: float = 0.0
     aspect: float = 0.0
     raw_max: float = 0.0
+    second_quad: np.ndarray | None = None
+
+
+SECOND_CARD_AREA = 0.4
+"""A second card (MULTIPLE_CARDS) is a hypothesis apart from the chosen one (overlap at most
+``SECOND_CARD_OVERLAP`` of the smaller quad), as confident as ``min_confidence`` and at least this
+share of the chosen quad's area (working px): two cards in one photo are about the same size,
+while a portrait or a chip inside the card overlaps it."""
+SECOND_CARD_OVERLAP = 0.1
 
 
 def _score(x: float, lo: float, hi: float) -> float:
@@ -242,6 +254,7 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
     if best is None:
         return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()))
     conf, q, mq, contrast, edge, sides, lines, frame = best
+    second = _second_card(hyps, q, settings.min_confidence)
     if settings.refine:
         short = float(min(geo.side_lengths(q)))
         reach = max(settings.refine_band_frac * short, 2.0 * mask_px)
@@ -286,4 +299,18 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
         area_frac=geo.polygon_area(quad) / float(h * w),
         aspect=geo.approx_aspect(quad),
         raw_max=float(raw.max()),
+        second_quad=None if second is None else (second + 0.5) / scale - 0.5,
     )
+
+
+def _second_card(hyps: list, q: np.ndarray, min_confidence: float) -> np.ndarray | None:
+    """The most confident hypothesis quad (working px) that is a second card beside ``q``
+    (``SECOND_CARD_AREA``, ``SECOND_CARD_OVERLAP``), or None."""
+    area = geo.polygon_area(q)
+    for h_ in sorted(hyps, key=lambda h_: -h_[0]):
+        if h_[0] < min_confidence:
+            break
+        inter, a2, _ = intersection_areas(h_[1], q)
+        if a2 >= SECOND_CARD_AREA * area and inter <= SECOND_CARD_OVERLAP * min(a2, area):
+            return np.asarray(h_[1], np.float64)
+    return None

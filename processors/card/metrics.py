@@ -66,6 +66,17 @@ def quad_iou(a: Iterable, b: Iterable) -> float:
     Returns:
         IoU in [0, 1]; 0.0 when either polygon is degenerate.
     """
+    inter, aa, ab = intersection_areas(a, b)
+    if aa <= 0 or ab <= 0:
+        return 0.0
+    union = aa + ab - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def intersection_areas(a: Iterable, b: Iterable) -> tuple[float, float, float]:
+    """``(intersection, area of a, area of b)`` in px² of two convex polygons (``(K, 2)`` px;
+    a non-convex one is replaced by its convex hull), by the same exact clipping as
+    :func:`quad_iou`."""
     import cv2
 
     pa = np.asarray(a, dtype=np.float64).reshape(-1, 2)
@@ -74,10 +85,8 @@ def quad_iou(a: Iterable, b: Iterable) -> float:
     pb = _ccw(cv2.convexHull(pb.astype(np.float32)).reshape(-1, 2).astype(np.float64))
     aa, ab = _area(pa), _area(pb)
     if aa <= 0 or ab <= 0:
-        return 0.0
-    inter = _area(_clip(pa, pb))
-    union = aa + ab - inter
-    return float(inter / union) if union > 0 else 0.0
+        return 0.0, float(aa), float(ab)
+    return float(_area(_clip(pa, pb))), float(aa), float(ab)
 
 
 def summarise(ious: Iterable[float], threshold: float = 0.9) -> dict[str, float]:

@@ -52,6 +52,9 @@ class CardProcessor:
         ``CARD_TOO_SMALL`` instead of ``NO_CARD`` when the area share is the only rule that fails
         and it is at least a tenth of ``min_area_frac`` (payload ``quad`` set): the model finds
         cards down to ~0.5 % of the frame, and "move closer" is what the user needs to hear.
+        ``MULTIPLE_CARDS``: a second confident quad of at least ``SECOND_CARD_AREA`` of the
+        card's area lies apart from it (``detect.SECOND_CARD_OVERLAP``): which card to verify is
+        ambiguous (payload ``quad``: the more confident one).
         ``PARTIAL_CARD``: a corner outside the frame or within the partial margin of its border.
         ``BLURRY``: variance of the Laplacian of the rectified card below the threshold, or its
         detail much weaker in one direction than in another (motion blur); also added to
@@ -182,6 +185,12 @@ class CardProcessor:
                                     "doc_type": None, "width": None, "height": None},
                            inference_ms=inference_ms)
         quad = det.quad
+        if det.second_quad is not None:
+            return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
+                           reasons=(ReasonCode.MULTIPLE_CARDS,),
+                           payload={"quad": _quad_list(quad), "confidence": round(det.confidence, 4),
+                                    "doc_type": None, "width": None, "height": None},
+                           inference_ms=inference_ms)
         doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
         reasons: list[ReasonCode] = []
         if self._partial(quad, image.shape):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from processors.card import geometry as geo
-from processors.card.metrics import quad_iou, summarise
+from processors.card.metrics import intersection_areas, quad_iou, summarise
 from processors.card.rectify import canonical_size, choose_doc_type
 
 
@@ -25,6 +25,13 @@ def test_iou_of_offset_squares_is_one_third():
     assert quad_iou(a, b) == pytest.approx(1 / 3, abs=1e-9)
     assert quad_iou(a, a) == pytest.approx(1.0)
     assert quad_iou(a, [[20, 20], [30, 20], [30, 30], [20, 30]]) == 0.0
+
+
+def test_intersection_areas_of_nested_and_disjoint_squares():
+    big = [[0, 0], [10, 0], [10, 10], [0, 10]]
+    small = [[2, 2], [4, 2], [4, 4], [2, 4]]  # inside: IoU 0.04, but all of it overlaps
+    assert intersection_areas(small, big) == pytest.approx((4.0, 4.0, 100.0))
+    assert intersection_areas(big, [[20, 0], [30, 0], [30, 10], [20, 10]]) == (0.0, 100.0, 100.0)
 
 
 def test_iou_matches_rasterised_iou_on_random_convex_quads():

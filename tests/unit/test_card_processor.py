@@ -188,6 +188,21 @@ def test_card_found_below_the_area_share_is_too_small_not_no_card(proc):
         == Status.ACCEPTED
 
 
+@pytest.mark.parametrize("seed", [0, 3])
+def test_two_cards_in_one_photo_are_multiple_cards(proc, seed):
+    qa = _card_quad(210, 300, 300, 5 + seed)
+    qb = _card_quad(590, 310, 290 - 20 * seed, -8 + 3 * seed)
+    inside_b = np.zeros((H, W), np.uint8)
+    cv2.fillPoly(inside_b, [np.round(qb).astype(np.int32)], 1)
+    photo = np.where(inside_b[..., None] > 0, _scene(seed + 50, qb), _scene(seed, qa))
+    out = proc.process_batch([Item("two", photo)])[0]
+    assert out.status == Status.REJECTED and out.reasons == (ReasonCode.MULTIPLE_CARDS,)
+    assert max(quad_iou(out.payload["quad"], qa), quad_iou(out.payload["quad"], qb)) >= 0.9
+    assert not out.artifacts
+    # either card alone is accepted
+    assert proc.process_batch([Item("one", _scene(seed, qa))])[0].status == Status.ACCEPTED
+
+
 def test_scene_without_card_is_no_card(proc):
     rng = np.random.default_rng(8)
     imgs = [_bg(8), synth.background(rng, W, H)]
