@@ -32,7 +32,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo3"
+POSTPROCESS_REVISION = "geo4"
 """Bumped whenever the geometric post-processing changes the outputs (part of the version)."""
 
 
@@ -165,6 +165,17 @@ class CardProcessor:
         return bool(np.any(x < m) or np.any(y < m) or np.any(x > w - 1 - m)
                     or np.any(y > h - 1 - m))
 
+    @staticmethod
+    def _unread(item: Item, det: Detection, reasons: tuple[ReasonCode, ...],
+                inference_ms: float) -> Outcome:
+        """A ``rejected`` outcome for a photo whose card is not rectified: payload ``quad`` (the
+        detection's, or None with NO_CARD) and ``confidence``; no doc_type, size or artifact."""
+        quad = None if ReasonCode.NO_CARD in reasons or det.quad is None else _quad_list(det.quad)
+        return Outcome(upload_id=item.upload_id, status=Status.REJECTED, reasons=reasons,
+                       payload={"quad": quad, "confidence": round(det.confidence, 4),
+                                "doc_type": None, "width": None, "height": None},
+                       inference_ms=inference_ms)
+
     def decide(self, item: Item, det: Detection, inference_ms: float = 0.0) -> Outcome:
         """Verdict, payload and artifact for one item given its detection (see class doc)."""
         s = self.settings
@@ -172,25 +183,13 @@ class CardProcessor:
         requested = str(item.options.get("doc_type") or s.doc_type)
         if self._no_card(det):
             if det.quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
-                return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
-                               reasons=(ReasonCode.CARD_TOO_SMALL,),
-                               payload={"quad": _quad_list(det.quad),
-                                        "confidence": round(det.confidence, 4),
-                                        "doc_type": None, "width": None, "height": None},
-                               inference_ms=inference_ms)
+                return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
             blurred = self._blurry(image)
-            return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
-                           reasons=(ReasonCode.NO_CARD,) + ((ReasonCode.BLURRY,) if blurred else ()),
-                           payload={"quad": None, "confidence": round(det.confidence, 4),
-                                    "doc_type": None, "width": None, "height": None},
-                           inference_ms=inference_ms)
+            return self._unread(item, det, (ReasonCode.NO_CARD,)
+                                + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
         quad = det.quad
         if det.second_quad is not None:
-            return Outcome(upload_id=item.upload_id, status=Status.REJECTED,
-                           reasons=(ReasonCode.MULTIPLE_CARDS,),
-                           payload={"quad": _quad_list(quad), "confidence": round(det.confidence, 4),
-                                    "doc_type": None, "width": None, "height": None},
-                           inference_ms=inference_ms)
+            return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
         doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
         reasons: list[ReasonCode] = []
         if self._partial(quad, image.shape):
