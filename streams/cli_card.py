@@ -48,7 +48,9 @@ def card(
 
     Per image: ``{"file", "status", "reasons", "quad" ([[x,y]x4] TL,TR,BR,BL source px, or
     null), "confidence", "doc_type", "rectified" (path written under --out, or null)}``. Files
-    refused by safe decoding are ``rejected`` with the decoding reason. Exit status 0.
+    refused by safe decoding are ``rejected`` with the decoding reason, files that cannot be read
+    ``failed`` with OBJECT_NOT_FOUND. Exit status 1 when any image is not accepted (as
+    ``cardstream idphoto``), else 0.
     """
     from processors.base import Item, process_in_chunks
     from processors.decode import decode_image
@@ -94,6 +96,8 @@ def card(
             typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])} "
                        f"doc_type={r['doc_type']} conf={r['confidence']}"
                        + (f" -> {r['rectified']}" if r["rectified"] else ""))
+    if any(r["status"] != "accepted" for r in rows.values()):
+        raise typer.Exit(1)
 
 
 @eval_app.command("card")

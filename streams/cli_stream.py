@@ -126,12 +126,17 @@ def produce(
     """Upload images (claim check in MinIO) and produce one UploadEvent each to the uploads topic."""
     from tqdm import tqdm
 
-    from streams.produce import UploadProducer, list_images, validate_request
+    from streams.produce import IMAGE_SUFFIXES, UploadProducer, list_images, validate_request
 
     s = load_settings()
     files = list_images(dir)
     if not files:
         raise typer.BadParameter(f"no images in {dir}")
+    skipped = sorted(p.name for p in dir.iterdir() if p.is_file() and p not in set(files))
+    if skipped:
+        typer.echo(f"skipped {len(skipped)} files without an image suffix "
+                   f"({', '.join(sorted(IMAGE_SUFFIXES))}): {', '.join(skipped[:5])}"
+                   + (" ..." if len(skipped) > 5 else ""), err=True)
     try:
         opts = json.loads(options) if options else None
         validate_request("probe", task, opts)

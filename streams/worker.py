@@ -676,8 +676,8 @@ class Worker:
         kw: dict[str, Any] = {task: payload} if payload is not None else {}
         return VerificationResult(
             upload_id=ev.upload_id, task=ev.task, status=status, reasons=reasons,
-            model=ModelRef(name=proc.model.name, version=self._version(task),
-                           provider=proc.model.provider),
+            model=None if o is None else ModelRef(name=proc.model.name, version=self._version(task),
+                                                  provider=proc.model.provider),
             timings=Timings(queue_ms=round(max(e.t_batch_ms - ts_ms, 0.0), 3),
                             batch_size=e.batch_size, inference_ms=round(inf_ms, 3),
                             total_ms=round(max(now_ms - ts_ms, 0.0), 3)),

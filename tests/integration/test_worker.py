@@ -112,6 +112,9 @@ def test_bad_events_go_to_dlq_and_worker_continues(settings: Settings, tmp_path:
     assert [str(x) for x in by_id["txt1"].reasons] == ["UNSUPPORTED_FORMAT"]
     assert [str(x) for x in by_id["forged"].reasons] == ["CHECKSUM_MISMATCH"]
     assert all(by_id[g.upload_id].status == Status.ACCEPTED for g in good)
+    # no model ran on an upload whose object could not be loaded (the contract's null model)
+    assert [by_id[u].model for u in ("u3", "txt1", "forged")] == [None, None, None]
+    assert all(by_id[g.upload_id].model is not None for g in good)
     assert sorted(str(d.error_code) for d in ds) == sorted(["NOT_JSON", "SCHEMA_INVALID", "SCHEMA_INVALID",
                                                             "BUCKET_NOT_ALLOWED"])
     # the dead letter names the upload when its id is itself valid

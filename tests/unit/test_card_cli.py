@@ -38,18 +38,20 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
     txt.write_text("not an image")
     out = tmp_path / "out"
     r = CliRunner().invoke(app, ["card", "--json", "--out", str(out), str(img), str(txt)])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # one file was not accepted
     rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
     assert [Path(x["file"]).name for x in rows] == ["card.jpg", "notes.txt"]
     assert set(rows[0]) == {"file", "status", "reasons", "quad", "confidence", "doc_type",
                             "rectified"}
     assert rows[1]["status"] == "rejected" and rows[1]["reasons"] == ["UNSUPPORTED_FORMAT"]
     assert rows[1]["quad"] is None and rows[1]["rectified"] is None
-    if rows[0]["status"] == "accepted":
-        assert Path(rows[0]["rectified"]).is_file()
+    assert rows[0]["status"] == "accepted" and Path(rows[0]["rectified"]).is_file()
     from processors.card.metrics import quad_iou
 
     assert quad_iou(rows[0]["quad"], quad) >= 0.9
+    alone = CliRunner().invoke(app, ["card", "--json", str(img), str(tmp_path / "missing.jpg")])
+    assert alone.exit_code == 1 and '"OBJECT_NOT_FOUND"' in alone.output
+    assert CliRunner().invoke(app, ["card", str(img)]).exit_code == 0  # all accepted
 
 
 def test_eval_card_prints_per_kind_summary(app, tmp_path):

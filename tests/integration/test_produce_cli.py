@@ -1,0 +1,33 @@
+"""`cardstream produce --dir`: the folder's images go out as uploads; other files are named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from streams.cli import app
+from streams.procs import settings_env
+from streams.settings import Settings
+from streams.storage import Storage
+
+from .helpers import write_images
+
+
+def test_produce_sends_the_images_and_names_the_skipped_files(settings: Settings,
+                                                              tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    files = write_images(folder, 3)
+    (folder / "scan.pdf").write_bytes(b"%PDF-1.4 not an image")
+    ids = tmp_path / "ids.txt"
+    r = CliRunner().invoke(app, ["produce", "--dir", str(folder), "--task", "card",
+                                 "--ids-file", str(ids)], env=settings_env(settings))
+    assert r.exit_code == 0, r.output
+    assert "skipped 1 files without an image suffix" in r.output and "scan.pdf" in r.output
+    assert f"sent 3 uploads to {settings.kafka.uploads_topic}" in r.output
+    rows = [line.split("\t") for line in ids.read_text().splitlines()]
+    assert sorted(Path(f).name for _, f in rows) == [p.name for p in files]
+    # each upload's image is in the uploads bucket (claim check)
+    keys = [o.object_name for o in Storage(settings.s3).client.list_objects(
+        settings.s3.uploads_bucket, recursive=True)]
+    assert len(keys) == 3
