@@ -19,7 +19,9 @@
 #    the local Kafka/MinIO stack can be started here) and prints summary.json.
 #
 # Results: benchmarks/results/gpu/*.json + PNGs. Environment: BATCHES, N (images per point),
-# ROUNDS, OUT, PY (python3.11).
+# ROUNDS, OUT, PY (python3.11). Keep BATCHES at 128 or below: at 256 ONNX Runtime 1.31's CUDA
+# Concat fails on u2netp. Measured on an H200 on 2026-11-30, with steps 2-3 done by hand from
+# carried wheels (that machine had no network): benchmarks/README.md, "GPU".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
