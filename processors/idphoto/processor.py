@@ -82,6 +82,7 @@ class IdPhotoProcessor:
 
     def __init__(self, settings: IdPhotoSettings, runtime: RuntimeSettings) -> None:
         self.settings = settings
+        self.threads = runtime.postprocess_threads
         self.matting = U2NetMatting(settings.model, runtime)
         self.faces = FaceDetector(settings)
         self._version = f"{settings.model}.{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}.haar-alt2"
@@ -154,7 +155,7 @@ class IdPhotoProcessor:
                       ms=round((time.perf_counter() - t0) * 1e3, 1))
             return out
 
-        return map_in_threads(one, range(len(items)), self.matting.threads)
+        return map_in_threads(one, range(len(items)), self.threads)
 
     def _one(self, it: Item, req: PhotoRequest, mask: np.ndarray, inference_ms: float) -> Outcome:
         spec = req.size
