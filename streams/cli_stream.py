@@ -132,7 +132,8 @@ def produce(
     files = list_images(dir)
     if not files:
         raise typer.BadParameter(f"no images in {dir}")
-    skipped = sorted(p.name for p in dir.iterdir() if p.is_file() and p not in set(files))
+    chosen = set(files)
+    skipped = sorted(p.name for p in dir.iterdir() if p.is_file() and p not in chosen)
     if skipped:
         typer.echo(f"skipped {len(skipped)} files without an image suffix "
                    f"({', '.join(sorted(IMAGE_SUFFIXES))}): {', '.join(skipped[:5])}"
