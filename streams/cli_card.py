@@ -47,7 +47,8 @@ def card(
     """Detect, rectify and judge cards in IMAGE files.
 
     Per image: ``{"file", "status", "reasons", "quad" ([[x,y]x4] TL,TR,BR,BL source px, or
-    null), "confidence", "doc_type", "rectified" (path written under --out, or null)}``. Files
+    null), "confidence", "doc_type" (``id_card``, ``passport``, or ``unknown`` when no card was
+    rectified, as in the results topic), "rectified" (path written under --out, or null)}``. Files
     refused by safe decoding are ``rejected`` with the decoding reason, files that cannot be read
     ``failed`` with OBJECT_NOT_FOUND. Exit status 1 when any image is not accepted (as
     ``cardstream idphoto``), else 0.
@@ -67,11 +68,11 @@ def card(
             img = decode_image(f.read_bytes(), s.decode)
         except DecodeError as e:
             rows[i] = {"file": str(f), "status": "rejected", "reasons": [e.reason], "quad": None,
-                       "confidence": None, "doc_type": None, "rectified": None}
+                       "confidence": None, "doc_type": "unknown", "rectified": None}
             continue
         except OSError as e:
             rows[i] = {"file": str(f), "status": "failed", "reasons": ["OBJECT_NOT_FOUND"],
-                       "quad": None, "confidence": None, "doc_type": None, "rectified": None,
+                       "quad": None, "confidence": None, "doc_type": "unknown", "rectified": None,
                        "error": type(e).__name__}
             continue
         items.append((i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": str(doc_type)})))
@@ -87,7 +88,7 @@ def card(
             written = str(p)
         rows[i] = {"file": str(f), "status": str(o.status), "reasons": [str(r) for r in o.reasons],
                    "quad": o.payload.get("quad"), "confidence": o.payload.get("confidence"),
-                   "doc_type": o.payload.get("doc_type"), "rectified": written}
+                   "doc_type": o.payload.get("doc_type") or "unknown", "rectified": written}
     for i in range(len(images)):
         r = rows[i]
         if as_json:

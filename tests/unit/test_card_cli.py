@@ -45,6 +45,7 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
                             "rectified"}
     assert rows[1]["status"] == "rejected" and rows[1]["reasons"] == ["UNSUPPORTED_FORMAT"]
     assert rows[1]["quad"] is None and rows[1]["rectified"] is None
+    assert rows[1]["doc_type"] == "unknown"  # as the results topic says it
     assert rows[0]["status"] == "accepted" and Path(rows[0]["rectified"]).is_file()
     from processors.card.metrics import quad_iou
 
