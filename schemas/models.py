@@ -309,6 +309,7 @@ class CardPayload(_Model):
     Attributes:
         quad: the card's corners TL, TR, BR, BL as ``(x, y)`` in source pixels (after EXIF
             orientation; origin top-left, x right, y down), or ``None`` when no card was found.
+            For a rectified card TL is the corner that became the upright output's top-left.
         confidence: detector confidence in [0, 1].
         doc_type: ``id_card`` | ``passport`` | ``unknown``.
         rectified: the perspective-corrected card image, or ``None`` when not produced.

@@ -200,7 +200,8 @@ class CardProcessor:
         if saturated_fraction(rect.image, s.glare_level, s.quality_width) > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
         h, w = rect.image.shape[:2]
-        payload = {"quad": _quad_list(quad),
+        # the card's own corners: quad[0] is the corner that became the upright output's top-left
+        payload = {"quad": _quad_list(np.roll(quad, -rect.rotation, axis=0)),
                    "confidence": round(det.confidence, 4), "doc_type": doc_type,
                    "width": w, "height": h}
         if reasons:

@@ -123,6 +123,19 @@ def test_rotated_card_is_rectified_upright(angle):
     assert upright > 0.6 and upright > flipped + 0.2
 
 
+@pytest.mark.parametrize("angle", [0, 90, 180, 270])
+def test_accepted_quad_starts_at_the_card_own_top_left(proc, angle):
+    q = _card_quad(400, 300, 440, angle + 5)  # q[0] is the card's own top-left corner
+    out = proc.process_batch([Item(f"r{angle}", _scene(4, q))])[0]
+    assert out.status == Status.ACCEPTED, out
+    got = np.asarray(out.payload["quad"])
+    assert quad_iou(got, q) >= 0.9
+    # same order: each reported corner is nearest the true corner of its index, so warping the
+    # quad's corners to a rectangle's gives the upright card
+    nearest = [int(np.argmin(np.linalg.norm(q - c, axis=1))) for c in got]
+    assert nearest == [0, 1, 2, 3]
+
+
 @pytest.mark.parametrize("past", [20, 60])
 def test_card_cut_by_the_frame_is_partial_with_its_side_on_the_frame(proc, past):
     q = _card_quad(540 + past, 300, 520, 0)  # right edge at x = W + past
