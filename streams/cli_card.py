@@ -50,8 +50,8 @@ def card(
     null), "confidence", "doc_type" (``id_card``, ``passport``, or ``unknown`` when no card was
     rectified, as in the results topic), "rectified" (path written under --out, or null)}``. Files
     refused by safe decoding are ``rejected`` with the decoding reason, files that cannot be read
-    ``failed`` with OBJECT_NOT_FOUND. Exit status 1 when any image is not accepted (as
-    ``cardstream idphoto``), else 0.
+    ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream). Exit
+    status 1 when any image is not accepted (as ``cardstream idphoto``), else 0.
     """
     from processors.base import Item, process_in_chunks
     from processors.decode import decode_image
@@ -71,7 +71,7 @@ def card(
                        "confidence": None, "doc_type": "unknown", "rectified": None}
             continue
         except OSError as e:
-            rows[i] = {"file": str(f), "status": "failed", "reasons": ["OBJECT_NOT_FOUND"],
+            rows[i] = {"file": str(f), "status": "rejected", "reasons": ["OBJECT_NOT_FOUND"],
                        "quad": None, "confidence": None, "doc_type": "unknown", "rectified": None,
                        "error": type(e).__name__}
             continue

@@ -38,9 +38,9 @@ def idphoto(
 
     Per image: ``{"file", "status", "reasons", "photo" (path of the JPEG, or null),
     "width", "height" (px), "face_box" (x, y, w, h in source px, or null)}``. Files refused by
-    safe decoding are ``rejected`` with the decoding reason. Exit status 0 when every image is
-    accepted, 1
-    otherwise, 2 for bad options.
+    safe decoding are ``rejected`` with the decoding reason, files that cannot be read
+    ``rejected`` with OBJECT_NOT_FOUND. Exit status 0 when every image is accepted, 1 otherwise,
+    2 for bad options.
     """
     from processors.base import Item, process_in_chunks
     from processors.decode import decode_image
@@ -71,7 +71,7 @@ def idphoto(
         except DecodeError as e:
             rows[i] = _row(f, "rejected", [e.reason])
         except OSError as e:
-            rows[i] = _row(f, "failed", ["OBJECT_NOT_FOUND"], error=type(e).__name__)
+            rows[i] = _row(f, "rejected", ["OBJECT_NOT_FOUND"], error=type(e).__name__)
         else:
             pending.append((i, Item(upload_id=f"cli-{i}", image=img, options=options)))
     written: set[Path] = set()

@@ -51,7 +51,8 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
 
     assert quad_iou(rows[0]["quad"], quad) >= 0.9
     alone = CliRunner().invoke(app, ["card", "--json", str(img), str(tmp_path / "missing.jpg")])
-    assert alone.exit_code == 1 and '"OBJECT_NOT_FOUND"' in alone.output
+    missing = json.loads(alone.output.strip().splitlines()[-1])
+    assert alone.exit_code == 1 and (missing["status"], missing["reasons"]) == ("rejected", ["OBJECT_NOT_FOUND"])
     assert CliRunner().invoke(app, ["card", str(img)]).exit_code == 0  # all accepted
 
 
