@@ -12,12 +12,15 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streams.errors import KafkaSetupError
+from streams.logs import LibrdkafkaLog
 from streams.settings import KafkaSettings
 
 
 def base_config(k: KafkaSettings) -> dict[str, Any]:
-    """librdkafka properties shared by every client (bootstrap + pass-through + secret)."""
-    conf: dict[str, Any] = {"bootstrap.servers": k.bootstrap_servers, **k.config}
+    """librdkafka properties shared by every client (bootstrap + pass-through + secret), and its
+    log lines routed to the JSON-lines log (:class:`streams.logs.LibrdkafkaLog`)."""
+    conf: dict[str, Any] = {"bootstrap.servers": k.bootstrap_servers, "logger": LibrdkafkaLog(),
+                            **k.config}
     if k.sasl_password is not None:
         conf["sasl.password"] = k.sasl_password.get_secret_value()
     return conf

@@ -42,3 +42,19 @@ class _StderrLoggerFactory:
 
 
 log = structlog.get_logger("cardstream")
+
+
+class LibrdkafkaLog:
+    """librdkafka's own log lines as JSON lines (the ``logger`` client property of confluent-kafka,
+    set by :func:`streams.kafka.base_config`), instead of raw ``%6|…|BGQUEUE|…`` lines on stderr.
+
+    confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, message)`` with the
+    syslog level mapped to a :mod:`logging` level, on the thread that polls the client.
+    Each becomes ``{"event": "librdkafka", "facility", "client", "message", "level"}``.
+    """
+
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        """Emit one librdkafka line at ``level`` (a :mod:`logging` level)."""
+        fac, client, message = ([str(a) for a in args] + ["", "", ""])[:3]
+        log.log(level, "librdkafka", facility=fac, client=client, message=message)
+

@@ -119,3 +119,24 @@ def test_latency_settings_defaults_env_and_bounds(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("CARDSTREAM_WORKER__POLL_INTERVAL_MS", "0")
     with pytest.raises(ValueError):
         load_settings()
+
+
+def test_librdkafka_log_lines_are_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from streams.kafka import base_config, plain_producer
+    from streams.logs import configure_logging
+
+    configure_logging("INFO")
+    k = load_settings().kafka.model_copy(update={"bootstrap_servers": "127.0.0.1:1"})
+    assert "logger" in base_config(k)
+    p = plain_producer(k)  # nothing listens on port 1: librdkafka logs the refused connection
+    deadline = time.monotonic() + 10
+    lines: list[dict] = []
+    while time.monotonic() < deadline and not lines:
+        p.poll(0.2)
+        err = capsys.readouterr().err
+        lines = [json.loads(x) for x in err.splitlines() if x.startswith("{") and "librdkafka" in x]
+    assert lines, "no librdkafka line logged"
+    assert lines[0]["event"] == "librdkafka" and lines[0]["facility"] and "rdkafka" in lines[0]["client"]
+    assert lines[0]["level"] in ("error", "warning", "info")
