@@ -6,8 +6,14 @@ Each command group lives in its own module and registers itself here.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from processors.decode import DecodeSettings
 
 app = typer.Typer(
     name="cardstream",
@@ -30,6 +36,35 @@ def make_out_dir(path: Path, option: str = "--out") -> Path:
         raise typer.BadParameter(f"cannot create folder {path}: {e.strerror}",
                                  param_hint=option) from e
     return path
+
+
+def decode_files(files: list[Path], dec: DecodeSettings
+                 ) -> tuple[list[tuple[int, np.ndarray]], dict[int, tuple[str, str | None]]]:
+    """Read and safely decode image files for the processor commands (``card``, ``idphoto``).
+
+    Args:
+        files: image paths, in command-line order.
+        dec: decode limits (``Settings.decode``).
+
+    Returns:
+        ``(decoded, refused)``: ``(index, (H, W, 3) uint8 BGR)`` per decoded file, and per
+        refused index ``(reason code, error class name or None)``: the decoding reason
+        (``UNSUPPORTED_FORMAT``, ``CORRUPT_IMAGE``...) or ``OBJECT_NOT_FOUND`` for a file that
+        cannot be read, as the stream says for a missing claim-check object.
+    """
+    from processors.decode import decode_image
+    from processors.errors import DecodeError
+
+    decoded: list[tuple[int, np.ndarray]] = []
+    refused: dict[int, tuple[str, str | None]] = {}
+    for i, f in enumerate(files):
+        try:
+            decoded.append((i, decode_image(f.read_bytes(), dec)))
+        except DecodeError as e:
+            refused[i] = (str(e.reason), None)
+        except OSError as e:
+            refused[i] = ("OBJECT_NOT_FOUND", type(e).__name__)
+    return decoded, refused
 
 
 def _register() -> None:

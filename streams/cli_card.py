@@ -54,28 +54,19 @@ def card(
     status 1 when any image is not accepted (as ``cardstream idphoto``), else 0.
     """
     from processors.base import Item, process_in_chunks
-    from processors.decode import decode_image
-    from processors.errors import DecodeError
-    from streams.cli import make_out_dir
+    from streams.cli import decode_files, make_out_dir
 
     if out is not None:
         make_out_dir(out)
     proc, s = _processor(device, batch, model)
-    rows: dict[int, dict] = {}
-    items: list[tuple[int, Item]] = []
-    for i, f in enumerate(images):
-        try:
-            img = decode_image(f.read_bytes(), s.decode)
-        except DecodeError as e:
-            rows[i] = {"file": str(f), "status": "rejected", "reasons": [e.reason], "quad": None,
-                       "confidence": None, "doc_type": "unknown", "rectified": None}
-            continue
-        except OSError as e:
-            rows[i] = {"file": str(f), "status": "rejected", "reasons": ["OBJECT_NOT_FOUND"],
-                       "quad": None, "confidence": None, "doc_type": "unknown", "rectified": None,
-                       "error": type(e).__name__}
-            continue
-        items.append((i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": str(doc_type)})))
+    decoded, refused = decode_files(images, s.decode)
+    rows: dict[int, dict] = {
+        i: {"file": str(images[i]), "status": "rejected", "reasons": [code], "quad": None,
+            "confidence": None, "doc_type": "unknown", "rectified": None,
+            **({"error": err} if err else {})}
+        for i, (code, err) in refused.items()}
+    items = [(i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": str(doc_type)}))
+             for i, img in decoded]
     for (i, _it), o in zip(items, process_in_chunks(proc, [it for _, it in items], batch),
                            strict=True):
         f = images[i]

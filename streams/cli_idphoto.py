@@ -43,11 +43,9 @@ def idphoto(
     2 for bad options.
     """
     from processors.base import Item, process_in_chunks
-    from processors.decode import decode_image
-    from processors.errors import DecodeError
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
     from processors.idphoto.sizes import InvalidOptionError
-    from streams.cli import make_out_dir
+    from streams.cli import decode_files, make_out_dir
     from streams.logs import configure_logging
     from streams.settings import load_settings
 
@@ -63,17 +61,11 @@ def idphoto(
     rt = s.runtime.model_copy(update={"device": device, "max_bucket": max(1, batch)})
     proc = IdPhotoProcessor(s.idphoto, rt)
 
-    rows: dict[int, dict[str, Any]] = {}
-    pending: list[tuple[int, Item]] = []
-    for i, f in enumerate(images):
-        try:
-            img = decode_image(f.read_bytes(), s.decode)
-        except DecodeError as e:
-            rows[i] = _row(f, "rejected", [e.reason])
-        except OSError as e:
-            rows[i] = _row(f, "rejected", ["OBJECT_NOT_FOUND"], error=type(e).__name__)
-        else:
-            pending.append((i, Item(upload_id=f"cli-{i}", image=img, options=options)))
+    decoded, refused = decode_files(images, s.decode)
+    rows: dict[int, dict[str, Any]] = {
+        i: _row(images[i], "rejected", [code], **({"error": err} if err else {}))
+        for i, (code, err) in refused.items()}
+    pending = [(i, Item(upload_id=f"cli-{i}", image=img, options=options)) for i, img in decoded]
     written: set[Path] = set()
     for (i, _), o in zip(pending, process_in_chunks(proc, [it for _, it in pending], batch),
                          strict=True):

@@ -14,6 +14,7 @@ from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads
 from processors.card import geometry as geo
 from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask, preprocess
 from processors.card.rectify import (
+    FACE_CASCADE,
     choose_doc_type,
     direction_detail_ratio,
     laplacian_variance,
@@ -21,6 +22,7 @@ from processors.card.rectify import (
     saturated_fraction,
 )
 from processors.card.settings import CardSettings
+from processors.cascades import cascade
 from processors.errors import ModelError
 from processors.models import manifest, model_path
 from processors.runtime import BatchedModel, BatchStats, RuntimeSettings
@@ -69,7 +71,8 @@ class CardProcessor:
             verified ``model_path("card_u2netp")`` (fine-tuned u2netp, shipped in the package).
 
     Raises:
-        ModelError: the model file is missing or fails its SHA-256 pin.
+        ModelError: the model file is missing or fails its SHA-256 pin, or the Haar cascade
+            of the upright decision is missing from OpenCV (with ``orient_by_face``).
         ProviderError: CUDA requested but not active.
     """
 
@@ -79,6 +82,8 @@ class CardProcessor:
                  model_file: Path | None = None) -> None:
         self.settings = settings
         self.threads = runtime.postprocess_threads
+        if settings.orient_by_face:
+            cascade(FACE_CASCADE)  # fail at start-up, not on the first upload
         if model_file is None:
             path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
         else:
