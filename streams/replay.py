@@ -3,7 +3,10 @@
 The range ``[from, to)`` is resolved per partition with ``offsets_for_times``; the end is capped
 at the high watermark captured at start, so a replay always stops. A :class:`~streams.worker.Worker`
 in replay mode (assigned partitions, its own consumer group and transactional id) writes results
-to the side topic; then :func:`diff_results` compares them with the original results.
+to the side topic; then :func:`diff_results` compares them with the original results, read from
+the results topic from the window's start (less :data:`RESULTS_LOOKBACK_MS`), not from its
+beginning, and streamed: a long-lived results topic costs neither the time nor the memory of
+reading it whole.
 """
 
 from __future__ import annotations
@@ -11,12 +14,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
 
 from processors.base import Processor
 from processors.card.metrics import quad_iou
@@ -28,6 +31,11 @@ from streams.settings import KafkaSettings, Settings
 
 #: epoch values below this are taken as seconds and refused (ms since 1970 passed it in 1973)
 MIN_EPOCH_MS = 100_000_000_000
+
+RESULTS_LOOKBACK_MS = 300_000
+"""How far before a replay window's start the original results are read from (ms). A result is
+produced after its upload, but its Kafka timestamp (CreateTime) is the worker's clock, which may
+run a little behind the uploader's; 5 min covers any clock skew NTP leaves between hosts."""
 
 
 class TimeArgError(StreamsError):
@@ -99,20 +107,39 @@ def tail(k: KafkaSettings, topic: str, starts: Mapping[int, int]) -> Any:
     return c
 
 
-def read_topic(k: KafkaSettings, topic: str, timeout_s: float = 10.0) -> list[Any]:
-    """Every committed record of ``topic`` up to the high watermarks captured now (read_committed)."""
+def iter_topic(k: KafkaSettings, topic: str, timeout_s: float = 10.0,
+               since_ms: int | None = None) -> Iterator[Message]:
+    """Every committed record of ``topic`` up to the high watermarks captured now (read_committed),
+    streamed (memory stays bounded whatever the topic's size).
+
+    Args:
+        k: Kafka settings.
+        topic: the topic to read.
+        timeout_s: per metadata / offset request (s).
+        since_ms: start each partition at its first record with a timestamp at or after this
+            (epoch ms, ``offsets_for_times``); None reads from the beginning. A partition with
+            nothing at or after it is skipped.
+
+    Yields:
+        confluent-kafka ``Message`` objects in per-partition offset order (errors dropped).
+    """
     c = consumer(k, "cardstream-reader")
     try:
         md = c.list_topics(topic, timeout=timeout_s)
         if topic not in md.topics or md.topics[topic].error is not None:
-            return []
+            return
+        parts = sorted(md.topics[topic].partitions)
+        starts = {p: OFFSET_BEGINNING for p in parts}
+        if since_ms is not None:
+            found = c.offsets_for_times([TopicPartition(topic, p, since_ms) for p in parts],
+                                        timeout_s)
+            starts = {tp.partition: tp.offset for tp in found if tp.offset >= 0}
         ends = {}
-        for p in md.topics[topic].partitions:
+        for p in starts:
             lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            if hi > lo:
+            if hi > max(lo, starts[p]):
                 ends[p] = hi
-        c.assign([TopicPartition(topic, p, 0) for p in ends])
-        out: list[Any] = []
+        c.assign([TopicPartition(topic, p, starts[p]) for p in ends])
         done: set[int] = set()
         idle = 0
         while len(done) < len(ends) and idle < 20:
@@ -121,7 +148,7 @@ def read_topic(k: KafkaSettings, topic: str, timeout_s: float = 10.0) -> list[An
             for m in msgs:
                 if m.error() is not None:
                     continue
-                out.append(m)
+                yield m
                 if m.offset() >= ends[m.partition()] - 1:
                     done.add(m.partition())
             # a partition ending in a transaction marker has its last offset never delivered
@@ -130,7 +157,6 @@ def read_topic(k: KafkaSettings, topic: str, timeout_s: float = 10.0) -> list[An
                     pos = c.position([TopicPartition(topic, p)])[0].offset
                     if pos >= end:
                         done.add(p)
-        return out
     finally:
         c.close()
 
@@ -250,18 +276,21 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
         if on_progress and now > done:
             on_progress(now - done)
         done = now
-    replayed = decode_results(read_topic(k, side))
+    replayed = list(decode_results(iter_topic(k, side)))
     ids = {x.upload_id for x in replayed}
-    original = [r for r in decode_results(read_topic(s.kafka, s.kafka.results_topic)) if r.upload_id in ids]
+    # the originals were produced after their uploads: read from the window's start, not the
+    # whole topic, and keep only the replayed uploads' results
+    since = from_ms - RESULTS_LOOKBACK_MS
+    original = [r for r in decode_results(iter_topic(s.kafka, s.kafka.results_topic, since_ms=since))
+                if r.upload_id in ids]
     return {**report, "replayed": len(replayed), **diff_results(original, replayed).summary()}
 
 
-def decode_results(msgs: Iterable[Any]) -> list[VerificationResult]:
-    """Decode result records, skipping any that are not valid results."""
-    out = []
+def decode_results(msgs: Iterable[Any]) -> Iterator[VerificationResult]:
+    """Decode result records (lazily), skipping any that are not valid results."""
     for m in msgs:
         try:
-            out.append(codec.decode_result(m.value()))
+            r = codec.decode_result(m.value())
         except Exception:
             continue
-    return out
+        yield r

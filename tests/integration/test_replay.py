@@ -58,3 +58,25 @@ def test_replay_window_reproduces_verdicts(settings: Settings, tmp_path: Path) -
     after = int(time.time() * 1000) + 60_000
     empty = run_replay(settings, after, after + 60_000, _procs(), results_topic=side + "2")
     assert empty["replayed"] == 0
+
+
+def test_iter_topic_starts_at_since_ms(settings: Settings) -> None:
+    """The replay diff reads the original results from the window's start, not the whole topic:
+    records stamped before ``since_ms`` are not read, on every partition."""
+    from streams.kafka import plain_producer
+    from streams.replay import iter_topic
+
+    topic = settings.kafka.results_topic
+    now = int(time.time() * 1000)
+    p = plain_producer(settings.kafka)
+    for i in range(9):  # 3 partitions: every partition gets old and new records
+        p.produce(topic, value=f"old-{i}".encode(), partition=i % 3, timestamp=now - 3_600_000)
+    for i in range(5):
+        p.produce(topic, value=f"new-{i}".encode(), partition=i % 3, timestamp=now - 1_000)
+    assert p.flush(30) == 0
+    every = sorted(m.value().decode() for m in iter_topic(settings.kafka, topic))
+    assert len(every) == 14
+    since = sorted(m.value().decode() for m in iter_topic(settings.kafka, topic,
+                                                          since_ms=now - 60_000))
+    assert since == [f"new-{i}" for i in range(5)]
+    assert list(iter_topic(settings.kafka, topic, since_ms=now + 60_000)) == []

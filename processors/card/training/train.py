@@ -59,11 +59,13 @@ def quad_mask(quad: np.ndarray | None, shape_hw: tuple[int, int], side: int) -> 
 
 
 def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0.0,
-               blur_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+               blur_share: float = 0.0, hard_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` synthetic samples → inputs ``(n, 3, side, side) float32`` and targets
     ``(n, 1, side, side) float32`` in [0, 1]. ``cut_share`` of the cards run past the frame
-    (the target is their visible part), ``blur_share`` of the photos get a strong blur; with
-    both at 0 no extra random draws are made (the first run's data stream)."""
+    (the target is their visible part), ``blur_share`` of the photos get a strong blur,
+    ``hard_share`` get :func:`synth.sample`'s ``hard`` scenes (objects touching the card, header
+    bands like the background); with all three at 0 no extra random draws are made (the first
+    run's data stream), and with ``hard_share`` 0 the stream of runs 2-6."""
     xs, ys = [], []
     for _ in range(n):
         size = TRAIN_SIZES[int(rng.integers(0, len(TRAIN_SIZES)))]
@@ -71,6 +73,8 @@ def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0
         if cut_share or blur_share:
             extra = {"cut": bool(rng.random() < cut_share),
                      "strong_blur": bool(rng.random() < blur_share)}
+        if hard_share:
+            extra["hard"] = bool(rng.random() < hard_share)
         s = synth.sample(rng, negative=bool(rng.random() < 0.1), size=size, **extra)
         xs.append(preprocess(s.image, side))
         ys.append(quad_mask(s.quad, s.image.shape[:2], side)[None])
@@ -145,6 +149,9 @@ def main() -> None:
                     help="leading convolutions kept frozen (44: encoder stages 1-4; 36: 1-3)")
     ap.add_argument("--cut-share", type=float, default=0.0, help="share of cards cut by the frame")
     ap.add_argument("--blur-share", type=float, default=0.0, help="share of strongly blurred photos")
+    ap.add_argument("--hard-share", type=float, default=0.0,
+                    help="share of scenes with an object touching the card or a header band "
+                         "coloured like the background (synth.sample's hard)")
     a = ap.parse_args()
 
     torch.manual_seed(a.seed)
@@ -188,7 +195,7 @@ def main() -> None:
     validate(0, float("nan"), t0)
     running = 0.0
     for step in range(1, a.steps + 1):
-        x, y = draw_batch(rng, a.batch, a.side, a.cut_share, a.blur_share)
+        x, y = draw_batch(rng, a.batch, a.side, a.cut_share, a.blur_share, a.hard_share)
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
         outs = net(xt)
         loss = sum(F.binary_cross_entropy(o.clamp(1e-6, 1 - 1e-6), yt) for o in outs)
