@@ -339,8 +339,9 @@ def touching_object(img: np.ndarray, quad: np.ndarray, rng: np.random.Generator)
     kind = rng.random()
     if kind < 0.4:  # saucer / plate: an ellipse centred just outside the side
         r = short * rng.uniform(0.3, 0.8)
-        c = p + outward * r * rng.uniform(0.6, 0.95)
-        cv2.ellipse(mask, (int(c[0]), int(c[1])), (int(r), int(r * rng.uniform(0.5, 1.0))),
+        r2 = r * rng.uniform(0.5, 1.0)
+        c = p + outward * r2 * rng.uniform(0.5, 0.9)  # nearer than its shorter radius: it touches
+        cv2.ellipse(mask, (int(c[0]), int(c[1])), (int(r), int(r2)),
                     float(rng.uniform(0, 180)), 0, 360, 1, -1, cv2.LINE_AA)
     elif kind < 0.75:  # bar: from under the side to beyond the frame, any angle outwards
         ang = np.arctan2(outward[1], outward[0]) + rng.uniform(-0.8, 0.8)
@@ -349,12 +350,13 @@ def touching_object(img: np.ndarray, quad: np.ndarray, rng: np.random.Generator)
         p0, p1 = p - d * short * 0.15, p + d * max(W, H)
         cv2.fillConvexPoly(mask, np.array([p0 + n, p0 - n, p1 - n, p1 + n], np.int32), 1,
                            cv2.LINE_AA)
-    else:  # blob: a few overlapping ellipses
+    else:  # blob: a few overlapping ellipses, the first one on the side
+        c = p
         for _ in range(int(rng.integers(2, 5))):
-            c = p + outward * short * rng.uniform(0.05, 0.5) + rng.normal(0, 0.15 * short, 2)
             cv2.ellipse(mask, (int(c[0]), int(c[1])),
                         (int(short * rng.uniform(0.1, 0.35)), int(short * rng.uniform(0.1, 0.35))),
                         float(rng.uniform(0, 180)), 0, 360, 1, -1)
+            c = c + outward * short * rng.uniform(0.1, 0.3) + rng.normal(0, 0.1 * short, 2)
     colour = rng.integers(150, 250, 3) if rng.random() < 0.6 else rng.integers(20, 250, 3)
     out[mask > 0] = colour
     edge = cv2.morphologyEx(mask, cv2.MORPH_GRADIENT, np.ones((3, 3), np.uint8))
