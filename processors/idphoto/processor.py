@@ -168,6 +168,8 @@ class IdPhotoProcessor:
                            inference_ms=inference_ms)
 
         faces = faces_on_person(self.faces.detect(it.image), mask, self.settings)
+        if not faces:  # a face far from the camera: FACE_TOO_SMALL, or framed if it has the px
+            faces = faces_on_person(self.faces.detect(it.image, thorough=True), mask, self.settings)
         if not faces:
             return reject(ReasonCode.NO_FACE)
         if len(faces) > 1:

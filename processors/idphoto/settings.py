@@ -31,8 +31,10 @@ class IdPhotoSettings(BaseModel):
             for face detection (boxes are mapped back to source px).
         haar_scale_factor: OpenCV ``detectMultiScale`` scaleFactor (pyramid step).
         haar_min_neighbors: OpenCV ``detectMultiScale`` minNeighbors (higher: fewer false faces).
-        haar_min_face_frac: smallest face searched, as a fraction of the detection image's
-            shorter side.
+        haar_min_face_frac: smallest face searched first, as a fraction of the detection
+            image's shorter side. When that search finds no face on the person, a thorough one
+            (``faces.FaceDetector.detect``) looks again down to the cascade's 20 px window;
+            what it finds is ``FACE_TOO_SMALL`` below ``min_face_px`` or framed as usual.
         matte_threshold: matte value (0..255) from which a pixel is person, for finding the crown.
         alpha_matting_foreground_threshold: trimap foreground threshold (rembg's default 240).
         alpha_matting_background_threshold: trimap background threshold (rembg's default 10).

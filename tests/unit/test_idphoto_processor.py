@@ -35,7 +35,17 @@ ASTRO = _bgr(data.astronaut())
 def proc() -> IdPhotoProcessor:
     if not (model_home() / "u2netp.onnx").is_file():
         pytest.skip(f"u2netp.onnx not in {model_home()} (run `make models`)")
-    return IdPhotoProcessor(IdPhotoSettings(), RuntimeSettings(device="cpu", buckets=(1, 8)))
+    return IdPhotoProcessor(IdPhotoSettings(), RuntimeSettings(device="cpu", buckets=(1, 16), cpu_max_bucket=16))
+
+
+def _on_canvas(img: np.ndarray, size: tuple[int, int], grey: int = 128) -> np.ndarray:
+    """``img`` pasted at the bottom centre of a plain ``grey`` ``(W, H)`` frame (a person far away)."""
+    w, h = size
+    out = np.full((h, w, 3), grey, np.uint8)
+    ih, iw = img.shape[:2]
+    x0 = (w - iw) // 2
+    out[h - ih :, x0 : x0 + iw] = img
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +58,17 @@ def outcomes(proc):
         Item("top", np.ascontiguousarray(ASTRO[60:])),  # hair cut by the top edge
         Item("tiny", cv2.resize(ASTRO, (200, 200), interpolation=cv2.INTER_AREA)),
         Item("blue", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": False}),
+        # far from the camera: a 55 px face in a 1200x900 frame (28 px where faces are searched)
+        Item("far_tiny", _on_canvas(cv2.resize(ASTRO, (300, 300), interpolation=cv2.INTER_AREA),
+                                    (1200, 900))),
+        # a small share of a big frame but enough px: a 95 px face in a 2400x1800 frame
+        Item("far_big", _on_canvas(ASTRO, (2400, 1800))),
+        # a 92 px face on a bright wall: the global histogram equalisation hid it
+        Item("wall", _on_canvas(ASTRO, (1200, 900), 220)),
     ]
     calls0 = proc.matting.model.stats.calls
     outs = proc.process_batch(items)
-    assert proc.matting.model.stats.calls - calls0 == 1  # one batched matting call for 6 items
+    assert proc.matting.model.stats.calls - calls0 == 1  # one batched matting call for 9 items
     return {o.upload_id: o for o in outs}
 
 
@@ -127,6 +144,32 @@ def test_small_face_rejected(outcomes) -> None:
     o = outcomes["tiny"]
     assert o.reasons == (ReasonCode.FACE_TOO_SMALL,)
     assert o.payload["face_box"][3] < IdPhotoSettings().min_face_px
+
+
+def test_face_far_from_camera_is_too_small_not_missing(outcomes) -> None:
+    """Below ``haar_min_face_frac`` of the frame the regular search finds nothing; the second
+    search for small faces tells a face too small from no face (it was NO_FACE)."""
+    o = outcomes["far_tiny"]
+    assert o.reasons == (ReasonCode.FACE_TOO_SMALL,)
+    x, y, w, h = o.payload["face_box"]
+    assert 30 < h < IdPhotoSettings().min_face_px
+    assert 450 + 40 < x < 450 + 140 and 600 + 10 < y < 600 + 90  # her face, in the frame's px
+
+
+def test_small_share_of_a_big_frame_is_framed(outcomes) -> None:
+    o = outcomes["far_big"]
+    assert o.status == Status.ACCEPTED, o.reasons
+    x, y, w, h = o.payload["face_box"]
+    assert h >= IdPhotoSettings().min_face_px
+    assert 944 + 150 < x < 944 + 210 and 1288 + 40 < y < 1288 + 100  # as in the 512 px source
+    assert _photo(o).shape == (413, 295, 3)
+
+
+def test_face_on_a_bright_wall_is_found(outcomes) -> None:
+    o = outcomes["wall"]
+    assert o.status == Status.ACCEPTED, o.reasons
+    x, y, w, h = o.payload["face_box"]
+    assert 344 + 150 < x < 344 + 210 and 388 + 40 < y < 388 + 100
 
 
 def test_schengen_on_blue(outcomes) -> None:
