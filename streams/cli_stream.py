@@ -9,7 +9,7 @@ import typer
 
 from streams.settings import load_settings
 
-topics_app = typer.Typer(help="Create or describe the project's Kafka topics.", no_args_is_help=True)
+topics_app = typer.Typer(help="Create, describe or delete the project's Kafka topics.", no_args_is_help=True)
 buckets_app = typer.Typer(help="Create the project's MinIO buckets.", no_args_is_help=True)
 
 
@@ -51,6 +51,27 @@ def topics_describe(as_json: bool = typer.Option(False, "--json", help="One JSON
         else:
             typer.echo(f"{row['topic']}: partitions={row['partitions']} "
                        f"replication={row['replication']} retention_ms={row['retention_ms']}")
+
+
+@topics_app.command("delete")
+def topics_delete(
+    extra: list[str] = typer.Argument(None, metavar="[TOPIC]...",
+                                      help="More topics to delete, e.g. replay side topics."),
+    yes: bool = typer.Option(False, "--yes", help="Delete without asking."),
+) -> None:
+    """Delete the uploads, results and dead-letter topics the settings name, and any TOPIC given
+    (e.g. your own topics on a shared broker, when you are done). Missing topics are skipped."""
+    from streams.kafka import admin, delete_topics
+
+    s = load_settings()
+    names = [s.kafka.uploads_topic, s.kafka.results_topic, s.kafka.dlq_topic, *(extra or [])]
+    if not yes:
+        typer.confirm(f"delete {', '.join(names)} on {s.kafka.bootstrap_servers}?", abort=True)
+    a = admin(s.kafka)
+    present = set(a.list_topics(timeout=10).topics)
+    delete_topics(a, [n for n in names if n in present])
+    for n in names:
+        typer.echo(f"{n}: {'deleted' if n in present else 'missing'}")
 
 
 @buckets_app.command("create")
@@ -103,7 +124,13 @@ def worker(
                                 runtime=s.runtime, sleep_ms=sleep_ms) for t in s.worker.tasks}
     wk = Worker(s, procs, Storage(s.s3))
     if s.worker.http_port:
-        serve(wk.health, wk.metrics, s.worker.http_port)
+        try:
+            serve(wk.health, wk.metrics, s.worker.http_port)
+        except OSError as e:  # e.g. a second worker on this host with the same port
+            raise typer.BadParameter(
+                f"cannot serve /ready, /live, /metrics on port {s.worker.http_port}: {e.strerror}; "
+                "give each worker on a host its own port (or 0 for none)",
+                param_hint="--http-port / CARDSTREAM_WORKER__HTTP_PORT") from e
     install_signal_handlers(wk)
     wk.warm_up()
     log.info("worker_start", slot=s.worker.slot, transactional_id=wk.transactional_id,

@@ -31,3 +31,21 @@ def test_produce_sends_the_images_and_names_the_skipped_files(settings: Settings
     keys = [o.object_name for o in Storage(settings.s3).client.list_objects(
         settings.s3.uploads_bucket, recursive=True)]
     assert len(keys) == 3
+
+
+def test_topics_delete_removes_this_settings_topics_and_the_named_ones(settings: Settings) -> None:
+    from streams.kafka import admin
+
+    env = settings_env(settings)
+    side = f"{settings.kafka.results_topic}.replay-x"
+    r = CliRunner().invoke(app, ["topics", "create"], env=env)
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["topics", "delete", side], env=env, input="n\n")
+    assert r.exit_code == 1 and "Aborted" in r.output  # asks first
+    r = CliRunner().invoke(app, ["topics", "delete", side, "--yes"], env=env)
+    assert r.exit_code == 0, r.output
+    k = settings.kafka
+    assert f"{k.uploads_topic}: deleted" in r.output and f"{k.dlq_topic}: deleted" in r.output
+    assert f"{side}: missing" in r.output
+    left = set(admin(k).list_topics(timeout=10).topics)
+    assert not {k.uploads_topic, k.results_topic, k.dlq_topic} & left

@@ -140,3 +140,25 @@ def test_librdkafka_log_lines_are_json_lines(capsys: pytest.CaptureFixture[str])
     assert lines, "no librdkafka line logged"
     assert lines[0]["event"] == "librdkafka" and lines[0]["facility"] and "rdkafka" in lines[0]["client"]
     assert lines[0]["level"] in ("error", "warning", "info")
+
+
+def test_worker_port_in_use_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second worker on a host with the same --http-port exits 2 with what to do, before any
+    model loads or Kafka call (it was an uncaught OSError traceback)."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    monkeypatch.setenv("CARDSTREAM_S3__ACCESS_KEY", "unit")  # the store client is only built
+    monkeypatch.setenv("CARDSTREAM_S3__SECRET_KEY", "unit-secret")
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = CliRunner().invoke(app, ["worker", "--tasks", "card", "--processor", "card=sleep",
+                                     "--http-port", str(port)], env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert f"cannot serve /ready, /live, /metrics on port {port}" in r.output
+    assert "Traceback" not in r.output and isinstance(r.exception, SystemExit)
