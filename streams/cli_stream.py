@@ -165,6 +165,10 @@ def produce(
         typer.echo(f"skipped {len(skipped)} files without an image suffix "
                    f"({', '.join(sorted(IMAGE_SUFFIXES))}): {', '.join(skipped[:5])}"
                    + (" ..." if len(skipped) > 5 else ""), err=True)
+    folders = sorted(p.name for p in dir.iterdir() if p.is_dir())
+    if folders:
+        typer.echo(f"skipped {len(folders)} subfolders (--dir is not recursive): "
+                   f"{', '.join(folders[:5])}" + (" ..." if len(folders) > 5 else ""), err=True)
     try:
         opts = json.loads(options) if options else None
         validate_request("probe", task, opts)

@@ -19,11 +19,14 @@ def test_produce_sends_the_images_and_names_the_skipped_files(settings: Settings
     folder = tmp_path / "in"
     files = write_images(folder, 3)
     (folder / "scan.pdf").write_bytes(b"%PDF-1.4 not an image")
+    (folder / "more").mkdir()
+    write_images(folder / "more", 1)
     ids = tmp_path / "ids.txt"
     r = CliRunner().invoke(app, ["produce", "--dir", str(folder), "--task", "card",
                                  "--ids-file", str(ids)], env=settings_env(settings))
     assert r.exit_code == 0, r.output
     assert "skipped 1 files without an image suffix" in r.output and "scan.pdf" in r.output
+    assert "skipped 1 subfolders (--dir is not recursive): more" in r.output
     assert f"sent 3 uploads to {settings.kafka.uploads_topic}" in r.output
     rows = [line.split("\t") for line in ids.read_text().splitlines()]
     assert sorted(Path(f).name for _, f in rows) == [p.name for p in files]

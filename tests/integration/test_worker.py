@@ -133,7 +133,8 @@ def test_bad_events_go_to_dlq_and_worker_continues(settings: Settings, tmp_path:
     lines = [ln for ln in out.output.splitlines() if ln.strip()]
     assert len(lines) == 4
     assert sorted(ln.split()[2] for ln in lines) == sorted(str(d.error_code) for d in ds)
-    assert sorted(ln.split()[1] for ln in lines) == ["-", "-", "u1", "u9"]
+    # without a readable upload_id the line shows the record key, marked as such
+    assert sorted(ln.split()[1] for ln in lines) == ["key=../../etc/passwd", "key=x", "u1", "u9"]
 
 
 @pytest.mark.parametrize("inline", [False, True], ids=["get_fails", "put_fails"])
