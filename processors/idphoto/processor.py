@@ -137,8 +137,8 @@ class IdPhotoProcessor:
             except InvalidOptionError as e:
                 requests.append(e)
         valid = [i for i, r in enumerate(requests) if isinstance(r, PhotoRequest)]
-        masks = dict(zip(valid, self.matting.predict([items[i].image for i in valid]),
-                         strict=True))
+        masks = dict(zip(valid, self.matting.predict_zoomed(
+            [items[i].image for i in valid], self.settings.matte_zoom_max_share), strict=True))
         ms = self.matting.last_inference_ms if valid else 0.0
 
         def one(i: int) -> Outcome:

@@ -36,6 +36,9 @@ class IdPhotoSettings(BaseModel):
             (``faces.FaceDetector.detect``) looks again down to the cascade's 20 px window;
             what it finds is ``FACE_TOO_SMALL`` below ``min_face_px`` or framed as usual.
         matte_threshold: matte value (0..255) from which a pixel is person, for finding the crown.
+        matte_zoom_max_share: a person whose padded box spans at most this share of the frame's
+            longer side is matted a second time from a crop around them, in one more batched
+            call (``matting.U2NetMatting.predict_zoomed``); 0 turns it off.
         alpha_matting_foreground_threshold: trimap foreground threshold (rembg's default 240).
         alpha_matting_background_threshold: trimap background threshold (rembg's default 10).
         alpha_matting_erode_size: trimap erosion size px (rembg's default 10).
@@ -55,6 +58,7 @@ class IdPhotoSettings(BaseModel):
     haar_min_neighbors: int = Field(default=5, ge=1)
     haar_min_face_frac: float = Field(default=0.1, gt=0.0, lt=1.0)
     matte_threshold: int = Field(default=128, ge=1, le=254)
+    matte_zoom_max_share: float = Field(default=0.6, ge=0.0, le=1.0)
     alpha_matting_foreground_threshold: int = Field(default=240, ge=0, le=255)
     alpha_matting_background_threshold: int = Field(default=10, ge=0, le=255)
     alpha_matting_erode_size: int = Field(default=10, ge=0)

@@ -85,3 +85,49 @@ def test_optional_model_is_checked_by_md5(tmp_path, monkeypatch) -> None:
     (tmp_path / "silueta.onnx").write_bytes(b"not the real weights")
     with pytest.raises(ModelError, match="md5"):
         resolve_model("silueta")
+
+
+def test_zoom_box_only_for_a_small_person() -> None:
+    from processors.idphoto.matting import ZOOM_PAD, zoom_box
+
+    m = np.zeros((1800, 2400), np.uint8)
+    assert zoom_box(m, 0.6) is None  # no person
+    m[1300:1800, 900:1400] = 255
+    x0, y0, x1, y1 = zoom_box(m, 0.6)
+    pad = round(500 * ZOOM_PAD)
+    assert (x0, y0, x1, y1) == (900 - pad, 1300 - pad, 1400 + pad, 1800)  # clipped at the bottom
+    assert zoom_box(m, 0.2) is None  # 650 px of 2400 is above a 0.2 share
+    assert zoom_box(m, 0.0) is None  # off
+    big = np.zeros((512, 512), np.uint8)
+    big[60:512, 100:420] = 255
+    assert zoom_box(big, 0.6) is None  # the person already fills the frame
+
+
+@pytest.mark.skipif(not (model_home() / "u2netp.onnx").is_file(), reason="run `make models`")
+def test_zoomed_matte_of_a_small_person_matches_the_close_up() -> None:
+    """The astronaut (512 px) on a 2400x1800 grey frame: the model sees her at ~68 px, and the
+    plain matte has a wide soft band; the zoomed second look gives her close-up matte back."""
+    from processors.idphoto.matting import zoom_box
+
+    astro = np.ascontiguousarray(data.astronaut()[..., ::-1])
+    frame = np.full((1800, 2400, 3), 128, np.uint8)
+    frame[1288:, 944:1456] = astro
+    m = U2NetMatting("u2netp", RuntimeSettings(device="cpu", buckets=(1, 2)))
+    close_up = m.predict([astro])[0]
+    plain = m.predict([frame])[0]
+    zoomed = m.predict_zoomed([frame, astro], 0.6)
+
+    def soft(a: np.ndarray) -> int:
+        return int(((a > 20) & (a < 235)).sum())
+
+    assert np.array_equal(zoomed[1], close_up)  # a large person: the first matte, untouched
+    z = zoomed[0]
+    assert soft(z) * 4 < soft(plain)  # the halo: 77k soft px -> 12k
+    x0, y0, x1, y1 = zoom_box(plain, 0.6)
+    assert 0 < x0 < 944 and 0 < y0 < 1288 and 1456 < x1 < 2400 and y1 == 1800
+    outside = z.copy()
+    outside[y0:y1, x0:x1] = 0
+    assert not outside.any()  # the first matte's halo is gone outside the crop
+    inside = z[1288:, 944:1456]
+    agree = np.logical_xor(inside > 128, close_up > 128).sum() / (close_up > 128).sum()
+    assert agree < 0.03, agree  # the same person mask as the close-up, within 3 %
