@@ -134,10 +134,14 @@ def replay(
                              on_progress=bar.update)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(summary, indent=1))
-    typer.echo(f"replay [{f_ms}, {t_ms}) of {s.kafka.uploads_topic}: {summary['replayed']} uploads "
-               f"-> {summary['results_topic']}")
-    if summary["replayed"] == 0:
+    side, n, got = summary["results_topic"], summary["events"], summary["replayed"]
+    typer.echo(f"replay [{f_ms}, {t_ms}) of {s.kafka.uploads_topic}: {n} events -> {got} results "
+               f"on {side}" + (f", {n - got} dead letters on {side}.dlq" if n > got else ""))
+    if n == 0:
         typer.echo("nothing to replay in that window")
+        return
+    if got == 0:
+        typer.echo("no results to compare: every event of the window became a dead letter")
         return
     tab = Table(title=f"replay vs original ({summary['results_topic']})")
     for col in ("replayed", "compared", "verdicts changed", "reasons changed", "quad IoU mean", "quad IoU min"):

@@ -55,18 +55,29 @@ def topics_describe(as_json: bool = typer.Option(False, "--json", help="One JSON
 
 @topics_app.command("delete")
 def topics_delete(
-    extra: list[str] = typer.Argument(None, metavar="[TOPIC]...",
-                                      help="More topics to delete, e.g. replay side topics."),
+    topics: list[str] = typer.Argument(None, metavar="[TOPIC]...",
+                                       help="Topics to delete, e.g. replay side topics (default: "
+                                            "the uploads, results and dead-letter topics the "
+                                            "settings name)."),
     yes: bool = typer.Option(False, "--yes", help="Delete without asking."),
 ) -> None:
-    """Delete the uploads, results and dead-letter topics the settings name, and any TOPIC given
-    (e.g. your own topics on a shared broker, when you are done). Missing topics are skipped."""
+    """Delete the named topics, or, with none named, the uploads, results and dead-letter topics
+    the settings name (your own topics on a shared broker, when you are done). Asks first, and
+    says when a name is one of the defaults every checkout shares. Missing topics are skipped."""
     from streams.kafka import admin, delete_topics
+    from streams.settings import KafkaSettings
 
     s = load_settings()
-    names = [s.kafka.uploads_topic, s.kafka.results_topic, s.kafka.dlq_topic, *(extra or [])]
+    own = [s.kafka.uploads_topic, s.kafka.results_topic, s.kafka.dlq_topic]
+    names = list(dict.fromkeys(topics or own))  # once each, in the order given
+    d = KafkaSettings.model_fields
+    shared = [n for n in names if n in {d["uploads_topic"].default, d["results_topic"].default,
+                                        d["dlq_topic"].default}]
     if not yes:
-        typer.confirm(f"delete {', '.join(names)} on {s.kafka.bootstrap_servers}?", abort=True)
+        warn = (f" ({', '.join(shared)}: the default topics, shared by every checkout and worker "
+                "that does not set its own)") if shared else ""
+        typer.confirm(f"delete {', '.join(names)} on {s.kafka.bootstrap_servers}{warn}?",
+                      abort=True)
     a = admin(s.kafka)
     present = set(a.list_topics(timeout=10).topics)
     delete_topics(a, [n for n in names if n in present])

@@ -17,7 +17,8 @@ class WorkerMetrics:
         cardstream_inference_seconds{task}: one batched processor call (s).
         cardstream_e2e_latency_seconds{task}: submitted_at -> result committed (s).
         cardstream_consumer_lag{partition}: high watermark - position, per assigned partition.
-        cardstream_transactions_total{outcome}: committed / aborted transactions.
+        cardstream_transactions_total{outcome}: committed / aborted / fenced (another instance
+            with the same transactional.id took over) transactions.
         cardstream_batch_stage_seconds{stage}: where a batch's time goes: ``fill`` (the poll that
             closes the batch), ``compute`` (parse + fetch + decode + inference + PUT, helper
             thread), ``put`` (the PUTs alone), ``handoff`` (compute done -> the loop picks it

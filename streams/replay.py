@@ -241,7 +241,9 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
         on_total / on_progress: progress callbacks (number of uploads in the window; uploads done).
 
     Returns:
-        The JSON report: ``window_ms``, ``results_topic``, ``replayed`` and :meth:`Diff.summary`.
+        The JSON report: ``window_ms``, ``results_topic``, ``events`` (records in the window),
+        ``replayed`` (results; the other events became dead letters on ``<side>.dlq``) and
+        :meth:`Diff.summary`.
     """
     from confluent_kafka.admin import NewTopic
 
@@ -258,7 +260,7 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     total = sum(b - a for a, b in ranges.values())
     if on_total:
         on_total(total)
-    report: dict[str, Any] = {"window_ms": [from_ms, to_ms], "results_topic": side}
+    report: dict[str, Any] = {"window_ms": [from_ms, to_ms], "results_topic": side, "events": total}
     if total == 0:
         return {**report, "replayed": 0, **Diff().summary()}
     t = s.kafka.topics

@@ -733,7 +733,14 @@ class Worker:
             err = ex.args[0]
             log.warning("transaction_failed", error=str(err), abortable=err.txn_requires_abort(),
                         fatal=err.fatal())
-            self.metrics.transactions.labels("aborted").inc()
+            if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+                self.metrics.transactions.labels("fenced").inc()
+                log.error("worker_fenced", transactional_id=self.transactional_id,
+                          hint="another worker runs with this transactional id (same "
+                               "transactional_id_prefix and --slot): give each worker its own "
+                               "--slot; this one takes the id back and redoes the batch")
+            else:
+                self.metrics.transactions.labels("aborted").inc()
             if err.txn_requires_abort():
                 try:
                     p.abort_transaction(30)
@@ -769,9 +776,11 @@ class Worker:
                 raise
 
     def _rebuild_producer(self) -> None:
-        """Fenced or fatal: drop the producer, build a new one with the same transactional.id."""
-        with contextlib.suppress(KafkaException):
-            self.producer.flush(1)
+        """Fenced or fatal: drop the producer, build a new one with the same transactional.id.
+
+        The old producer is not flushed: what it holds belongs to the failed transaction, which
+        read_committed consumers never see, and a fenced producer's ``flush`` raised out of the
+        loop (a bare ``KafkaError`` that no ``except`` clause can name)."""
         self.producer = transactional_producer(self.s.kafka, self.transactional_id)
 
 

@@ -36,19 +36,41 @@ def test_produce_sends_the_images_and_names_the_skipped_files(settings: Settings
     assert len(keys) == 3
 
 
-def test_topics_delete_removes_this_settings_topics_and_the_named_ones(settings: Settings) -> None:
-    from streams.kafka import admin
+def test_topics_delete_named_topics_or_else_this_settings_three(settings: Settings) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    from streams.kafka import admin, create_topics
 
     env = settings_env(settings)
-    side = f"{settings.kafka.results_topic}.replay-x"
+    k = settings.kafka
+    a = admin(k)
+    side = f"{k.results_topic}.replay-x"
     r = CliRunner().invoke(app, ["topics", "create"], env=env)
     assert r.exit_code == 0, r.output
+    create_topics(a, [NewTopic(side, 1, 1)])
     r = CliRunner().invoke(app, ["topics", "delete", side], env=env, input="n\n")
     assert r.exit_code == 1 and "Aborted" in r.output  # asks first
-    r = CliRunner().invoke(app, ["topics", "delete", side, "--yes"], env=env)
+    # named topics: only those (a name given twice is deleted once), not the settings' three
+    r = CliRunner().invoke(app, ["topics", "delete", side, side, f"{side}.dlq", "--yes"], env=env)
     assert r.exit_code == 0, r.output
-    k = settings.kafka
+    assert r.output.splitlines() == [f"{side}: deleted", f"{side}.dlq: missing"]
+    left = set(a.list_topics(timeout=10).topics)
+    assert side not in left and {k.uploads_topic, k.results_topic, k.dlq_topic} <= left
+    # none named: the settings' three
+    r = CliRunner().invoke(app, ["topics", "delete", "--yes"], env=env)
+    assert r.exit_code == 0, r.output
     assert f"{k.uploads_topic}: deleted" in r.output and f"{k.dlq_topic}: deleted" in r.output
-    assert f"{side}: missing" in r.output
-    left = set(admin(k).list_topics(timeout=10).topics)
+    left = set(a.list_topics(timeout=10).topics)
     assert not {k.uploads_topic, k.results_topic, k.dlq_topic} & left
+
+
+def test_topics_delete_warns_before_deleting_the_shared_defaults() -> None:
+    """Without the topic variables set, the settings name the shared defaults: the question
+    says so (answered no here, so nothing is deleted)."""
+    r = CliRunner().invoke(app, ["topics", "delete"], input="n\n",
+                           env={"CARDSTREAM_KAFKA__UPLOADS_TOPIC": None,
+                                "CARDSTREAM_KAFKA__RESULTS_TOPIC": None,
+                                "CARDSTREAM_KAFKA__DLQ_TOPIC": None, "COLUMNS": "400"})
+    assert "delete cardstream.uploads.v1, cardstream.results.v1, cardstream.dlq.v1 on" in r.output
+    assert r.exit_code == 1 and "Aborted" in r.output
+    assert "the default topics, shared by every checkout" in r.output

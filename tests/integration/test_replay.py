@@ -15,7 +15,7 @@ from streams.settings import Settings
 from streams.storage import Storage
 from streams.worker import Worker
 
-from .helpers import results, write_images
+from .helpers import dead_letters, results, write_images
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +31,9 @@ def test_replay_window_reproduces_verdicts(settings: Settings, tmp_path: Path) -
     time.sleep(1.5)
     from_ms = int(time.time() * 1000)
     mid = prod.produce_files(files, "id_photo", count=10) + prod.produce_files(files, "card", count=4)
+    prod.send_raw(b"bad-1", b"not json")  # dead letters in the window: events, not results
+    prod.send_raw(b"bad-2", b'{"upload_id": "bad-2"}')
+    assert prod.flush() == []
     to_ms = int(time.time() * 1000) + 1
     time.sleep(1.5)
     late = prod.produce_files(files, "card", count=5)
@@ -38,15 +41,16 @@ def test_replay_window_reproduces_verdicts(settings: Settings, tmp_path: Path) -
     th = threading.Thread(target=w.run, kwargs={"idle_exit_s": 4.0}, daemon=True)
     th.start()
     assert len(results(settings, 25, timeout_s=60)) == 25
+    assert len(dead_letters(settings, 2, timeout_s=30)) == 2
     w.stop()
     th.join(30)
 
     ranges = offset_ranges(settings.kafka, settings.kafka.uploads_topic, from_ms, to_ms)
-    assert sum(b - a for a, b in ranges.values()) == len(mid)
+    assert sum(b - a for a, b in ranges.values()) == len(mid) + 2
     side = f"{settings.kafka.results_topic}.replay"
     report = run_replay(settings, from_ms, to_ms, _procs(), results_topic=side,
                         group=f"{settings.kafka.group_id}-replay")
-    assert report["replayed"] == len(mid) == 14
+    assert report["replayed"] == len(mid) == 14 and report["events"] == 16
     assert report["compared"] == 14
     assert report["verdicts_changed"] == 0 and report["reasons_changed"] == 0
     assert report["quad_iou_min"] == pytest.approx(1.0)
@@ -57,7 +61,7 @@ def test_replay_window_reproduces_verdicts(settings: Settings, tmp_path: Path) -
 
     after = int(time.time() * 1000) + 60_000
     empty = run_replay(settings, after, after + 60_000, _procs(), results_topic=side + "2")
-    assert empty["replayed"] == 0
+    assert empty["replayed"] == 0 and empty["events"] == 0
 
 
 def test_iter_topic_starts_at_since_ms(settings: Settings) -> None:

@@ -222,3 +222,34 @@ def test_600_uploads_two_tasks_with_kills(settings: Settings, tmp_path: Path, wo
     assert max(ids.values()) == 1
     assert codes == [0] * workers  # SIGTERM: clean exit
     _check_objects(settings, rs[::20])
+
+
+def test_two_workers_on_one_slot_fence_each_other_without_dying(settings: Settings,
+                                                                 tmp_path: Path) -> None:
+    """A slot started twice (same transactional.id): each instance fences the other in turn.
+    Neither may die (a fenced producer's flush raised out of the loop); every upload gets
+    exactly one committed result, and the fencing is counted and logged."""
+    files = write_images(tmp_path / "imgs", 6)
+    a, b = _worker(settings), _worker(settings)
+    assert a.transactional_id == b.transactional_id
+    errors: list[BaseException] = []
+
+    def run(w: Worker) -> None:
+        try:
+            w.run(idle_exit_s=6.0)
+        except BaseException as e:  # noqa: BLE001 (the test reports whatever escaped the loop)
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(w,), daemon=True) for w in (a, b)]
+    for t in ts:
+        t.start()
+        time.sleep(3.0)  # b starts after a: its init_transactions fences a
+    sent = UploadProducer(settings).produce_files(files, "card", count=24)
+    rs = results(settings, 24, timeout_s=120)
+    for t in ts:
+        t.join(60)
+    assert not errors, errors
+    ids = Counter(r.upload_id for r in rs)
+    assert set(ids) == {x.upload_id for x in sent} and max(ids.values()) == 1
+    fenced = sum(w.metrics.transactions.labels("fenced")._value.get() for w in (a, b))
+    assert fenced >= 1
