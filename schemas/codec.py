@@ -155,8 +155,11 @@ def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
     """
     if value is None:
         raise ContractError(C.NOT_JSON, "value is null (tombstone)")
+    raw = value if isinstance(value, str) else bytes(value)
+    if not raw.strip():
+        raise ContractError(C.NOT_JSON, "value is empty" + (" (whitespace only)" if raw else ""))
     try:
-        text = value if isinstance(value, str) else bytes(value).decode("utf-8")
+        text = raw if isinstance(raw, str) else raw.decode("utf-8")
         obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
                          parse_float=_float, parse_int=_int)
         if _SURROGATE_ESCAPE.search(text):  # rare: check the strings can be UTF-8 again

@@ -50,7 +50,7 @@ def results(
                 if dead_letters:
                     d = codec.decode_dead_letter(m.value(), m.headers())
                     # no upload_id could be read from the value: show the record key (unverified)
-                    who = d.upload_id or (f"key={m.key().decode(errors='replace')}" if m.key() else "-")
+                    who = d.upload_id or (f"key={m.key().decode(errors='backslashreplace')}" if m.key() else "-")
                     typer.echo(f"{d.failed_at}  {who:<40} {d.error_code:<28} "
                                f"{d.source.partition}:{d.source.offset}  {d.error}")
                     continue

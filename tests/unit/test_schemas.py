@@ -280,6 +280,16 @@ def test_inline_bytes_of_a_ref_is_none() -> None:
 _REF = b'{"upload_id":"u1","task":"card","image":{"ref":{"bucket":"uploads","key":"a"}}'
 
 
+@pytest.mark.parametrize(("value", "message"), [
+    (None, "value is null (tombstone)"), (b"", "value is empty"),
+    (b" \r\n\t", "value is empty (whitespace only)"), (b"{", "value is not JSON: Expecting"),
+])
+def test_not_json_says_why(value: bytes | None, message: str) -> None:
+    with pytest.raises(ContractError) as ei:
+        codec.decode_upload(None, value)
+    assert ei.value.code == "NOT_JSON" and str(ei.value).startswith(message)
+
+
 @pytest.mark.parametrize(("value", "code"), [
     (None, "NOT_JSON"), (b"\xff\xfe{}", "NOT_JSON"), (b"", "NOT_JSON"), (b"[" * 100000, "NOT_JSON"),
     (_REF + b',"schema_version":1e3}', "UNSUPPORTED_SCHEMA_VERSION"),
