@@ -44,6 +44,21 @@ class FaceBox:
     w: int
     h: int
 
+    def unrotated(self, turns: int, source_hw: tuple[int, int]) -> FaceBox:
+        """This box, found in ``np.rot90(source, turns)``, in the source's px.
+
+        Args:
+            turns: quarter turns counter-clockwise (``np.rot90``'s ``k``, 0..3) that made the
+                image the box was found in.
+            source_hw: ``(H, W)`` of the source image (px).
+        """
+        h, w = source_hw
+        x, y, bw, bh = self.x, self.y, self.w, self.h
+        return [self,
+                FaceBox(w - y - bh, x, bh, bw),
+                FaceBox(w - x - bw, h - y - bh, bw, bh),
+                FaceBox(y, h - x - bw, bh, bw)][turns % 4]
+
     def as_list(self) -> list[int]:
         """``[x, y, w, h]`` (source px) for result payloads."""
         return [self.x, self.y, self.w, self.h]

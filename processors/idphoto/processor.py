@@ -157,6 +157,37 @@ class IdPhotoProcessor:
 
         return map_in_threads(one, range(len(items)), self.threads)
 
+    def _faces(self, image: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, list[FaceBox], int]:
+        """The counted faces, and the image turned upright if it had to be.
+
+        In this order, stopping at the first that finds a face on the person: the regular
+        search; the thorough one (a face far from the camera, see ``FaceDetector.detect``); the
+        regular search on the image turned by a quarter, a half and three quarters (a selfie
+        stored sideways or upside down without EXIF orientation; the cascade sees upright faces
+        only).
+
+        Args:
+            image: ``(H, W, 3) uint8`` BGR upload.
+            mask: ``(H, W) uint8`` its person matte.
+
+        Returns:
+            ``(image, faces, turns)``: ``np.rot90(image, turns)`` (a view), the faces in it
+            (largest first; empty when none was found) and the quarter turns counter-clockwise.
+        """
+        s = self.settings
+        faces = faces_on_person(self.faces.detect(image), mask, s)
+        if not faces:
+            faces = faces_on_person(self.faces.detect(image, thorough=True), mask, s)
+        if faces:
+            return image, faces, 0
+        for turns in (1, 3, 2):  # sideways is more common than upside down
+            turned = np.rot90(image, turns)
+            faces = faces_on_person(self.faces.detect(np.ascontiguousarray(turned)),
+                                    np.rot90(mask, turns), s)
+            if faces:
+                return turned, faces, turns
+        return image, [], 0
+
     def _one(self, it: Item, req: PhotoRequest, mask: np.ndarray, inference_ms: float) -> Outcome:
         spec = req.size
         payload: dict[str, Any] = {"size": spec.name, "background": req.background,
@@ -167,22 +198,21 @@ class IdPhotoProcessor:
             return Outcome(it.upload_id, Status.REJECTED, (code,), {**payload, **extra},
                            inference_ms=inference_ms)
 
-        faces = faces_on_person(self.faces.detect(it.image), mask, self.settings)
-        if not faces:  # a face far from the camera: FACE_TOO_SMALL, or framed if it has the px
-            faces = faces_on_person(self.faces.detect(it.image, thorough=True), mask, self.settings)
+        image, faces, turns = self._faces(it.image, mask)
+        mask = np.ascontiguousarray(np.rot90(mask, turns))
         if not faces:
             return reject(ReasonCode.NO_FACE)
         if len(faces) > 1:
             return reject(ReasonCode.MULTIPLE_FACES, faces=len(faces))
         face: FaceBox = faces[0]
-        payload["face_box"] = face.as_list()
+        payload["face_box"] = face.unrotated(turns, it.image.shape[:2]).as_list()
         if face.h < self.settings.min_face_px:
             return reject(ReasonCode.FACE_TOO_SMALL)
         head = head_geometry(face, mask, self.settings.matte_threshold)
         if head.cropped:
             return reject(ReasonCode.HEAD_CROPPED)
         frame = plan_frame(head, req.size)
-        rgb = warp(np.ascontiguousarray(it.image[..., ::-1]), frame)
+        rgb = warp(np.ascontiguousarray(image[..., ::-1]), frame)
         alpha = warp(mask, frame)
         if req.alpha_matting:
             s = self.settings

@@ -65,12 +65,14 @@ def outcomes(proc):
         Item("far_big", _on_canvas(ASTRO, (2400, 1800))),
         # a 92 px face on a bright wall: the global histogram equalisation hid it
         Item("wall", _on_canvas(ASTRO, (1200, 900), 220)),
+        # stored sideways / upside down without EXIF orientation
+        *(Item(f"turned{k}", np.ascontiguousarray(np.rot90(ASTRO, k))) for k in (1, 2, 3)),
     ]
     calls0, images0 = proc.matting.model.stats.calls, proc.matting.model.stats.images
     outs = proc.process_batch(items)
     stats = proc.matting.model.stats
-    # one batched matting call for the 9 items, one more for the 3 people small in their frame
-    assert (stats.calls - calls0, stats.images - images0) == (2, 9 + 3)
+    # one batched matting call for the 12 items, one more for the 3 people small in their frame
+    assert (stats.calls - calls0, stats.images - images0) == (2, 12 + 3)
     return {o.upload_id: o for o in outs}
 
 
@@ -172,6 +174,22 @@ def test_face_on_a_bright_wall_is_found(outcomes) -> None:
     assert o.status == Status.ACCEPTED, o.reasons
     x, y, w, h = o.payload["face_box"]
     assert 344 + 150 < x < 344 + 210 and 388 + 40 < y < 388 + 100
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_turned_selfie_is_framed_upright(outcomes, k: int) -> None:
+    """A selfie turned by k quarters (no EXIF to undo it) is found by turning it back; the photo
+    is upright and ``face_box`` is in the upload's own px."""
+    o = outcomes[f"turned{k}"]
+    assert o.status == Status.ACCEPTED, o.reasons
+    x, y, w, h = o.payload["face_box"]
+    marker = np.zeros((512, 512), np.uint8)  # her face centre in the upright portrait ...
+    marker[69 + 46, 178 + 46] = 1
+    cy, cx = np.argwhere(np.rot90(marker, k))[0]  # ... where the turn put it in the upload
+    assert abs(x + w / 2 - cx) < 12 and abs(y + h / 2 - cy) < 12, (o.payload["face_box"], cx, cy)
+    head, _ = _measure_head(_photo(o), (255, 255, 255))  # the Haar cascade finds it upright
+    lo, hi = SIZES["one_inch"].head_range_px
+    assert lo <= head <= hi
 
 
 def test_schengen_on_blue(outcomes) -> None:
