@@ -155,11 +155,8 @@ def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
     """
     if value is None:
         raise ContractError(C.NOT_JSON, "value is null (tombstone)")
-    raw = value if isinstance(value, str) else bytes(value)
-    if not raw.strip():
-        raise ContractError(C.NOT_JSON, "value is empty" + (" (whitespace only)" if raw else ""))
     try:
-        text = raw if isinstance(raw, str) else raw.decode("utf-8")
+        text = value if isinstance(value, str) else bytes(value).decode("utf-8")
         obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
                          parse_float=_float, parse_int=_int)
         if _SURROGATE_ESCAPE.search(text):  # rare: check the strings can be UTF-8 again
@@ -170,6 +167,9 @@ def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
     except UnicodeEncodeError:
         raise ContractError(C.NOT_JSON, "value holds a lone UTF-16 surrogate escape") from None
     except json.JSONDecodeError as e:
+        if not e.doc.strip():
+            raise ContractError(C.NOT_JSON, "value is empty" + (" (whitespace only)" if e.doc
+                                                                else "")) from None
         raise ContractError(C.NOT_JSON, f"value is not JSON: {e.msg} at char {e.pos}") from None
     except (ValueError, RecursionError) as e:
         raise ContractError(C.NOT_JSON, f"value is not JSON: {e}") from None

@@ -171,15 +171,14 @@ def produce(
     if not files:
         raise typer.BadParameter(f"no images in {dir}")
     chosen = set(files)
-    skipped = sorted(p.name for p in dir.iterdir() if p.is_file() and p not in chosen)
-    if skipped:
-        typer.echo(f"skipped {len(skipped)} files without an image suffix "
-                   f"({', '.join(sorted(IMAGE_SUFFIXES))}): {', '.join(skipped[:5])}"
-                   + (" ..." if len(skipped) > 5 else ""), err=True)
-    folders = sorted(p.name for p in dir.iterdir() if p.is_dir())
-    if folders:
-        typer.echo(f"skipped {len(folders)} subfolders (--dir is not recursive): "
-                   f"{', '.join(folders[:5])}" + (" ..." if len(folders) > 5 else ""), err=True)
+    others = sorted(p for p in dir.iterdir() if p not in chosen)
+    for what, names in ((f"files without an image suffix ({', '.join(sorted(IMAGE_SUFFIXES))})",
+                         [p.name for p in others if p.is_file()]),
+                        ("subfolders (--dir is not recursive)",
+                         [p.name for p in others if p.is_dir()])):
+        if names:
+            typer.echo(f"skipped {len(names)} {what}: {', '.join(names[:5])}"
+                       + (" ..." if len(names) > 5 else ""), err=True)
     try:
         opts = json.loads(options) if options else None
         validate_request("probe", task, opts)

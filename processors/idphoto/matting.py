@@ -160,11 +160,14 @@ def zoom_box(mask: np.ndarray, max_share: float) -> tuple[int, int, int, int] | 
         :data:`ZOOM_FLOOR`) squared up and padded by :data:`ZOOM_PAD`, clipped to the image; or
         None (no person, or already large enough).
     """
-    ys, xs = np.nonzero(mask >= ZOOM_FLOOR)
-    if not len(xs) or max_share <= 0:
+    if max_share <= 0:
+        return None
+    person = mask >= ZOOM_FLOOR
+    rows, cols = np.flatnonzero(person.any(axis=1)), np.flatnonzero(person.any(axis=0))
+    if not len(rows):
         return None
     h, w = mask.shape
-    bx0, bx1, by0, by1 = int(xs.min()), int(xs.max()) + 1, int(ys.min()), int(ys.max()) + 1
+    bx0, bx1, by0, by1 = int(cols[0]), int(cols[-1]) + 1, int(rows[0]), int(rows[-1]) + 1
     side = max(bx1 - bx0, by1 - by0) * (1 + 2 * ZOOM_PAD)
     if side > max_share * max(h, w):
         return None

@@ -157,7 +157,8 @@ class IdPhotoProcessor:
 
         return map_in_threads(one, range(len(items)), self.threads)
 
-    def _faces(self, image: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, list[FaceBox], int]:
+    def _faces(self, image: np.ndarray, mask: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, list[FaceBox], int]:
         """The counted faces, and the image turned upright if it had to be.
 
         In this order, stopping at the first that finds a face on the person: the regular
@@ -171,22 +172,24 @@ class IdPhotoProcessor:
             mask: ``(H, W) uint8`` its person matte.
 
         Returns:
-            ``(image, faces, turns)``: ``np.rot90(image, turns)`` (a view), the faces in it
-            (largest first; empty when none was found) and the quarter turns counter-clockwise.
+            ``(image, mask, faces, turns)``: ``np.rot90(image, turns)`` (a view) and its mask
+            (contiguous), the faces in it (largest first; empty when none was found) and the
+            quarter turns counter-clockwise.
         """
         s = self.settings
         faces = faces_on_person(self.faces.detect(image), mask, s)
         if not faces:
             faces = faces_on_person(self.faces.detect(image, thorough=True), mask, s)
         if faces:
-            return image, faces, 0
+            return image, mask, faces, 0
         for turns in (1, 3, 2):  # sideways is more common than upside down
             turned = np.rot90(image, turns)
+            turned_mask = np.ascontiguousarray(np.rot90(mask, turns))
             faces = faces_on_person(self.faces.detect(np.ascontiguousarray(turned)),
-                                    np.rot90(mask, turns), s)
+                                    turned_mask, s)
             if faces:
-                return turned, faces, turns
-        return image, [], 0
+                return turned, turned_mask, faces, turns
+        return image, mask, [], 0
 
     def _one(self, it: Item, req: PhotoRequest, mask: np.ndarray, inference_ms: float) -> Outcome:
         spec = req.size
@@ -198,8 +201,7 @@ class IdPhotoProcessor:
             return Outcome(it.upload_id, Status.REJECTED, (code,), {**payload, **extra},
                            inference_ms=inference_ms)
 
-        image, faces, turns = self._faces(it.image, mask)
-        mask = np.ascontiguousarray(np.rot90(mask, turns))
+        image, mask, faces, turns = self._faces(it.image, mask)
         if not faces:
             return reject(ReasonCode.NO_FACE)
         if len(faces) > 1:
