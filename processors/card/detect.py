@@ -160,11 +160,21 @@ def _aspect_score(aspect: float) -> float:
 
 
 STRIP_MIN = 0.25
-"""A side moves outwards (or onto the frame) only over a strip whose mean saliency is at least
-this (the part of the card the mask missed is usually dimly salient; background next to a card
-is not). 0.15 until run 3 of the card model, whose masks spill more onto a hand or the object
-behind the card; 0.25 was chosen on the tuning set (seed 8: 97.5 % above IoU 0.9 vs 97.2 % at
-0.15; 0.35 gave the same as 0.25)."""
+"""A side within reach of the frame moves onto it (the card runs on past the frame) only over a
+strip whose mean saliency is at least this (background next to a card is not salient). Until
+``geo5`` it also gated the outward move to a farther edge (now ``OUTWARD_STRIP_MIN``). 0.15 until
+run 3 of the card model, whose masks spill more onto a hand or the object behind the card; 0.25
+was chosen on the tuning set (seed 8: 97.5 % above IoU 0.9 vs 97.2 % at 0.15; 0.35 gave the same
+as 0.25)."""
+
+
+OUTWARD_STRIP_MIN = 0.5
+"""A side moves outwards to a farther straight edge (a dark header band or end stripe the mask
+missed) only over a strip whose mean saliency is at least this (``geo5``; ``STRIP_MIN`` before).
+On the three tuning sets (seeds 8, 9, 10; 1173 cards) every move over a strip below 0.45 but
+two lowered the quad's IoU, onto a hand, a saucer or a person next to the card (up to 0.17),
+and the moves that recovered a band crossed strips of 0.5-0.98; 0.4, 0.5 and 0.6 give the same
+counts there (MODEL.md, *geo5*)."""
 
 
 def _strip_saliency(m: np.ndarray, q: np.ndarray, i: int, line: np.ndarray,
@@ -198,7 +208,8 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
        edge score (geometric mean over sides of min(1, side score / EDGE_REF)) ^ 0.5 x aspect
        score``. The best one wins; its score is the confidence.
     3. The winner's sides search outwards (``refine_band_frac`` of the shorter side, e.g. a
-       dark header band the saliency missed), then :func:`geometry.refine_quad` fits sub-pixel
+       dark header band the saliency missed; only over a strip of mean saliency
+       ``OUTWARD_STRIP_MIN``), then :func:`geometry.refine_quad` fits sub-pixel
        lines at full resolution.
 
     Args:
@@ -263,7 +274,7 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
                                           outermost=WIDE_GAIN)
         # a side moves out only to a straight edge about as strong as the near one
         keep = [wl if (ws >= WIDE_GAIN * ns and ws >= 0.5 * EDGE_REF
-                       and _strip_saliency(m, q, i, wl, (ww, wh)) >= STRIP_MIN) else nl
+                       and _strip_saliency(m, q, i, wl, (ww, wh)) >= OUTWARD_STRIP_MIN) else nl
                 for i, (wl, ws, nl, ns) in enumerate(zip(wlines, wide, lines, sides, strict=True))]
         # the card may run on past the frame: a side within reach of a border, with salient
         # image all the way to it, moves onto that border (PARTIAL_CARD then reports it), even

@@ -16,10 +16,13 @@ What it does:
 4. Writes the trained weights back into the original ONNX graph (same nodes, same I/O names,
    only initializers change), so the runtime path is unchanged; prints its SHA-256.
 
-Run (about an hour on 2 CPU cores)::
+Run::
 
     pip install -e '.[cpu,train]'
-    python -m processors.card.training.train --out processors/card/weights/card_u2netp.onnx
+    # the shipped model: four chained runs, one command (about 162 min on 2 CPU cores)
+    python -m processors.card.training.train --recipe shipped --out /tmp/card_u2netp.onnx
+    # one run with its own options (the first run alone: about an hour)
+    python -m processors.card.training.train --out /tmp/card_run1.onnx
 
 Never trains on ``../shared/cases`` (they are the external check).
 """
@@ -122,16 +125,53 @@ def write_back(base_onnx: bytes, state: dict, out: Path) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def main() -> None:
-    """CLI entry (see the module docstring)."""
-    import onnx
-    import torch
-    import torch.nn.functional as F
-    from onnx2torch import convert
+SHIPPED_RECIPE: tuple[tuple[str, ...], ...] = (
+    ("--seed", "20261130"),  # run 1: 450 steps x 8 at 256 px, encoder stages 1-4 frozen
+    ("--steps", "150", "--cut-share", "0.2", "--blur-share", "0.2", "--seed", "20261201"),
+    ("--steps", "200", "--side", "320", "--cut-share", "0.1", "--blur-share", "0.1",
+     "--seed", "20261203"),
+    ("--steps", "200", "--side", "320", "--lr", "5e-5", "--frozen-convs", "36",
+     "--cut-share", "0.1", "--blur-share", "0.1", "--seed", "20261205"),
+)
+"""The four runs that made the shipped ``card_u2netp.onnx`` (run 4, MODEL.md), each continuing
+from the one before (``--init``). About 63 + 20 + 42 + 37 min on 2 CPU cores."""
 
-    from processors.models import manifest, model_path
-    from processors.runtime import symbolic_batch
 
+def main(argv: list[str] | None = None) -> None:
+    """CLI entry (see the module docstring). ``--recipe shipped`` runs :data:`SHIPPED_RECIPE`
+    in one command: stage k's weights (``OUT.stageK.onnx``) start stage k+1, the last is
+    ``--out``, and the logs go to ``LOG.stageK.jsonl``. ``--steps-scale`` shortens every stage
+    (e.g. 0.01 for a smoke run).
+
+    Raises:
+        SystemExit: bad arguments (argparse), or ``--recipe`` with ``--init``.
+    """
+    ap = _parser()
+    a = ap.parse_args(argv)
+    if a.recipe is None:
+        _train(a)
+        return
+    if a.init is not None:
+        ap.error("--recipe starts from the pinned u2netp; drop --init")
+    prev: Path | None = None
+    for k, stage in enumerate(SHIPPED_RECIPE, 1):
+        last = k == len(SHIPPED_RECIPE)
+        out = a.out if last else a.out.with_name(f"{a.out.stem}.stage{k}.onnx")
+        args = list(stage) + ["--out", str(out), "--threads", str(a.threads)]
+        if prev is not None:
+            args += ["--init", str(prev)]
+        if a.log is not None:
+            args += ["--log", str(a.log.with_name(f"{a.log.stem}.stage{k}.jsonl"))]
+        sa = ap.parse_args(args)
+        sa.steps = max(1, round(sa.steps * a.steps_scale))
+        print(json.dumps({"recipe": a.recipe, "stage": k, "args": args, "steps": sa.steps}),
+              flush=True)
+        _train(sa)
+        prev = out
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line of :func:`main`."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="trained ONNX file to write")
     ap.add_argument("--steps", type=int, default=450)
@@ -152,7 +192,23 @@ def main() -> None:
     ap.add_argument("--hard-share", type=float, default=0.0,
                     help="share of scenes with an object touching the card or a header band "
                          "coloured like the background (synth.sample's hard)")
-    a = ap.parse_args()
+    ap.add_argument("--recipe", choices=["shipped"], default=None,
+                    help="run the four chained runs of the shipped model in one command "
+                         "(SHIPPED_RECIPE; the other training options come from the recipe)")
+    ap.add_argument("--steps-scale", type=float, default=1.0,
+                    help="with --recipe: multiply every stage's steps (0.01: a smoke run)")
+    return ap
+
+
+def _train(a: argparse.Namespace) -> None:
+    """One training run with the options ``a`` of :func:`_parser` (see the module docstring)."""
+    import onnx
+    import torch
+    import torch.nn.functional as F
+    from onnx2torch import convert
+
+    from processors.models import manifest, model_path
+    from processors.runtime import symbolic_batch
 
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
