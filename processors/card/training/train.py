@@ -137,6 +137,11 @@ SHIPPED_RECIPE: tuple[tuple[str, ...], ...] = (
 from the one before (``--init``). About 63 + 20 + 42 + 37 min on 2 CPU cores."""
 
 
+RECIPE_OPTIONS = ("steps", "batch", "side", "lr", "l2sp", "seed", "frozen_convs", "cut_share",
+                  "blur_share", "hard_share")
+"""Options each stage of a recipe sets itself (refused beside ``--recipe``)."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """CLI entry (see the module docstring). ``--recipe shipped`` runs :data:`SHIPPED_RECIPE`
     in one command: stage k's weights (``OUT.stageK.onnx``) start stage k+1, the last is
@@ -144,15 +149,21 @@ def main(argv: list[str] | None = None) -> None:
     (e.g. 0.01 for a smoke run).
 
     Raises:
-        SystemExit: bad arguments (argparse), or ``--recipe`` with ``--init``.
+        SystemExit: bad arguments (argparse); ``--recipe`` with ``--init`` or with an option
+            the recipe sets (:data:`RECIPE_OPTIONS`); ``--steps-scale`` without ``--recipe``.
     """
     ap = _parser()
     a = ap.parse_args(argv)
     if a.recipe is None:
+        if a.steps_scale != 1.0:
+            ap.error("--steps-scale goes with --recipe")
         _train(a)
         return
     if a.init is not None:
         ap.error("--recipe starts from the pinned u2netp; drop --init")
+    for name in RECIPE_OPTIONS:
+        if getattr(a, name) != ap.get_default(name):
+            ap.error(f"--recipe sets --{name.replace('_', '-')} itself; drop it (or drop --recipe)")
     prev: Path | None = None
     for k, stage in enumerate(SHIPPED_RECIPE, 1):
         last = k == len(SHIPPED_RECIPE)

@@ -1,0 +1,62 @@
+"""``train --recipe shipped``: the four runs of the shipped card model chained in one command.
+
+The training itself needs torch (the ``train`` extra) and hours; these tests replace the run
+(``train._train``) with a recorder and check what each stage is given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from processors.card.training import train
+
+
+@pytest.fixture
+def stages(monkeypatch):
+    seen = []
+    monkeypatch.setattr(train, "_train", lambda a: seen.append(a))
+    return seen
+
+
+def test_recipe_chains_the_four_shipped_runs(stages, tmp_path):
+    out, log = tmp_path / "card.onnx", tmp_path / "log.jsonl"
+    train.main(["--recipe", "shipped", "--out", str(out), "--log", str(log)])
+    assert [s.seed for s in stages] == [20261130, 20261201, 20261203, 20261205]
+    assert [s.steps for s in stages] == [450, 150, 200, 200]
+    assert [s.side for s in stages] == [256, 256, 320, 320]
+    assert [s.frozen_convs for s in stages] == [44, 44, 44, 36]
+    assert [s.lr for s in stages] == [1e-4, 1e-4, 1e-4, 5e-5]
+    assert [(s.cut_share, s.blur_share) for s in stages] == [(0.0, 0.0), (0.2, 0.2), (0.1, 0.1), (0.1, 0.1)]
+    assert [s.hard_share for s in stages] == [0.0] * 4
+    # each stage starts from the one before; the first from the pinned u2netp
+    assert stages[0].init is None
+    assert [s.init for s in stages[1:]] == [s.out for s in stages[:-1]]
+    assert stages[-1].out == out
+    assert [s.out for s in stages[:-1]] == [tmp_path / f"card.stage{k}.onnx" for k in (1, 2, 3)]
+    assert [s.log for s in stages] == [tmp_path / f"log.stage{k}.jsonl" for k in (1, 2, 3, 4)]
+
+
+def test_steps_scale_shortens_every_stage(stages, tmp_path):
+    train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), "--steps-scale", "0.005"])
+    assert [s.steps for s in stages] == [2, 1, 1, 1]
+    assert all(s.log is None for s in stages)
+
+
+@pytest.mark.parametrize("extra", [["--steps", "10"], ["--lr", "1e-3"], ["--hard-share", "0.3"],
+                                   ["--init", "x.onnx"]])
+def test_recipe_refuses_options_it_sets_itself(stages, tmp_path, extra, capsys):
+    with pytest.raises(SystemExit) as e:
+        train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), *extra])
+    assert e.value.code == 2
+    assert "--recipe" in capsys.readouterr().err
+    assert stages == []
+
+
+def test_one_run_without_recipe_keeps_its_own_options(stages, tmp_path):
+    train.main(["--out", str(tmp_path / "c.onnx"), "--steps", "10", "--seed", "5"])
+    assert len(stages) == 1 and stages[0].steps == 10 and stages[0].seed == 5
+    assert stages[0].init is None and stages[0].out == Path(tmp_path / "c.onnx")
+    with pytest.raises(SystemExit):
+        train.main(["--out", str(tmp_path / "c.onnx"), "--steps-scale", "0.5"])
