@@ -158,7 +158,10 @@ class BatchedModel:
         self.settings = settings
         data = path.read_bytes()
         if make_batch_symbolic:
-            data = symbolic_batch(data)
+            try:
+                data = symbolic_batch(data)
+            except Exception as e:  # protobuf's DecodeError and friends: not an ONNX file
+                raise ModelError(f"cannot load {path}: not an ONNX model ({type(e).__name__})") from e
         so = ort.SessionOptions()
         if settings.intra_op_threads:
             so.intra_op_num_threads = settings.intra_op_threads

@@ -38,6 +38,18 @@ def make_out_dir(path: Path, option: str = "--out") -> Path:
     return path
 
 
+def output_path(out_dir: Path, stem: str, tail: str, taken: set[Path]) -> Path:
+    """Where a processor command writes one output: ``out_dir/<stem>.<tail>``, or
+    ``<stem>-2.<tail>``, ``-3``... when an earlier output of the same command took that path (two
+    inputs of the same name from different folders must not overwrite each other). The path is
+    added to ``taken``."""
+    path, k = out_dir / f"{stem}.{tail}", 2
+    while path in taken:
+        path, k = out_dir / f"{stem}-{k}.{tail}", k + 1
+    taken.add(path)
+    return path
+
+
 def decode_files(files: list[Path], dec: DecodeSettings
                  ) -> tuple[list[tuple[int, np.ndarray]], dict[int, tuple[str, str | None]]]:
     """Read and safely decode image files for the processor commands (``card``, ``idphoto``).

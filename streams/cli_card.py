@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import typer
 
 from schemas.models import DocTypeHint
@@ -36,7 +37,8 @@ def _processor(device: str, batch: int, model: Path | None = None):
 def card(
     images: list[Path] = typer.Argument(..., help="Image files (JPEG, PNG, WebP, HEIC...)."),
     out: Path | None = typer.Option(None, "--out", help="Folder for rectified JPEGs "
-                                    "(<stem>-<ext>.rectified.jpg)."),
+                                    "(<stem>-<ext>.rectified.jpg; <stem>-<ext>-2... when two "
+                                    "inputs share a name)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line (default: a "
                                  "short text line per image)."),
     doc_type: DocTypeHint = typer.Option("auto", help="id_card | passport | auto (by aspect ratio)."),
@@ -47,14 +49,16 @@ def card(
     """Detect, rectify and judge cards in IMAGE files.
 
     Per image: ``{"file", "status", "reasons", "quad" ([[x,y]x4] TL,TR,BR,BL source px, or
-    null), "confidence", "doc_type" (``id_card``, ``passport``, or ``unknown`` when no card was
-    rectified, as in the results topic), "rectified" (path written under --out, or null)}``. Files
+    null), "confidence", "doc_type" (``id_card`` or ``passport`` for a card that was measured,
+    also when it is then rejected as PARTIAL_CARD, BLURRY or GLARE; ``unknown`` for NO_CARD,
+    CARD_TOO_SMALL, MULTIPLE_CARDS and files refused by decoding, as in the results topic),
+    "rectified" (path written under --out, or null)}``. Files
     refused by safe decoding are ``rejected`` with the decoding reason, files that cannot be read
     ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream). Exit
     status 1 when any image is not accepted (as ``cardstream idphoto``), else 0.
     """
     from processors.base import Item, process_in_chunks
-    from streams.cli import decode_files, make_out_dir
+    from streams.cli import decode_files, make_out_dir, output_path
 
     if out is not None:
         make_out_dir(out)
@@ -67,6 +71,7 @@ def card(
         for i, (code, err) in refused.items()}
     items = [(i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": str(doc_type)}))
              for i, img in decoded]
+    taken: set[Path] = set()
     for (i, _it), o in zip(items, process_in_chunks(proc, [it for _, it in items], batch),
                            strict=True):
         f = images[i]
@@ -74,7 +79,8 @@ def card(
         if out is not None and o.artifacts:
             a = o.artifacts[0]
             # the source suffix keeps card.jpg and card.webp from writing the same file
-            p = out / f"{f.stem}{f.suffix.replace('.', '-')}.{a.name}.{a.ext}"
+            p = output_path(out, f"{f.stem}{f.suffix.replace('.', '-')}", f"{a.name}.{a.ext}",
+                            taken)
             p.write_bytes(a.data)
             written = str(p)
         rows[i] = {"file": str(f), "status": str(o.status), "reasons": [str(r) for r in o.reasons],
@@ -102,11 +108,15 @@ def eval_card(
     model: Path | None = typer.Option(None, "--model", help=_MODEL_HELP),
 ) -> None:
     """Mean IoU and share of IoU > 0.9 (SmartDoc-2015 protocol) per ``kind``, the number of
-    cards wrongly judged NO_CARD, and the NO_CARD share on negatives.
+    cards wrongly judged NO_CARD, the share of cards accepted, and the NO_CARD share on
+    negatives.
 
     Cases with ``quad_approx`` are scored by IoU (0 when no quad is returned); cases whose
-    expected reason is ``NO_CARD`` count as correct when the result carries NO_CARD. Files that
-    fail safe decoding and other cases are skipped.
+    expected reason is ``NO_CARD`` count as correct when the result carries NO_CARD. The IoU
+    does not look at the verdict: a card found but rejected (BLURRY, GLARE, PARTIAL_CARD...)
+    keeps its IoU, and ``accepted`` shows how many were let through. Files that fail safe
+    decoding and other cases are skipped. A manifest with no scored case, a ``quad_approx`` that
+    is not 4 ``[x, y]`` points, or a listed file that cannot be read is a usage error (exit 2).
     """
     from processors.base import Item, process_in_chunks
     from processors.card.metrics import quad_iou, summarise
@@ -123,9 +133,18 @@ def eval_card(
             "as written by `python -m processors.card.training.synth`", param_hint="--set") from e
     cases = [c for c in images
              if "quad_approx" in c["expect"] or c["expect"].get("reason") == "NO_CARD"]
+    if not cases:
+        raise typer.BadParameter(f"{set_dir / 'manifest.json'} has no case to score (an "
+                                 "expected quad_approx or reason NO_CARD)", param_hint="--set")
+    for c in cases:
+        q = c["expect"].get("quad_approx")
+        if q is not None and np.asarray(q, dtype=object).shape != (4, 2):
+            raise typer.BadParameter(f"{c['file']}: quad_approx must be 4 [x, y] points "
+                                     "(TL, TR, BR, BL)", param_hint="--set")
     proc, s = _processor(device, batch, model)
     ious: dict[str, list[float]] = {}
     missed: dict[str, int] = {}
+    accepted: dict[str, int] = {}
     neg_ok: list[bool] = []
     loaded = []
     for c in cases:
@@ -133,6 +152,9 @@ def eval_card(
             img = decode_image((set_dir / c["file"]).read_bytes(), s.decode)
         except DecodeError:
             continue
+        except OSError as e:
+            raise typer.BadParameter(f"the manifest lists {c['file']}, which cannot be read "
+                                     f"({type(e).__name__})", param_hint="--set") from e
         loaded.append((c, Item(upload_id=Path(c["file"]).stem, image=img)))
     for (c, _), o in zip(loaded, process_in_chunks(proc, [it for _, it in loaded], batch),
                          strict=True):
@@ -143,11 +165,16 @@ def eval_card(
             kind = e.get("kind", "unlabelled")
             ious.setdefault(kind, []).append(v)
             missed[kind] = missed.get(kind, 0) + ("NO_CARD" in [str(r) for r in o.reasons])
+            accepted[kind] = accepted.get(kind, 0) + (str(o.status) == "accepted")
         else:
             neg_ok.append("NO_CARD" in [str(r) for r in o.reasons])
-    summary = {kind: {**summarise(v), "no_card": missed[kind]} for kind, v in sorted(ious.items())}
+    summary = {kind: {**summarise(v), "no_card": missed[kind],
+                      "accepted_share": accepted[kind] / len(v)}
+               for kind, v in sorted(ious.items())}
+    n_cards = sum(len(v) for v in ious.values())
     summary["all"] = {**summarise([x for v in ious.values() for x in v]),
-                      "no_card": sum(missed.values())}
+                      "no_card": sum(missed.values()),
+                      "accepted_share": sum(accepted.values()) / n_cards if n_cards else float("nan")}
     summary["negatives"] = {"n": len(neg_ok),
                             "no_card_share": (sum(neg_ok) / len(neg_ok)) if neg_ok else float("nan")}
     if as_json:
@@ -158,7 +185,8 @@ def eval_card(
             typer.echo(f"{kind:>12}: n={v['n']} NO_CARD share={v['no_card_share']:.3f}")
         else:
             typer.echo(f"{kind:>12}: n={v['n']} mean IoU={v['mean_iou']:.4f} "
-                       f"IoU>0.9={v['share_above']:.3f} (NO_CARD, IoU 0: {v['no_card']})")
+                       f"IoU>0.9={v['share_above']:.3f} (NO_CARD, IoU 0: {v['no_card']}) "
+                       f"accepted={v['accepted_share']:.3f}")
 
 
 def register(app: typer.Typer) -> None:

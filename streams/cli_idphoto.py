@@ -45,7 +45,7 @@ def idphoto(
     from processors.base import Item, process_in_chunks
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
     from processors.idphoto.sizes import InvalidOptionError
-    from streams.cli import decode_files, make_out_dir
+    from streams.cli import decode_files, make_out_dir, output_path
     from streams.logs import configure_logging
     from streams.settings import load_settings
 
@@ -72,10 +72,7 @@ def idphoto(
         f = images[i]
         extra: dict[str, Any] = {"face_box": o.payload.get("face_box")}
         for a in o.artifacts:
-            path = out_dir / f"{f.stem}.{size}.{a.ext}"
-            if path in written:  # same stem twice in one run (x.jpg, x.heic): keep both
-                path = out_dir / f"{f.stem}-{i}.{size}.{a.ext}"
-            written.add(path)
+            path = output_path(out_dir, f.stem, f"{size}.{a.ext}", written)
             path.write_bytes(a.data)
             extra.update(photo=str(path), width=a.width, height=a.height)
         rows[i] = _row(f, str(o.status), [str(r) for r in o.reasons], **extra)

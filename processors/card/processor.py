@@ -54,6 +54,10 @@ class CardProcessor:
         ``CARD_TOO_SMALL`` instead of ``NO_CARD`` when the area share is the only rule that fails
         and it is at least a tenth of ``min_area_frac`` (payload ``quad`` set): the model finds
         cards down to ~0.5 % of the frame, and "move closer" is what the user needs to hear.
+        ``CARD_TOO_SMALL`` also when the card passes every NO_CARD rule but its long side (mean
+        of the two long sides) is shorter than ``min_card_px`` source px, however large its
+        share of a small frame: its text cannot be read, and the rectified output would be an
+        upscale of a few pixels (``geo5``).
         ``MULTIPLE_CARDS``: a second confident quad of at least ``SECOND_CARD_AREA`` of the
         card's area lies apart from it (``detect.SECOND_CARD_OVERLAP``): which card to verify is
         ambiguous (payload ``quad``: the more confident one).
@@ -193,6 +197,8 @@ class CardProcessor:
             return self._unread(item, det, (ReasonCode.NO_CARD,)
                                 + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
         quad = det.quad
+        if _long_side(quad) < s.min_card_px:
+            return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
         if det.second_quad is not None:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
         doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
@@ -245,6 +251,12 @@ class CardProcessor:
                                reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=ms)
 
         return map_in_threads(one, range(len(items)), self.threads)
+
+
+def _long_side(quad: np.ndarray) -> float:
+    """Mean length (px) of the two longer opposite sides of ``quad`` ``(4, 2)``."""
+    s = geo.side_lengths(quad)
+    return float(max(s[0] + s[2], s[1] + s[3]) / 2.0)
 
 
 def _quad_list(quad: np.ndarray) -> list[list[float]]:

@@ -23,6 +23,11 @@ class CardSettings(BaseModel):
         min_confidence: confidence (see ``CardProcessor``) below which the result is NO_CARD.
         min_area_frac: smallest quad area as a share of the image area (below it: NO_CARD, or
             CARD_TOO_SMALL when every other rule passes and the share is at least a tenth of it).
+        min_card_px: shortest long side (px, mean of the quad's two long sides) of a card that
+            is judged at all; below it CARD_TOO_SMALL (``geo5``). At 160 px an ID-1 card has
+            ~1.9 px/mm, so its 2 mm text lines are ~4 px tall and the 1011 px output is a 6x
+            upscale. The synthetic sets' cards are >= 199 px; a fresh-user trial had cards of
+            105-131 px accepted, one at IoU 0.81.
         min_rectangularity: mask component area / quad area (a card fills its quad: ~0.97).
         min_mask_contrast: mean mask inside the quad minus mean mask outside.
         aspect_range: allowed long/short side ratio of the quad after an approximate
@@ -70,6 +75,7 @@ class CardSettings(BaseModel):
 
     min_confidence: float = Field(0.5, ge=0.0, le=1.0)
     min_area_frac: float = Field(0.02, ge=0.0, lt=1.0)
+    min_card_px: float = Field(160.0, ge=0.0)
     min_rectangularity: float = Field(0.85, ge=0.0, le=1.0)
     min_mask_contrast: float = Field(0.5, ge=0.0, le=1.0)
     aspect_range: tuple[float, float] = (1.15, 2.1)

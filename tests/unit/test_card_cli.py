@@ -99,3 +99,58 @@ def test_eval_card_without_a_manifest_is_a_usage_error(app, tmp_path, manifest):
     assert r.exit_code == 2
     assert "not a manifest" in r.output
     assert isinstance(r.exception, SystemExit)  # a usage error, not a KeyError or OSError
+
+
+def test_inputs_with_the_same_name_do_not_overwrite_each_other(app, tmp_path):
+    quad = np.array([[150.0, 140.0], [640.0, 170.0], [620.0, 480.0], [130.0, 460.0]])
+    files = []
+    for k, seed in enumerate((11, 12)):
+        d = tmp_path / f"in{k}"
+        d.mkdir()
+        image, _ = synth.card_on_texture(np.random.default_rng(seed), quad, (800, 600))
+        cv2.imwrite(str(d / "card.jpg"), image, [cv2.IMWRITE_JPEG_QUALITY, 95])
+        files.append(d / "card.jpg")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["card", "--json", "--out", str(out), *map(str, files)])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
+    paths = [Path(x["rectified"]) for x in rows]
+    assert [p.name for p in paths] == ["card-jpg.rectified.jpg", "card-jpg-2.rectified.jpg"]
+    assert len({p.read_bytes() for p in paths}) == 2  # two different cards, both kept
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in paths)
+
+
+@pytest.mark.parametrize("command", [["card", "IMG"], ["eval", "card", "--set", "SET"]])
+def test_a_model_file_that_is_not_onnx_is_a_usage_error(app, tmp_path, command):
+    bad = tmp_path / "model.onnx"
+    bad.write_text("this is not an ONNX graph")
+    synth.write_set(tmp_path, 2, seed=5, negative_share=0.0)
+    img = next(tmp_path.glob("*.jpg"))
+    args = [str(img) if a == "IMG" else str(tmp_path) if a == "SET" else a for a in command]
+    r = CliRunner().invoke(app, [*args, "--model", str(bad)])
+    assert r.exit_code == 2, r.output
+    assert "not an ONNX model" in r.output and "Traceback" not in r.output
+
+
+def test_eval_card_counts_accepted_cards_and_refuses_broken_sets(app, tmp_path):
+    synth.write_set(tmp_path, 4, seed=5, negative_share=0.25)
+    r = CliRunner().invoke(app, ["eval", "card", "--set", str(tmp_path), "--json"])
+    summary = json.loads(r.output.strip().splitlines()[-1])
+    rows = [json.loads(line) for line in CliRunner().invoke(
+        app, ["card", "--json", *map(str, sorted(tmp_path.glob("*.jpg")))]).output.splitlines()
+        if line.startswith("{")]
+    man = {c["file"]: c for c in json.loads((tmp_path / "manifest.json").read_text())["images"]}
+    cards = [x for x in rows if "quad_approx" in man[Path(x["file"]).name]["expect"]]
+    assert summary["all"]["accepted_share"] == pytest.approx(
+        sum(x["status"] == "accepted" for x in cards) / len(cards))
+    # a listed file that is gone, a quad of 2 points, or nothing to score: usage errors
+    broken = {"missing": {"images": [{"file": "gone.jpg", "expect": {"reason": "NO_CARD"}}]},
+              "two points": {"images": [{"file": "x.jpg", "expect": {"quad_approx": [[0, 0], [1, 1]]}}]},
+              "empty": {"images": []}}
+    for name, manifest in broken.items():
+        d = tmp_path / name.replace(" ", "_")
+        d.mkdir()
+        (d / "manifest.json").write_text(json.dumps(manifest))
+        r = CliRunner().invoke(app, ["eval", "card", "--set", str(d)])
+        assert r.exit_code == 2, (name, r.output)
+        assert isinstance(r.exception, SystemExit), name

@@ -196,9 +196,24 @@ def test_card_found_below_the_area_share_is_too_small_not_no_card(proc):
     # located, if not to the pixel, at this size (79 px of card height at the model's 320 px)
     assert quad_iou(out.payload["quad"], q) >= 0.8 and out.payload["doc_type"] is None
     assert not out.artifacts
-    # the same card with the area rule lowered below its share is an ordinary accepted card
-    assert _processor(4, min_area_frac=0.01).process_batch([Item("s", _scene(5, q))])[0].status \
-        == Status.ACCEPTED
+    # the same card with the area and size rules lowered below it is an ordinary accepted card
+    assert _processor(4, min_area_frac=0.01, min_card_px=100).process_batch(
+        [Item("s", _scene(5, q))])[0].status == Status.ACCEPTED
+
+
+@pytest.mark.parametrize("width", [120, 150])
+def test_card_filling_a_small_photo_is_too_small_below_min_card_px(width):
+    """A card of 120-150 px filling most of a small photo passes every NO_CARD rule, share
+    included, but is CARD_TOO_SMALL (``min_card_px`` 160): its text cannot be read."""
+    w, h = int(width * 1.5), int(width * 1.2)
+    q = _card_quad(w / 2, h / 2, width, 4)
+    img, _ = synth.card_on_texture(np.random.default_rng(2), q, (w, h))
+    out = _processor(2).process_batch([Item("tiny", img)])[0]
+    assert out.status == Status.REJECTED and out.reasons == (ReasonCode.CARD_TOO_SMALL,)
+    assert quad_iou(out.payload["quad"], q) >= 0.8 and not out.artifacts
+    # found as a card: with the size rule lowered it is judged like any other
+    assert _processor(2, min_card_px=100).process_batch([Item("t", img)])[0].reasons \
+        != (ReasonCode.CARD_TOO_SMALL,)
 
 
 @pytest.mark.parametrize("seed", [0, 3])
