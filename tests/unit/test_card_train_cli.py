@@ -60,3 +60,18 @@ def test_one_run_without_recipe_keeps_its_own_options(stages, tmp_path):
     assert stages[0].init is None and stages[0].out == Path(tmp_path / "c.onnx")
     with pytest.raises(SystemExit):
         train.main(["--out", str(tmp_path / "c.onnx"), "--steps-scale", "0.5"])
+
+
+def test_grey_share_turns_photos_grey():
+    import numpy as np
+
+    from processors.card.detect import IMAGENET_MEAN, IMAGENET_STD
+
+    def rgb(x):  # undo preprocess's per-channel normalisation: (N, 3, S, S) in [0, 1]
+        return x * IMAGENET_STD[None, :, None, None] + IMAGENET_MEAN[None, :, None, None]
+
+    grey, _ = train.draw_batch(np.random.default_rng(3), 4, 64, grey_share=1.0)
+    colour, _ = train.draw_batch(np.random.default_rng(3), 4, 64)
+    g, c = rgb(grey), rgb(colour)
+    assert np.abs(g[:, 0] - g[:, 1]).max() < 1e-4 and np.abs(g[:, 1] - g[:, 2]).max() < 1e-4
+    assert np.abs(c[:, 0] - c[:, 2]).mean() > 0.02  # the generator's photos are in colour

@@ -62,13 +62,16 @@ def quad_mask(quad: np.ndarray | None, shape_hw: tuple[int, int], side: int) -> 
 
 
 def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0.0,
-               blur_share: float = 0.0, hard_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+               blur_share: float = 0.0, hard_share: float = 0.0,
+               grey_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` synthetic samples → inputs ``(n, 3, side, side) float32`` and targets
     ``(n, 1, side, side) float32`` in [0, 1]. ``cut_share`` of the cards run past the frame
     (the target is their visible part), ``blur_share`` of the photos get a strong blur,
     ``hard_share`` get :func:`synth.sample`'s ``hard`` scenes (objects touching the card, header
-    bands like the background); with all three at 0 no extra random draws are made (the first
-    run's data stream), and with ``hard_share`` 0 the stream of runs 2-6."""
+    bands like the background), ``grey_share`` are turned to grey (a black-and-white photo or
+    photocopy; the three channels equal); with all four at 0 no extra random draws are made (the
+    first run's data stream), and with ``hard_share`` and ``grey_share`` 0 the stream of runs
+    2-6."""
     xs, ys = [], []
     for _ in range(n):
         size = TRAIN_SIZES[int(rng.integers(0, len(TRAIN_SIZES)))]
@@ -79,7 +82,10 @@ def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0
         if hard_share:
             extra["hard"] = bool(rng.random() < hard_share)
         s = synth.sample(rng, negative=bool(rng.random() < 0.1), size=size, **extra)
-        xs.append(preprocess(s.image, side))
+        image = s.image
+        if grey_share and rng.random() < grey_share:
+            image = cv2.cvtColor(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+        xs.append(preprocess(image, side))
         ys.append(quad_mask(s.quad, s.image.shape[:2], side)[None])
     return np.stack(xs), np.stack(ys)
 
@@ -138,7 +144,7 @@ from the one before (``--init``). About 63 + 20 + 42 + 37 min on 2 CPU cores."""
 
 
 RECIPE_OPTIONS = ("steps", "batch", "side", "lr", "l2sp", "seed", "frozen_convs", "cut_share",
-                  "blur_share", "hard_share")
+                  "blur_share", "hard_share", "grey_share")
 """Options each stage of a recipe sets itself (refused beside ``--recipe``)."""
 
 
@@ -203,6 +209,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--hard-share", type=float, default=0.0,
                     help="share of scenes with an object touching the card or a header band "
                          "coloured like the background (synth.sample's hard)")
+    ap.add_argument("--grey-share", type=float, default=0.0,
+                    help="share of photos turned to grey (black-and-white photos, photocopies)")
     ap.add_argument("--recipe", choices=["shipped"], default=None,
                     help="run the four chained runs of the shipped model in one command "
                          "(SHIPPED_RECIPE; the other training options come from the recipe)")
@@ -262,7 +270,8 @@ def _train(a: argparse.Namespace) -> None:
     validate(0, float("nan"), t0)
     running = 0.0
     for step in range(1, a.steps + 1):
-        x, y = draw_batch(rng, a.batch, a.side, a.cut_share, a.blur_share, a.hard_share)
+        x, y = draw_batch(rng, a.batch, a.side, a.cut_share, a.blur_share, a.hard_share,
+                          a.grey_share)
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
         outs = net(xt)
         loss = sum(F.binary_cross_entropy(o.clamp(1e-6, 1 - 1e-6), yt) for o in outs)
