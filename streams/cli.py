@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from processors.decode import DecodeSettings
+    from processors.runtime import RuntimeSettings
 
 app = typer.Typer(
     name="cardstream",
@@ -36,6 +37,27 @@ def make_out_dir(path: Path, option: str = "--out") -> Path:
         raise typer.BadParameter(f"cannot create folder {path}: {e.strerror}",
                                  param_hint=option) from e
     return path
+
+
+def runtime_for(base: RuntimeSettings, device: str, batch: int) -> RuntimeSettings:
+    """The processors' runtime settings for a command's ``--device`` and ``--batch``: ``base``
+    (``Settings.runtime``) with ``device`` and ``max_bucket`` replaced, validated.
+
+    Raises:
+        typer.BadParameter: an unknown device or a batch below 1 (exit 2, no traceback).
+    """
+    from pydantic import ValidationError
+
+    from processors.runtime import RuntimeSettings
+
+    if batch < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--batch")
+    try:
+        return RuntimeSettings.model_validate({**base.model_dump(), "device": device,
+                                               "max_bucket": batch})
+    except ValidationError as e:  # name the field, without pydantic's links
+        raise typer.BadParameter("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                           for err in e.errors())) from e
 
 
 def output_path(out_dir: Path, stem: str, tail: str, taken: set[Path]) -> Path:

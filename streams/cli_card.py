@@ -20,15 +20,12 @@ _MODEL_HELP = ("ONNX file to use instead of the pinned card model (e.g. a new tr
 def _processor(device: str, batch: int, model: Path | None = None):
     from processors.card import CardProcessor
     from processors.errors import ProcessorError
-    from processors.runtime import RuntimeSettings
+    from streams.cli import runtime_for
     from streams.settings import load_settings
 
     s = load_settings()
+    rt = runtime_for(s.runtime, device, batch)
     try:
-        rt = RuntimeSettings.model_validate({**s.runtime.model_dump(), "device": device,
-                                             "max_bucket": batch})
-        if batch < 1:
-            raise ValueError("--batch must be at least 1")
         return CardProcessor(s.card, rt, model_file=model), s
     except (ValueError, ProcessorError) as e:
         raise typer.BadParameter(" ".join(str(e).split())) from e
@@ -48,8 +45,8 @@ def card(
 ) -> None:
     """Detect, rectify and judge cards in IMAGE files.
 
-    Per image: ``{"file", "status", "reasons", "quad" ([[x,y]x4] TL,TR,BR,BL source px, or
-    null), "confidence", "doc_type" (``id_card`` or ``passport`` for a card that was measured,
+    Per image: ``{"file", "status", "reasons", "quad" (4 (x, y) corners TL, TR, BR, BL in source
+    px, or null), "confidence", "doc_type" (``id_card`` or ``passport`` for a card that was measured,
     also when it is then rejected as PARTIAL_CARD, BLURRY or GLARE; ``unknown`` for NO_CARD,
     CARD_TOO_SMALL, MULTIPLE_CARDS and files refused by decoding, as in the results topic),
     "rectified" (path written under --out, or null)}``. Files
@@ -116,7 +113,7 @@ def eval_card(
     does not look at the verdict: a card found but rejected (BLURRY, GLARE, PARTIAL_CARD...)
     keeps its IoU, and ``accepted`` shows how many were let through. Files that fail safe
     decoding and other cases are skipped. A manifest with no scored case, a ``quad_approx`` that
-    is not 4 ``[x, y]`` points, or a listed file that cannot be read is a usage error (exit 2).
+    is not 4 (x, y) points, or a listed file that cannot be read is a usage error (exit 2).
     """
     from processors.base import Item, process_in_chunks
     from processors.card.metrics import quad_iou, summarise

@@ -45,7 +45,7 @@ def idphoto(
     from processors.base import Item, process_in_chunks
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
     from processors.idphoto.sizes import InvalidOptionError
-    from streams.cli import decode_files, make_out_dir, output_path
+    from streams.cli import decode_files, make_out_dir, output_path, runtime_for
     from streams.logs import configure_logging
     from streams.settings import load_settings
 
@@ -58,7 +58,7 @@ def idphoto(
         raise typer.BadParameter(str(e)) from e
     out_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="cardstream-idphoto-"))
     make_out_dir(out_dir)
-    rt = s.runtime.model_copy(update={"device": device, "max_bucket": max(1, batch)})
+    rt = runtime_for(s.runtime, device, batch)
     proc = IdPhotoProcessor(s.idphoto, rt)
 
     decoded, refused = decode_files(images, s.decode)

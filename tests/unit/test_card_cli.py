@@ -154,3 +154,14 @@ def test_eval_card_counts_accepted_cards_and_refuses_broken_sets(app, tmp_path):
         r = CliRunner().invoke(app, ["eval", "card", "--set", str(d)])
         assert r.exit_code == 2, (name, r.output)
         assert isinstance(r.exception, SystemExit), name
+
+
+@pytest.mark.parametrize("command", ["card", "idphoto"])
+@pytest.mark.parametrize("bad, says", [(["--device", "gpu"], "'cpu', 'cuda' or 'auto'"),
+                                       (["--batch", "0"], "at least 1")])
+def test_bad_device_or_batch_is_a_usage_error_naming_the_choices(app, tmp_path, command, bad, says):
+    img = tmp_path / "any.jpg"
+    cv2.imwrite(str(img), np.full((64, 64, 3), 128, np.uint8))
+    r = CliRunner().invoke(app, [command, *bad, str(img)])
+    assert r.exit_code == 2, r.output
+    assert says in r.output and "pydantic.dev" not in r.output
