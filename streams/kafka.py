@@ -6,6 +6,7 @@ Every client gets the same base configuration: bootstrap servers, the librdkafka
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -120,7 +121,13 @@ def create_topics(a: AdminClient, specs: list[NewTopic], timeout_s: float = 30.0
 
 
 def delete_topics(a: AdminClient, names: list[str], timeout_s: float = 30.0) -> None:
-    """Delete topics, ignoring ones that do not exist."""
+    """Delete topics, ignoring ones that do not exist, and return once the broker's metadata no
+    longer lists them (the controller accepts a deletion before the brokers drop the topic, so a
+    list or a create right after the futures resolve can still see it).
+
+    Raises:
+        KafkaSetupError: a deletion failed, or a topic is still listed after ``timeout_s`` s.
+    """
     if not names:
         return
     for name, fut in a.delete_topics(names, operation_timeout=timeout_s).items():
@@ -129,6 +136,11 @@ def delete_topics(a: AdminClient, names: list[str], timeout_s: float = 30.0) -> 
         except KafkaException as e:
             if e.args and e.args[0].name() != "UNKNOWN_TOPIC_OR_PART":
                 raise KafkaSetupError(f"deleting topic {name} failed: {e}") from e
+    deadline = time.monotonic() + timeout_s
+    while left := sorted(set(names) & set(a.list_topics(timeout=10).topics)):
+        if time.monotonic() > deadline:
+            raise KafkaSetupError(f"topics {left} still listed {timeout_s:.0f} s after deletion")
+        time.sleep(0.05)
 
 
 def describe_topics(a: AdminClient, names: list[str], timeout_s: float = 10.0) -> list[dict[str, Any]]:
