@@ -55,9 +55,9 @@ def runtime_for(base: RuntimeSettings, device: str, batch: int) -> RuntimeSettin
     try:
         return RuntimeSettings.model_validate({**base.model_dump(), "device": device,
                                                "max_bucket": batch})
-    except ValidationError as e:  # name the field, without pydantic's links
-        raise typer.BadParameter("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
-                                           for err in e.errors())) from e
+    except ValidationError as e:  # name the option, without pydantic's links
+        raise typer.BadParameter("; ".join(err["msg"] for err in e.errors()),
+                                 param_hint="--device") from e
 
 
 def output_path(out_dir: Path, stem: str, tail: str, taken: set[Path]) -> Path:

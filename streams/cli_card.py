@@ -28,11 +28,13 @@ def _processor(device: str, batch: int, model: Path | None = None):
     try:
         return CardProcessor(s.card, rt, model_file=model), s
     except (ValueError, ProcessorError) as e:
-        raise typer.BadParameter(" ".join(str(e).split())) from e
+        raise typer.BadParameter(" ".join(str(e).split()),
+                                 param_hint="--model" if model is not None else None) from e
 
 
 def card(
-    images: list[Path] = typer.Argument(..., help="Image files (JPEG, PNG, WebP, HEIC...)."),
+    images: list[Path] = typer.Argument(..., metavar="IMAGE",
+                                        help="Image files (JPEG, PNG, WebP, HEIC...)."),
     out: Path | None = typer.Option(None, "--out", help="Folder for rectified JPEGs "
                                     "(<stem>-<ext>.rectified.jpg; <stem>-<ext>-2... when two "
                                     "inputs share a name)."),
@@ -179,7 +181,8 @@ def eval_card(
         return
     for kind, v in summary.items():
         if kind == "negatives":
-            typer.echo(f"{kind:>12}: n={v['n']} NO_CARD share={v['no_card_share']:.3f}")
+            share = f"{v['no_card_share']:.3f}" if v["n"] else "n/a"
+            typer.echo(f"{kind:>12}: n={v['n']} NO_CARD share={share}")
         else:
             typer.echo(f"{kind:>12}: n={v['n']} mean IoU={v['mean_iou']:.4f} "
                        f"IoU>0.9={v['share_above']:.3f} (NO_CARD, IoU 0: {v['no_card']}) "

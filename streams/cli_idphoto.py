@@ -18,7 +18,8 @@ def _row(file: Path, status: str, reasons: list[str], **extra: Any) -> dict[str,
 
 
 def idphoto(
-    images: Annotated[list[Path], typer.Argument(help="Image files (JPEG, PNG, WebP, HEIC...).")],
+    images: Annotated[list[Path], typer.Argument(metavar="IMAGE",
+                                                 help="Image files (JPEG, PNG, WebP, HEIC...).")],
     size: Annotated[str, typer.Option(
         help="one_inch | two_inch | cn_passport | us_passport | schengen.")] = "one_inch",
     background: Annotated[str, typer.Option(help="white | blue | red | #RRGGBB.")] = "white",

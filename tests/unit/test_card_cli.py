@@ -130,6 +130,7 @@ def test_a_model_file_that_is_not_onnx_is_a_usage_error(app, tmp_path, command):
     r = CliRunner().invoke(app, [*args, "--model", str(bad)])
     assert r.exit_code == 2, r.output
     assert "not an ONNX model" in r.output and "Traceback" not in r.output
+    assert "Invalid value for --model" in r.output
 
 
 def test_eval_card_counts_accepted_cards_and_refuses_broken_sets(app, tmp_path):
@@ -165,3 +166,4 @@ def test_bad_device_or_batch_is_a_usage_error_naming_the_choices(app, tmp_path, 
     r = CliRunner().invoke(app, [command, *bad, str(img)])
     assert r.exit_code == 2, r.output
     assert says in r.output and "pydantic.dev" not in r.output
+    assert f"Invalid value for {bad[0]}" in r.output  # the option is named
