@@ -105,6 +105,9 @@ def eval_card(
     batch: int = typer.Option(8, help="Batch size of the localisation model call."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
     model: Path | None = typer.Option(None, "--model", help=_MODEL_HELP),
+    rows: Path | None = typer.Option(None, "--rows", help="Also write one JSON line per scored "
+                                     "case to this file (file, kind, iou, status, reasons, "
+                                     "confidence), to compare two models card by card."),
 ) -> None:
     """Mean IoU and share of IoU > 0.9 (SmartDoc-2015 protocol) per ``kind``, the number of
     cards wrongly judged NO_CARD, the share of cards accepted, and the NO_CARD share on
@@ -116,6 +119,8 @@ def eval_card(
     keeps its IoU, and ``accepted`` shows how many were let through. Files that fail safe
     decoding and other cases are skipped. A manifest with no scored case, a ``quad_approx`` that
     is not 4 (x, y) points, or a listed file that cannot be read is a usage error (exit 2).
+    ``--rows`` writes ``{"file", "kind", "iou", "status", "reasons", "confidence"}`` per case
+    (``kind`` ``negative`` and ``iou`` null for the NO_CARD cases).
     """
     from processors.base import Item, process_in_chunks
     from processors.card.metrics import quad_iou, summarise
@@ -145,6 +150,7 @@ def eval_card(
     missed: dict[str, int] = {}
     accepted: dict[str, int] = {}
     neg_ok: list[bool] = []
+    per_case: list[dict] = []
     loaded = []
     for c in cases:
         try:
@@ -158,15 +164,22 @@ def eval_card(
     for (c, _), o in zip(loaded, process_in_chunks(proc, [it for _, it in loaded], batch),
                          strict=True):
         e = c["expect"]
+        reasons = [str(r) for r in o.reasons]
+        v = None
         if "quad_approx" in e:
             q = o.payload.get("quad")
             v = quad_iou(q, e["quad_approx"]) if q else 0.0
             kind = e.get("kind", "unlabelled")
             ious.setdefault(kind, []).append(v)
-            missed[kind] = missed.get(kind, 0) + ("NO_CARD" in [str(r) for r in o.reasons])
+            missed[kind] = missed.get(kind, 0) + ("NO_CARD" in reasons)
             accepted[kind] = accepted.get(kind, 0) + (str(o.status) == "accepted")
         else:
-            neg_ok.append("NO_CARD" in [str(r) for r in o.reasons])
+            kind = "negative"
+            neg_ok.append("NO_CARD" in reasons)
+        per_case.append({"file": c["file"], "kind": kind, "iou": v, "status": str(o.status),
+                         "reasons": reasons, "confidence": o.payload.get("confidence")})
+    if rows is not None:
+        rows.write_text("".join(json.dumps(r) + "\n" for r in per_case))
     summary = {kind: {**summarise(v), "no_card": missed[kind],
                       "accepted_share": accepted[kind] / len(v)}
                for kind, v in sorted(ious.items())}

@@ -58,7 +58,9 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
 
 def test_eval_card_prints_per_kind_summary(app, tmp_path):
     synth.write_set(tmp_path, 4, seed=5, negative_share=0.25)
-    r = CliRunner().invoke(app, ["eval", "card", "--set", str(tmp_path), "--json"])
+    rows_file = tmp_path / "rows.jsonl"
+    r = CliRunner().invoke(app, ["eval", "card", "--set", str(tmp_path), "--json",
+                                 "--rows", str(rows_file)])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.output.strip().splitlines()[-1])
     man = json.loads((tmp_path / "manifest.json").read_text())
@@ -66,6 +68,18 @@ def test_eval_card_prints_per_kind_summary(app, tmp_path):
     assert summary["all"]["n"] == n_pos
     assert summary["negatives"]["n"] == len(man["images"]) - n_pos
     assert 0.0 <= summary["all"]["mean_iou"] <= 1.0
+    # --rows: one line per scored case, in manifest order, adding up to the summary
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert [x["file"] for x in rows] == [c["file"] for c in man["images"]]
+    cards = [x for x in rows if x["kind"] != "negative"]
+    assert len(cards) == n_pos and all(0.0 <= x["iou"] <= 1.0 for x in cards)
+    assert np.mean([x["iou"] for x in cards]) == pytest.approx(summary["all"]["mean_iou"])
+    assert sum("NO_CARD" in x["reasons"] for x in cards) == summary["all"]["no_card"]
+    negs = [x for x in rows if x["kind"] == "negative"]
+    assert len(negs) == summary["negatives"]["n"] and all(x["iou"] is None for x in negs)
+    if negs:
+        assert (np.mean(["NO_CARD" in x["reasons"] for x in negs])
+                == summary["negatives"]["no_card_share"])
 
 
 @pytest.mark.skipif(not (CASES / "manifest.json").is_file(),
@@ -127,7 +141,8 @@ def test_a_model_file_that_is_not_onnx_is_a_usage_error(app, tmp_path, command):
     synth.write_set(tmp_path, 2, seed=5, negative_share=0.0)
     img = next(tmp_path.glob("*.jpg"))
     args = [str(img) if a == "IMG" else str(tmp_path) if a == "SET" else a for a in command]
-    r = CliRunner().invoke(app, [*args, "--model", str(bad)])
+    # wide enough that rich's error box does not wrap the long tmp path and the message
+    r = CliRunner().invoke(app, [*args, "--model", str(bad)], env={"COLUMNS": "400"})
     assert r.exit_code == 2, r.output
     assert "not an ONNX model" in r.output and "Traceback" not in r.output
     assert "Invalid value for --model" in r.output

@@ -46,6 +46,9 @@ FROZEN_CONVS = 44
 """Convolutions (graph order) kept at their pretrained values: u2netp encoder stages 1-4
 (RSU-7: 14, RSU-6: 12, RSU-5: 10, RSU-4: 8 convs; Qin et al. 2020, Fig. 2)."""
 
+VAL_IMAGES = 48
+"""Fixed validation composites per run (seed ``--seed`` + 1), split between the workers."""
+
 TRAIN_SIZES = ((400, 300), (480, 360), (360, 480), (512, 384), (384, 512))
 """Photo sizes (W, H px) drawn for training; the net sees them resized to ``--side``."""
 
@@ -131,7 +134,7 @@ def write_back(base_onnx: bytes, state: dict, out: Path) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-SHIPPED_RECIPE: tuple[tuple[str, ...], ...] = (
+RUN4_RECIPE: tuple[tuple[str, ...], ...] = (
     ("--seed", "20261130"),  # run 1: 450 steps x 8 at 256 px, encoder stages 1-4 frozen
     ("--steps", "150", "--cut-share", "0.2", "--blur-share", "0.2", "--seed", "20261201"),
     ("--steps", "200", "--side", "320", "--cut-share", "0.1", "--blur-share", "0.1",
@@ -139,8 +142,26 @@ SHIPPED_RECIPE: tuple[tuple[str, ...], ...] = (
     ("--steps", "200", "--side", "320", "--lr", "5e-5", "--frozen-convs", "36",
      "--cut-share", "0.1", "--blur-share", "0.1", "--seed", "20261205"),
 )
-"""The four runs that made the shipped ``card_u2netp.onnx`` (run 4, MODEL.md), each continuing
-from the one before (``--init``). About 63 + 20 + 42 + 37 min on 2 CPU cores."""
+"""The four runs that made ``card_u2netp.onnx`` run 4 (MODEL.md), each continuing from the one
+before (``--init``). 63 + 20 + 42 + 37 min on 2 CPU cores with one process of 2 threads."""
+
+TWO_STAGE_RECIPE: tuple[tuple[str, ...], ...] = (
+    # 450 steps x 8 at 224 px, encoder stages 1-4 frozen, cut and blurred cards from the start
+    ("--steps", "450", "--side", "224", "--cut-share", "0.15", "--blur-share", "0.15",
+     "--seed", "20261219"),
+    # 280 steps at the inference size with encoder stage 4 trained, at half the learning rate
+    ("--steps", "280", "--side", "320", "--lr", "5e-5", "--frozen-convs", "36",
+     "--cut-share", "0.1", "--blur-share", "0.1", "--seed", "20261221"),
+)
+"""Two runs in under two hours on 2 CPU cores (2 workers): run 4's two kinds of stage (the
+frozen-encoder stage, here at 224 px, then stage 4 trained at 320 px) in 730 steps."""
+
+RECIPES: dict[str, tuple[tuple[str, ...], ...]] = {"run4": RUN4_RECIPE,
+                                                   "two_stage": TWO_STAGE_RECIPE}
+"""The named recipes of ``--recipe``; ``shipped`` is :data:`SHIPPED`."""
+
+SHIPPED = "run4"
+"""The recipe that made the committed ``card_u2netp.onnx``."""
 
 
 RECIPE_OPTIONS = ("steps", "batch", "side", "lr", "l2sp", "seed", "frozen_convs", "cut_share",
@@ -171,10 +192,12 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(a, name) != ap.get_default(name):
             ap.error(f"--recipe sets --{name.replace('_', '-')} itself; drop it (or drop --recipe)")
     prev: Path | None = None
-    for k, stage in enumerate(SHIPPED_RECIPE, 1):
-        last = k == len(SHIPPED_RECIPE)
+    recipe = RECIPES[SHIPPED if a.recipe == "shipped" else a.recipe]
+    for k, stage in enumerate(recipe, 1):
+        last = k == len(recipe)
         out = a.out if last else a.out.with_name(f"{a.out.stem}.stage{k}.onnx")
-        args = list(stage) + ["--out", str(out), "--threads", str(a.threads)]
+        args = list(stage) + ["--out", str(out), "--threads", str(a.threads),
+                              "--workers", str(a.workers), "--val-every", str(a.val_every)]
         if prev is not None:
             args += ["--init", str(prev)]
         if a.log is not None:
@@ -197,7 +220,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--l2sp", type=float, default=1e-2, help="L2-SP weight (sum over weights)")
     ap.add_argument("--seed", type=int, default=20261130)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2,
+                    help="data-parallel worker processes, each drawing batch/workers samples a step "
+                         "(2 on 2 cores: 1.4x one process with 2 threads)")
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads per worker")
+    ap.add_argument("--val-every", type=int, default=100, help="validate every N steps")
     ap.add_argument("--log", type=Path, default=None, help="JSON-lines training log")
     ap.add_argument("--init", type=Path, default=None,
                     help="start from this ONNX file (same graph; e.g. a previous run) instead of "
@@ -211,27 +238,65 @@ def _parser() -> argparse.ArgumentParser:
                          "coloured like the background (synth.sample's hard)")
     ap.add_argument("--grey-share", type=float, default=0.0,
                     help="share of photos turned to grey (black-and-white photos, photocopies)")
-    ap.add_argument("--recipe", choices=["shipped"], default=None,
-                    help="run the four chained runs of the shipped model in one command "
-                         "(SHIPPED_RECIPE; the other training options come from the recipe)")
+    ap.add_argument("--recipe", choices=["shipped", *RECIPES], default=None,
+                    help="run a named chain of runs in one command, each stage starting from the "
+                         "one before (shipped: the one that made the committed model; the other "
+                         "training options come from the recipe)")
     ap.add_argument("--steps-scale", type=float, default=1.0,
                     help="with --recipe: multiply every stage's steps (0.01: a smoke run)")
     return ap
 
 
 def _train(a: argparse.Namespace) -> None:
-    """One training run with the options ``a`` of :func:`_parser` (see the module docstring)."""
+    """One training run with the options ``a`` of :func:`_parser` (see the module docstring),
+    in ``a.workers`` data-parallel processes (:func:`_worker`; one process when 1).
+
+    Raises:
+        SystemExit: ``a.batch`` is not a multiple of ``a.workers``.
+        RuntimeError: a worker failed (``torch.multiprocessing`` re-raises its error).
+    """
+    if a.workers < 1 or a.batch % a.workers:
+        raise SystemExit(f"train: --batch {a.batch} must be a multiple of --workers {a.workers}")
+    if a.workers == 1:
+        _worker(0, a, None)
+        return
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory(prefix="card-train-") as tmp:
+        mp.spawn(_worker, args=(a, f"file://{tmp}/rendezvous"), nprocs=a.workers, join=True)
+
+
+def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
+    """Rank ``rank`` of ``a.workers``: draws ``a.batch / a.workers`` samples a step from its own
+    seeded stream, and the ranks average their gradients (one ``all_reduce`` of a flat vector a
+    step, gloo over a file store), so every rank takes the same Adam step on the same weights
+    and the run is one batch-``a.batch`` run. Rank 0 validates its share and writes the log and
+    ``a.out``; the validation set is split between the ranks.
+
+    Data stream: with 1 worker ``default_rng(seed)``, the stream of every run before
+    ``--workers``; with W workers rank r draws from ``default_rng([seed, r])``.
+
+    Raises:
+        RuntimeError: the ranks' weights differ at the end (they must stay equal).
+    """
     import onnx
     import torch
+    import torch.distributed as dist
     import torch.nn.functional as F
     from onnx2torch import convert
 
     from processors.models import manifest, model_path
     from processors.runtime import symbolic_batch
 
+    world = a.workers
+    if rendezvous is not None:
+        dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world)
+    cv2.setNumThreads(1 if world > 1 else 0)
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
-    rng = np.random.default_rng(a.seed)
+    rng = np.random.default_rng(a.seed if world == 1 else [a.seed, rank])
     val_rng = np.random.default_rng(a.seed + 1)
     base_path = model_path("u2netp")
     base = base_path.read_bytes()
@@ -250,27 +315,36 @@ def _train(a: argparse.Namespace) -> None:
     opt = torch.optim.Adam(params, lr=a.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / a.steps)))
-    vx, vy = draw_batch(val_rng, 48, a.side)
-    log = a.log.open("w") if a.log else None
+    vx, vy = draw_batch(val_rng, VAL_IMAGES, a.side)
+    vx, vy = vx[rank::world], vy[rank::world]
+    log = a.log.open("w") if a.log and rank == 0 else None
+
+    def reduce_sum(t: torch.Tensor) -> torch.Tensor:
+        if world > 1:
+            dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t
 
     def validate(step: int, loss: float, t0: float) -> None:
         net.eval()
         with torch.no_grad():
             pred = np.concatenate([net(torch.from_numpy(vx[i:i + 8]))[0].numpy()
                                    for i in range(0, len(vx), 8)])
-        rec = {"step": step, "loss": round(loss, 4), "val_mask_iou": round(mask_iou(pred, vy), 4),
+        iou = float(reduce_sum(torch.tensor([mask_iou(pred, vy) * len(vx)], dtype=torch.float64))
+                    [0]) / VAL_IMAGES
+        rec = {"step": step, "loss": round(loss, 4), "val_mask_iou": round(iou, 4),
                "elapsed_s": round(time.time() - t0, 1)}
-        print(json.dumps(rec), flush=True)
-        if log:
-            log.write(json.dumps(rec) + "\n")
-            log.flush()
+        if rank == 0:
+            print(json.dumps(rec), flush=True)
+            if log:
+                log.write(json.dumps(rec) + "\n")
+                log.flush()
         net.train()
 
     t0 = time.time()
     validate(0, float("nan"), t0)
     running = 0.0
     for step in range(1, a.steps + 1):
-        x, y = draw_batch(rng, a.batch, a.side, a.cut_share, a.blur_share, a.hard_share,
+        x, y = draw_batch(rng, a.batch // world, a.side, a.cut_share, a.blur_share, a.hard_share,
                           a.grey_share)
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
         outs = net(xt)
@@ -279,14 +353,31 @@ def _train(a: argparse.Namespace) -> None:
         total = loss + a.l2sp * reg
         opt.zero_grad()
         total.backward()
+        # the mean gradient over the ranks (= over the whole batch), with the mean loss behind it
+        flat = reduce_sum(torch.cat([p.grad.reshape(-1) for p in params] + [loss.detach()[None]]))
+        flat /= world
+        off = 0
+        for p in params:
+            p.grad.copy_(flat[off:off + p.numel()].view_as(p))
+            off += p.numel()
         opt.step()
         sched.step()
-        running = 0.9 * running + 0.1 * float(loss) if step > 1 else float(loss)
-        if step % 50 == 0 or step == a.steps:
+        running = 0.9 * running + 0.1 * float(flat[-1]) if step > 1 else float(flat[-1])
+        if step % a.val_every == 0 or step == a.steps:
             validate(step, running, t0)
+    check = torch.tensor([sum(float(p.detach().double().sum()) for p in params)], dtype=torch.float64)
+    spread = [check.clone(), -check.clone()]
+    if world > 1:
+        dist.all_reduce(spread[0], op=dist.ReduceOp.MAX)
+        dist.all_reduce(spread[1], op=dist.ReduceOp.MAX)
+        dist.destroy_process_group()
+    if float(spread[0][0]) != -float(spread[1][0]):
+        raise RuntimeError(f"rank {rank}: the ranks' weights differ ({spread[0][0]} vs {-spread[1][0]})")
+    if rank != 0:
+        return
     sha = write_back(base, {k: v for k, v in net.state_dict().items()}, a.out)
     print(json.dumps({"out": str(a.out), "sha256": sha, "steps": a.steps, "seed": a.seed,
-                      "init": str(a.init) if a.init else None,
+                      "workers": world, "init": str(a.init) if a.init else None,
                       "elapsed_s": round(time.time() - t0, 1)}), flush=True)
 
 
