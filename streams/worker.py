@@ -730,10 +730,10 @@ class Worker:
                                ("commit", t3, t4)):
                 stage.labels(name).observe(b - a)
         except KafkaException as ex:
-            err = ex.args[0]
+            err = _fatal_cause(p, ex.args[0])
             log.warning("transaction_failed", error=str(err), abortable=err.txn_requires_abort(),
                         fatal=err.fatal())
-            if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+            if err.code() in _FENCED_CODES:
                 self.metrics.transactions.labels("fenced").inc()
                 log.error("worker_fenced", transactional_id=self.transactional_id,
                           hint="another worker runs with this transactional id (same "
@@ -782,6 +782,38 @@ class Worker:
         read_committed consumers never see, and a fenced producer's ``flush`` raised out of the
         loop (a bare ``KafkaError`` that no ``except`` clause can name)."""
         self.producer = transactional_producer(self.s.kafka, self.transactional_id)
+
+
+_FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+"""Error codes that mean another producer with this transactional.id took it over (librdkafka
+INTRODUCTION.md, "Fatal producer errors")."""
+
+
+def _fatal_cause(p: Any, err: KafkaError) -> KafkaError:
+    """The error that put the producer in its fatal state, when ``err`` only says it is in one.
+
+    Once librdkafka has raised a fatal error (e.g. ``_FENCED``, from the AddPartitions answer of
+    an earlier ``produce``), the next ``produce`` fails with a bare ``_FATAL`` whose ``fatal()``
+    is False; the cause comes out of the next ``poll``, which confluent-kafka raises as a
+    ``KafkaException``.
+
+    Args:
+        p: the transactional Producer that failed.
+        err: the error it raised.
+
+    Returns:
+        The cause (``fatal()`` True), or ``err`` itself when it is not ``_FATAL`` or ``poll``
+        raised nothing.
+    """
+    if err.code() != KafkaError._FATAL:
+        return err
+    try:
+        p.poll(0)
+    except KafkaException as ex:
+        cause = ex.args[0] if ex.args else None
+        if isinstance(cause, KafkaError):
+            return cause
+    return err
 
 
 def _readable_upload_id(value: bytes | None) -> str | None:

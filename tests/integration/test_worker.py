@@ -224,31 +224,55 @@ def test_600_uploads_two_tasks_with_kills(settings: Settings, tmp_path: Path, wo
     _check_objects(settings, rs[::20])
 
 
+class _SlowFirstProduce:
+    """A real transactional Producer whose first ``produce`` returns only after 1.5 s, so the
+    broker's fence (the AddPartitions answer) has arrived before the second ``produce``: that one
+    fails with a bare ``_FATAL``, whose cause comes out of the next ``poll``."""
+
+    def __init__(self, producer) -> None:
+        self.producer, self.slept = producer, False
+
+    def produce(self, *a, **kw) -> None:
+        self.producer.produce(*a, **kw)
+        if not self.slept:
+            self.slept = True
+            time.sleep(1.5)
+
+    def __getattr__(self, name: str):
+        return getattr(self.producer, name)
+
+
 class _FencedOnce(Worker):
     """Before its first transaction a second producer with the same transactional.id starts (a
-    second instance of this slot), so that transaction fails as the real broker fences it."""
+    second instance of this slot), so that transaction fails as the real broker fences it: in
+    ``begin``/``commit`` (``at="commit"``) or in the middle of the produce loop (``at="produce"``,
+    see :class:`_SlowFirstProduce`)."""
 
-    def __init__(self, *a, **kw) -> None:
+    def __init__(self, *a, at: str = "commit", **kw) -> None:
         super().__init__(*a, **kw)
-        self.usurper = None
+        self.usurper, self.at = None, at
 
     def _transact(self, entries, ms=None) -> bool:
         from streams.kafka import transactional_producer
 
         if self.usurper is None:
             self.usurper = transactional_producer(self.s.kafka, self.transactional_id)
+            if self.at == "produce":
+                self.producer = _SlowFirstProduce(self.producer)
         return super()._transact(entries, ms)
 
 
-def test_fenced_worker_takes_its_id_back_and_redoes_the_batch(settings: Settings,
-                                                              tmp_path: Path) -> None:
+@pytest.mark.parametrize("at", ["commit", "produce"])
+def test_fenced_worker_takes_its_id_back_and_redoes_the_batch(settings: Settings, tmp_path: Path,
+                                                              at: str) -> None:
     """Another instance of the slot fences the worker mid-stream (the broker answers _FENCED):
     the worker must not die (a fenced producer's flush raised out of the loop), counts the
-    fence, rebuilds its producer and redoes the batch: every upload exactly once."""
+    fence (also when librdkafka only says _FATAL in ``produce``), rebuilds its producer and
+    redoes the batch: every upload exactly once."""
     files = write_images(tmp_path / "imgs", 6)
     sent = UploadProducer(settings).produce_files(files, "card", count=24)
     w = _FencedOnce(settings, {t: SleepProcessor(t, call_ms=5.0, bucket=8)
-                               for t in ("card", "id_photo")}, Storage(settings.s3))
+                               for t in ("card", "id_photo")}, Storage(settings.s3), at=at)
     errors: list[BaseException] = []
 
     def run() -> None:
