@@ -368,14 +368,15 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
         running = 0.9 * running + 0.1 * float(flat[-1]) if step > 1 else float(flat[-1])
         if step % a.val_every == 0 or step == a.steps:
             validate(step, running, t0)
-    check = torch.tensor([sum(float(p.detach().double().sum()) for p in params)], dtype=torch.float64)
-    spread = [check.clone(), -check.clone()]
+    # the ranks' weight sums must agree: the largest and the smallest over the ranks
+    hi = torch.tensor([sum(float(p.detach().double().sum()) for p in params)], dtype=torch.float64)
+    lo = hi.clone()
     if world > 1:
-        dist.all_reduce(spread[0], op=dist.ReduceOp.MAX)
-        dist.all_reduce(spread[1], op=dist.ReduceOp.MAX)
+        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
         dist.destroy_process_group()
-    if float(spread[0][0]) != -float(spread[1][0]):
-        raise RuntimeError(f"rank {rank}: the ranks' weights differ ({spread[0][0]} vs {-spread[1][0]})")
+    if float(hi[0]) != float(lo[0]):
+        raise RuntimeError(f"rank {rank}: the ranks' weights differ ({float(lo[0])} to {float(hi[0])})")
     if rank != 0:
         return
     sha = write_back(base, {k: v for k, v in net.state_dict().items()}, a.out)
