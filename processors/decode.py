@@ -340,8 +340,8 @@ def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
     if fmt is None:
         raise DecodeError(
             ReasonCode.UNSUPPORTED_FORMAT,
-            f"unknown magic bytes ({len(data)} bytes); "
-            "expected JPEG, PNG, WebP, BMP, GIF, TIFF or HEIF",
+            (f"unknown magic bytes ({len(data)} bytes)" if data else "empty input (0 bytes)")
+            + "; expected JPEG, PNG, WebP, BMP, GIF, TIFF or HEIF",
         )
     with _open_checked(data, fmt, settings) as im:
         if fmt == "jpeg":

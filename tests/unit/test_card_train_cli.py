@@ -38,6 +38,20 @@ def test_recipe_chains_the_four_shipped_runs(stages, tmp_path):
     assert [s.log for s in stages] == [tmp_path / f"log.stage{k}.jsonl" for k in (1, 2, 3, 4)]
 
 
+def test_three_stage_starts_with_two_stage_first_run(stages, tmp_path):
+    # MODEL.md's 112.9 min adds the two_stage run's first stage to this chain's stages 2-3:
+    # valid only while both recipes give stage 1 the same options and seed
+    train.main(["--recipe", "two_stage", "--out", str(tmp_path / "a.onnx")])
+    train.main(["--recipe", "three_stage", "--out", str(tmp_path / "b.onnx")])
+    two, three = stages[:2], stages[2:]
+    keys = ("steps", "side", "lr", "seed", "frozen_convs", "cut_share", "blur_share",
+            "hard_share", "grey_share", "batch", "workers", "threads", "val_every")
+    assert [getattr(three[0], k) for k in keys] == [getattr(two[0], k) for k in keys]
+    assert [(s.steps, s.side, s.frozen_convs, s.lr) for s in three] == [
+        (450, 224, 44, 1e-4), (130, 320, 44, 1e-4), (180, 320, 36, 5e-5)]
+    assert [s.init for s in three[1:]] == [s.out for s in three[:-1]]
+
+
 def test_steps_scale_shortens_every_stage(stages, tmp_path):
     train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), "--steps-scale", "0.005"])
     assert [s.steps for s in stages] == [2, 1, 1, 1]

@@ -221,6 +221,8 @@ def test_sniff_rejects(data: bytes) -> None:
 
 def test_empty_bytes_unsupported() -> None:
     assert _reason(b"") == ReasonCode.UNSUPPORTED_FORMAT
+    with pytest.raises(DecodeError, match=r"^empty input \(0 bytes\)"):
+        decode_image(b"", DEFAULT)
 
 
 def test_bigtiff() -> None:
