@@ -82,20 +82,21 @@ def decode_files(files: list[Path], dec: DecodeSettings
 
     Returns:
         ``(decoded, refused)``: ``(index, (H, W, 3) uint8 BGR)`` per decoded file, and per
-        refused index ``(reason code, error class name or None)``: the decoding reason
-        (``UNSUPPORTED_FORMAT``, ``CORRUPT_IMAGE``...) or ``OBJECT_NOT_FOUND`` for a file that
-        cannot be read, as the stream says for a missing claim-check object.
+        refused index ``(reason code, error)``: the decoding reason (``UNSUPPORTED_FORMAT``,
+        ``CORRUPT_IMAGE``...) with the decoder's message (e.g. ``empty input (0 bytes); ...``),
+        or ``OBJECT_NOT_FOUND`` for a file that cannot be read, as the stream says for a missing
+        claim-check object, with the ``OSError`` class name.
     """
     from processors.decode import decode_image
     from processors.errors import DecodeError
 
     decoded: list[tuple[int, np.ndarray]] = []
-    refused: dict[int, tuple[str, str | None]] = {}
+    refused: dict[int, tuple[str, str]] = {}
     for i, f in enumerate(files):
         try:
             decoded.append((i, decode_image(f.read_bytes(), dec)))
         except DecodeError as e:
-            refused[i] = (str(e.reason), None)
+            refused[i] = (str(e.reason), str(e))
         except OSError as e:
             refused[i] = ("OBJECT_NOT_FOUND", type(e).__name__)
     return decoded, refused

@@ -53,7 +53,8 @@ def card(
     CARD_TOO_SMALL, MULTIPLE_CARDS and files refused by decoding, as in the results topic),
     "rectified" (path written under --out, or null)}``. Files
     refused by safe decoding are ``rejected`` with the decoding reason, files that cannot be read
-    ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream). Exit
+    ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream); both
+    rows also carry ``"error"`` (the decoder's message, or the ``OSError`` class name). Exit
     status 1 when any image is not accepted (as ``cardstream idphoto``), else 0.
     """
     from processors.base import Item, process_in_chunks
@@ -65,8 +66,7 @@ def card(
     decoded, refused = decode_files(images, s.decode)
     rows: dict[int, dict] = {
         i: {"file": str(images[i]), "status": "rejected", "reasons": [code], "quad": None,
-            "confidence": None, "doc_type": "unknown", "rectified": None,
-            **({"error": err} if err else {})}
+            "confidence": None, "doc_type": "unknown", "rectified": None, "error": err}
         for i, (code, err) in refused.items()}
     items = [(i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": str(doc_type)}))
              for i, img in decoded]
@@ -92,7 +92,8 @@ def card(
         else:
             typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])} "
                        f"doc_type={r['doc_type']} conf={r['confidence']}"
-                       + (f" -> {r['rectified']}" if r["rectified"] else ""))
+                       + (f" -> {r['rectified']}" if r["rectified"] else "")
+                       + (f" ({r['error']})" if r.get("error") else ""))
     if any(r["status"] != "accepted" for r in rows.values()):
         raise typer.Exit(1)
 

@@ -40,7 +40,8 @@ def idphoto(
     Per image: ``{"file", "status", "reasons", "photo" (path of the JPEG, or null),
     "width", "height" (px), "face_box" (x, y, w, h in source px, or null)}``. Files refused by
     safe decoding are ``rejected`` with the decoding reason, files that cannot be read
-    ``rejected`` with OBJECT_NOT_FOUND. Exit status 0 when every image is accepted, 1 otherwise,
+    ``rejected`` with OBJECT_NOT_FOUND; both rows also carry ``"error"`` (the decoder's
+    message, or the ``OSError`` class name). Exit status 0 when every image is accepted, 1 otherwise,
     2 for bad options.
     """
     from processors.base import Item, process_in_chunks
@@ -64,7 +65,7 @@ def idphoto(
 
     decoded, refused = decode_files(images, s.decode)
     rows: dict[int, dict[str, Any]] = {
-        i: _row(images[i], "rejected", [code], **({"error": err} if err else {}))
+        i: _row(images[i], "rejected", [code], error=err)
         for i, (code, err) in refused.items()}
     pending = [(i, Item(upload_id=f"cli-{i}", image=img, options=options)) for i, img in decoded]
     written: set[Path] = set()
@@ -84,7 +85,8 @@ def idphoto(
             typer.echo(json.dumps(r))
         else:
             tail = f" -> {r['photo']} ({r['width']}x{r['height']})" if r["photo"] else ""
-            typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])}{tail}")
+            err = f" ({r['error']})" if r.get("error") else ""
+            typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])}{tail}{err}")
     if any(r["status"] != "accepted" for r in rows.values()):
         raise typer.Exit(1)
 

@@ -46,6 +46,12 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
     assert rows[1]["status"] == "rejected" and rows[1]["reasons"] == ["UNSUPPORTED_FORMAT"]
     assert rows[1]["quad"] is None and rows[1]["rectified"] is None
     assert rows[1]["doc_type"] == "unknown"  # as the results topic says it
+    assert rows[1]["error"].startswith("unknown magic bytes (12 bytes)")
+    empty = tmp_path / "empty.jpg"
+    empty.write_bytes(b"")
+    r = CliRunner().invoke(app, ["card", str(empty)])
+    assert r.exit_code == 1 and "rejected UNSUPPORTED_FORMAT" in r.output
+    assert "(empty input (0 bytes)" in r.output
     assert rows[0]["status"] == "accepted" and Path(rows[0]["rectified"]).is_file()
     from processors.card.metrics import quad_iou
 

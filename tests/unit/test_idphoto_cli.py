@@ -42,7 +42,9 @@ def test_idphoto_cli_json_lines(tmp_path) -> None:
         r, g, b = im.convert("RGB").getpixel((3, 3))
         assert abs(r - 215) < 8 and abs(g - 69) < 8 and abs(b - 50) < 8
     assert bad == {"file": str(text), "status": "rejected", "reasons": ["UNSUPPORTED_FORMAT"],
-                   "photo": None, "width": None, "height": None, "face_box": None}
+                   "photo": None, "width": None, "height": None, "face_box": None,
+                   "error": bad["error"]}
+    assert bad["error"].startswith("unknown magic bytes (")  # the decoder's message
 
 
 def test_idphoto_cli_refuses_unknown_size(tmp_path) -> None:
