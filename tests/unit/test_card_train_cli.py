@@ -6,6 +6,7 @@ The training itself needs torch (the ``train`` extra) and hours; these tests rep
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,10 +53,13 @@ def test_three_stage_starts_with_two_stage_first_run(stages, tmp_path):
     assert [s.init for s in three[1:]] == [s.out for s in three[:-1]]
 
 
-def test_steps_scale_shortens_every_stage(stages, tmp_path):
+def test_steps_scale_shortens_every_stage(stages, tmp_path, capsys):
     train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), "--steps-scale", "0.005"])
     assert [s.steps for s in stages] == [2, 1, 1, 1]
     assert all(s.log is None for s in stages)
+    last = json.loads(capsys.readouterr().out.splitlines()[-1])  # the chain's summary line
+    assert (last["recipe"], last["stages"], last["out"]) == ("shipped", 4, str(tmp_path / "c.onnx"))
+    assert 0 <= last["elapsed_min"] < 1
 
 
 @pytest.mark.parametrize("extra", [["--steps", "10"], ["--lr", "1e-3"], ["--hard-share", "0.3"],

@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> None:
     """CLI entry (see the module docstring). ``--recipe shipped`` runs :data:`SHIPPED_RECIPE`
     in one command: stage k's weights (``OUT.stageK.onnx``) start stage k+1, the last is
     ``--out``, and the logs go to ``LOG.stageK.jsonl``. ``--steps-scale`` shortens every stage
-    (e.g. 0.01 for a smoke run).
+    (e.g. 0.01 for a smoke run). It ends with one JSON line for the chain: ``{"recipe",
+    "stages", "out", "elapsed_min"}``.
 
     Raises:
         SystemExit: bad arguments (argparse); ``--recipe`` with ``--init`` or with an option
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> None:
             ap.error(f"--recipe sets --{name.replace('_', '-')} itself; drop it (or drop --recipe)")
     prev: Path | None = None
     recipe = RECIPES[SHIPPED if a.recipe == "shipped" else a.recipe]
+    t0 = time.time()
     for k, stage in enumerate(recipe, 1):
         last = k == len(recipe)
         out = a.out if last else a.out.with_name(f"{a.out.stem}.stage{k}.onnx")
@@ -229,6 +231,8 @@ def main(argv: list[str] | None = None) -> None:
               flush=True)
         _train(sa)
         prev = out
+    print(json.dumps({"recipe": a.recipe, "stages": len(recipe), "out": str(a.out),
+                      "elapsed_min": round((time.time() - t0) / 60, 1)}), flush=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -352,7 +356,8 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
                                    for i in range(0, len(vx), 8)])
         iou = float(reduce_sum(torch.tensor([mask_iou(pred, vy) * len(vx)], dtype=torch.float64))
                     [0]) / VAL_IMAGES
-        rec = {"step": step, "loss": round(loss, 4), "val_mask_iou": round(iou, 4),
+        rec = {"step": step, "loss": None if math.isnan(loss) else round(loss, 4),
+               "val_mask_iou": round(iou, 4),
                "elapsed_s": round(time.time() - t0, 1)}
         if rank == 0:
             print(json.dumps(rec), flush=True)
