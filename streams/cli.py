@@ -102,6 +102,12 @@ def decode_files(files: list[Path], dec: DecodeSettings
     return decoded, refused
 
 
+def error_note(row: dict) -> str:
+    """The text-line suffix ``" (error)"`` of a ``card``/``idphoto`` row refused with an
+    ``"error"`` (:func:`decode_files`), else ``""``."""
+    return f" ({row['error']})" if row.get("error") else ""
+
+
 def _register() -> None:
     import importlib
 

@@ -58,7 +58,7 @@ def card(
     status 1 when any image is not accepted (as ``cardstream idphoto``), else 0.
     """
     from processors.base import Item, process_in_chunks
-    from streams.cli import decode_files, make_out_dir, output_path
+    from streams.cli import decode_files, error_note, make_out_dir, output_path
 
     if out is not None:
         make_out_dir(out)
@@ -92,8 +92,7 @@ def card(
         else:
             typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])} "
                        f"doc_type={r['doc_type']} conf={r['confidence']}"
-                       + (f" -> {r['rectified']}" if r["rectified"] else "")
-                       + (f" ({r['error']})" if r.get("error") else ""))
+                       + (f" -> {r['rectified']}" if r["rectified"] else "") + error_note(r))
     if any(r["status"] != "accepted" for r in rows.values()):
         raise typer.Exit(1)
 

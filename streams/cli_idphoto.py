@@ -41,13 +41,13 @@ def idphoto(
     "width", "height" (px), "face_box" (x, y, w, h in source px, or null)}``. Files refused by
     safe decoding are ``rejected`` with the decoding reason, files that cannot be read
     ``rejected`` with OBJECT_NOT_FOUND; both rows also carry ``"error"`` (the decoder's
-    message, or the ``OSError`` class name). Exit status 0 when every image is accepted, 1 otherwise,
-    2 for bad options.
+    message, or the ``OSError`` class name). Exit status 0 when every image is accepted,
+    1 otherwise, 2 for bad options.
     """
     from processors.base import Item, process_in_chunks
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
     from processors.idphoto.sizes import InvalidOptionError
-    from streams.cli import decode_files, make_out_dir, output_path, runtime_for
+    from streams.cli import decode_files, error_note, make_out_dir, output_path, runtime_for
     from streams.logs import configure_logging
     from streams.settings import load_settings
 
@@ -85,8 +85,7 @@ def idphoto(
             typer.echo(json.dumps(r))
         else:
             tail = f" -> {r['photo']} ({r['width']}x{r['height']})" if r["photo"] else ""
-            err = f" ({r['error']})" if r.get("error") else ""
-            typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])}{tail}{err}")
+            typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])}{tail}{error_note(r)}")
     if any(r["status"] != "accepted" for r in rows.values()):
         raise typer.Exit(1)
 
