@@ -165,7 +165,9 @@ def _open_checked(data: bytes, fmt: str, settings: DecodeSettings) -> Image.Imag
     try:
         im = Image.open(io.BytesIO(data), formats=_PIL_FORMATS[fmt])
     except Image.DecompressionBombError as exc:  # Pillow's second-line limit (module docstring)
-        raise DecodeError(ReasonCode.IMAGE_TOO_LARGE, f"{fmt} header: {exc}") from None
+        # Pillow's message names its own limit; say ours too, the one a user can set
+        raise DecodeError(ReasonCode.IMAGE_TOO_LARGE,
+                          f"{fmt} header: {exc} (max_pixels {settings.max_pixels})") from None
     except Exception as exc:  # noqa: BLE001 - any header parser failure is a corrupt file
         raise DecodeError(
             ReasonCode.CORRUPT_IMAGE, f"{fmt} header unreadable: {type(exc).__name__}"

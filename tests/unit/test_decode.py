@@ -256,6 +256,8 @@ def test_bomb_png_header_refused_before_decoding() -> None:
     start = time.perf_counter()
     assert _reason(data) == ReasonCode.IMAGE_TOO_LARGE
     assert time.perf_counter() - start < 0.5
+    with pytest.raises(DecodeError, match=r"\(max_pixels 40000000\)$"):  # the limit users set
+        decode_image(data, DEFAULT)
 
 
 @pytest.mark.parametrize(("frame_w", "frame_h"), [(60_000, 60_000), (8000, 5001)])
