@@ -53,6 +53,19 @@ def test_three_stage_starts_with_two_stage_first_run(stages, tmp_path):
     assert [s.init for s in three[1:]] == [s.out for s in three[:-1]]
 
 
+def test_stage1d_frozen_is_run4_with_decoder_stage_1_frozen(stages, tmp_path):
+    keys = ("steps", "side", "lr", "seed", "frozen_convs", "cut_share", "blur_share",
+            "hard_share", "grey_share", "batch", "workers", "threads", "val_every")
+    train.main(["--recipe", "run4", "--out", str(tmp_path / "a.onnx")])
+    train.main(["--recipe", "stage1d_frozen", "--out", str(tmp_path / "b.onnx")])
+    run4, frozen = stages[:4], stages[4:]
+    assert [[getattr(s, k) for k in keys] for s in frozen] == [[getattr(s, k) for k in keys]
+                                                               for s in run4]
+    assert [s.freeze_stage1d for s in run4] == [False] * 4
+    assert [s.freeze_stage1d for s in frozen] == [True] * 4
+    assert [s.init for s in frozen[1:]] == [s.out for s in frozen[:-1]]
+
+
 def test_steps_scale_shortens_every_stage(stages, tmp_path, capsys):
     train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), "--steps-scale", "0.005"])
     assert [s.steps for s in stages] == [2, 1, 1, 1]
@@ -63,7 +76,7 @@ def test_steps_scale_shortens_every_stage(stages, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra", [["--steps", "10"], ["--lr", "1e-3"], ["--hard-share", "0.3"],
-                                   ["--init", "x.onnx"]])
+                                   ["--freeze-stage1d"], ["--init", "x.onnx"]])
 def test_recipe_refuses_options_it_sets_itself(stages, tmp_path, extra, capsys):
     with pytest.raises(SystemExit) as e:
         train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), *extra])

@@ -54,3 +54,48 @@ def test_batch_must_split_evenly_between_the_workers(tmp_path):
     with pytest.raises(SystemExit, match="multiple of --workers"):
         train.main(["--out", str(tmp_path / "c.onnx"), "--steps", "1", "--batch", "5",
                     "--workers", "2"])
+
+
+def _converted_convs():
+    """The pinned u2netp as a PyTorch module and its ``(name, Conv2d)`` in graph order."""
+    import torch
+    from onnx2torch import convert
+
+    from processors.runtime import symbolic_batch
+
+    net = convert(onnx.load_from_string(symbolic_batch(model_path("u2netp").read_bytes())))
+    return net, [(n, m) for n, m in net.named_modules() if isinstance(m, torch.nn.Conv2d)]
+
+
+def test_cut_stage1d_stops_every_gradient_through_decoder_stage_1():
+    import torch
+
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(1, 3, 64, 64)).astype(np.float32))
+
+    def grad_into_stage2d(cut: bool) -> float:
+        """Gradient (sum of |dL/dw|) reaching decoder stage 2 (convs 86-97, RSU-6, which feeds
+        stage 1d) from a loss on side output 1 alone (stage 1d -> side conv 1)."""
+        net, convs = _converted_convs()
+        if cut:
+            train._cut_stage1d(convs)
+        net(x)[1].sum().backward()
+        return sum(float(m.weight.grad.abs().sum()) for _, m in convs[86:98]
+                   if m.weight.grad is not None)
+
+    assert grad_into_stage2d(cut=False) > 0
+    assert grad_into_stage2d(cut=True) == 0.0
+
+
+def test_cut_stage1d_refuses_another_layout():
+    _, convs = _converted_convs()
+    with pytest.raises(ValueError, match="u2netp"):
+        train._cut_stage1d(convs[:112])
+
+
+def test_freeze_stage1d_run_keeps_decoder_stage_1_pretrained(tmp_path):
+    out = tmp_path / "card.onnx"
+    train.main(["--out", str(out), "--steps", "1", "--side", "64", "--batch", "2",
+                "--workers", "1", "--val-every", "1", "--freeze-stage1d"])
+    base, trained = _conv_weights(model_path("u2netp")), _conv_weights(out)
+    moved = [k for k in range(119) if not np.array_equal(base[k], trained[k])]
+    assert moved == [k for k in range(44, 119) if k not in train.STAGE1D_CONVS]
