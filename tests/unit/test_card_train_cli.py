@@ -13,6 +13,10 @@ import pytest
 
 from processors.card.training import train
 
+STAGE_KEYS = ("steps", "side", "lr", "seed", "frozen_convs", "cut_share", "blur_share",
+              "hard_share", "grey_share", "batch", "workers", "threads", "val_every")
+"""The options of a stage two recipes are compared on."""
+
 
 @pytest.fixture
 def stages(monkeypatch):
@@ -45,21 +49,17 @@ def test_three_stage_starts_with_two_stage_first_run(stages, tmp_path):
     train.main(["--recipe", "two_stage", "--out", str(tmp_path / "a.onnx")])
     train.main(["--recipe", "three_stage", "--out", str(tmp_path / "b.onnx")])
     two, three = stages[:2], stages[2:]
-    keys = ("steps", "side", "lr", "seed", "frozen_convs", "cut_share", "blur_share",
-            "hard_share", "grey_share", "batch", "workers", "threads", "val_every")
-    assert [getattr(three[0], k) for k in keys] == [getattr(two[0], k) for k in keys]
+    assert [getattr(three[0], k) for k in STAGE_KEYS] == [getattr(two[0], k) for k in STAGE_KEYS]
     assert [(s.steps, s.side, s.frozen_convs, s.lr) for s in three] == [
         (450, 224, 44, 1e-4), (130, 320, 44, 1e-4), (180, 320, 36, 5e-5)]
     assert [s.init for s in three[1:]] == [s.out for s in three[:-1]]
 
 
 def test_stage1d_frozen_is_run4_with_decoder_stage_1_frozen(stages, tmp_path):
-    keys = ("steps", "side", "lr", "seed", "frozen_convs", "cut_share", "blur_share",
-            "hard_share", "grey_share", "batch", "workers", "threads", "val_every")
     train.main(["--recipe", "run4", "--out", str(tmp_path / "a.onnx")])
     train.main(["--recipe", "stage1d_frozen", "--out", str(tmp_path / "b.onnx")])
     run4, frozen = stages[:4], stages[4:]
-    assert [[getattr(s, k) for k in keys] for s in frozen] == [[getattr(s, k) for k in keys]
+    assert [[getattr(s, k) for k in STAGE_KEYS] for s in frozen] == [[getattr(s, k) for k in STAGE_KEYS]
                                                                for s in run4]
     assert [s.freeze_stage1d for s in run4] == [False] * 4
     assert [s.freeze_stage1d for s in frozen] == [True] * 4

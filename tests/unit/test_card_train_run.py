@@ -58,13 +58,7 @@ def test_batch_must_split_evenly_between_the_workers(tmp_path):
 
 def _converted_convs():
     """The pinned u2netp as a PyTorch module and its ``(name, Conv2d)`` in graph order."""
-    import torch
-    from onnx2torch import convert
-
-    from processors.runtime import symbolic_batch
-
-    net = convert(onnx.load_from_string(symbolic_batch(model_path("u2netp").read_bytes())))
-    return net, [(n, m) for n, m in net.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    return train.to_torch(model_path("u2netp").read_bytes())
 
 
 def test_cut_stage1d_stops_every_gradient_through_decoder_stage_1():

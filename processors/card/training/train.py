@@ -313,6 +313,27 @@ def _train(a: argparse.Namespace) -> None:
         mp.spawn(_worker, args=(a, f"file://{tmp}/rendezvous"), nprocs=a.workers, join=True)
 
 
+def to_torch(model_bytes: bytes) -> tuple:
+    """An ONNX u2netp graph as a trainable PyTorch module (``onnx2torch``, batch axis made
+    symbolic) and its convolutions.
+
+    Args:
+        model_bytes: the serialised ONNX model (the pinned u2netp or a run of this script).
+
+    Returns:
+        ``(net, convs)``: the ``torch.nn.Module`` and its ``(name, Conv2d)`` in graph order
+        (119 for u2netp).
+    """
+    import onnx
+    import torch
+    from onnx2torch import convert
+
+    from processors.runtime import symbolic_batch
+
+    net = convert(onnx.load_from_string(symbolic_batch(model_bytes)))
+    return net, [(n, m) for n, m in net.named_modules() if isinstance(m, torch.nn.Conv2d)]
+
+
 def _cut_stage1d(convs: list) -> None:
     """Detach the input of decoder stage 1 (:data:`STAGE1D_CONVS`) so that no gradient flows
     into or through it: the stage stays a fixed full-resolution head, and only side output 1 and
@@ -345,14 +366,11 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
     Raises:
         RuntimeError: the ranks' weights differ at the end (they must stay equal).
     """
-    import onnx
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
-    from onnx2torch import convert
 
     from processors.models import manifest, model_path
-    from processors.runtime import symbolic_batch
 
     world = a.workers
     if rendezvous is not None:
@@ -366,8 +384,7 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
     base = base_path.read_bytes()
     assert hashlib.sha256(base).hexdigest() == manifest()["u2netp"]["sha256"]
     start = a.init.read_bytes() if a.init else base
-    net = convert(onnx.load_from_string(symbolic_batch(start)))
-    convs = [(n, m) for n, m in net.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    net, convs = to_torch(start)
     frozen = {n for n, _ in convs[:a.frozen_convs]}
     if a.freeze_stage1d:
         _cut_stage1d(convs)
