@@ -61,9 +61,19 @@ def test_stage1d_frozen_is_run4_with_decoder_stage_1_frozen(stages, tmp_path):
     run4, frozen = stages[:4], stages[4:]
     assert [[getattr(s, k) for k in STAGE_KEYS] for s in frozen] == [[getattr(s, k) for k in STAGE_KEYS]
                                                                for s in run4]
-    assert [s.freeze_stage1d for s in run4] == [False] * 4
-    assert [s.freeze_stage1d for s in frozen] == [True] * 4
+    assert [s.freeze_stage1d for s in run4] == [None] * 4
+    assert [s.freeze_stage1d for s in frozen] == ["all"] * 4
     assert [s.init for s in frozen[1:]] == [s.out for s in frozen[:-1]]
+
+
+def test_stage1d_late_trains_decoder_stage_1_in_the_last_run_only(stages, tmp_path):
+    train.main(["--recipe", "stage1d_frozen", "--out", str(tmp_path / "a.onnx")])
+    train.main(["--recipe", "stage1d_late", "--out", str(tmp_path / "b.onnx")])
+    frozen, late = stages[:4], stages[4:]
+    assert [[getattr(s, k) for k in STAGE_KEYS] for s in late] == [[getattr(s, k) for k in STAGE_KEYS]
+                                                             for s in frozen]
+    assert [s.freeze_stage1d for s in late] == ["all", "all", "all", "input"]
+    assert [s.init for s in late[1:]] == [s.out for s in late[:-1]]
 
 
 def test_steps_scale_shortens_every_stage(stages, tmp_path, capsys):
@@ -76,7 +86,8 @@ def test_steps_scale_shortens_every_stage(stages, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra", [["--steps", "10"], ["--lr", "1e-3"], ["--hard-share", "0.3"],
-                                   ["--freeze-stage1d"], ["--init", "x.onnx"]])
+                                   ["--freeze-stage1d"], ["--freeze-stage1d", "input"],
+                                   ["--init", "x.onnx"]])
 def test_recipe_refuses_options_it_sets_itself(stages, tmp_path, extra, capsys):
     with pytest.raises(SystemExit) as e:
         train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), *extra])

@@ -86,10 +86,13 @@ def test_cut_stage1d_refuses_another_layout():
         train._cut_stage1d(convs[:112])
 
 
-def test_freeze_stage1d_run_keeps_decoder_stage_1_pretrained(tmp_path):
+@pytest.mark.parametrize(("flag", "kept"), [([], list(train.STAGE1D_CONVS)),  # bare: all
+                                            (["all"], list(train.STAGE1D_CONVS)),
+                                            (["input"], [98])])
+def test_freeze_stage1d_run_keeps_decoder_stage_1_pretrained(tmp_path, flag, kept):
     out = tmp_path / "card.onnx"
     train.main(["--out", str(out), "--steps", "1", "--side", "64", "--batch", "2",
-                "--workers", "1", "--val-every", "1", "--freeze-stage1d"])
+                "--workers", "1", "--val-every", "1", "--freeze-stage1d", *flag])
     base, trained = _conv_weights(model_path("u2netp")), _conv_weights(out)
     moved = [k for k in range(119) if not np.array_equal(base[k], trained[k])]
-    assert moved == [k for k in range(44, 119) if k not in train.STAGE1D_CONVS]
+    assert moved == [k for k in range(44, 119) if k not in kept]

@@ -191,10 +191,18 @@ pretrained weights and out of the backward pass (``--freeze-stage1d``): 108.8 mi
 on 2 CPU cores (2 workers). Not shipped: 1146 of 1173 tuning-set cards above IoU 0.9 against run
 4's 1152, as ``three_stage`` (MODEL.md)."""
 
+STAGE1D_LATE_RECIPE: tuple[tuple[str, ...], ...] = (
+    *STAGE1D_FROZEN_RECIPE[:3], RUN4_RECIPE[3] + ("--freeze-stage1d", "input"))
+"""``stage1d_frozen``'s first three runs, then run 4's last run with decoder stage 1 trained too
+except its full-resolution input conv (``--freeze-stage1d input``: the stage's input stays
+detached, so the cut saves most of that run's backward pass still), so that the stage adapts to
+cards at the inference size."""
+
 RECIPES: dict[str, tuple[tuple[str, ...], ...]] = {"run4": RUN4_RECIPE,
                                                    "two_stage": TWO_STAGE_RECIPE,
                                                    "three_stage": THREE_STAGE_RECIPE,
-                                                   "stage1d_frozen": STAGE1D_FROZEN_RECIPE}
+                                                   "stage1d_frozen": STAGE1D_FROZEN_RECIPE,
+                                                   "stage1d_late": STAGE1D_LATE_RECIPE}
 """The named recipes of ``--recipe``; ``shipped`` is :data:`SHIPPED`."""
 
 SHIPPED = "run4"
@@ -272,10 +280,13 @@ def _parser() -> argparse.ArgumentParser:
                          "the pinned u2netp; L2-SP then pulls towards it")
     ap.add_argument("--frozen-convs", type=int, default=FROZEN_CONVS,
                     help="leading convolutions kept frozen (44: encoder stages 1-4; 36: 1-3)")
-    ap.add_argument("--freeze-stage1d", action="store_true",
-                    help="also keep decoder stage 1 (convs 98-111, full resolution) at its "
-                         "starting weights and cut it from the backward pass (its input is "
-                         "detached): about 40 %% less time a step")
+    ap.add_argument("--freeze-stage1d", nargs="?", const="all", choices=("all", "input"),
+                    default=None,
+                    help="cut decoder stage 1 (convs 98-111, full resolution) from the backward "
+                         "pass (its input is detached) and keep it at its starting weights: "
+                         "'all' (the default when given bare) the whole stage, about 40 %% less "
+                         "time a step; 'input' only its input conv 98, the other 13 convs learn "
+                         "(at 320 px, 4 images a worker: 8.2 s a step against 6.2 s for 'all')")
     ap.add_argument("--cut-share", type=float, default=0.0, help="share of cards cut by the frame")
     ap.add_argument("--blur-share", type=float, default=0.0, help="share of strongly blurred photos")
     ap.add_argument("--hard-share", type=float, default=0.0,
@@ -336,9 +347,11 @@ def to_torch(model_bytes: bytes) -> tuple:
 
 def _cut_stage1d(convs: list) -> None:
     """Detach the input of decoder stage 1 (:data:`STAGE1D_CONVS`) so that no gradient flows
-    into or through it: the stage stays a fixed full-resolution head, and only side output 1 and
-    the fusion conv learn from its output. Its backward pass (about 40 % of a step at 256 px,
-    batch 4: 4.1 s against 7.2 s measured) is skipped.
+    from it into the stages before. With the whole stage frozen (``--freeze-stage1d all``) it
+    stays a fixed full-resolution head, only side output 1 and the fusion conv learn from its
+    output, and its backward pass (about 40 % of a step at 256 px, batch 4: 4.1 s against 7.2 s
+    measured) is skipped; with only its input conv frozen (``input``) the backward pass stops at
+    that conv.
 
     Args:
         convs: ``(name, Conv2d)`` of the converted u2netp in graph order (119 convs).
@@ -388,7 +401,8 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
     frozen = {n for n, _ in convs[:a.frozen_convs]}
     if a.freeze_stage1d:
         _cut_stage1d(convs)
-        frozen |= {convs[k][0] for k in STAGE1D_CONVS}
+        kept = STAGE1D_CONVS if a.freeze_stage1d == "all" else STAGE1D_CONVS[:1]
+        frozen |= {convs[k][0] for k in kept}
     params, anchors = [], []
     for n, m in convs:
         for p in m.parameters():
