@@ -18,6 +18,19 @@ STAGE_KEYS = ("steps", "side", "lr", "seed", "frozen_convs", "cut_share", "blur_
 """The options of a stage two recipes are compared on."""
 
 
+def _options(stage) -> list:
+    """A stage's :data:`STAGE_KEYS` values."""
+    return [getattr(stage, k) for k in STAGE_KEYS]
+
+
+def _two_recipes(stages, tmp_path, first: str, second: str) -> tuple[list, list]:
+    """The recorded stages of ``--recipe first`` and of ``--recipe second``, run in that order."""
+    train.main(["--recipe", first, "--out", str(tmp_path / "a.onnx")])
+    n = len(stages)
+    train.main(["--recipe", second, "--out", str(tmp_path / "b.onnx")])
+    return stages[:n], stages[n:]
+
+
 @pytest.fixture
 def stages(monkeypatch):
     seen = []
@@ -46,32 +59,24 @@ def test_recipe_chains_the_four_shipped_runs(stages, tmp_path):
 def test_three_stage_starts_with_two_stage_first_run(stages, tmp_path):
     # MODEL.md's 112.9 min adds the two_stage run's first stage to this chain's stages 2-3:
     # valid only while both recipes give stage 1 the same options and seed
-    train.main(["--recipe", "two_stage", "--out", str(tmp_path / "a.onnx")])
-    train.main(["--recipe", "three_stage", "--out", str(tmp_path / "b.onnx")])
-    two, three = stages[:2], stages[2:]
-    assert [getattr(three[0], k) for k in STAGE_KEYS] == [getattr(two[0], k) for k in STAGE_KEYS]
+    two, three = _two_recipes(stages, tmp_path, "two_stage", "three_stage")
+    assert _options(three[0]) == _options(two[0])
     assert [(s.steps, s.side, s.frozen_convs, s.lr) for s in three] == [
         (450, 224, 44, 1e-4), (130, 320, 44, 1e-4), (180, 320, 36, 5e-5)]
     assert [s.init for s in three[1:]] == [s.out for s in three[:-1]]
 
 
 def test_stage1d_frozen_is_run4_with_decoder_stage_1_frozen(stages, tmp_path):
-    train.main(["--recipe", "run4", "--out", str(tmp_path / "a.onnx")])
-    train.main(["--recipe", "stage1d_frozen", "--out", str(tmp_path / "b.onnx")])
-    run4, frozen = stages[:4], stages[4:]
-    assert [[getattr(s, k) for k in STAGE_KEYS] for s in frozen] == [[getattr(s, k) for k in STAGE_KEYS]
-                                                               for s in run4]
+    run4, frozen = _two_recipes(stages, tmp_path, "run4", "stage1d_frozen")
+    assert [_options(s) for s in frozen] == [_options(s) for s in run4]
     assert [s.freeze_stage1d for s in run4] == [None] * 4
     assert [s.freeze_stage1d for s in frozen] == ["all"] * 4
     assert [s.init for s in frozen[1:]] == [s.out for s in frozen[:-1]]
 
 
 def test_stage1d_late_trains_decoder_stage_1_in_the_last_run_only(stages, tmp_path):
-    train.main(["--recipe", "stage1d_frozen", "--out", str(tmp_path / "a.onnx")])
-    train.main(["--recipe", "stage1d_late", "--out", str(tmp_path / "b.onnx")])
-    frozen, late = stages[:4], stages[4:]
-    assert [[getattr(s, k) for k in STAGE_KEYS] for s in late] == [[getattr(s, k) for k in STAGE_KEYS]
-                                                             for s in frozen]
+    frozen, late = _two_recipes(stages, tmp_path, "stage1d_frozen", "stage1d_late")
+    assert [_options(s) for s in late] == [_options(s) for s in frozen]
     assert [s.freeze_stage1d for s in late] == ["all", "all", "all", "input"]
     assert [s.init for s in late[1:]] == [s.out for s in late[:-1]]
 
