@@ -194,6 +194,30 @@ def _strip_saliency(m: np.ndarray, q: np.ndarray, i: int, line: np.ndarray,
     return float(vals.mean()) if vals.size else 0.0
 
 
+BAND_SIDES_MIN = 0.3
+"""A side also moves outwards over a strip the saliency missed (below ``OUTWARD_STRIP_MIN``: a
+header band or end stripe unlike the card's body) when both neighbouring sides run on straight
+across that strip to the farther edge: each neighbour's extension scores at least this share of
+the neighbour's own edge score, and half ``EDGE_REF`` (``geo6``; see MODEL.md)."""
+
+
+def _neighbours_continue(gx: np.ndarray, gy: np.ndarray, q: np.ndarray, lines: list[np.ndarray],
+                         sides: np.ndarray, frame: list[int | None], i: int,
+                         line: np.ndarray) -> bool:
+    """Whether both sides next to side ``i`` of ``q`` (working px; their lines ``lines``, edge
+    scores ``sides``) continue as straight edges from their corner with side ``i`` out to
+    ``line``, the farther edge side ``i`` would move to (:data:`BAND_SIDES_MIN`). False when a
+    neighbour lies on the frame or does not meet ``line``."""
+    for j, corner in ((i - 1) % 4, q[i]), ((i + 1) % 4, q[(i + 1) % 4]):
+        far = geo.intersect(lines[j], line)
+        if frame[j] is not None or far is None:
+            return False
+        ext = geo.segment_edge_score(gx, gy, corner, far)
+        if ext < BAND_SIDES_MIN * float(sides[j]) or ext < 0.5 * EDGE_REF:
+            return False
+    return True
+
+
 def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSettings,
                      gray: np.ndarray | None = None) -> Detection:
     """Turn one raw saliency map into a refined quad in source px (hypothesise and verify).
@@ -209,7 +233,8 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
        score``. The best one wins; its score is the confidence.
     3. The winner's sides search outwards (``refine_band_frac`` of the shorter side, e.g. a
        dark header band the saliency missed; only over a strip of mean saliency
-       ``OUTWARD_STRIP_MIN``), then :func:`geometry.refine_quad` fits sub-pixel
+       ``OUTWARD_STRIP_MIN``, or one both neighbouring sides run straight across,
+       ``BAND_SIDES_MIN``), then :func:`geometry.refine_quad` fits sub-pixel
        lines at full resolution.
 
     Args:
@@ -274,7 +299,9 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
                                           outermost=WIDE_GAIN)
         # a side moves out only to a straight edge about as strong as the near one
         keep = [wl if (ws >= WIDE_GAIN * ns and ws >= 0.5 * EDGE_REF
-                       and _strip_saliency(m, q, i, wl, (ww, wh)) >= OUTWARD_STRIP_MIN) else nl
+                       and (_strip_saliency(m, q, i, wl, (ww, wh)) >= OUTWARD_STRIP_MIN
+                            or _neighbours_continue(gx, gy, q, lines, sides, frame, i, wl)))
+                else nl
                 for i, (wl, ws, nl, ns) in enumerate(zip(wlines, wide, lines, sides, strict=True))]
         # the card may run on past the frame: a side within reach of a border, with salient
         # image all the way to it, moves onto that border (PARTIAL_CARD then reports it), even

@@ -326,6 +326,36 @@ def gradients(gray: np.ndarray, sigma: float = 1.0) -> tuple[np.ndarray, np.ndar
     return gx, gy
 
 
+def _normal_derivative(gx: np.ndarray, gy: np.ndarray, pts: np.ndarray,
+                       n: np.ndarray) -> np.ndarray:
+    """Directional derivative ``gx*n[0] + gy*n[1]`` bilinearly sampled at ``pts`` (``(..., 2)``
+    px; 0 outside the image), shape ``pts.shape[:-1]`` float32, grey levels per px."""
+    mx, my = pts[..., 0].astype(np.float32), pts[..., 1].astype(np.float32)
+    return (cv2.remap(gx, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * n[0]
+            + cv2.remap(gy, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * n[1])
+
+
+def segment_edge_score(gx: np.ndarray, gy: np.ndarray, a: np.ndarray, b: np.ndarray,
+                       samples: int = 16) -> float:
+    """How well the segment ``a`` -> ``b`` (px) lies on a straight edge: the absolute mean, over
+    ``samples`` points between 10 % and 90 % of it, of the derivative along its normal (grey
+    levels per px, as the side scores of :func:`side_search`). 0 for a degenerate segment.
+
+    Args:
+        gx, gy: ``(H, W) float32`` derivatives (see :func:`gradients`).
+        a, b: ``(2,)`` end points (px, same frame as ``gx``).
+        samples: probe points.
+    """
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    d = b - a
+    length = float(np.hypot(*d))
+    if length < 1e-9:
+        return 0.0
+    n = np.array([-d[1], d[0]]) / length
+    t = np.linspace(0.1, 0.9, samples)
+    return float(abs(_normal_derivative(gx, gy, a[None, :] + t[:, None] * d[None, :], n).mean()))
+
+
 def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: float,
                 reach_out: float, step: float = 1.0, samples: int = 40,
                 prior: float = 0.25, outermost: float | None = None,
@@ -368,9 +398,7 @@ def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: floa
             n = -n  # outward
         base = p[None, :] + t[:, None] * d[None, :]
         pts = base[:, None, :] + offs[None, :, None] * n  # (S, O, 2)
-        mx, my = pts[..., 0].astype(np.float32), pts[..., 1].astype(np.float32)
-        dn = (cv2.remap(gx, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * n[0]
-              + cv2.remap(gy, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * n[1])
+        dn = _normal_derivative(gx, gy, pts, n)
         # candidate (a, b) offsets at p and r -> offset index at each t (nearest sample)
         ia = np.arange(len(offs))
         idx = np.rint(ia[:, None, None] * (1 - t)[None, None, :]
@@ -383,7 +411,10 @@ def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: floa
             a, b = np.unravel_index(int(np.argmax(sc * pen)), sc.shape)
         else:
             # local maxima only (not the flanks of one edge), then the most outward strong one
-            peak = sc >= cv2.dilate(sc.astype(np.float32), np.ones((5, 5), np.uint8))
+            # compared in float32, the dilation's type: a float64 maximum above its float32
+            # rounding would not count as a peak
+            sc32 = sc.astype(np.float32)
+            peak = sc32 >= cv2.dilate(sc32, np.ones((5, 5), np.uint8))
             ok = peak & (sc >= outermost * sc.max())
             reach_of = (offs[:, None] + offs[None, :]) / 2.0
             a, b = np.unravel_index(int(np.argmax(np.where(ok, reach_of, -np.inf))), sc.shape)

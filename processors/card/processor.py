@@ -34,7 +34,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo5"
+POSTPROCESS_REVISION = "geo6"
 """Bumped whenever the geometric post-processing changes the outputs (part of the version)."""
 
 

@@ -1,9 +1,10 @@
 """``detect_from_mask`` on drawn photos with a drawn saliency map (no model): the outward search.
 
-The card is a light rectangle; along its top side lies a strip as wide as the card, with a
-straight edge on each side (a header band of the card, or something touching the card). The
-map gives the card 0.95, the background 0.02 and the strip a chosen saliency, so the only thing
-that decides whether the top side moves out over the strip is the strip's saliency.
+The card is a light rectangle; along its top side lies a strip with a straight edge on each
+side: as wide as the card, so that the card's left and right sides run on across it (a header
+band of the card), or inset from both ends (something touching the card: a hand, a saucer). The
+map gives the card 0.95, the background 0.02 and the strip a chosen saliency, so the strip's
+saliency and whether the card's sides run across it decide whether the top side moves out.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ def _rect(x0, y0, x1, y1):
     return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float64)
 
 
-def _photo_and_map(strip_saliency: float) -> tuple[np.ndarray, np.ndarray]:
+def _photo_and_map(strip_saliency: float, inset: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``(H, W, 3) uint8`` photo and ``(320, 320) float32`` map (raw values; min 0.02, max
-    0.95, so the normalised strip saliency is ``(s - 0.02) / 0.93``)."""
+    0.95, so the normalised strip saliency is ``(s - 0.02) / 0.93``); the strip is ``inset`` px
+    shorter than the card at each end."""
     x0, y0, x1, y1 = CARD
     img = np.full((H, W, 3), 40, np.uint8)
-    img[y0 - STRIP:y0, x0:x1] = 140  # the strip: edges of 100 and 90 grey levels
+    img[y0 - STRIP:y0, x0 + inset:x1 - inset] = 140  # the strip: edges of 100 and 90 grey levels
     img[y0:y1, x0:x1] = 230
     noise = np.random.default_rng(0).normal(0, 3, img.shape)
     img = np.clip(img + noise, 0, 255).astype(np.uint8)
@@ -44,15 +46,30 @@ def _photo_and_map(strip_saliency: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_top_side_does_not_move_over_a_dimly_salient_strip():
-    """A strip the map scores 0.29 (normalised) is something next to the card (a hand, a
-    saucer): the side stays on the card's own edge. Before ``geo5`` the gate was 0.25 and the
-    side moved onto the strip's far edge (IoU 0.83)."""
+    """A strip the map scores 0.29 (normalised), inset 30 px from both ends of the card, is
+    something next to the card (a hand, a saucer): the side stays on the card's own edge. Before
+    ``geo5`` the gate was 0.25 and the side moved onto the strip's far edge (IoU 0.83)."""
     assert detect.OUTWARD_STRIP_MIN == 0.5
-    img, raw = _photo_and_map(0.29)
+    img, raw = _photo_and_map(0.29, inset=30)
     det = detect_from_mask(img, raw, CardSettings())
     assert det.quad is not None
     assert quad_iou(det.quad, _rect(*CARD)) > 0.97
     assert abs(det.quad[:2, 1].mean() - CARD[1]) < 2.0  # the top side, px
+
+
+@pytest.mark.parametrize("band_sides_min", [detect.BAND_SIDES_MIN, float("inf")])
+def test_top_side_moves_over_a_dim_band_the_card_sides_run_across(band_sides_min, monkeypatch):
+    """The same dim strip as wide as the card (a header band the map missed: the card's left and
+    right sides run on across it) is taken into the card (``geo6``); without the rule
+    (``BAND_SIDES_MIN`` infinite, ``geo5``) the side stays on the band's inner edge."""
+    monkeypatch.setattr(detect, "BAND_SIDES_MIN", band_sides_min)
+    img, raw = _photo_and_map(0.29)
+    x0, y0, x1, y1 = CARD
+    det = detect_from_mask(img, raw, CardSettings())
+    assert det.quad is not None
+    top = y0 - STRIP if np.isfinite(band_sides_min) else y0
+    assert quad_iou(det.quad, _rect(x0, top, x1, y1)) > 0.97
+    assert abs(det.quad[:2, 1].mean() - top) < 2.0
 
 
 @pytest.mark.parametrize("strip_saliency", [0.6, 0.9])

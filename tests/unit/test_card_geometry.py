@@ -81,6 +81,40 @@ def test_side_search_snaps_to_a_step_edge():
     assert np.all(scores > 20)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_outermost_side_search_reaches_a_header_band(seed):
+    """A card whose header band the mask missed (band height, grey level and sensor noise drawn
+    from ``seed``): the top side's outward search (``outermost``) reaches the band's top edge and
+    the other sides stay. Before the peak test compared in float32, a float64 score above its
+    float32 dilation was no peak, and 11 of these 12 lost a side to the search's innermost line."""
+    rng = np.random.default_rng(seed)
+    band, level = int(rng.integers(18, 44)), float(rng.uniform(100.0, 150.0))
+    img = np.full((260, 320), 30.0, np.float32)
+    cv2.rectangle(img, (60, 90 - band), (260, 200), level, -1)
+    cv2.rectangle(img, (60, 90), (260, 200), 220.0, -1)
+    img += rng.normal(0.0, 3.0, img.shape).astype(np.float32)
+    body = np.array([[60.0, 90.0], [260.0, 90.0], [260.0, 200.0], [60.0, 200.0]])
+    gx, gy = geo.gradients(img, 1.0)
+    q, scores, _ = geo.side_search(gx, gy, body, 4, 60, 2.0, outermost=0.6)
+    assert q[:2, 1] == pytest.approx([90 - band - 0.5] * 2, abs=1.5)  # the band's top edge
+    assert np.max(np.abs(q[2:] - body[2:])) < 1.5
+    # a step of height H peaks at about H / sqrt(2 pi) / 1.25 per px after the smoothing
+    assert 0.25 * (level - 30.0) < scores[0] < 0.4 * (level - 30.0)
+    assert np.all(scores[1:] > 0.25 * (220.0 - 30.0))
+
+
+def test_segment_edge_score_on_and_off_a_straight_edge():
+    img = np.full((100, 100), 50.0, np.float32)
+    img[:, 40:] = 150.0  # a vertical step of 100 grey levels between x = 39 and 40
+    gx, gy = geo.gradients(img, 1.0)
+    on = geo.segment_edge_score(gx, gy, np.array([39.5, 10.0]), np.array([39.5, 90.0]))
+    assert 25.0 < on < 40.0  # 100 / sqrt(2 pi) / ~1.25 px after the smoothing
+    assert geo.segment_edge_score(gx, gy, np.array([39.5, 90.0]), np.array([39.5, 10.0])) == on
+    assert geo.segment_edge_score(gx, gy, np.array([20.0, 10.0]), np.array([20.0, 90.0])) < 0.01
+    assert geo.segment_edge_score(gx, gy, np.array([10.0, 39.5]), np.array([90.0, 39.5])) < 0.01
+    assert geo.segment_edge_score(gx, gy, np.array([5.0, 5.0]), np.array([5.0, 5.0])) == 0.0
+
+
 def test_canonical_sizes_iso_7810_at_300_dpi():
     assert canonical_size("id_card", 300) == (1011, 637)
     assert canonical_size("passport", 300) == (1476, 1039)
