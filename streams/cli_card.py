@@ -14,7 +14,8 @@ eval_app = typer.Typer(help="Evaluate a processor on a labelled image set.", no_
 
 
 _MODEL_HELP = ("ONNX file to use instead of the pinned card model (e.g. a new training run); "
-               "its version reads 'local'.")
+               "it is not checked against a SHA-256, and the processor's model version (not "
+               "printed here) reads card_u2netp-local.<post-processing revision>.")
 
 
 def _processor(device: str, batch: int, model: Path | None = None):
