@@ -329,7 +329,9 @@ def gradients(gray: np.ndarray, sigma: float = 1.0) -> tuple[np.ndarray, np.ndar
 def _normal_derivative(gx: np.ndarray, gy: np.ndarray, pts: np.ndarray,
                        n: np.ndarray) -> np.ndarray:
     """Directional derivative ``gx*n[0] + gy*n[1]`` bilinearly sampled at ``pts`` (``(..., 2)``
-    px; 0 outside the image), shape ``pts.shape[:-1]`` float32, grey levels per px."""
+    px; 0 outside the image), shape ``pts.shape[:-1]``, grey levels per px. float64: the float32
+    samples times ``n``'s float64 components (NumPy 2 promotion), which is why
+    :func:`side_search` compares its peaks in float32."""
     mx, my = pts[..., 0].astype(np.float32), pts[..., 1].astype(np.float32)
     return (cv2.remap(gx, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * n[0]
             + cv2.remap(gy, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * n[1])
