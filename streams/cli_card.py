@@ -49,7 +49,9 @@ def card(
     """Detect, rectify and judge cards in IMAGE files.
 
     Per image: ``{"file", "status", "reasons", "quad" (4 (x, y) corners TL, TR, BR, BL in source
-    px, or null), "confidence", "doc_type" (``id_card`` or ``passport`` for a card that was measured,
+    px, or null; the card's own corners: TL is the corner that became the rectified output's
+    top-left, so on a sideways or upside-down card it is not the image's top-left corner),
+    "confidence", "doc_type" (``id_card`` or ``passport`` for a card that was measured,
     also when it is then rejected as PARTIAL_CARD, BLURRY or GLARE; ``unknown`` for NO_CARD,
     CARD_TOO_SMALL, MULTIPLE_CARDS and files refused by decoding, as in the results topic),
     "rectified" (path written under --out, or null)}``. Files

@@ -81,6 +81,17 @@ def test_stage1d_late_trains_decoder_stage_1_in_the_last_run_only(stages, tmp_pa
     assert [s.init for s in late[1:]] == [s.out for s in late[:-1]]
 
 
+def test_stage1d_224_moves_the_256_px_runs_to_224_and_lengthens_the_320_px_runs(stages, tmp_path):
+    frozen, s224 = _two_recipes(stages, tmp_path, "stage1d_frozen", "stage1d_224")
+    changed = {"steps", "side"}
+    keep = [k for k in STAGE_KEYS if k not in changed]
+    assert [[getattr(s, k) for k in keep] for s in s224] == [[getattr(s, k) for k in keep]
+                                                             for s in frozen]
+    assert [(s.steps, s.side) for s in s224] == [(450, 224), (150, 224), (250, 320), (250, 320)]
+    assert [s.freeze_stage1d for s in s224] == ["all"] * 4
+    assert [s.init for s in s224[1:]] == [s.out for s in s224[:-1]]
+
+
 def test_steps_scale_shortens_every_stage(stages, tmp_path, capsys):
     train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), "--steps-scale", "0.005"])
     assert [s.steps for s in stages] == [2, 1, 1, 1]
