@@ -204,17 +204,25 @@ detached, so the cut saves most of that run's backward pass still), so that the 
 cards at the inference size: 112.7 min as one command. Not shipped: 1145 of 1173 tuning-set cards
 above IoU 0.9 against run 4's 1152 (MODEL.md)."""
 
-STAGE1D_224_RECIPE: tuple[tuple[str, ...], ...] = (
-    # run 4's two 256 px runs at 224 px (same steps, shares and seeds)
-    ("--steps", "450", "--side", "224", "--seed", "20261130", "--freeze-stage1d"),
-    ("--steps", "150", "--side", "224", "--cut-share", "0.2", "--blur-share", "0.2",
-     "--seed", "20261201", "--freeze-stage1d"),
-    # run 4's two 320 px runs with the time saved: 250 steps each instead of 200
-    ("--steps", "250", "--side", "320", "--cut-share", "0.1", "--blur-share", "0.1",
-     "--seed", "20261203", "--freeze-stage1d"),
-    ("--steps", "250", "--side", "320", "--lr", "5e-5", "--frozen-convs", "36",
-     "--cut-share", "0.1", "--blur-share", "0.1", "--seed", "20261205", "--freeze-stage1d"),
-)
+
+def _with_options(stage: tuple[str, ...], **options: str) -> tuple[str, ...]:
+    """``stage`` (a recipe's argument tuple) with each ``--name value`` of ``options`` set:
+    replaced where the stage has the flag, appended where it does not (e.g. ``steps="250"``)."""
+    args = list(stage)
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+    return tuple(args)
+
+
+STAGE1D_224_RECIPE: tuple[tuple[str, ...], ...] = tuple(
+    _with_options(stage, steps=steps, side=side)
+    for stage, (steps, side) in zip(STAGE1D_FROZEN_RECIPE, (("450", "224"), ("150", "224"),
+                                                            ("250", "320"), ("250", "320")),
+                                    strict=True))
 """``stage1d_frozen`` with its two frozen-encoder runs at 224 px instead of 256, and the time
 that saves given to the two runs at the inference size (250 + 250 steps instead of 200 + 200):
 112.5 min as one command on 2 CPU cores (2 workers). Not shipped: 1145 of 1173 tuning-set cards
