@@ -60,11 +60,13 @@ def runtime_for(base: RuntimeSettings, device: str, batch: int) -> RuntimeSettin
                                  param_hint="--device") from e
 
 
-def output_path(out_dir: Path, stem: str, tail: str, taken: set[Path]) -> Path:
-    """Where a processor command writes one output: ``out_dir/<stem>.<tail>``, or
-    ``<stem>-2.<tail>``, ``-3``... when an earlier output of the same command took that path (two
-    inputs of the same name from different folders must not overwrite each other). The path is
-    added to ``taken``."""
+def output_path(out_dir: Path, src: Path, tail: str, taken: set[Path]) -> Path:
+    """Where a processor command writes the output of input file ``src``:
+    ``out_dir/<stem>-<ext>.<tail>`` (``card.jpg`` → ``card-jpg.<tail>``: the source extension
+    keeps ``card.jpg`` and ``card.webp`` apart), or ``<stem>-<ext>-2.<tail>``, ``-3``... when an
+    earlier output of the same command took that path (two inputs of the same name from
+    different folders must not overwrite each other). The path is added to ``taken``."""
+    stem = f"{src.stem}{src.suffix.replace('.', '-')}"
     path, k = out_dir / f"{stem}.{tail}", 2
     while path in taken:
         path, k = out_dir / f"{stem}-{k}.{tail}", k + 1
@@ -100,6 +102,13 @@ def decode_files(files: list[Path], dec: DecodeSettings
         except OSError as e:
             refused[i] = ("OBJECT_NOT_FOUND", type(e).__name__)
     return decoded, refused
+
+
+def status_text(row: dict) -> str:
+    """The text-line head ``"FILE: STATUS[ REASON,REASON]"`` of a ``card``/``idphoto`` row
+    (no trailing space when there are no reasons)."""
+    reasons = f" {','.join(row['reasons'])}" if row["reasons"] else ""
+    return f"{row['file']}: {row['status']}{reasons}"
 
 
 def error_note(row: dict) -> str:

@@ -61,7 +61,7 @@ def card(
     status 1 when any image is not accepted (as ``cardstream idphoto``), else 0.
     """
     from processors.base import Item, process_in_chunks
-    from streams.cli import decode_files, error_note, make_out_dir, output_path
+    from streams.cli import decode_files, error_note, make_out_dir, output_path, status_text
 
     if out is not None:
         make_out_dir(out)
@@ -80,9 +80,7 @@ def card(
         written = None
         if out is not None and o.artifacts:
             a = o.artifacts[0]
-            # the source suffix keeps card.jpg and card.webp from writing the same file
-            p = output_path(out, f"{f.stem}{f.suffix.replace('.', '-')}", f"{a.name}.{a.ext}",
-                            taken)
+            p = output_path(out, f, f"{a.name}.{a.ext}", taken)
             p.write_bytes(a.data)
             written = str(p)
         rows[i] = {"file": str(f), "status": str(o.status), "reasons": [str(r) for r in o.reasons],
@@ -93,8 +91,7 @@ def card(
         if as_json:
             typer.echo(json.dumps(r))
         else:
-            typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])} "
-                       f"doc_type={r['doc_type']} conf={r['confidence']}"
+            typer.echo(f"{status_text(r)} doc_type={r['doc_type']} conf={r['confidence']}"
                        + (f" -> {r['rectified']}" if r["rectified"] else "") + error_note(r))
     if any(r["status"] != "accepted" for r in rows.values()):
         raise typer.Exit(1)

@@ -27,7 +27,8 @@ def idphoto(
         "--alpha-matting/--no-alpha-matting",
         help="Refine the matte edge (default: off for one_inch, on for larger sizes).")] = None,
     out: Annotated[Path | None, typer.Option(
-        help="Folder for the photos (<stem>.<size>.jpg); default: a new temporary folder.")
+        help="Folder for the photos (<stem>-<ext>.<size>.jpg, e.g. me-jpg.one_inch.jpg; "
+             "<stem>-<ext>-2... when two inputs share a name); default: a new temporary folder.")
     ] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="One JSON object per line (default: a short text line per image).")
@@ -47,7 +48,14 @@ def idphoto(
     from processors.base import Item, process_in_chunks
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
     from processors.idphoto.sizes import InvalidOptionError
-    from streams.cli import decode_files, error_note, make_out_dir, output_path, runtime_for
+    from streams.cli import (
+        decode_files,
+        error_note,
+        make_out_dir,
+        output_path,
+        runtime_for,
+        status_text,
+    )
     from streams.logs import configure_logging
     from streams.settings import load_settings
 
@@ -74,7 +82,7 @@ def idphoto(
         f = images[i]
         extra: dict[str, Any] = {"face_box": o.payload.get("face_box")}
         for a in o.artifacts:
-            path = output_path(out_dir, f.stem, f"{size}.{a.ext}", written)
+            path = output_path(out_dir, f, f"{size}.{a.ext}", written)
             path.write_bytes(a.data)
             extra.update(photo=str(path), width=a.width, height=a.height)
         rows[i] = _row(f, str(o.status), [str(r) for r in o.reasons], **extra)
@@ -85,7 +93,7 @@ def idphoto(
             typer.echo(json.dumps(r))
         else:
             tail = f" -> {r['photo']} ({r['width']}x{r['height']})" if r["photo"] else ""
-            typer.echo(f"{r['file']}: {r['status']} {','.join(r['reasons'])}{tail}{error_note(r)}")
+            typer.echo(f"{status_text(r)}{tail}{error_note(r)}")
     if any(r["status"] != "accepted" for r in rows.values()):
         raise typer.Exit(1)
 

@@ -59,7 +59,9 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
     alone = CliRunner().invoke(app, ["card", "--json", str(img), str(tmp_path / "missing.jpg")])
     missing = json.loads(alone.output.strip().splitlines()[-1])
     assert alone.exit_code == 1 and (missing["status"], missing["reasons"]) == ("rejected", ["OBJECT_NOT_FOUND"])
-    assert CliRunner().invoke(app, ["card", str(img)]).exit_code == 0  # all accepted
+    ok = CliRunner().invoke(app, ["card", str(img)])
+    assert ok.exit_code == 0  # all accepted
+    assert ok.output.startswith(f"{img}: accepted doc_type=id_card conf=")  # no reasons, one space
 
 
 def test_eval_card_prints_per_kind_summary(app, tmp_path):

@@ -31,8 +31,8 @@ def test_idphoto_cli_json_lines(tmp_path) -> None:
     assert [r["file"] for r in rows] == [str(portrait), str(text), str(portrait)]
     ok, bad, again = rows
     assert again["status"] == "accepted" and again["photo"] != ok["photo"]  # no overwrite
-    assert sorted(p.name for p in out.iterdir()) == ["astro-2.cn_passport.jpg",
-                                                      "astro.cn_passport.jpg"]
+    assert sorted(p.name for p in out.iterdir()) == ["astro-png-2.cn_passport.jpg",
+                                                      "astro-png.cn_passport.jpg"]
     assert set(ok) >= {"file", "status", "reasons", "photo", "width", "height", "face_box"}
     assert ok["status"] == "accepted" and (ok["width"], ok["height"]) == (390, 567)
     assert len(ok["face_box"]) == 4
