@@ -92,6 +92,17 @@ def test_stage1d_224_moves_the_256_px_runs_to_224_and_lengthens_the_320_px_runs(
     assert [s.init for s in s224[1:]] == [s.out for s in s224[:-1]]
 
 
+def test_stage1d_long_lengthens_only_the_last_run(stages, tmp_path):
+    # its first three runs must stay stage1d_frozen's: their files were reused bit for bit
+    frozen, long_ = _two_recipes(stages, tmp_path, "stage1d_frozen", "stage1d_long")
+    assert [_options(s) for s in long_[:3]] == [_options(s) for s in frozen[:3]]
+    keep = [k for k in STAGE_KEYS if k != "steps"]
+    assert [getattr(long_[3], k) for k in keep] == [getattr(frozen[3], k) for k in keep]
+    assert [s.steps for s in long_] == [450, 150, 200, 250]
+    assert [s.freeze_stage1d for s in long_] == ["all"] * 4
+    assert [s.init for s in long_[1:]] == [s.out for s in long_[:-1]]
+
+
 def test_steps_scale_shortens_every_stage(stages, tmp_path, capsys):
     train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), "--steps-scale", "0.005"])
     assert [s.steps for s in stages] == [2, 1, 1, 1]
