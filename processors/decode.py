@@ -165,9 +165,11 @@ def _open_checked(data: bytes, fmt: str, settings: DecodeSettings) -> Image.Imag
     try:
         im = Image.open(io.BytesIO(data), formats=_PIL_FORMATS[fmt])
     except Image.DecompressionBombError as exc:  # Pillow's second-line limit (module docstring)
-        # Pillow's message names its own limit; say ours too, the one a user can set
+        # say it as the check below does, with our limit (the one a user can set), not Pillow's
+        n = re.search(r"Image size \((\d+) pixels\)", str(exc))
+        declares = f"declares {n.group(1)} px" if n else f"too large for Pillow ({exc})"
         raise DecodeError(ReasonCode.IMAGE_TOO_LARGE,
-                          f"{fmt} header: {exc} (max_pixels {settings.max_pixels})") from None
+                          f"{fmt} header {declares} > max_pixels {settings.max_pixels}") from None
     except Exception as exc:  # noqa: BLE001 - any header parser failure is a corrupt file
         raise DecodeError(
             ReasonCode.CORRUPT_IMAGE, f"{fmt} header unreadable: {type(exc).__name__}"

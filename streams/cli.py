@@ -5,8 +5,9 @@ Each command group lives in its own module and registers itself here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
 
     from processors.decode import DecodeSettings
     from processors.runtime import RuntimeSettings
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="cardstream",
@@ -60,6 +63,24 @@ def runtime_for(base: RuntimeSettings, device: str, batch: int) -> RuntimeSettin
                                  param_hint="--device") from e
 
 
+def build_processor(build: Callable[[], T], param_hint: str | None = None) -> T:
+    """``build()`` (a processor's constructor: model file, ONNX Runtime session, warm-up) with
+    its set-up errors turned into a usage error, so that ``card`` and ``idphoto`` answer a
+    missing or bad model file, or ``--device cuda`` without CUDA, the same way.
+
+    Raises:
+        typer.BadParameter: ``build`` raised ``ProcessorError`` (``ModelError``,
+            ``ProviderError``...) or ``ValueError`` (exit 2, the message on one line, no
+            traceback); ``param_hint`` names the option to blame (e.g. ``--model``).
+    """
+    from processors.errors import ProcessorError
+
+    try:
+        return build()
+    except (ValueError, ProcessorError) as e:
+        raise typer.BadParameter(" ".join(str(e).split()), param_hint=param_hint) from e
+
+
 def output_path(out_dir: Path, src: Path, tail: str, taken: set[Path]) -> Path:
     """Where a processor command writes the output of input file ``src``:
     ``out_dir/<stem>-<ext>.<tail>`` (``card.jpg`` → ``card-jpg.<tail>``: the source extension
@@ -87,7 +108,8 @@ def decode_files(files: list[Path], dec: DecodeSettings
         refused index ``(reason code, error)``: the decoding reason (``UNSUPPORTED_FORMAT``,
         ``CORRUPT_IMAGE``...) with the decoder's message (e.g. ``empty input (0 bytes); ...``),
         or ``OBJECT_NOT_FOUND`` for a file that cannot be read, as the stream says for a missing
-        claim-check object, with the ``OSError`` class name.
+        claim-check object, with the ``OSError`` class name (``not a regular file`` for a
+        folder, FIFO or device, which is not opened).
     """
     from processors.decode import decode_image
     from processors.errors import DecodeError
@@ -95,6 +117,9 @@ def decode_files(files: list[Path], dec: DecodeSettings
     decoded: list[tuple[int, np.ndarray]] = []
     refused: dict[int, tuple[str, str]] = {}
     for i, f in enumerate(files):
+        if f.exists() and not f.is_file():  # a folder, FIFO or device: reading may never end
+            refused[i] = ("OBJECT_NOT_FOUND", "not a regular file")
+            continue
         try:
             decoded.append((i, decode_image(f.read_bytes(), dec)))
         except DecodeError as e:

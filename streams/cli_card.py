@@ -20,17 +20,13 @@ _MODEL_HELP = ("ONNX file to use instead of the pinned card model (e.g. a new tr
 
 def _processor(device: str, batch: int, model: Path | None = None):
     from processors.card import CardProcessor
-    from processors.errors import ProcessorError
-    from streams.cli import runtime_for
+    from streams.cli import build_processor, runtime_for
     from streams.settings import load_settings
 
     s = load_settings()
     rt = runtime_for(s.runtime, device, batch)
-    try:
-        return CardProcessor(s.card, rt, model_file=model), s
-    except (ValueError, ProcessorError) as e:
-        raise typer.BadParameter(" ".join(str(e).split()),
-                                 param_hint="--model" if model is not None else None) from e
+    return build_processor(lambda: CardProcessor(s.card, rt, model_file=model),
+                           "--model" if model is not None else None), s
 
 
 def card(
@@ -91,7 +87,8 @@ def card(
         if as_json:
             typer.echo(json.dumps(r))
         else:
-            typer.echo(f"{status_text(r)} doc_type={r['doc_type']} conf={r['confidence']}"
+            typer.echo(f"{status_text(r)} doc_type={r['doc_type']} "
+                       f"conf={'-' if r['confidence'] is None else r['confidence']}"
                        + (f" -> {r['rectified']}" if r["rectified"] else "") + error_note(r))
     if any(r["status"] != "accepted" for r in rows.values()):
         raise typer.Exit(1)

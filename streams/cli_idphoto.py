@@ -49,6 +49,7 @@ def idphoto(
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
     from processors.idphoto.sizes import InvalidOptionError
     from streams.cli import (
+        build_processor,
         decode_files,
         error_note,
         make_out_dir,
@@ -66,10 +67,12 @@ def idphoto(
         parse_options(options, s.idphoto)
     except InvalidOptionError as e:
         raise typer.BadParameter(str(e)) from e
-    out_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="cardstream-idphoto-"))
-    make_out_dir(out_dir)
     rt = runtime_for(s.runtime, device, batch)
-    proc = IdPhotoProcessor(s.idphoto, rt)
+    if out is not None:
+        make_out_dir(out)  # a bad --out is refused before the model loads
+    proc = build_processor(lambda: IdPhotoProcessor(s.idphoto, rt))
+    # the temporary folder only once the options and the processor are good
+    out_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="cardstream-idphoto-"))
 
     decoded, refused = decode_files(images, s.decode)
     rows: dict[int, dict[str, Any]] = {

@@ -190,3 +190,40 @@ def test_bad_device_or_batch_is_a_usage_error_naming_the_choices(app, tmp_path, 
     assert r.exit_code == 2, r.output
     assert says in r.output and "pydantic.dev" not in r.output
     assert f"Invalid value for {bad[0]}" in r.output  # the option is named
+
+
+@pytest.mark.parametrize("command", ["card", "idphoto"])
+def test_cuda_without_cuda_is_a_usage_error_and_leaves_no_folder(app, tmp_path, monkeypatch,
+                                                                 command):
+    import tempfile
+
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("CUDA is available here: --device cuda is not an error")
+    img = tmp_path / "any.jpg"
+    cv2.imwrite(str(img), np.full((64, 64, 3), 128, np.uint8))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # where idphoto's default --out goes
+    r = CliRunner().invoke(app, [command, "--device", "cuda", str(img)], env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert "device=cuda requested" in r.output and "Traceback" not in r.output
+    assert list(tmp.iterdir()) == []  # no empty output folder from a run that never started
+
+
+@pytest.mark.parametrize("command", ["card", "idphoto"])
+def test_a_fifo_or_folder_is_refused_without_being_read(app, tmp_path, command):
+    import os
+
+    fifo, folder = tmp_path / "pipe.jpg", tmp_path / "dir.jpg"
+    os.mkfifo(fifo)  # reading it would block for ever: no writer
+    folder.mkdir()
+    r = CliRunner().invoke(app, [command, "--json", str(fifo), str(folder)])
+    assert r.exit_code == 1, r.output
+    rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
+    assert [(x["reasons"], x["error"]) for x in rows] == [(["OBJECT_NOT_FOUND"],
+                                                          "not a regular file")] * 2
+    text = CliRunner().invoke(app, ["card", str(folder)])
+    assert text.output == f"{folder}: rejected OBJECT_NOT_FOUND doc_type=unknown conf=- " \
+                          "(not a regular file)\n"
