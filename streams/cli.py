@@ -5,6 +5,8 @@ Each command group lives in its own module and registers itself here.
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -154,6 +156,26 @@ def _register() -> None:
                 raise
             continue
         m.register(app)
+    _reflow_help(app)
+
+
+def terminal_help(doc: str) -> str:
+    """A command's docstring as ``--help`` text: paragraphs (blank-line separated) kept, the
+    source's hard line breaks inside a paragraph joined with a space, and reST inline literals
+    (double backticks) shown bare, so the terminal, not the source, decides the wrapping."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(re.sub(r"``(.+?)``", r"\1", " ".join(p.split())) for p in paragraphs)
+
+
+def _reflow_help(group: typer.Typer) -> None:
+    """Give every command of ``group`` and of its sub-groups :func:`terminal_help` of its
+    docstring as help (typer keeps single line breaks after the first paragraph)."""
+    for cmd in group.registered_commands:
+        doc = cmd.help or (cmd.callback.__doc__ if cmd.callback else None)
+        if doc:
+            cmd.help = terminal_help(doc)
+    for sub in group.registered_groups:
+        _reflow_help(sub.typer_instance)
 
 
 _register()

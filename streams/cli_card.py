@@ -15,7 +15,7 @@ eval_app = typer.Typer(help="Evaluate a processor on a labelled image set.", no_
 
 _MODEL_HELP = ("ONNX file to use instead of the pinned card model (e.g. a new training run); "
                "it is not checked against a SHA-256, and the processor's model version (not "
-               "printed here) reads card_u2netp-local.<post-processing revision>.")
+               "printed here) is card_u2netp-local.REV, REV being the post-processing revision.")
 
 
 def _processor(device: str, batch: int, model: Path | None = None):
