@@ -96,3 +96,23 @@ def test_freeze_stage1d_run_keeps_decoder_stage_1_pretrained(tmp_path, flag, kep
     base, trained = _conv_weights(model_path("u2netp")), _conv_weights(out)
     moved = [k for k in range(119) if not np.array_equal(base[k], trained[k])]
     assert moved == [k for k in range(44, 119) if k not in kept]
+
+
+def test_channels_last_trains_the_same_model_as_contiguous_up_to_float_rounding(tmp_path):
+    weights = {}
+    for fmt in ("contiguous", "channels_last"):
+        out = tmp_path / f"{fmt}.onnx"
+        train.main(["--out", str(out), "--steps", "2", "--side", "64", "--batch", "2",
+                    "--workers", "1", "--threads", "1", "--val-every", "2",
+                    "--memory-format", fmt])
+        weights[fmt] = _conv_weights(out)
+    base = np.concatenate([w.ravel() for w in _conv_weights(model_path("u2netp"))])
+    cont, last = (np.concatenate([w.ravel() for w in weights[f]])
+                  for f in ("contiguous", "channels_last"))
+    # the ONNX file holds the weights in (O, I, kH, kW) order either way, and the two layouts
+    # differ only by float rounding: far less than what the two Adam steps moved the weights
+    # (Adam's first steps are about +-lr per weight, so a weight whose gradient is near 0 may
+    # flip sign between them: compared as whole-vector L2 norms, not weight by weight)
+    moved = float(np.linalg.norm(cont - base))
+    assert moved > 1e-3
+    assert float(np.linalg.norm(cont - last)) < moved / 10

@@ -286,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
         last = k == len(recipe)
         out = a.out if last else a.out.with_name(f"{a.out.stem}.stage{k}.onnx")
         args = list(stage) + ["--out", str(out), "--threads", str(a.threads),
-                              "--workers", str(a.workers), "--val-every", str(a.val_every)]
+                              "--workers", str(a.workers), "--val-every", str(a.val_every),
+                              "--memory-format", a.memory_format]
         if prev is not None:
             args += ["--init", str(prev)]
         if a.log is not None:
@@ -316,6 +317,12 @@ def _parser() -> argparse.ArgumentParser:
                          "(2 on 2 cores: 1.4x one process with 2 threads)")
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads per worker")
     ap.add_argument("--val-every", type=int, default=100, help="validate every N steps")
+    ap.add_argument("--memory-format", choices=("channels_last", "contiguous"),
+                    default="channels_last",
+                    help="layout of the net's weights and inputs (NHWC or NCHW): the same model "
+                         "up to float rounding; channels_last takes a step of 4 images at 320 px "
+                         "(encoder stage 4 trained) in 6.9 s on one core against 9.3 s, 4.5 against "
+                         "5.5 s at 256 px (frozen encoder). Runs up to 2026-12-02 were contiguous")
     ap.add_argument("--log", type=Path, default=None, help="JSON-lines training log")
     ap.add_argument("--init", type=Path, default=None,
                     help="start from this ONNX file (same graph; e.g. a previous run) instead of "
@@ -440,6 +447,8 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
     assert hashlib.sha256(base).hexdigest() == manifest()["u2netp"]["sha256"]
     start = a.init.read_bytes() if a.init else base
     net, convs = to_torch(start)
+    fmt = torch.channels_last if a.memory_format == "channels_last" else torch.contiguous_format
+    net = net.to(memory_format=fmt)
     frozen = {n for n, _ in convs[:a.frozen_convs]}
     if a.freeze_stage1d:
         _cut_stage1d(convs)
@@ -467,8 +476,9 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
     def validate(step: int, loss: float, t0: float) -> None:
         net.eval()
         with torch.no_grad():
-            pred = np.concatenate([net(torch.from_numpy(vx[i:i + 8]))[0].numpy()
-                                   for i in range(0, len(vx), 8)])
+            pred = np.concatenate([
+                net(torch.from_numpy(vx[i:i + 8]).contiguous(memory_format=fmt))[0].numpy()
+                for i in range(0, len(vx), 8)])
         iou = float(reduce_sum(torch.tensor([mask_iou(pred, vy) * len(vx)], dtype=torch.float64))
                     [0]) / VAL_IMAGES
         rec = {"step": step, "loss": None if math.isnan(loss) else round(loss, 4),
@@ -487,7 +497,7 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
     for step in range(1, a.steps + 1):
         x, y = draw_batch(rng, a.batch // world, a.side, a.cut_share, a.blur_share, a.hard_share,
                           a.grey_share)
-        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+        xt, yt = torch.from_numpy(x).contiguous(memory_format=fmt), torch.from_numpy(y)
         outs = net(xt)
         loss = sum(F.binary_cross_entropy(o.clamp(1e-6, 1 - 1e-6), yt) for o in outs)
         reg = sum(((p - p0) ** 2).sum() for p, p0 in zip(params, anchors, strict=True))
