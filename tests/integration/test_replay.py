@@ -38,7 +38,7 @@ def test_replay_window_reproduces_verdicts(settings: Settings, tmp_path: Path) -
     time.sleep(1.5)
     late = prod.produce_files(files, "card", count=5)
     w = Worker(settings, _procs(), Storage(settings.s3))
-    th = threading.Thread(target=w.run, kwargs={"idle_exit_s": 4.0}, daemon=True)
+    th = threading.Thread(target=w.run, daemon=True)  # until w.stop() below
     th.start()
     assert len(results(settings, 25, timeout_s=60)) == 25
     assert len(dead_letters(settings, 2, timeout_s=30)) == 2
