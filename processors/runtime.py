@@ -71,10 +71,20 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def verify_sha256(path: Path, expected: str) -> None:
-    """Raise :class:`ModelError` unless ``path`` exists and hashes to ``expected`` (hex)."""
+def require_file(path: Path, hint: str = "") -> None:
+    """Raise :class:`ModelError` unless ``path`` is a regular file: ``model file missing`` (with
+    ``hint``, e.g. `` (run `make models`)``) when nothing is there, ``not a regular file`` for a
+    folder, FIFO or device."""
+    if not path.exists():
+        raise ModelError(f"model file missing: {path}{hint}")
     if not path.is_file():
-        raise ModelError(f"model file missing: {path} (run `make models`)")
+        raise ModelError(f"cannot load {path}: not a regular file")
+
+
+def verify_sha256(path: Path, expected: str) -> None:
+    """Raise :class:`ModelError` unless ``path`` is a regular file that hashes to ``expected``
+    (hex)."""
+    require_file(path, " (run `make models`)")
     got = sha256_file(path)
     if got != expected:
         raise ModelError(f"model file {path} has sha256 {got}, expected {expected}")
@@ -152,11 +162,13 @@ class BatchedModel:
         path = Path(path)
         if sha256 is not None:
             verify_sha256(path, sha256)
-        elif not path.is_file():
-            raise ModelError(f"model file missing: {path}")
+        else:
+            require_file(path)
         self.name = name
         self.settings = settings
         data = path.read_bytes()
+        if not data:
+            raise ModelError(f"cannot load {path}: empty file (0 bytes)")
         if make_batch_symbolic:
             try:
                 data = symbolic_batch(data)

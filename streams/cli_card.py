@@ -13,9 +13,8 @@ from schemas.models import DocTypeHint
 eval_app = typer.Typer(help="Evaluate a processor on a labelled image set.", no_args_is_help=True)
 
 
-_MODEL_HELP = ("ONNX file to use instead of the pinned card model (e.g. a new training run); "
-               "it is not checked against a SHA-256, and the processor's model version (not "
-               "printed here) is card_u2netp-local.REV, REV being the post-processing revision.")
+_MODEL_HELP = ("ONNX file to use instead of the pinned card model, e.g. the output of a new "
+               "training run (not checked against a SHA-256).")
 
 
 def _processor(device: str, batch: int, model: Path | None = None):
@@ -51,10 +50,11 @@ def card(
     also when it is then rejected as PARTIAL_CARD, BLURRY or GLARE; ``unknown`` for NO_CARD,
     CARD_TOO_SMALL, MULTIPLE_CARDS and files refused by decoding, as in the results topic),
     "rectified" (path written under --out, or null)}``. Files
-    refused by safe decoding are ``rejected`` with the decoding reason, files that cannot be read
-    ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream); both
-    rows also carry ``"error"`` (the decoder's message, or the ``OSError`` class name). Exit
-    status 1 when any image is not accepted (as ``cardstream idphoto``), else 0.
+    refused by safe decoding are ``rejected`` with the decoding reason, and files that cannot be
+    read are ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream);
+    both rows also carry ``"error"`` (the decoder's message, or the ``OSError`` class name).
+    Exit status 0 when every image is accepted, 1 otherwise, 2 for bad options (as
+    ``cardstream idphoto``).
     """
     from processors.base import Item, process_in_chunks
     from streams.cli import decode_files, error_note, make_out_dir, output_path, status_text

@@ -40,7 +40,7 @@ def idphoto(
 
     Per image: ``{"file", "status", "reasons", "photo" (path of the JPEG, or null),
     "width", "height" (px), "face_box" (x, y, w, h in source px, or null)}``. Files refused by
-    safe decoding are ``rejected`` with the decoding reason, files that cannot be read
+    safe decoding are ``rejected`` with the decoding reason, and files that cannot be read are
     ``rejected`` with OBJECT_NOT_FOUND; both rows also carry ``"error"`` (the decoder's
     message, or the ``OSError`` class name). Exit status 0 when every image is accepted,
     1 otherwise, 2 for bad options.

@@ -93,6 +93,20 @@ def test_sha256_pin_and_missing_file(tmp_path: Path) -> None:
         BatchedModel(tmp_path / "nope.onnx", "0" * 64, RuntimeSettings(device="cpu"), "t")
 
 
+@pytest.mark.parametrize("sha", [None, "0" * 64], ids=["unpinned", "pinned"])
+def test_a_folder_or_an_empty_file_is_named_as_such(tmp_path: Path, sha: str | None) -> None:
+    """A user's ``--model`` that is a folder or a 0-byte file gets one plain line, not
+    "missing" and not ONNX Runtime's internal message."""
+    folder, empty = tmp_path / "dir.onnx", tmp_path / "empty.onnx"
+    folder.mkdir()
+    empty.write_bytes(b"")
+    with pytest.raises(ModelError, match=r"^cannot load .*dir\.onnx: not a regular file$"):
+        BatchedModel(folder, sha, RuntimeSettings(device="cpu"), "t")
+    expect = "sha256" if sha else r"^cannot load .*empty\.onnx: empty file \(0 bytes\)$"
+    with pytest.raises(ModelError, match=expect):
+        BatchedModel(empty, sha, RuntimeSettings(device="cpu"), "t")
+
+
 def test_cuda_requested_without_cuda_fails_loudly(tmp_path: Path) -> None:
     import onnxruntime as ort
 
