@@ -60,7 +60,7 @@ from schemas.models import (
     VerificationResult,
 )
 from schemas.reasons import DeadLetterCode, ReasonCode, Status
-from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError
+from streams.errors import ObjectNotFound, ObjectTooLarge, RewindError, StorageError
 from streams.health import Health
 from streams.kafka import consumer as make_consumer
 from streams.kafka import transactional_producer
@@ -163,6 +163,9 @@ class Worker:
         self._compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
         self._stop = threading.Event()
         self._revoked: set[tuple[str, int]] = set()
+        # partition -> [offset it was rewound to, seeks redone, monotonic time of the last seek]:
+        # until the first event after the rewind has that offset (see _admit)
+        self._rewound: dict[tuple[str, int], list[float]] = {}
         self._paused = False
         self._carry: list[Message] = []
         self._last_lag = 0.0
@@ -200,6 +203,7 @@ class Worker:
     def _on_revoke(self, c: Any, parts: list[TopicPartition]) -> None:
         for tp in parts:
             self._revoked.add((tp.topic, tp.partition))
+            self._rewound.pop((tp.topic, tp.partition), None)
         self._carry = [m for m in self._carry if (m.topic(), m.partition()) not in self._revoked]
         log.info("partitions_revoked", partitions=[tp.partition for tp in parts])
 
@@ -286,7 +290,7 @@ class Worker:
             wait_s = w.max_wait_ms / 1000.0
             if msgs:
                 wait_s = max(0.0, wait_s - (time.monotonic() - since))
-            got = self.consumer.consume(w.max_batch - len(msgs), wait_s)
+            got = self._admit(self.consumer.consume(w.max_batch - len(msgs), wait_s))
             self._observe_fetch(got)
             msgs += got
         if msgs:
@@ -421,7 +425,7 @@ class Worker:
         w = self.s.worker
         msgs, _ = self._take_carry()
         if len(msgs) < w.max_batch:
-            got = self.consumer.consume(w.max_batch - len(msgs), 0)
+            got = self._admit(self.consumer.consume(w.max_batch - len(msgs), 0))
             self._observe_fetch(got)
             msgs += got
         return self._usable(msgs)
@@ -459,7 +463,7 @@ class Worker:
             self._pause()
         m = self.consumer.poll(timeout_s)
         while m is not None:
-            if m.error() is None:
+            if m.error() is None and self._admit([m]):
                 self._observe_fetch([m])
                 if not self._carry:
                     self._carry_since = time.monotonic()
@@ -501,6 +505,50 @@ class Worker:
                 self.consumer.seek(TopicPartition(t, p, off))
             except KafkaException as e:
                 log.warning("seek_failed", partition=p, error=str(e))
+            self._rewound[(t, p)] = [off, 0, time.monotonic()]
+
+    def _admit(self, msgs: list[Message], max_reseeks: int = 5,
+               reseek_after_s: float = 0.5) -> list[Message]:
+        """``msgs`` as fetched, less the events of a rewound partition that do not follow the
+        rewind. After :meth:`_rewind` seeks partition P back to offset X, the first event of P
+        must be X (an event this worker read before, so it exists). librdkafka's ``seek`` is
+        asynchronous and may not be applied (its errors are not reported; librdkafka #2256 and
+        confluent-kafka-python #1270: "check that the received offset is the expected one, else
+        seek again"); seen here with the cores loaded: after a fenced transaction the worker went
+        on past one rewound event, and the next commit would have skipped it for good. So: an
+        event of P at X clears the check; one before X is dropped (already committed); one after
+        X is dropped, and P is seeked to X again (metric ``cardstream_reseeks``) when its last
+        seek is ``reseek_after_s`` old (events already fetched before a seek may still come).
+
+        Raises:
+            RewindError: P still came back past X after ``max_reseeks`` more seeks; the worker
+                stops with nothing past X committed, so a restart resumes at X.
+        """
+        if not self._rewound:
+            return msgs
+        out, dropped = [], set()
+        for m in msgs:
+            k = (m.topic(), m.partition())
+            want = self._rewound.get(k)
+            if m.error() is not None or want is None:
+                out.append(m)
+            elif m.offset() == want[0]:
+                del self._rewound[k]
+                out.append(m)
+            elif (m.offset() > want[0] and k not in dropped
+                  and time.monotonic() - want[2] >= reseek_after_s):
+                dropped.add(k)
+                off = int(want[0])
+                if want[1] >= max_reseeks:
+                    raise RewindError(f"partition {k[1]} came back at offset {m.offset()}, not "
+                                      f"at the rewound offset {off}, after {max_reseeks} seeks")
+                want[1] += 1
+                want[2] = time.monotonic()
+                self.metrics.reseeks.inc()
+                log.warning("seek_not_applied", partition=k[1], offset=off, got=m.offset(),
+                            reseeks=int(want[1]))
+                self.consumer.seek(TopicPartition(k[0], k[1], off))
+        return out
 
     # --- compute side (runs on the batch thread) -------------------------------------------
     def _compute_batch(self, msgs: list[Message]) -> _Computed:

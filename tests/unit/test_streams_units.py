@@ -162,3 +162,70 @@ def test_worker_port_in_use_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch)
     assert r.exit_code == 2, r.output
     assert f"cannot serve /ready, /live, /metrics on port {port}" in r.output
     assert "Traceback" not in r.output and isinstance(r.exception, SystemExit)
+
+
+class _Msg:
+    """A consumed event as the worker sees it (confluent-kafka ``Message``'s accessors)."""
+
+    def __init__(self, partition: int, offset: int) -> None:
+        self._p, self._o = partition, offset
+
+    def topic(self) -> str:
+        return "uploads"
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def error(self) -> None:
+        return None
+
+
+class _SeekLog:
+    """Records ``seek`` calls; the seek is never applied (what the worker must survive)."""
+
+    def __init__(self) -> None:
+        self.seeks: list[tuple[int, int]] = []
+
+    def seek(self, tp) -> None:
+        self.seeks.append((tp.partition, tp.offset))
+
+
+def _rewound_worker(monkeypatch: pytest.MonkeyPatch):
+    from streams.worker import Worker
+
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    w = Worker(load_settings(), {}, storage=None)
+    w.consumer = _SeekLog()
+    w._rewind({("uploads", 0): 10, ("uploads", 1): 4})
+    return w
+
+
+def test_a_rewind_librdkafka_did_not_apply_is_seeked_again_and_nothing_past_it_admitted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams.errors import RewindError
+
+    w = _rewound_worker(monkeypatch)
+    assert w.consumer.seeks == [(0, 10), (1, 4)]
+    # partition 0 came back where it was rewound to; partition 1 went on past offset 4
+    got = w._admit([_Msg(0, 9), _Msg(0, 10), _Msg(1, 5), _Msg(0, 11), _Msg(2, 7), _Msg(1, 6)],
+                   reseek_after_s=0.0)
+    assert [(m.partition(), m.offset()) for m in got] == [(0, 10), (0, 11), (2, 7)]
+    assert w.consumer.seeks[2:] == [(1, 4)]  # one more seek of partition 1 for the whole fetch
+    assert w.metrics.reseeks._value.get() == 1
+    # too early for another seek: events still in flight from before it are dropped quietly
+    assert w._admit([_Msg(1, 7)], reseek_after_s=60.0) == []
+    assert w.consumer.seeks[2:] == [(1, 4)]
+    # the seek took: offset 4 comes, the check is cleared and later events of 1 pass
+    got = w._admit([_Msg(1, 4), _Msg(1, 5)], reseek_after_s=0.0)
+    assert [(m.partition(), m.offset()) for m in got] == [(1, 4), (1, 5)]
+    assert w._rewound == {}
+    # a partition that never comes back to its offset stops the worker after max_reseeks seeks
+    w._rewind({("uploads", 3): 20})
+    for _ in range(2):
+        assert w._admit([_Msg(3, 21)], max_reseeks=2, reseek_after_s=0.0) == []
+    with pytest.raises(RewindError, match="rewound offset 20, after 2 seeks"):
+        w._admit([_Msg(3, 21)], max_reseeks=2, reseek_after_s=0.0)
+    assert w.consumer.seeks.count((3, 20)) == 3  # the rewind and 2 more
