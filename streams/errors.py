@@ -23,8 +23,3 @@ class KafkaSetupError(StreamsError):
 
 class ObjectTooLarge(StorageError):
     """The claim-check object is larger than the byte limit (reason ``IMAGE_TOO_LARGE``)."""
-
-
-class RewindError(StreamsError):
-    """A partition did not come back to the offset it was rewound to, after several seeks: the
-    worker stops (nothing past that offset was committed, so a restart resumes from it)."""

@@ -48,6 +48,6 @@ class WorkerMetrics:
                                      "Kafka timestamp to the consumer returning the event",
                                      buckets=fine, registry=r)
         self.transactions = Counter("cardstream_transactions", "Kafka transactions", ["outcome"], registry=r)
-        self.reseeks = Counter("cardstream_reseeks", "Rewinds that librdkafka did not apply and "
-                               "the worker seeked again (events after the rewind offset were "
-                               "dropped, none committed)", registry=r)
+        self.redone = Counter("cardstream_redone_events", "Events of failed batches (transaction "
+                              "aborted or fenced, MinIO unavailable) put back to be redone",
+                              registry=r)

@@ -16,12 +16,19 @@ rebalance callbacks run and the consumer stays in its group. Two batches overlap
 *k* has computed, batch *k+1* (what was prefetched meanwhile) starts computing, and only then does
 the loop wait for *k*'s PUTs and commit *k*'s transaction; *k+1* is produced in a later
 transaction, after *k*'s commit. If *k*'s PUTs or transaction fail, *k+1* is awaited and thrown
-away and both are rewound to their first offsets, so nothing of either is committed.
+away and both are redone: nothing of either is committed.
 
 Events of partitions revoked meanwhile are dropped before the transaction (their new owner redoes
-them). If MinIO is unavailable nothing is committed: the loop rewinds to the batch's first
-offsets, pauses and retries once the store answers. Abortable transaction errors abort and
-rewind; fatal ones (fenced producer) rebuild the producer.
+them). If MinIO is unavailable nothing is committed: the loop pauses and retries once the store
+answers. Abortable transaction errors abort; fatal ones (fenced producer) rebuild the producer.
+
+A batch is redone from memory, never by seeking: every event the worker has read and not committed
+is in the batch in flight, the batch behind it or the carry list, and the consumer's position is
+past all of them, so a failed batch's events go back, in their order, to the front of the carry
+list (:meth:`Worker._redo`). A rewind by ``seek`` left one event of 24 never redone under load
+(``test_fenced_worker_takes_its_id_back_and_redoes_the_batch``, twice on CI) even with a check
+that re-seeked when a partition came back past its rewind offset; librdkafka's ``seek`` is
+asynchronous and its failures unreported (librdkafka #2256, confluent-kafka-python #1270).
 """
 
 from __future__ import annotations
@@ -60,7 +67,7 @@ from schemas.models import (
     VerificationResult,
 )
 from schemas.reasons import DeadLetterCode, ReasonCode, Status
-from streams.errors import ObjectNotFound, ObjectTooLarge, RewindError, StorageError
+from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError
 from streams.health import Health
 from streams.kafka import consumer as make_consumer
 from streams.kafka import transactional_producer
@@ -108,10 +115,9 @@ class _Entry:
 
 @dataclass
 class _Batch:
-    """A poll batch handed to the batch thread: its events, first offset per partition, future."""
+    """A poll batch handed to the batch thread: its events (in fetch order) and its future."""
 
     msgs: list[Message]
-    start_offsets: dict[tuple[str, int], int]
     fut: Future
 
 
@@ -163,9 +169,6 @@ class Worker:
         self._compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
         self._stop = threading.Event()
         self._revoked: set[tuple[str, int]] = set()
-        # partition -> [offset it was rewound to, seeks redone, monotonic time of the last seek]:
-        # until the first event after the rewind has that offset (see _admit)
-        self._rewound: dict[tuple[str, int], list[float]] = {}
         self._paused = False
         self._carry: list[Message] = []
         self._last_lag = 0.0
@@ -203,7 +206,6 @@ class Worker:
     def _on_revoke(self, c: Any, parts: list[TopicPartition]) -> None:
         for tp in parts:
             self._revoked.add((tp.topic, tp.partition))
-            self._rewound.pop((tp.topic, tp.partition), None)
         self._carry = [m for m in self._carry if (m.topic(), m.partition()) not in self._revoked]
         log.info("partitions_revoked", partitions=[tp.partition for tp in parts])
 
@@ -249,7 +251,7 @@ class Worker:
         Two batches overlap: while batch *k*'s transaction commits on this thread, batch *k+1*
         (the events that arrived while *k* computed) already computes on the batch thread. Its
         results are produced only in the next transaction, after *k*'s commit; if *k*'s
-        transaction fails, *k+1* is discarded too and both are rewound (nothing of either is
+        transaction fails, *k+1* is discarded too and both are redone (nothing of either is
         committed). On stop the batch in flight is finished and committed before leaving.
         """
         self.start()
@@ -275,7 +277,7 @@ class Worker:
             self.close()
 
     def process(self, msgs: list[Message]) -> None:
-        """Process one poll batch to a committed transaction (or rewind and leave it for a retry)."""
+        """Process one poll batch to a committed transaction (or put it back for a retry)."""
         self._submit(msgs)
         while self._inflight is not None:
             self._step(start_next=False)
@@ -290,7 +292,7 @@ class Worker:
             wait_s = w.max_wait_ms / 1000.0
             if msgs:
                 wait_s = max(0.0, wait_s - (time.monotonic() - since))
-            got = self._admit(self.consumer.consume(w.max_batch - len(msgs), wait_s))
+            got = self.consumer.consume(w.max_batch - len(msgs), wait_s)
             self._observe_fetch(got)
             msgs += got
         if msgs:
@@ -343,8 +345,7 @@ class Worker:
     def _submit(self, msgs: list[Message]) -> None:
         """Start computing ``msgs`` on the batch thread (it becomes the batch in flight)."""
         self.metrics.batch_size.observe(len(msgs))
-        self._inflight = _Batch(msgs, self._first_offsets(msgs),
-                                self._compute.submit(self._compute_batch, msgs))
+        self._inflight = _Batch(msgs, self._compute.submit(self._compute_batch, msgs))
 
     def _await(self, b: _Batch) -> _Computed:
         """Keep serving the group (and prefetching) until ``b`` has computed (its PUTs may
@@ -363,8 +364,8 @@ class Worker:
         already prefetched (no waiting), then await this batch's PUTs and commit its transaction.
 
         If the PUTs or the transaction fail, the next batch (which read past this one's offsets)
-        is awaited and discarded, and both are rewound to their first offsets: nothing of
-        either is committed and both are redone.
+        is awaited and discarded, and both are redone (:meth:`_redo`): nothing of either is
+        committed.
         """
         b = self._inflight
         try:
@@ -372,14 +373,14 @@ class Worker:
                 computed = self._await(b)
             except StorageUnavailable as e:  # a GET (load) failed: nothing else is in flight
                 self._inflight = None
-                self._storage_down(e, b.start_offsets)
+                self._storage_down(e, b.msgs)
                 return
             entries = self._stored_or_rewound(b, computed, start_next)
             if entries is None:
                 return
             entries = [e for e in entries if e.tp not in self._revoked]
             if entries and not self._transact(entries, computed.ms):
-                self._rewind(self._abandon(b))
+                self._redo(self._abandon(b))
         finally:
             if len(self._carry) < self.s.worker.max_batch:
                 self._resume()
@@ -387,7 +388,7 @@ class Worker:
     def _stored_or_rewound(self, b: _Batch, computed: _Computed,
                            start_next: bool) -> list[_Entry] | None:
         """Start the next batch (if events are ready), then wait for ``b``'s PUTs; on a storage
-        failure rewind ``b`` and the next batch, wait for the store, and return None."""
+        failure redo ``b`` and the next batch, wait for the store, and return None."""
         self._inflight = None
         self.batches += 1
         if start_next and not self._stop.is_set():
@@ -400,22 +401,21 @@ class Worker:
             self._storage_down(e, self._abandon(b))
             return None
 
-    def _abandon(self, b: _Batch) -> dict[tuple[str, int], int]:
-        """``b`` failed: await and discard the batch computing behind it; the first offsets of
-        both, per partition (where to rewind)."""
-        offsets = dict(b.start_offsets)
+    def _abandon(self, b: _Batch) -> list[Message]:
+        """``b`` failed: await and discard the batch computing behind it; the events of both,
+        ``b``'s first (fetch order, which is offset order within a partition)."""
         nb, self._inflight = self._inflight, None
-        if nb is not None:
-            with contextlib.suppress(Exception):  # its outcome is thrown away either way
-                self._await(nb)
-            for tp, off in nb.start_offsets.items():
-                offsets[tp] = min(off, offsets.get(tp, off))
-        return offsets
+        if nb is None:
+            return list(b.msgs)
+        with contextlib.suppress(Exception):  # its outcome is thrown away either way
+            self._await(nb)
+        return list(b.msgs) + list(nb.msgs)
 
-    def _storage_down(self, e: Exception, offsets: Mapping[tuple[str, int], int]) -> None:
-        """MinIO did not answer: rewind, pause, and poll until it does (nothing is committed)."""
+    def _storage_down(self, e: Exception, msgs: list[Message]) -> None:
+        """MinIO did not answer: put ``msgs`` back (:meth:`_redo`), pause, and poll until it
+        answers (nothing is committed)."""
         log.warning("storage_unavailable", error=str(e))
-        self._rewind(offsets)
+        self._redo(msgs)
         self._pause()
         self._wait_for_storage()
 
@@ -425,7 +425,7 @@ class Worker:
         w = self.s.worker
         msgs, _ = self._take_carry()
         if len(msgs) < w.max_batch:
-            got = self._admit(self.consumer.consume(w.max_batch - len(msgs), 0))
+            got = self.consumer.consume(w.max_batch - len(msgs), 0)
             self._observe_fetch(got)
             msgs += got
         return self._usable(msgs)
@@ -463,7 +463,7 @@ class Worker:
             self._pause()
         m = self.consumer.poll(timeout_s)
         while m is not None:
-            if m.error() is None and self._admit([m]):
+            if m.error() is None:
                 self._observe_fetch([m])
                 if not self._carry:
                     self._carry_since = time.monotonic()
@@ -486,69 +486,24 @@ class Worker:
                 self._keep_polling(0.1)
             delay = min(delay * 2, 5.0)
 
-    @staticmethod
-    def _first_offsets(msgs: Sequence[Message]) -> dict[tuple[str, int], int]:
-        first: dict[tuple[str, int], int] = {}
-        for m in msgs:
-            k = (m.topic(), m.partition())
-            first[k] = min(first.get(k, m.offset()), m.offset())
-        return first
+    def _redo(self, msgs: list[Message]) -> None:
+        """Put the events of a failed batch (and of the batch behind it), ``msgs`` in fetch
+        order, back in front of the carry list, so the next batches redo them; no seek.
 
-    def _rewind(self, start_offsets: Mapping[tuple[str, int], int]) -> None:
-        """Seek every still-assigned partition of the batch back to its first offset."""
-        self._carry = [m for m in self._carry if (m.topic(), m.partition()) not in start_offsets]
-        self._done_parts -= {p for _, p in start_offsets}
-        for (t, p), off in start_offsets.items():
-            if (t, p) in self._revoked:
-                continue
-            try:
-                self.consumer.seek(TopicPartition(t, p, off))
-            except KafkaException as e:
-                log.warning("seek_failed", partition=p, error=str(e))
-            self._rewound[(t, p)] = [off, 0, time.monotonic()]
-
-    def _admit(self, msgs: list[Message], max_reseeks: int = 5,
-               reseek_after_s: float = 0.5) -> list[Message]:
-        """``msgs`` as fetched, less the events of a rewound partition that do not follow the
-        rewind. After :meth:`_rewind` seeks partition P back to offset X, the first event of P
-        must be X (an event this worker read before, so it exists). librdkafka's ``seek`` is
-        asynchronous and may not be applied (its errors are not reported; librdkafka #2256 and
-        confluent-kafka-python #1270: "check that the received offset is the expected one, else
-        seek again"); seen here with the cores loaded: after a fenced transaction the worker went
-        on past one rewound event, and the next commit would have skipped it for good. So: an
-        event of P at X clears the check; one before X is dropped (already committed); one after
-        X is dropped, and P is seeked to X again (metric ``cardstream_reseeks``) when its last
-        seek is ``reseek_after_s`` old (events already fetched before a seek may still come).
-
-        Raises:
-            RewindError: P still came back past X after ``max_reseeks`` more seeks; the worker
-                stops with nothing past X committed, so a restart resumes at X.
+        Every event read and not committed is in ``msgs`` or already in the carry list (what was
+        prefetched after them), and the consumer's position is past all of them, so the
+        partitions go on in offset order with nothing skipped or read twice. Events of revoked
+        partitions are dropped (their new owner starts at the committed offset). In replay mode
+        their partitions count as not done again. At most two batches plus the carry are held:
+        ``3 * max_batch`` events.
         """
-        if not self._rewound:
-            return msgs
-        out, dropped = [], set()
-        for m in msgs:
-            k = (m.topic(), m.partition())
-            want = self._rewound.get(k)
-            if m.error() is not None or want is None:
-                out.append(m)
-            elif m.offset() == want[0]:
-                del self._rewound[k]
-                out.append(m)
-            elif (m.offset() > want[0] and k not in dropped
-                  and time.monotonic() - want[2] >= reseek_after_s):
-                dropped.add(k)
-                off = int(want[0])
-                if want[1] >= max_reseeks:
-                    raise RewindError(f"partition {k[1]} came back at offset {m.offset()}, not "
-                                      f"at the rewound offset {off}, after {max_reseeks} seeks")
-                want[1] += 1
-                want[2] = time.monotonic()
-                self.metrics.reseeks.inc()
-                log.warning("seek_not_applied", partition=k[1], offset=off, got=m.offset(),
-                            reseeks=int(want[1]))
-                self.consumer.seek(TopicPartition(k[0], k[1], off))
-        return out
+        held = [m for m in list(msgs) + self._carry
+                if (m.topic(), m.partition()) not in self._revoked]
+        if held and not self._carry:
+            self._carry_since = time.monotonic()
+        self._carry = held
+        self._done_parts -= {m.partition() for m in msgs}
+        self.metrics.redone.inc(len(msgs))
 
     # --- compute side (runs on the batch thread) -------------------------------------------
     def _compute_batch(self, msgs: list[Message]) -> _Computed:
@@ -748,7 +703,7 @@ class Worker:
         stage times, logged with the commit).
 
         Returns:
-            True when committed; False when aborted (the caller rewinds and redoes the batch).
+            True when committed; False when aborted (the caller redoes the batch).
         """
         k = self.s.kafka
         results = [(e, self._result_or_failed(e)) for e in entries if e.event is not None]

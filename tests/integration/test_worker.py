@@ -183,8 +183,8 @@ class _AbortOneCommit(Worker):
         Worker._commit_with_retry(p)
 
 
-def test_aborted_transaction_rewinds_the_batch_computing_behind_it(settings: Settings,
-                                                                    tmp_path: Path) -> None:
+def test_aborted_transaction_redoes_the_batch_computing_behind_it(settings: Settings,
+                                                                   tmp_path: Path) -> None:
     """Batch k+1 computes while batch k commits; k's transaction aborts -> k+1 is thrown away
     too, both are redone: exactly one committed result per upload, none lost."""
     files = write_images(tmp_path / "imgs", 10)

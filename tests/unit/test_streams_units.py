@@ -183,49 +183,40 @@ class _Msg:
         return None
 
 
-class _SeekLog:
-    """Records ``seek`` calls; the seek is never applied (what the worker must survive)."""
+class _NoSeekConsumer:
+    """A consumer with nothing more to fetch that fails the test if the worker seeks."""
 
-    def __init__(self) -> None:
-        self.seeks: list[tuple[int, int]] = []
+    def consume(self, n: int, timeout_s: float) -> list:
+        return []
+
+    def assignment(self) -> list:
+        return []
+
+    def position(self, parts: list) -> list:
+        return []
 
     def seek(self, tp) -> None:
-        self.seeks.append((tp.partition, tp.offset))
+        raise AssertionError(f"seek({tp.partition}, {tp.offset}): a redo must not seek")
 
 
-def _rewound_worker(monkeypatch: pytest.MonkeyPatch):
+def test_a_failed_batch_is_redone_from_memory_in_offset_order_without_seeking(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from streams.worker import Worker
 
     monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("CARDSTREAM_WORKER__MAX_BATCH", "4")
     w = Worker(load_settings(), {}, storage=None)
-    w.consumer = _SeekLog()
-    w._rewind({("uploads", 0): 10, ("uploads", 1): 4})
-    return w
-
-
-def test_a_rewind_librdkafka_did_not_apply_is_seeked_again_and_nothing_past_it_admitted(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams.errors import RewindError
-
-    w = _rewound_worker(monkeypatch)
-    assert w.consumer.seeks == [(0, 10), (1, 4)]
-    # partition 0 came back where it was rewound to; partition 1 went on past offset 4
-    got = w._admit([_Msg(0, 9), _Msg(0, 10), _Msg(1, 5), _Msg(0, 11), _Msg(2, 7), _Msg(1, 6)],
-                   reseek_after_s=0.0)
-    assert [(m.partition(), m.offset()) for m in got] == [(0, 10), (0, 11), (2, 7)]
-    assert w.consumer.seeks[2:] == [(1, 4)]  # one more seek of partition 1 for the whole fetch
-    assert w.metrics.reseeks._value.get() == 1
-    # too early for another seek: events still in flight from before it are dropped quietly
-    assert w._admit([_Msg(1, 7)], reseek_after_s=60.0) == []
-    assert w.consumer.seeks[2:] == [(1, 4)]
-    # the seek took: offset 4 comes, the check is cleared and later events of 1 pass
-    got = w._admit([_Msg(1, 4), _Msg(1, 5)], reseek_after_s=0.0)
-    assert [(m.partition(), m.offset()) for m in got] == [(1, 4), (1, 5)]
-    assert w._rewound == {}
-    # a partition that never comes back to its offset stops the worker after max_reseeks seeks
-    w._rewind({("uploads", 3): 20})
-    for _ in range(2):
-        assert w._admit([_Msg(3, 21)], max_reseeks=2, reseek_after_s=0.0) == []
-    with pytest.raises(RewindError, match="rewound offset 20, after 2 seeks"):
-        w._admit([_Msg(3, 21)], max_reseeks=2, reseek_after_s=0.0)
-    assert w.consumer.seeks.count((3, 20)) == 3  # the rewind and 2 more
+    w.consumer = _NoSeekConsumer()
+    w._revoked.add(("uploads", 2))
+    w._done_parts = {0, 1}
+    # batch k (partitions 0 and 1), batch k+1 behind it, then what was prefetched meanwhile
+    k = [_Msg(0, 10), _Msg(1, 4), _Msg(0, 11)]
+    k1 = [_Msg(1, 5), _Msg(2, 7)]
+    w._carry = [_Msg(0, 12), _Msg(1, 6)]
+    w._redo(k + k1)
+    first, second = w._poll_batch(), w._poll_batch()
+    assert [(m.partition(), m.offset()) for m in first] == [(0, 10), (1, 4), (0, 11), (1, 5)]
+    assert [(m.partition(), m.offset()) for m in second] == [(0, 12), (1, 6)]  # 2 was revoked
+    assert w._poll_batch() == []
+    assert w._done_parts == set()  # replay mode: redone partitions are not done yet
+    assert w.metrics.redone._value.get() == 5
