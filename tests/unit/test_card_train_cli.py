@@ -100,6 +100,17 @@ def test_stage1d_long_lengthens_only_the_last_run(stages, tmp_path):
     assert [s.init for s in long_[1:]] == [s.out for s in long_[:-1]]
 
 
+def test_run4_swa_is_run4_with_its_last_run_averaged_over_the_second_half(stages, tmp_path):
+    # the same trajectory as run4, so OUT.last.onnx is run4's model bit for bit
+    run4, swa = _two_recipes(stages, tmp_path, "run4", "run4_swa")
+    assert [_options(s) for s in swa] == [_options(s) for s in run4]
+    assert [s.memory_format for s in swa] == [s.memory_format for s in run4]
+    assert [s.average_from for s in run4] == [None] * 4
+    assert [s.average_from for s in swa] == [None, None, None, 0.5]
+    assert [s.init for s in swa[1:]] == [s.out for s in swa[:-1]]
+    assert swa[-1].out == tmp_path / "b.onnx"
+
+
 def test_steps_scale_shortens_every_stage(stages, tmp_path, capsys):
     train.main(["--recipe", "shipped", "--out", str(tmp_path / "c.onnx"), "--steps-scale", "0.005"])
     assert [s.steps for s in stages] == [2, 1, 1, 1]

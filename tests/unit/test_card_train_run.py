@@ -116,3 +116,37 @@ def test_channels_last_trains_the_same_model_as_contiguous_up_to_float_rounding(
     moved = float(np.linalg.norm(cont - base))
     assert moved > 1e-3
     assert float(np.linalg.norm(cont - last)) < moved / 10
+
+
+
+@pytest.mark.parametrize(("fraction", "averaged"), [("0.5", 2), ("0.9", 1)])
+def test_average_from_writes_the_mean_of_the_last_steps_and_the_last_step_apart(
+        tmp_path, capsys, fraction, averaged):
+    out, log = tmp_path / "card.onnx", tmp_path / "log.jsonl"
+    train.main(["--out", str(out), "--log", str(log), "--steps", "3", "--side", "64",
+                "--batch", "2", "--workers", "1", "--threads", "1", "--val-every", "3",
+                "--average-from", fraction])
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    # steps ceil(fraction * 3) to 3 are averaged: 2 and 3 for 0.5, only 3 for 0.9
+    assert summary["averaged_steps"] == averaged
+    assert summary["last"] == str(tmp_path / "card.last.onnx")
+    base = _conv_weights(model_path("u2netp"))
+    mean, last = _conv_weights(out), _conv_weights(tmp_path / "card.last.onnx")
+    # the frozen encoder stages 1-4 are the pretrained weights in both files
+    assert all(np.array_equal(b, m) and np.array_equal(b, w)
+               for b, m, w in zip(base[:44], mean[:44], last[:44], strict=True))
+    same = [np.array_equal(m, w) for m, w in zip(mean[44:], last[44:], strict=True)]
+    if averaged == 1:
+        assert all(same)  # the mean of one step is that step's weights, bit for bit
+    else:
+        assert not any(same)  # every trained conv moved between steps 2 and 3
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["step"] for r in recs] == [0, 3, 3]
+    assert "val_mask_iou" in recs[1] and 0.0 <= recs[2]["val_mask_iou_averaged"] <= 1.0
+
+
+@pytest.mark.parametrize("fraction", ["1", "-0.1"])
+def test_average_from_must_be_a_fraction_below_one(tmp_path, fraction):
+    with pytest.raises(SystemExit, match="average-from"):
+        train.main(["--out", str(tmp_path / "c.onnx"), "--steps", "1", "--average-from",
+                    fraction])
