@@ -25,14 +25,18 @@ def results(
 
     from schemas import codec
     from streams.kafka import consumer
-    from streams.replay import parse_time_ms
+    from streams.replay import TimeArgError, parse_time_ms
 
+    try:
+        since_ms = parse_time_ms(since) if since else None
+    except TimeArgError as e:
+        raise typer.BadParameter(str(e), param_hint="--since") from e
     s = load_settings()
     topic = s.kafka.dlq_topic if dead_letters else s.kafka.results_topic
     c = consumer(s.kafka, f"cardstream-results-cli-{time.time_ns()}")
     parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
-    if since:
-        start = c.offsets_for_times([TopicPartition(topic, p, parse_time_ms(since)) for p in parts], 10)
+    if since_ms is not None:
+        start = c.offsets_for_times([TopicPartition(topic, p, since_ms) for p in parts], 10)
     else:
         start = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts]
     ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}

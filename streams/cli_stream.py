@@ -175,7 +175,9 @@ def produce(
     for what, names in ((f"files without an image suffix ({', '.join(sorted(IMAGE_SUFFIXES))})",
                          [p.name for p in others if p.is_file()]),
                         ("subfolders (--dir is not recursive)",
-                         [p.name for p in others if p.is_dir()])):
+                         [p.name for p in others if p.is_dir()]),
+                        ("entries that are not regular files (FIFOs, devices, broken links)",
+                         [p.name for p in others if not p.is_file() and not p.is_dir()])):
         if names:
             typer.echo(f"skipped {len(names)} {what}: {', '.join(names[:5])}"
                        + (" ..." if len(names) > 5 else ""), err=True)

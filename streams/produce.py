@@ -36,8 +36,11 @@ class Sent:
 
 
 def list_images(folder: Path) -> list[Path]:
-    """Image files of ``folder`` (by suffix), sorted by name."""
-    return sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    """Regular files of ``folder`` with an image suffix (:data:`IMAGE_SUFFIXES`), sorted by
+    name; a folder, FIFO or device named like an image is left out (reading a FIFO would
+    block)."""
+    return sorted(p for p in Path(folder).iterdir()
+                  if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
 
 
 def make_upload_id(prefix: str, name: str, i: int) -> str:

@@ -169,7 +169,10 @@ class Worker:
         self._compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
         self._stop = threading.Event()
         self._revoked: set[tuple[str, int]] = set()
-        self._paused = False
+        self._paused = False  # fetching is to stop (carry list full, or the store down)
+        self._paused_tps: set[tuple[str, int]] = set()  # paused by this worker (even if revoked)
+        self._resume_due = False  # a partition paused here came back in a new assignment
+        self._fetching: set[tuple[str, int]] = set()  # delivered an event since assigned
         self._carry: list[Message] = []
         self._last_lag = 0.0
         self._compute_end = 0.0  # perf_counter when the batch thread finished its last batch
@@ -199,13 +202,21 @@ class Worker:
 
     def _on_assign(self, c: Any, parts: list[TopicPartition]) -> None:
         for tp in parts:
-            self._revoked.discard((tp.topic, tp.partition))
+            key = (tp.topic, tp.partition)
+            self._revoked.discard(key)
+            self._fetching.discard(key)
+            # librdkafka keeps a partition's pause across its revocation and re-assignment
+            # (measured with librdkafka 2.16): resume it from the loop, not from this callback
+            if key in self._paused_tps:
+                self._resume_due = True
         self.health.in_group = True
         log.info("partitions_assigned", partitions=[tp.partition for tp in parts])
 
     def _on_revoke(self, c: Any, parts: list[TopicPartition]) -> None:
         for tp in parts:
-            self._revoked.add((tp.topic, tp.partition))
+            key = (tp.topic, tp.partition)
+            self._revoked.add(key)
+            self._fetching.discard(key)
         self._carry = [m for m in self._carry if (m.topic(), m.partition()) not in self._revoked]
         log.info("partitions_revoked", partitions=[tp.partition for tp in parts])
 
@@ -285,6 +296,8 @@ class Worker:
     # --- one batch -------------------------------------------------------------------------
     def _poll_batch(self) -> list[Message]:
         w = self.s.worker
+        if self._resume_due and len(self._carry) < w.max_batch:
+            self._resume()
         t0 = time.perf_counter()
         msgs, since = self._take_carry()
         if len(msgs) < w.max_batch:
@@ -431,16 +444,46 @@ class Worker:
         return self._usable(msgs)
 
     def _pause(self) -> None:
-        if not self._paused:
-            self.consumer.pause(self.consumer.assignment())
-            self._paused = True
+        """Stop fetching: pause the assigned partitions that have delivered an event since their
+        assignment; the others are paused by :meth:`_observe_fetch` when their first event
+        arrives (at most one event each beyond the carry list's cap).
+
+        A partition paused soon after its assignment, before its fetcher has started, can lose
+        its start offset in librdkafka (the pause makes the fetch-start op outdated; librdkafka
+        issues #2190 and #5591), and after the resume it is never fetched again: its events are
+        lost to this worker until a rebalance. Once a partition has delivered an event,
+        librdkafka resumes it after the last event delivered (issue #2052).
+        """
+        if self._paused:
+            return
+        self._paused = True
+        self._resume_due = False  # what came back paused stays paused with the rest
+        tps = [tp for tp in self.consumer.assignment()
+               if (tp.topic, tp.partition) in self._fetching - self._paused_tps - self._revoked]
+        if tps:
+            self.consumer.pause(tps)
+            self._paused_tps.update((tp.topic, tp.partition) for tp in tps)
 
     def _resume(self) -> None:
-        if self._paused:
-            live = [tp for tp in self.consumer.assignment()
-                    if (tp.topic, tp.partition) not in self._revoked]
-            self.consumer.resume(live)
-            self._paused = False
+        """Fetch again: resume exactly the assigned partitions that :meth:`_pause` paused
+        (resuming a partition that was not paused can rewind it: librdkafka #4637).
+
+        A partition revoked while paused stays paused in librdkafka, and if it is assigned to
+        this worker again it is never fetched until resumed (measured with librdkafka 2.16: a
+        partition revoked and given back after 12 s delivered nothing until resumed, and then
+        started at the committed offset). Such partitions stay in the paused set until they are
+        assigned again, and are resumed then (``_resume_due``). Resuming them in the revoke
+        callback instead made the re-assigned partition start at this worker's old position,
+        past events it had fetched and not committed.
+        """
+        if not (self._paused or self._resume_due):
+            return
+        self._paused = self._resume_due = False
+        tps = [tp for tp in self.consumer.assignment()
+               if (tp.topic, tp.partition) in self._paused_tps - self._revoked]
+        self._paused_tps.difference_update((tp.topic, tp.partition) for tp in tps)
+        if tps:
+            self.consumer.resume(tps)
 
     def _wait_serving(self, futs: Sequence[Future]) -> None:
         """Wait for ``futs``, returning as soon as they are done; meanwhile, every
@@ -473,10 +516,18 @@ class Worker:
             m = self.consumer.poll(0)
 
     def _observe_fetch(self, msgs: Sequence[Message]) -> None:
+        """Record the fetch delay of delivered events; a partition's first event marks it as
+        fetching, and pauses it if fetching is paused (see :meth:`_pause`)."""
         now_ms = time.time() * 1000.0
         for m in msgs:
             if m.error() is None:
                 self.metrics.fetch_delay.observe(max(now_ms - _kafka_ts_ms(m), 0.0) / 1000.0)
+                key = (m.topic(), m.partition())
+                if key not in self._fetching:
+                    self._fetching.add(key)
+                    if self._paused and key not in self._revoked:
+                        self.consumer.pause([TopicPartition(*key)])
+                        self._paused_tps.add(key)
 
     def _wait_for_storage(self) -> None:
         delay = 0.5

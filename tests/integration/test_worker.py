@@ -142,6 +142,51 @@ def test_bad_events_go_to_dlq_and_worker_continues(settings: Settings, tmp_path:
     assert sorted(ln.split()[1] for ln in lines) == ["key=../../etc/passwd", "key=x", "u1", "u9"]
 
 
+def _wait_for(cond, timeout_s: float, what: str) -> None:
+    end = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_partitions_revoked_while_paused_are_fetched_when_they_come_back(
+        settings: Settings, tmp_path: Path) -> None:
+    """The worker pauses its partitions while the store is down; another member of the group
+    takes some of them meanwhile (fetches, commits nothing) and leaves after the store is back,
+    so they come back to the worker after it resumed. librdkafka keeps them paused across the
+    revocation: every upload must still get its result, exactly once."""
+    from streams.kafka import consumer
+
+    files = write_images(tmp_path / "imgs", 10)
+    sent = UploadProducer(settings, inline=False).produce_files(files, "card", count=30)
+    down = settings.s3.model_copy(update={"endpoint": "127.0.0.1:1"})
+    procs = {t: SleepProcessor(t, call_ms=5.0) for t in ("card", "id_photo")}
+    w = Worker(settings, procs, Storage(down, retries=2, backoff_s=0.05, timeout_s=1.0))
+    t = _run_until(w)
+    _wait_for(lambda: w._paused, 60, "the worker to pause on the store outage")
+    other = consumer(settings.kafka, settings.kafka.group_id)
+    got: list[int] = []
+    other.subscribe([settings.kafka.uploads_topic], on_assign=lambda c, ps: got.extend(
+        tp.partition for tp in ps))
+    try:
+        end = time.monotonic() + 60
+        while not got and time.monotonic() < end:
+            other.poll(0.1)
+        assert got, "the second member got no partition"
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            other.poll(0.1)
+        assert len(w.consumer.assignment()) == 6 - len(got)
+        w.storage = Storage(settings.s3)  # the store is back; the worker resumes what it holds
+        _wait_for(lambda: not w._paused, 60, "the worker to resume")
+    finally:
+        other.close()  # its partitions go back to the worker
+    rs = results(settings, 30, timeout_s=90)
+    w.stop()
+    t.join(30)
+    assert sorted(r.upload_id for r in rs) == sorted(x.upload_id for x in sent)
+
+
 @pytest.mark.parametrize("inline", [False, True], ids=["get_fails", "put_fails"])
 def test_minio_outage_commits_nothing_until_back(settings: Settings, tmp_path: Path, inline: bool) -> None:
     """Store unreachable (wrong endpoint for the worker) -> nothing committed; then all. Claim

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -182,6 +183,11 @@ class _Msg:
     def error(self) -> None:
         return None
 
+    def timestamp(self) -> tuple[int, int]:
+        from confluent_kafka import TIMESTAMP_CREATE_TIME
+
+        return TIMESTAMP_CREATE_TIME, int(time.time() * 1000)
+
 
 class _NoSeekConsumer:
     """A consumer with nothing more to fetch that fails the test if the worker seeks."""
@@ -220,3 +226,93 @@ def test_a_failed_batch_is_redone_from_memory_in_offset_order_without_seeking(
     assert w._poll_batch() == []
     assert w._done_parts == set()  # replay mode: redone partitions are not done yet
     assert w.metrics.redone._value.get() == 5
+
+
+class _PauseRecorder:
+    """A consumer assigned ``parts`` of ``uploads`` that records what the worker pauses and
+    resumes (nothing to fetch)."""
+
+    def __init__(self, parts: list[int]) -> None:
+        from confluent_kafka import TopicPartition
+
+        self.parts = [TopicPartition("uploads", p) for p in parts]
+        self.calls: list[tuple[str, list[int]]] = []
+
+    def assignment(self) -> list:
+        return list(self.parts)
+
+    def pause(self, tps: list) -> None:
+        self.calls.append(("pause", sorted(tp.partition for tp in tps)))
+
+    def resume(self, tps: list) -> None:
+        self.calls.append(("resume", sorted(tp.partition for tp in tps)))
+
+    def consume(self, n: int, timeout_s: float) -> list:
+        return []
+
+    def position(self, parts: list) -> list:
+        return [type(tp)(tp.topic, tp.partition, -1001) for tp in parts]  # no position yet
+
+    def get_watermark_offsets(self, tp, cached: bool = False) -> tuple[int, int]:
+        return 0, 0
+
+
+def test_a_partition_is_paused_only_once_it_has_delivered_an_event(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka can lose the start offset of a partition paused before its fetcher started
+    (issues #2190, #5591): such a partition is paused when its first event arrives. Resume
+    touches only what was paused, and a partition revoked while paused (librdkafka keeps it
+    paused) is resumed when it is assigned again."""
+    from streams.worker import Worker
+
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    w = Worker(load_settings(), {}, storage=None)
+    c = w.consumer = _PauseRecorder([0, 1, 2])
+    p0, p1, p2 = c.parts
+    w._on_assign(c, c.parts)
+    w._observe_fetch([_Msg(0, 10)])        # partition 0 is fetching; 1 and 2 not yet
+    assert c.calls == []                   # nothing paused while fetching goes on
+    w._pause()
+    w._pause()                             # idempotent
+    assert c.calls == [("pause", [0])]
+    w._observe_fetch([_Msg(1, 3), _Msg(1, 4), _Msg(0, 11)])
+    assert c.calls[1:] == [("pause", [1])]  # 1 paused at its first event, once
+    w._on_revoke(c, [p0])                  # 0 goes to another worker while paused
+    c.parts = [p1, p2]
+    w._resume()
+    w._resume()
+    assert c.calls[2:] == [("resume", [1])]  # not 0 (not assigned), not 2 (never paused)
+    c.parts = [p0, p1, p2]
+    w._on_assign(c, [p0])                  # 0 comes back, still paused in librdkafka
+    assert c.calls[3:] == []               # not resumed from inside the callback
+    w._poll_batch()                        # the loop resumes it
+    assert c.calls[3:] == [("resume", [0])]
+    w._poll_batch()
+    w._pause()                             # 1 delivered since its assignment; 0 and 2 did not
+    assert c.calls[4:] == [("pause", [1])]
+
+
+def test_list_images_takes_regular_files_only(tmp_path: Path) -> None:
+    """A folder or a FIFO named like an image is not an upload (reading a FIFO would block)."""
+    import os
+
+    from streams.produce import list_images
+
+    (tmp_path / "b.jpg").write_bytes(b"\xff\xd8")
+    (tmp_path / "a.PNG").write_bytes(b"\x89PNG")
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "adir.jpg").mkdir()
+    os.mkfifo(tmp_path / "fifo.jpg")
+    assert [p.name for p in list_images(tmp_path)] == ["a.PNG", "b.jpg"]
+
+
+@pytest.mark.parametrize("since", ["junk", "1796300186"])
+def test_results_refuses_a_bad_since_as_a_usage_error(since: str) -> None:
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    r = CliRunner().invoke(app, ["results", "--since", since], env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert "--since" in r.output and "Traceback" not in r.output
+    assert ("epoch milliseconds" in r.output)
