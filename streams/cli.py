@@ -110,8 +110,9 @@ def decode_files(files: list[Path], dec: DecodeSettings
         refused index ``(reason code, error)``: the decoding reason (``UNSUPPORTED_FORMAT``,
         ``CORRUPT_IMAGE``...) with the decoder's message (e.g. ``empty input (0 bytes); ...``),
         or ``OBJECT_NOT_FOUND`` for a file that cannot be read, as the stream says for a missing
-        claim-check object, with the ``OSError`` class name (``not a regular file`` for a
-        folder, FIFO or device, which is not opened).
+        claim-check object, with the ``OSError`` class name and its text (``FileNotFoundError:
+        No such file or directory``; ``not a regular file`` for a folder, FIFO or device, which
+        is not opened).
     """
     from processors.decode import decode_image
     from processors.errors import DecodeError
@@ -127,7 +128,7 @@ def decode_files(files: list[Path], dec: DecodeSettings
         except DecodeError as e:
             refused[i] = (str(e.reason), str(e))
         except OSError as e:
-            refused[i] = ("OBJECT_NOT_FOUND", type(e).__name__)
+            refused[i] = ("OBJECT_NOT_FOUND", f"{type(e).__name__}: {e.strerror or e}")
     return decoded, refused
 
 

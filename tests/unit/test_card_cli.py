@@ -227,3 +227,15 @@ def test_a_fifo_or_folder_is_refused_without_being_read(app, tmp_path, command):
     text = CliRunner().invoke(app, ["card", str(folder)])
     assert text.output == f"{folder}: rejected OBJECT_NOT_FOUND doc_type=unknown conf=- " \
                           "(not a regular file)\n"
+
+
+@pytest.mark.parametrize("command", ["card", "idphoto"])
+def test_a_missing_file_says_so_and_the_next_file_is_still_read(app, tmp_path, command):
+    missing, bad = tmp_path / "gone.jpg", tmp_path / "bad.jpg"
+    bad.write_bytes(b"not an image")
+    r = CliRunner().invoke(app, [command, "--json", "--out", str(tmp_path / "out"), str(missing), str(bad)])
+    assert r.exit_code == 1, r.output
+    rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
+    assert [(x["file"], x["reasons"]) for x in rows] == [(str(missing), ["OBJECT_NOT_FOUND"]),
+                                                         (str(bad), ["UNSUPPORTED_FORMAT"])]
+    assert rows[0]["error"] == "FileNotFoundError: No such file or directory"
