@@ -171,8 +171,11 @@ def _open_checked(data: bytes, fmt: str, settings: DecodeSettings) -> Image.Imag
         raise DecodeError(ReasonCode.IMAGE_TOO_LARGE,
                           f"{fmt} header {declares} > max_pixels {settings.max_pixels}") from None
     except Exception as exc:  # noqa: BLE001 - any header parser failure is a corrupt file
+        # Pillow's own text is often no help (a KeyError of one byte): say how much there was
+        detail = str(exc) if type(exc) is OSError and str(exc) else type(exc).__name__
         raise DecodeError(
-            ReasonCode.CORRUPT_IMAGE, f"{fmt} header unreadable: {type(exc).__name__}"
+            ReasonCode.CORRUPT_IMAGE,
+            f"{fmt} header unreadable in {len(data)} bytes: truncated or damaged ({detail})",
         ) from None
     width, height = im.size
     if width * height > settings.max_pixels:

@@ -130,12 +130,16 @@ def replay(
     configure_logging("WARNING")
     procs = {task: build_processor(task, task, card=s.card, idphoto=s.idphoto, runtime=s.runtime)
              for task in s.worker.tasks}
-    with tqdm(unit="upload") as bar:
+    bars: list[tqdm] = []  # one bar, made once the window's size is known (no empty bar before it)
+    try:
         summary = run_replay(s, f_ms, t_ms, procs, group=group or None,
                              results_topic=results_topic or None,
                              model_version=model_version or None,
-                             on_total=lambda n: setattr(bar, "total", n) or bar.refresh(),
-                             on_progress=bar.update)
+                             on_total=lambda n: bars.append(tqdm(total=n, unit="upload", disable=None)),
+                             on_progress=lambda k: bars and bars[0].update(k))
+    finally:
+        for bar in bars:
+            bar.close()
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(summary, indent=1))
     side, n, got = summary["results_topic"], summary["events"], summary["replayed"]

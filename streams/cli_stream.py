@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from schemas.reasons import Task
 from streams.settings import load_settings
 
 topics_app = typer.Typer(help="Create, describe or delete the project's Kafka topics.", no_args_is_help=True)
@@ -152,14 +153,14 @@ def worker(
 
 def produce(
     dir: Path = typer.Option(..., "--dir", exists=True, file_okay=False, help="Folder of images to upload."),
-    task: str = typer.Option(..., help="card | id_photo"),
+    task: Task = typer.Option(..., help="card | id_photo"),
     options: str = typer.Option("", help='Task options as JSON, e.g. \'{"size":"two_inch"}\'.'),
-    rate: float = typer.Option(0.0, help="Ceiling in uploads per second (0: as fast as possible)."),
-    concurrency: int = typer.Option(4, help="Uploads in flight (PUT + produce)."),
-    count: int = typer.Option(0, help="Events to send, cycling over the files (0: each file once)."),
+    rate: float = typer.Option(0.0, min=0.0, help="Ceiling in uploads per second (0: as fast as possible)."),
+    concurrency: int = typer.Option(4, min=1, help="Uploads in flight (PUT + produce)."),
+    count: int = typer.Option(0, min=0, help="Events to send, cycling over the files (0: each file once)."),
     inline: bool = typer.Option(False, help="Send images up to the inline limit (512 KiB) inline."),
     ids_file: Path = typer.Option(Path("out/upload_ids.txt"), help="Where to write the upload ids."),
-    max_seconds: float = typer.Option(600.0, help="Stop after this many seconds."),
+    max_seconds: float = typer.Option(600.0, min=0.001, help="Stop after this many seconds."),
 ) -> None:
     """Upload images (claim check in MinIO) and produce one UploadEvent each to the uploads topic."""
     from tqdm import tqdm
@@ -183,13 +184,13 @@ def produce(
                        + (" ..." if len(names) > 5 else ""), err=True)
     try:
         opts = json.loads(options) if options else None
-        validate_request("probe", task, opts)
+        validate_request("probe", task.value, opts)
     except ValueError as e:
         raise typer.BadParameter(f"--task/--options: {' '.join(str(e).split())}") from e
     n = count or len(files)
     with tqdm(total=n, unit="upload", disable=None) as bar:
         sent = UploadProducer(s, inline=inline).produce_files(
-            files, task, options=opts, count=n, rate=rate or None, concurrency=concurrency,
+            files, task.value, options=opts, count=n, rate=rate or None, concurrency=concurrency,
             max_seconds=max_seconds, progress=bar.update)
     ids_file.parent.mkdir(parents=True, exist_ok=True)
     ids_file.write_text("".join(f"{x.upload_id}\t{x.file}\n" for x in sent))

@@ -565,6 +565,15 @@ def test_magic_then_garbage_is_corrupt(magic: bytes) -> None:
     assert _reason(magic + garbage) == ReasonCode.CORRUPT_IMAGE
 
 
+@pytest.mark.parametrize(("cut", "detail"), [(3, "KeyError"), (100, "Truncated File Read")])
+def test_a_header_cut_short_says_how_many_bytes_there_were(cut: int, detail: str) -> None:
+    data = _encode(Image.fromarray(_texture()), "JPEG", quality=90)
+    with pytest.raises(DecodeError) as err:
+        decode_image(data[:cut], DEFAULT)
+    assert err.value.reason == ReasonCode.CORRUPT_IMAGE
+    assert str(err.value) == f"jpeg header unreadable in {cut} bytes: truncated or damaged ({detail})"
+
+
 # ----------------------------------------------------------------------------- fuzzing
 
 

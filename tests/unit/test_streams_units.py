@@ -316,3 +316,21 @@ def test_results_refuses_a_bad_since_as_a_usage_error(since: str) -> None:
     assert r.exit_code == 2, r.output
     assert "--since" in r.output and "Traceback" not in r.output
     assert ("epoch milliseconds" in r.output)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--task", "bogus"], "'bogus' is not one of 'card', 'id_photo'"),
+    (["--task", "card", "--rate", "-1"], "--rate"),
+    (["--task", "card", "--concurrency", "0"], "--concurrency"),
+    (["--task", "card", "--count", "-3"], "--count"),
+    (["--task", "card", "--max-seconds", "0"], "--max-seconds"),
+])
+def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str], says: str) -> None:
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
+    r = CliRunner().invoke(app, ["produce", "--dir", str(tmp_path), *args], env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert says in r.output and "Traceback" not in r.output
