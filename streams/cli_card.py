@@ -52,7 +52,7 @@ def card(
     "rectified" (path written under --out, or null)}``. Files
     refused by safe decoding are ``rejected`` with the decoding reason, and files that cannot be
     read are ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream);
-    both rows also carry ``"error"`` (the decoder's message, or the ``OSError`` class name).
+    both rows also carry ``"error"`` (the decoder's message, or the ``OSError`` class and text).
     Exit status 0 when every image is accepted, 1 otherwise, 2 for bad options (as
     ``cardstream idphoto``).
     """

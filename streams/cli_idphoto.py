@@ -42,7 +42,7 @@ def idphoto(
     "width", "height" (px), "face_box" (x, y, w, h in source px, or null)}``. Files refused by
     safe decoding are ``rejected`` with the decoding reason, and files that cannot be read are
     ``rejected`` with OBJECT_NOT_FOUND; both rows also carry ``"error"`` (the decoder's
-    message, or the ``OSError`` class name). Exit status 0 when every image is accepted,
+    message, or the ``OSError`` class and text). Exit status 0 when every image is accepted,
     1 otherwise, 2 for bad options.
     """
     from processors.base import Item, process_in_chunks
