@@ -21,5 +21,11 @@ class KafkaSetupError(StreamsError):
     """A Kafka client could not be built or a topic is missing or misconfigured."""
 
 
+class ProducerStuck(StreamsError):
+    """A transactional producer call has not returned long after its own timeout (librdkafka
+    #5456: ``send_offsets_to_transaction`` can block for ever once the group coordinator it
+    cached went away, e.g. after a broker restart); the producer is abandoned, not reused."""
+
+
 class ObjectTooLarge(StorageError):
     """The claim-check object is larger than the byte limit (reason ``IMAGE_TOO_LARGE``)."""

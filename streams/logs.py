@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import threading
+import time
+from collections.abc import Callable
 
 import structlog
 
@@ -51,10 +55,41 @@ class LibrdkafkaLog:
     confluent-kafka calls ``log(level, "%s [%s] %s", facility, client_name, message)`` with the
     syslog level mapped to a :mod:`logging` level, on the thread that polls the client.
     Each becomes ``{"event": "librdkafka", "facility", "client", "message", "level"}``.
+
+    Repeats are rate-limited: a line whose client, facility and message (digits ignored) match
+    one emitted less than ``repeat_s`` seconds ago is counted, not written, and the next line
+    written for it carries ``"suppressed": N``. With the broker down, each client logged a
+    "Connect to … failed: Connection refused" line about 15 times a second (880 lines per worker
+    in a minute).
+
+    Args:
+        repeat_s: the window in seconds (default 10 s).
+        clock: monotonic time in seconds (tests pass their own).
     """
 
+    def __init__(self, repeat_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.repeat_s = repeat_s
+        self._clock = clock
+        self._lock = threading.Lock()  # librdkafka logs from each client's polling thread
+        self._seen: dict[tuple[str, str, str], list[float]] = {}  # key -> [last written, suppressed]
+
     def log(self, level: int, fmt: str, *args: object) -> None:
-        """Emit one librdkafka line at ``level`` (a :mod:`logging` level)."""
+        """Emit one librdkafka line at ``level`` (a :mod:`logging` level), unless a repeat."""
         fac, client, message = ([str(a) for a in args] + ["", "", ""])[:3]
-        log.log(level, "librdkafka", facility=fac, client=client, message=message)
+        key = (client, fac, _DIGITS.sub("#", message))
+        now = self._clock()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is not None and now - seen[0] < self.repeat_s:
+                seen[1] += 1
+                return
+            suppressed = int(seen[1]) if seen is not None else 0
+            if len(self._seen) > 1000:  # bounded: messages with varying words
+                self._seen.clear()
+            self._seen[key] = [now, 0]
+        extra = {"suppressed": suppressed} if suppressed else {}
+        log.log(level, "librdkafka", facility=fac, client=client, message=message, **extra)
+
+
+_DIGITS = re.compile(r"\d+")
 

@@ -18,7 +18,8 @@ class WorkerMetrics:
         cardstream_e2e_latency_seconds{task}: submitted_at -> result committed (s).
         cardstream_consumer_lag{partition}: high watermark - position, per assigned partition.
         cardstream_transactions_total{outcome}: committed / aborted / fenced (another instance
-            with the same transactional.id took over) transactions.
+            with the same transactional.id took over) / stuck (``send_offsets_to_transaction``
+            did not return; the producer was replaced) transactions.
         cardstream_batch_stage_seconds{stage}: where a batch's time goes: ``fill`` (the poll that
             closes the batch), ``compute`` (parse + fetch + decode + inference + PUT, helper
             thread), ``put`` (the PUTs alone), ``handoff`` (compute done -> the loop picks it

@@ -67,7 +67,7 @@ from schemas.models import (
     VerificationResult,
 )
 from schemas.reasons import DeadLetterCode, ReasonCode, Status
-from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError
+from streams.errors import ObjectNotFound, ObjectTooLarge, ProducerStuck, StorageError
 from streams.health import Health
 from streams.kafka import consumer as make_consumer
 from streams.kafka import transactional_producer
@@ -140,6 +140,10 @@ class StorageUnavailable(StorageError):
 class Worker:
     """One worker process: a consumer in the group, a transactional producer, processors by task.
 
+    Class attributes: ``TXN_CALL_TIMEOUT_S`` (30 s) is the timeout given to each transactional
+    producer call; ``STUCK_GRACE_S`` (30 s) is how much longer ``send_offsets_to_transaction``
+    may take before the producer counts as stuck (:meth:`_send_offsets`).
+
     Args:
         settings: the frozen app settings.
         processors: task name (``card`` / ``id_photo``) -> processor serving it; events of other
@@ -153,6 +157,9 @@ class Worker:
         model_version: label outputs (object keys, result ``model.version``) with this version
             instead of the processor's, e.g. to replay a new model beside the originals.
     """
+
+    TXN_CALL_TIMEOUT_S = 30.0
+    STUCK_GRACE_S = 30.0
 
     def __init__(self, settings: Settings, processors: Mapping[str, Processor], storage: Storage,
                  metrics: WorkerMetrics | None = None, health: Health | None = None,
@@ -776,13 +783,21 @@ class Worker:
                 key, value, headers = codec.encode_dead_letter(d)
                 p.produce(k.dlq_topic, key=key, value=value, headers=headers)
             t2 = time.perf_counter()
-            p.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+            self._send_offsets(p, offsets)
             t3 = time.perf_counter()
             self._commit_with_retry(p)
             t4 = time.perf_counter()
             for name, a, b in (("begin", t0, t1), ("produce", t1, t2), ("send_offsets", t2, t3),
                                ("commit", t3, t4)):
                 stage.labels(name).observe(b - a)
+        except ProducerStuck as ex:
+            self.metrics.transactions.labels("stuck").inc()
+            log.error("producer_stuck", error=str(ex), transactional_id=self.transactional_id,
+                      hint="librdkafka #5456: a new producer with the same transactional id "
+                           "fences the stuck one (its open transaction is aborted) and the "
+                           "batch is redone")
+            self._rebuild_producer()  # the stuck one is left alone: a call on it may block too
+            return False
         except KafkaException as ex:
             err = _fatal_cause(p, ex.args[0])
             log.warning("transaction_failed", error=str(err), abortable=err.txn_requires_abort(),
@@ -816,6 +831,39 @@ class Worker:
                  **{f"{k}_ms": v for k, v in (ms or {}).items()},
                  txn_ms=round((t4 - t0) * 1000.0, 1))
         return True
+
+    def _send_offsets(self, p: Any, offsets: list[TopicPartition]) -> None:
+        """``send_offsets_to_transaction`` with a bound librdkafka does not keep.
+
+        librdkafka 2.x can block in this call for ever, past its timeout, when the group
+        coordinator it cached has gone (issues #5456 and #5511, open; seen here after a
+        single-broker restart: both workers blocked for minutes and ignored SIGTERM). The call
+        runs on its own thread; if it has not returned ``TXN_CALL_TIMEOUT_S + STUCK_GRACE_S``
+        seconds later, nothing of the transaction is committed yet, so the producer can be
+        abandoned and the batch redone without a duplicate. Only this call is bounded this way:
+        a ``commit_transaction`` that does not return may have committed.
+
+        Raises:
+            KafkaException: what the call raised.
+            ProducerStuck: the call has not returned in time; it is left running on a daemon thread.
+        """
+        group = self.consumer.consumer_group_metadata()
+        box: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                p.send_offsets_to_transaction(offsets, group, self.TXN_CALL_TIMEOUT_S)
+            except BaseException as e:  # noqa: BLE001 - handed to the loop's thread below
+                box.append(e)
+
+        th = threading.Thread(target=call, name="send-offsets", daemon=True)
+        th.start()
+        th.join(self.TXN_CALL_TIMEOUT_S + self.STUCK_GRACE_S)
+        if th.is_alive():
+            raise ProducerStuck(f"send_offsets_to_transaction has not returned after "
+                                f"{self.TXN_CALL_TIMEOUT_S + self.STUCK_GRACE_S:.0f} s")
+        if box:
+            raise box[0]
 
     @staticmethod
     def _commit_with_retry(p: Any, attempts: int = 5) -> None:

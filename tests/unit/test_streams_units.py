@@ -143,6 +143,29 @@ def test_librdkafka_log_lines_are_json_lines(capsys: pytest.CaptureFixture[str])
     assert lines[0]["level"] in ("error", "warning", "info")
 
 
+def test_repeated_librdkafka_lines_are_written_once_per_window_with_a_count(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import logging
+
+    from streams.logs import LibrdkafkaLog, configure_logging
+
+    configure_logging("INFO")
+    now = [0.0]
+    lg = LibrdkafkaLog(repeat_s=10.0, clock=lambda: now[0])
+    refused = "[thrd:127.0.0.1:9092/bootstrap]: Connect to ipv4#127.0.0.1:9092 failed (after {}ms)"
+    for i in range(50):  # 50 refused connections in 5 s, each after a different number of ms
+        now[0] = i * 0.1
+        lg.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#consumer-1", refused.format(i))
+    lg.log(logging.INFO, "%s [%s] %s", "FAIL", "rdkafka#producer-2", refused.format(0))  # other client
+    now[0] = 10.5
+    lg.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#consumer-1", refused.format(7))
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if '"librdkafka"' in x]
+    assert [(x["client"], x.get("suppressed")) for x in lines] == [
+        ("rdkafka#consumer-1", None), ("rdkafka#producer-2", None), ("rdkafka#consumer-1", 49)]
+    assert lines[2]["message"].endswith("(after 7ms)") and lines[2]["level"] == "error"
+
+
 def test_worker_port_in_use_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """A second worker on a host with the same --http-port exits 2 with what to do, before any
     model loads or Kafka call (it was an uncaught OSError traceback)."""
@@ -334,3 +357,52 @@ def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str]
     r = CliRunner().invoke(app, ["produce", "--dir", str(tmp_path), *args], env={"COLUMNS": "400"})
     assert r.exit_code == 2, r.output
     assert says in r.output and "Traceback" not in r.output
+
+
+class _StuckProducer:
+    """A transactional producer whose ``send_offsets_to_transaction`` never returns (librdkafka
+    #5456); it records every call, and fails the test if the worker calls it after that."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.calls: list[str] = []
+        self.release = threading.Event()
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def produce(self, *a, **kw) -> None:
+        self.calls.append("produce")
+
+    def send_offsets_to_transaction(self, offsets, group, timeout) -> None:
+        self.calls.append(f"send_offsets({timeout})")
+        self.release.wait()  # blocks past its own timeout, as librdkafka does
+
+    def __getattr__(self, name: str):  # commit_transaction, abort_transaction, flush, ...
+        raise AssertionError(f"{name} called on a stuck producer")
+
+
+def test_a_stuck_send_offsets_replaces_the_producer_and_the_batch_is_redone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import streams.worker as worker_mod
+    from streams.worker import Worker
+
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    w = Worker(load_settings(), {}, storage=None)
+    w.TXN_CALL_TIMEOUT_S, w.STUCK_GRACE_S = 0.2, 0.3
+    w.consumer = type("C", (), {"consumer_group_metadata": lambda self: "group-metadata"})()
+    stuck, fresh = _StuckProducer(), object()
+    w.producer = stuck
+    built = []
+    monkeypatch.setattr(worker_mod, "transactional_producer",
+                        lambda k, tid: built.append(tid) or fresh)
+    t0 = time.monotonic()
+    assert w._transact([]) is False  # not committed: the caller redoes the batch
+    waited = time.monotonic() - t0
+    assert 0.5 <= waited < 3.0
+    assert stuck.calls == ["begin", "send_offsets(0.2)"]  # no commit or abort on the stuck one
+    assert w.producer is fresh and built == [w.transactional_id]
+    assert w.metrics.transactions.labels("stuck")._value.get() == 1
+    assert w.committed_events == 0
+    stuck.release.set()
