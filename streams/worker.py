@@ -537,12 +537,17 @@ class Worker:
                         self._paused_tps.add(key)
 
     def _wait_for_storage(self) -> None:
-        delay = 0.5
+        """Keep polling (heartbeats, rebalances) until the object store answers again, checking
+        every 0.5 s doubling to 5 s; logs ``storage_back`` with the wait in s once it does."""
+        delay, t0, waited = 0.5, time.monotonic(), False
         while not self._stop.is_set() and not self.storage.healthy():
+            waited = True
             t_end = time.monotonic() + delay
             while time.monotonic() < t_end:
                 self._keep_polling(0.1)
             delay = min(delay * 2, 5.0)
+        if waited and not self._stop.is_set():
+            log.info("storage_back", waited_s=round(time.monotonic() - t0, 1))
 
     def _redo(self, msgs: list[Message]) -> None:
         """Put the events of a failed batch (and of the batch behind it), ``msgs`` in fetch

@@ -406,3 +406,23 @@ def test_a_stuck_send_offsets_replaces_the_producer_and_the_batch_is_redone(
     assert w.metrics.transactions.labels("stuck")._value.get() == 1
     assert w.committed_events == 0
     stuck.release.set()
+
+
+def test_the_worker_says_when_the_store_answers_again(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from streams.logs import configure_logging
+    from streams.worker import Worker
+
+    configure_logging("INFO")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    answers = iter([False, True, True])
+    store = type("S", (), {"healthy": lambda self: next(answers)})()
+    w = Worker(load_settings(), {}, storage=store)
+    w.consumer = type("C", (), {"poll": lambda self, t: time.sleep(t)})()
+    w._wait_for_storage()  # one 0.5 s wait, polling all the while
+    back = [json.loads(x) for x in capsys.readouterr().err.splitlines() if '"storage_back"' in x]
+    assert len(back) == 1 and 0.5 <= back[0]["waited_s"] < 2.0
+    w._wait_for_storage()  # already up: no line
+    assert '"storage_back"' not in capsys.readouterr().err
