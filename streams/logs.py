@@ -71,7 +71,7 @@ class LibrdkafkaLog:
         self.repeat_s = repeat_s
         self._clock = clock
         self._lock = threading.Lock()  # librdkafka logs from each client's polling thread
-        self._seen: dict[tuple[str, str, str], list[float]] = {}  # key -> [last written, suppressed]
+        self._seen: dict[tuple[str, str, str], tuple[float, int]] = {}  # key -> (written at, suppressed)
 
     def log(self, level: int, fmt: str, *args: object) -> None:
         """Emit one librdkafka line at ``level`` (a :mod:`logging` level), unless a repeat."""
@@ -79,14 +79,13 @@ class LibrdkafkaLog:
         key = (client, fac, _DIGITS.sub("#", message))
         now = self._clock()
         with self._lock:
-            seen = self._seen.get(key)
-            if seen is not None and now - seen[0] < self.repeat_s:
-                seen[1] += 1
+            written_at, suppressed = self._seen.get(key, (-float("inf"), 0))
+            if now - written_at < self.repeat_s:
+                self._seen[key] = (written_at, suppressed + 1)
                 return
-            suppressed = int(seen[1]) if seen is not None else 0
             if len(self._seen) > 1000:  # bounded: messages with varying words
                 self._seen.clear()
-            self._seen[key] = [now, 0]
+            self._seen[key] = (now, 0)
         extra = {"suppressed": suppressed} if suppressed else {}
         log.log(level, "librdkafka", facility=fac, client=client, message=message, **extra)
 

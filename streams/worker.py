@@ -817,7 +817,7 @@ class Worker:
                 self.metrics.transactions.labels("aborted").inc()
             if err.txn_requires_abort():
                 try:
-                    p.abort_transaction(30)
+                    p.abort_transaction(self.TXN_CALL_TIMEOUT_S)
                 except KafkaException:
                     self._rebuild_producer()
             else:
@@ -870,11 +870,10 @@ class Worker:
         if box:
             raise box[0]
 
-    @staticmethod
-    def _commit_with_retry(p: Any, attempts: int = 5) -> None:
+    def _commit_with_retry(self, p: Any, attempts: int = 5) -> None:
         for i in range(attempts):
             try:
-                p.commit_transaction(30)
+                p.commit_transaction(self.TXN_CALL_TIMEOUT_S)
                 return
             except KafkaException as ex:
                 if ex.args[0].retriable() and i + 1 < attempts:

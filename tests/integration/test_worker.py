@@ -225,7 +225,7 @@ class _AbortOneCommit(Worker):
         if not self.injected and self._inflight is not None:
             self.injected = True
             raise KafkaException(KafkaError(KafkaError._STATE, "injected", txn_requires_abort=True))
-        Worker._commit_with_retry(p)
+        super()._commit_with_retry(p)
 
 
 def test_aborted_transaction_redoes_the_batch_computing_behind_it(settings: Settings,
