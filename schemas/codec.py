@@ -45,7 +45,13 @@ from pydantic import ValidationError as ModelError
 
 from schemas import formats as F
 from schemas.errors import ContractError
-from schemas.models import SCHEMA_VERSION, DeadLetter, UploadEvent, VerificationResult
+from schemas.models import (
+    SCHEMA_VERSION,
+    DeadLetter,
+    QuarantineRef,
+    UploadEvent,
+    VerificationResult,
+)
 from schemas.reasons import DeadLetterCode as C
 
 HEADERS_CONTENT_TYPE = "application/json"
@@ -410,7 +416,8 @@ def _b64(b: bytes | None) -> str | None:
 def make_dead_letter(*, key: bytes | None, value: bytes | None, headers: HeadersIn,
                      topic: str, partition: int, offset: int, code: str, error: str,
                      max_value_bytes: int = DLQ_VALUE_MAX_BYTES, upload_id: str | None = None,
-                     failed_at: str | None = None) -> DeadLetter:
+                     failed_at: str | None = None,
+                     quarantine: QuarantineRef | None = None) -> DeadLetter:
     """Build the dead letter of one record that produced no result.
 
     Args:
@@ -421,6 +428,9 @@ def make_dead_letter(*, key: bytes | None, value: bytes | None, headers: Headers
             personal data (ContractError messages never do).
         upload_id: the upload id if known; dropped if it is not a valid upload id.
         failed_at: RFC 3339 time; default now (UTC, ms).
+        quarantine: where the value was stored instead (``streams.quarantine``): the dead
+            letter then keeps none of its bytes (``value_b64`` ``""``, ``value_truncated`` true
+            unless the value was empty), only its size and this reference.
 
     Raises:
         ContractError: ``SCHEMA_INVALID`` if the arguments cannot form a valid dead letter
@@ -432,6 +442,8 @@ def make_dead_letter(*, key: bytes | None, value: bytes | None, headers: Headers
     if upload_id is not None and not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
         upload_id = None
     raw = None if value is None else bytes(value)
+    if quarantine is not None:
+        max_value_bytes = 0
     obj = {
         "key_b64": _b64(None if key is None else bytes(key)),
         "value_b64": _b64(None if raw is None else raw[:max_value_bytes]),
@@ -444,6 +456,8 @@ def make_dead_letter(*, key: bytes | None, value: bytes | None, headers: Headers
         "failed_at": failed_at or F.utc_now_rfc3339(),
         "upload_id": upload_id,
     }
+    if quarantine is not None:
+        obj["quarantine"] = quarantine.canonical()
     d = validate_obj("DeadLetter", obj)
     assert isinstance(d, DeadLetter)
     return d

@@ -432,14 +432,26 @@ class Header(_Model):
     value_b64: B64 | None
 
 
+class QuarantineRef(_Model):
+    """Where a dead letter's original value was put instead of into the dead letter: the object
+    ``bucket``/``key`` of the quarantine bucket (short expiry; readable by operators only),
+    ``size_bytes`` (bytes) and lowercase hex ``sha256`` of the value."""
+
+    bucket: BucketName
+    key: ObjectKey
+    size_bytes: NonNegInt
+    sha256: Sha256Hex
+
+
 class DeadLetter(_Model):
     """An event that produced no result (topic ``cardstream.dlq.v1``, key = the original key).
 
     Attributes:
         schema_version: 1.
         key_b64: the original record key, base64, or ``None``.
-        value_b64: the original value, base64, truncated to the worker's limit (64 KiB by
-            default) when ``value_truncated``; ``None`` for a null value (tombstone).
+        value_b64: the original value, base64, truncated to the worker's limit when
+            ``value_truncated`` (0 bytes, ``""``, when the value was quarantined); ``None`` for a
+            null value (tombstone).
         value_truncated: whether ``value_b64`` holds only the first bytes of the value.
         value_size: the original value's size in bytes.
         headers: the original headers in order.
@@ -448,6 +460,9 @@ class DeadLetter(_Model):
         error: one line (at most 500 chars) saying what was wrong, without personal data.
         failed_at: RFC 3339 time the worker gave up on the event.
         upload_id: the upload id when it could be read.
+        quarantine: where the whole original value was stored instead (it may hold image bytes
+            or personal fields), or ``None`` (added in v1 without a version bump: consumers
+            ignore unknown fields).
     """
 
     schema_version: SchemaVersion = SCHEMA_VERSION
@@ -461,3 +476,4 @@ class DeadLetter(_Model):
     error: OneLine
     failed_at: Rfc3339
     upload_id: UploadId | None = None
+    quarantine: QuarantineRef | None = None

@@ -88,12 +88,14 @@ def topics_delete(
 
 @buckets_app.command("create")
 def buckets_create() -> None:
-    """Create the uploads and results buckets if missing."""
-    from streams.storage import Storage
+    """Create the uploads, results and quarantine buckets if missing, with default encryption
+    (SSE-S3), a bucket policy refusing unencrypted PUTs and expiry rules; then the MinIO policy
+    of each role (worker, producer, ocr) and the users whose credentials are set
+    (CARDSTREAM_S3__ROLES__<ROLE>__ACCESS_KEY / __SECRET_KEY). Needs admin credentials."""
+    from streams.buckets import provision
 
-    s = load_settings()
-    for b, state in Storage(s.s3).ensure_buckets([s.s3.uploads_bucket, s.s3.results_bucket]).items():
-        typer.echo(f"{b}: {state}")
+    for line in provision(load_settings().s3):
+        typer.echo(line)
 
 
 def worker(

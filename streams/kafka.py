@@ -1,7 +1,8 @@
 """Kafka client factories (confluent-kafka) and topic administration.
 
-Every client gets the same base configuration: bootstrap servers, the librdkafka pass-through
-(``settings.kafka.config``, for TLS/SASL) and the SASL password from the secret.
+Every client gets the same base configuration: bootstrap servers, TLS/SASL from the settings'
+own fields (:func:`security_config`), the librdkafka pass-through (``settings.kafka.config``) and
+the secrets (SASL password, client key password) from the environment.
 """
 
 from __future__ import annotations
@@ -17,14 +18,39 @@ from streams.logs import LibrdkafkaLog
 from streams.settings import KafkaSettings
 
 
-def base_config(k: KafkaSettings) -> dict[str, Any]:
-    """librdkafka properties shared by every client (bootstrap + pass-through + secret), and its
-    log lines routed to the JSON-lines log (:class:`streams.logs.LibrdkafkaLog`)."""
-    conf: dict[str, Any] = {"bootstrap.servers": k.bootstrap_servers, "logger": LibrdkafkaLog(),
-                            **k.config}
-    if k.sasl_password is not None:
-        conf["sasl.password"] = k.sasl_password.get_secret_value()
+def security_config(k: KafkaSettings) -> dict[str, Any]:
+    """The librdkafka properties of ``k``'s TLS/SASL fields (secrets included, so never log it).
+
+    ``security.protocol`` always; with TLS ``ssl.ca.location`` (when ``ca_file`` is set),
+    ``ssl.certificate.location`` / ``ssl.key.location`` / ``ssl.key.password`` (client
+    certificate) and ``ssl.endpoint.identification.algorithm=https`` (librdkafka's default since
+    2.0, set so that no pass-through turns it off unnoticed); with SASL ``sasl.mechanism``,
+    ``sasl.username`` and ``sasl.password``.
+    """
+    conf: dict[str, Any] = {"security.protocol": k.security_protocol}
+    if k.tls:
+        conf["ssl.endpoint.identification.algorithm"] = "https"
+        if k.ca_file is not None:
+            conf["ssl.ca.location"] = str(k.ca_file)
+        if k.cert_file is not None and k.key_file is not None:
+            conf["ssl.certificate.location"] = str(k.cert_file)
+            conf["ssl.key.location"] = str(k.key_file)
+        if k.key_password is not None:
+            conf["ssl.key.password"] = k.key_password.get_secret_value()
+    if k.security_protocol.startswith("SASL_"):
+        conf["sasl.mechanism"] = k.sasl_mechanism
+        conf["sasl.username"] = k.sasl_username
+        if k.sasl_password is not None:
+            conf["sasl.password"] = k.sasl_password.get_secret_value()
     return conf
+
+
+def base_config(k: KafkaSettings) -> dict[str, Any]:
+    """librdkafka properties shared by every client (bootstrap, :func:`security_config`, then the
+    pass-through ``k.config``), and its log lines routed to the JSON-lines log
+    (:class:`streams.logs.LibrdkafkaLog`)."""
+    return {"bootstrap.servers": k.bootstrap_servers, "logger": LibrdkafkaLog(),
+            **security_config(k), **k.config}
 
 
 def admin(k: KafkaSettings) -> AdminClient:

@@ -5,6 +5,7 @@ Used by ``cardstream demo``, the integration tests and the benchmarks.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,26 +14,47 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, SecretStr
+
 from streams.settings import Settings
 
 
+def section_env(prefix: str, model: BaseModel) -> dict[str, str | None]:
+    """``model``'s fields as pydantic-settings environment variables ``{prefix}__{FIELD}`` (nested
+    models joined with ``__``): secrets revealed (the child reads them from its environment),
+    tuples, lists and dicts as JSON, booleans as ``true``/``false``, ``None`` as ``None`` (the
+    caller removes that variable)."""
+    out: dict[str, str | None] = {}
+    for name in type(model).model_fields:
+        key, v = f"{prefix}__{name.upper()}", getattr(model, name)
+        if isinstance(v, BaseModel):
+            out.update(section_env(key, v))
+        elif v is None:
+            out[key] = None
+        elif isinstance(v, SecretStr):
+            out[key] = v.get_secret_value()
+        elif isinstance(v, bool):
+            out[key] = "true" if v else "false"
+        elif isinstance(v, tuple | list | dict):
+            out[key] = json.dumps(list(v) if isinstance(v, tuple) else v)
+        else:
+            out[key] = str(v)
+    return out
+
+
 def settings_env(s: Settings) -> dict[str, str]:
-    """The current environment plus ``CARDSTREAM_*`` variables making a ``cardstream`` subprocess
-    use ``s``'s topics, consumer group, transactional-id prefix and buckets."""
-    k, s3 = s.kafka, s.s3
+    """The current environment with the ``CARDSTREAM_KAFKA__*`` and ``CARDSTREAM_S3__*`` variables
+    of ``s`` (topics, consumer group, transactional-id prefix, buckets, TLS/SASL settings,
+    credentials; not the role credentials of ``s.s3.roles``, which only ``buckets create``
+    needs): a ``cardstream`` subprocess started with it connects as ``s`` does."""
+    s3 = s.s3.model_copy(update={"roles": type(s.s3.roles)()})  # a client needs no role secrets
     env = dict(os.environ)
-    env.update({
-        "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS": k.bootstrap_servers,
-        "CARDSTREAM_KAFKA__UPLOADS_TOPIC": k.uploads_topic,
-        "CARDSTREAM_KAFKA__RESULTS_TOPIC": k.results_topic,
-        "CARDSTREAM_KAFKA__DLQ_TOPIC": k.dlq_topic,
-        "CARDSTREAM_KAFKA__GROUP_ID": k.group_id,
-        "CARDSTREAM_KAFKA__TRANSACTIONAL_ID_PREFIX": k.transactional_id_prefix,
-        "CARDSTREAM_S3__UPLOADS_BUCKET": s3.uploads_bucket,
-        "CARDSTREAM_S3__RESULTS_BUCKET": s3.results_bucket,
-        "CARDSTREAM_S3__ALLOWED_BUCKETS": "[" + ",".join(f'"{b}"' for b in s3.allowed_buckets) + "]",
-        "PYTHONUNBUFFERED": "1",
-    })
+    for k, v in {**section_env("CARDSTREAM_KAFKA", s.kafka), **section_env("CARDSTREAM_S3", s3)}.items():
+        if v is None:  # unset, and so is anything nested under it
+            env = {n: x for n, x in env.items() if n != k and not n.startswith(k + "__")}
+        else:
+            env[k] = v
+    env["PYTHONUNBUFFERED"] = "1"
     return env
 
 

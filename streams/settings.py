@@ -1,16 +1,20 @@
 """The one frozen settings object, built at start-up from the environment and passed down.
 
 Environment prefix ``CARDSTREAM_``, nested sections with ``__``: ``CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS``,
-``CARDSTREAM_S3__SECRET_KEY``, ``CARDSTREAM_WORKER__MAX_BATCH``. Any librdkafka property can be
-passed through with ``CARDSTREAM_KAFKA__CONFIG='{"security.protocol": "SASL_SSL", ...}'`` (JSON),
-for TLS/SASL. Secrets are ``SecretStr`` and never logged.
+``CARDSTREAM_S3__SECRET_KEY``, ``CARDSTREAM_WORKER__MAX_BATCH``. TLS and SASL have their own fields
+(``CARDSTREAM_KAFKA__SECURITY_PROTOCOL``, ``..._CA_FILE``, ``CARDSTREAM_S3__CA_FILE``...), which
+both Kafka clients (confluent-kafka and the status app's aiokafka) read; any other librdkafka
+property can be passed through with ``CARDSTREAM_KAFKA__CONFIG='{"socket.keepalive.enable": true}'``
+(JSON; a password there is refused: secrets are ``SecretStr`` fields, from the environment only,
+and never logged).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from processors.card.settings import CardSettings
@@ -21,7 +25,8 @@ from streams.status_settings import StatusSettings
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # a refused value is not echoed in the error: it may be a secret
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
 
 
 class TopicSettings(_Frozen):
@@ -43,6 +48,21 @@ class TopicSettings(_Frozen):
     results_retention_ms: int = 7 * 24 * 3600 * 1000
 
 
+#: librdkafka properties that hold a secret: refused in ``KafkaSettings.config`` (a ConfigMap or a
+#: JSON blob in a values file would carry them); they come from SecretStr fields instead.
+SECRET_KAFKA_PROPERTIES = ("sasl.password", "ssl.key.password", "ssl.keystore.password",
+                           "ssl.truststore.password", "sasl.oauthbearer.client.secret",
+                           "ssl.key.pem")
+
+
+#: librdkafka properties in ``KafkaSettings.config`` that are moved into their own fields (so that
+#: the status app's aiokafka client sees them too): property -> field.
+LIFTED_KAFKA_PROPERTIES = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+                           "sasl.mechanisms": "sasl_mechanism", "sasl.username": "sasl_username",
+                           "ssl.ca.location": "ca_file", "ssl.certificate.location": "cert_file",
+                           "ssl.key.location": "key_file"}
+
+
 class KafkaSettings(_Frozen):
     """Kafka connection and topics.
 
@@ -51,8 +71,20 @@ class KafkaSettings(_Frozen):
         uploads_topic / results_topic / dlq_topic: topic names (v1 contracts).
         group_id: consumer group of the workers.
         transactional_id_prefix: a worker slot's transactional.id is ``{prefix}-{slot}``.
-        config: extra librdkafka properties (TLS/SASL...), applied to every client.
-        sasl_password: SASL password (secret), set as ``sasl.password`` when present.
+        security_protocol: ``PLAINTEXT`` (the local stack's default listener), ``SSL``,
+            ``SASL_PLAINTEXT`` or ``SASL_SSL`` (TLS + SASL; what a deployment should use).
+        sasl_mechanism: ``SCRAM-SHA-512`` (default), ``SCRAM-SHA-256`` or ``PLAIN``.
+        sasl_username: SASL user (not a secret).
+        sasl_password: SASL password (secret, environment only).
+        ca_file: PEM file of the CA(s) that signed the brokers' certificates (default: the
+            system's trust store).
+        cert_file / key_file: PEM client certificate and its private key, for brokers that
+            require TLS client authentication (mTLS); ``key_password`` (secret) if the key is
+            encrypted.
+        config: extra librdkafka properties applied to every confluent-kafka client. The TLS/SASL
+            ones of :data:`LIFTED_KAFKA_PROPERTIES` (``security.protocol``, ``sasl.username``...)
+            are moved into their fields, so the status app's aiokafka client gets them too; a
+            secret-bearing property (:data:`SECRET_KAFKA_PROPERTIES`) is refused.
         transaction_retry_backoff_ms: ``retry.backoff.ms`` of the workers' transactional
             producer (the first retry of a request; librdkafka doubles it per retry up to
             ``retry.backoff.max.ms``, 1 s). A transaction that begins right after the previous
@@ -60,6 +92,11 @@ class KafkaSettings(_Frozen):
             commit's markers, and librdkafka retries ``send_offsets_to_transaction``'s
             AddOffsetsToTxn after this backoff: at librdkafka's default of 100 ms back-to-back
             transactions took a median 98 ms on the local stack, at 2 ms a median 4 ms.
+
+    Raises:
+        pydantic.ValidationError: a secret in ``config``; a property in ``config`` that
+            contradicts its own field; SASL without a user name; a client key without its
+            certificate (or the reverse).
     """
 
     bootstrap_servers: str = "127.0.0.1:9092"
@@ -68,36 +105,135 @@ class KafkaSettings(_Frozen):
     dlq_topic: str = "cardstream.dlq.v1"
     group_id: str = "cardstream"
     transactional_id_prefix: str = "cardstream-worker"
-    config: dict[str, Any] = Field(default_factory=dict)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
+    sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    key_password: SecretStr | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
     transaction_retry_backoff_ms: int = Field(2, ge=1, le=10_000)
     topics: TopicSettings = Field(default_factory=TopicSettings)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_security_properties(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+            return data
+        data, config = dict(data), dict(data["config"])
+        for prop, name in LIFTED_KAFKA_PROPERTIES.items():
+            if prop not in config:
+                continue
+            value = config.pop(prop)
+            if data.get(name) not in (None, value):
+                raise ValueError(f"kafka.config {prop}={value!r} contradicts {name}={data[name]!r}")
+            data[name] = value
+        data["config"] = config
+        return data
+
+    @field_validator("config")
+    @classmethod
+    def _no_secret_in_config(cls, v: dict[str, Any]) -> dict[str, Any]:
+        bad = sorted(k for k in v if k.lower() in SECRET_KAFKA_PROPERTIES)
+        if bad:
+            raise ValueError(f"{', '.join(bad)} must not be in kafka.config (it may end up in a "
+                             "ConfigMap or a log): set CARDSTREAM_KAFKA__SASL_PASSWORD / "
+                             "CARDSTREAM_KAFKA__KEY_PASSWORD in the environment instead")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaSettings:
+        if self.security_protocol.startswith("SASL_") and not self.sasl_username:
+            raise ValueError(f"security_protocol {self.security_protocol} needs sasl_username "
+                             "(CARDSTREAM_KAFKA__SASL_USERNAME)")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (TLS client certificate)")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        """True when the connection is encrypted (``SSL`` or ``SASL_SSL``)."""
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+
+class RoleCredentials(_Frozen):
+    """An S3 user's access key and secret key (secret, environment only)."""
+
+    access_key: str = Field(min_length=3)
+    secret_key: SecretStr
+
+
+class S3RoleSettings(_Frozen):
+    """Credentials of the per-role MinIO users that ``cardstream buckets create`` creates (or
+    updates) with their policies (:mod:`streams.access`). Only the set-up job (with the admin
+    credentials) reads these; a role left unset gets its policy but no user. The status app has
+    no role: it never touches the object store.
+
+    Attributes:
+        worker: reads uploads, writes results and quarantine (``CARDSTREAM_S3__ROLES__WORKER__*``).
+        producer: writes uploads (the ticketing platform).
+        ocr: reads results (downstream OCR).
+    """
+
+    worker: RoleCredentials | None = None
+    producer: RoleCredentials | None = None
+    ocr: RoleCredentials | None = None
+
 
 class S3Settings(_Frozen):
-    """Object store (MinIO) connection.
+    """Object store (MinIO) connection, buckets and their protection.
 
     Attributes:
         endpoint: ``host:port`` without scheme.
-        secure: use TLS.
+        secure: use TLS (default on; the local stack serves MinIO over TLS only).
+        ca_file: PEM file of the CA(s) that signed the server's certificate (default: the
+            system's trust store, or ``SSL_CERT_FILE``).
+        cert_file / key_file: PEM client certificate and key, for a server that asks for one.
         access_key / secret_key: credentials, from the environment only (secret_key is a secret;
             ``scripts/stack env`` prints the local stack's).
         region: bucket region.
         uploads_bucket: where producers put claim-check images.
         results_bucket: where workers put outputs.
+        quarantine_bucket: where dead-letter payloads go (they may hold image bytes), so that
+            Kafka's dead letters carry a reference instead (:mod:`streams.quarantine`).
         allowed_buckets: buckets an UploadEvent may reference (default: the uploads bucket).
-        sse: request SSE-S3 (server-side encryption with the server's KMS key) on PUT.
+        sse: request SSE-S3 (server-side encryption with the server's KMS key) on every PUT
+            (default on; the buckets also encrypt by default and the role policies refuse a PUT
+            without it).
+        uploads_expiry_days / results_expiry_days / quarantine_expiry_days: lifecycle rules set
+            by ``cardstream buckets create``: objects are deleted this many days after they
+            were written (7: the uploads topic's retention, so a replay window of a week still
+            finds its images; 30: time for downstream OCR and disputes; 1: enough for an
+            operator to look at a dead letter's payload the next working day). S3 lifecycle
+            rules count whole days.
+        roles: per-role users to create (:class:`S3RoleSettings`, set-up job only).
     """
 
     endpoint: str = "127.0.0.1:9000"
-    secure: bool = False
+    secure: bool = True
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
     access_key: str | None = None
     secret_key: SecretStr | None = None
     region: str = "us-east-1"
     uploads_bucket: str = "uploads"
     results_bucket: str = "results"
+    quarantine_bucket: str = "quarantine"
     allowed_buckets: tuple[str, ...] = ("uploads",)
-    sse: bool = False
+    sse: bool = True
+    uploads_expiry_days: int = Field(7, ge=1, le=36500)
+    results_expiry_days: int = Field(30, ge=1, le=36500)
+    quarantine_expiry_days: int = Field(1, ge=1, le=36500)
+    roles: S3RoleSettings = Field(default_factory=S3RoleSettings)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> S3Settings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (TLS client certificate)")
+        return self
 
 
 class WorkerSettings(_Frozen):
@@ -116,7 +252,10 @@ class WorkerSettings(_Frozen):
         http_port: port of /ready, /live, /metrics (0: off).
         max_poll_interval_ms: librdkafka max.poll.interval.ms (above the worst batch).
         inline_max_bytes: largest inline image (bytes, before base64).
-        dlq_value_max_bytes: original value bytes kept in a dead letter.
+        dlq_value_max_bytes: original value bytes kept in a dead letter (default 0: none; an
+            event's value may hold inline image bytes and ``subject_ref``, and the dead-letter
+            topic keeps its records for days: the payload goes to the quarantine bucket,
+            :mod:`streams.quarantine`, and the dead letter keeps its size and a reference).
         shutdown_timeout_s: bound on graceful SIGTERM handling.
     """
 
@@ -129,7 +268,7 @@ class WorkerSettings(_Frozen):
     http_port: int = Field(8080, ge=0, le=65535)
     max_poll_interval_ms: int = Field(300_000, ge=10_000)
     inline_max_bytes: int = Field(512 * 1024, ge=0)
-    dlq_value_max_bytes: int = Field(64 * 1024, ge=0)
+    dlq_value_max_bytes: int = Field(0, ge=0)
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
 
@@ -137,7 +276,8 @@ class Settings(BaseSettings):
     """All settings of a cardstream process (frozen)."""
 
     model_config = SettingsConfigDict(
-        env_prefix="CARDSTREAM_", env_nested_delimiter="__", frozen=True, extra="ignore"
+        env_prefix="CARDSTREAM_", env_nested_delimiter="__", frozen=True, extra="ignore",
+        hide_input_in_errors=True,
     )
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)

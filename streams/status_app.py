@@ -19,7 +19,14 @@ group (the faust app id). Each instance:
   tumbling windows of ``window_s`` seconds (event time = the result record's Kafka timestamp),
   changelog ``{app_id}-stats-changelog``;
 * serves ``GET /uploads/{upload_id}``, ``GET /stats?task=&window=&last=``, ``GET /healthz``
-  (JSON shapes: ``schemas/status_*.v1.schema.json``) on faust's aiohttp web server.
+  (JSON shapes: ``schemas/status_*.v1.schema.json``) on faust's aiohttp web server; every route
+  but ``/healthz`` wants ``Authorization: Bearer <api_token>`` when a token is set (401
+  ``UNAUTHORIZED`` otherwise), and the token is required unless the server binds a loopback
+  address (:class:`~streams.status_settings.StatusSettings`).
+
+Kafka: faust's aiokafka clients get TLS and SASL from the same settings as the workers
+(:func:`faust_credentials`: ``security_protocol``, ``sasl_*``, ``ca_file``, client certificate),
+and the confluent-kafka admin calls (changelog topics) from :func:`streams.kafka.admin`.
 
 Partitioning: both tables are written to the changelog partition of the result they came from, so
 they are partitioned exactly like the results topic and a restarted or re-balanced instance
@@ -47,8 +54,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import logging
+import ssl
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -57,6 +66,7 @@ from typing import Any
 import aiohttp
 import faust
 from confluent_kafka.admin import NewTopic
+from faust.auth import SASLCredentials, SSLCredentials
 from faust.exceptions import SameNode
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.web import Request, Response, View
@@ -76,6 +86,39 @@ from streams.status_settings import StatusSettings, load_status_settings
 
 #: Version of the HTTP answers (``schema_version`` field of ``schemas/status_*.v1.schema.json``).
 STATUS_SCHEMA_VERSION = 1
+
+
+def ssl_context(k: KafkaSettings) -> ssl.SSLContext:
+    """A client TLS context for ``k``: the brokers' certificates checked against ``k.ca_file``
+    (else the system's trust store) with host name verification, the client certificate when
+    set."""
+    ctx = ssl.create_default_context(cafile=str(k.ca_file) if k.ca_file else None)
+    if k.cert_file is not None and k.key_file is not None:
+        ctx.load_cert_chain(str(k.cert_file), str(k.key_file),
+                            k.key_password.get_secret_value() if k.key_password else None)
+    return ctx
+
+
+def faust_credentials(k: KafkaSettings) -> SASLCredentials | SSLCredentials | None:
+    """faust's ``broker_credentials`` for ``k.security_protocol``: ``None`` for PLAINTEXT,
+    :class:`SSLCredentials` for SSL, :class:`SASLCredentials` (user, password, mechanism; with a
+    TLS context for SASL_SSL) for SASL_*."""
+    if k.security_protocol == "PLAINTEXT":
+        return None
+    ctx = ssl_context(k) if k.tls else None
+    if k.security_protocol == "SSL":
+        return SSLCredentials(ctx)
+    return SASLCredentials(username=k.sasl_username, mechanism=k.sasl_mechanism, ssl_context=ctx,
+                           password=k.sasl_password.get_secret_value() if k.sasl_password else None)
+
+
+def authorized(status: StatusSettings, header: str | None) -> bool:
+    """True when no ``api_token`` is set, or ``header`` (the request's ``Authorization``) is
+    ``Bearer <api_token>`` (compared in constant time)."""
+    if status.api_token is None:
+        return True
+    want = f"Bearer {status.api_token.get_secret_value()}".encode()
+    return hmac.compare_digest((header or "").encode(), want)
 
 
 def changelog_topics(status: StatusSettings) -> dict[str, str]:
@@ -294,10 +337,12 @@ class StatusApp:
         with contextlib.suppress(Exception):  # no assignment yet: answer with what we hold
             hosts = {h for h in self.app.router.table_metadata(self.stats.name) if _ident(h) != me}
         timeout = aiohttp.ClientTimeout(total=self.status.query_timeout_s)
+        token = self.status.api_token
+        auth = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
         for h in sorted(hosts):
             url = f"{h.rstrip('/')}/stats/local?task={task}&since={since_ms}"
             try:
-                async with self.app.http_client.get(url, timeout=timeout) as resp:
+                async with self.app.http_client.get(url, timeout=timeout, headers=auth) as resp:
                     body = await resp.json()
                 answered |= set(body["partitions"])
                 aggs.extend(body["windows"])
@@ -314,6 +359,15 @@ def _ident(url: str) -> tuple[str, int]:
 def _error(view: View, status: int, code: str, message: str) -> Response:
     return view.json({"schema_version": STATUS_SCHEMA_VERSION, "error": code, "message": message},
                      status=status)
+
+
+def _denied(view: View, status: StatusSettings, request: Request) -> Response | None:
+    """A 401 answer when ``request`` lacks the bearer token, else ``None``."""
+    if authorized(status, request.headers.get("Authorization")):
+        return None
+    resp = _error(view, 401, "UNAUTHORIZED", "send Authorization: Bearer <token>")
+    resp.headers["WWW-Authenticate"] = 'Bearer realm="cardstream-status"'
+    return resp
 
 
 def build_app(settings: Settings, status: StatusSettings, partitions: int | None = None) -> StatusApp:
@@ -338,6 +392,7 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
         topic_replication_factor=status.replication_factor,
         topic_disable_leader=True,
         table_standby_replicas=0,
+        broker_credentials=faust_credentials(k),
         consumer_auto_offset_reset="earliest",
         broker_commit_interval=status.commit_interval_s,
         broker_session_timeout=status.session_timeout_s,
@@ -367,6 +422,8 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     @app.page("/uploads/{upload_id}")
     class Uploads(View):
         async def get(self, request: Request, upload_id: str) -> Response:
+            if (denied := _denied(self, status, request)) is not None:
+                return denied
             if not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
                 return _error(self, 400, "INVALID_UPLOAD_ID", "upload_id must match " + F.UPLOAD_ID_PATTERN)
             try:
@@ -385,6 +442,8 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     @app.page("/stats/local")
     class StatsLocal(View):
         async def get(self, request: Request) -> Response:
+            if (denied := _denied(self, status, request)) is not None:
+                return denied
             task = request.query.get("task", "")
             try:
                 since = int(request.query.get("since", "0"))
@@ -396,6 +455,8 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     @app.page("/stats")
     class Stats(View):
         async def get(self, request: Request) -> Response:
+            if (denied := _denied(self, status, request)) is not None:
+                return denied
             q = request.query
             task = q.get("task", "")
             if task not in {t.value for t in Task}:
@@ -458,6 +519,6 @@ def run(settings: Settings, status: StatusSettings, loglevel: str = "INFO") -> N
     worker.execute_from_commandline()
 
 
-__all__ = ["STATUS_SCHEMA_VERSION", "StatusApp", "StatusSettings", "build_app", "changelog_topics",
-           "create_status_topics", "load_status_settings", "results_partitions", "run",
-           "status_topic_specs"]
+__all__ = ["STATUS_SCHEMA_VERSION", "StatusApp", "StatusSettings", "authorized", "build_app",
+           "changelog_topics", "create_status_topics", "faust_credentials", "load_status_settings",
+           "results_partitions", "run", "ssl_context", "status_topic_specs"]

@@ -3,10 +3,11 @@ so that :mod:`streams.settings` can compose them without importing faust."""
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -31,9 +32,16 @@ class StatusSettings(BaseModel):
         data_dir: faust's data directory (``datadir``).
         store: faust table store URL: ``memory://`` (state rebuilt from the changelog at every
             start) or ``rocksdb://`` (needs the ``rocksdict`` package; state kept in data_dir).
+        api_token: bearer token of the HTTP API (secret, environment only): ``/uploads``,
+            ``/stats`` and ``/stats/local`` answer 401 without ``Authorization: Bearer <token>``;
+            ``/healthz`` (no upload ids) stays open for probes. Required unless ``web_bind`` is
+            a loopback address.
+
+    Raises:
+        pydantic.ValidationError: ``web_bind`` is not loopback and no ``api_token`` is set.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
 
     app_id: str = "cardstream-status"
     web_bind: str = "127.0.0.1"
@@ -49,11 +57,29 @@ class StatusSettings(BaseModel):
     session_timeout_s: float = Field(10.0, gt=0)
     data_dir: Path = Path("out/status")
     store: str = "memory://"
+    api_token: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _token_unless_loopback(self) -> StatusSettings:
+        if self.api_token is None and not is_loopback(self.web_bind):
+            raise ValueError(f"web_bind {self.web_bind} is reachable from other hosts: set "
+                             "CARDSTREAM_STATUS__API_TOKEN (the HTTP API's bearer token)")
+        return self
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _StatusEnv(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CARDSTREAM_", env_nested_delimiter="__",
-                                      frozen=True, extra="ignore")
+                                      frozen=True, extra="ignore", hide_input_in_errors=True)
 
     status: StatusSettings = Field(default_factory=StatusSettings)
 
@@ -63,7 +89,7 @@ def load_status_settings(**overrides: Any) -> StatusSettings:
     keyword overrides (fields of :class:`StatusSettings`; ``None`` values are ignored)."""
     base = _StatusEnv().status
     upd = {k: v for k, v in overrides.items() if v is not None}
-    return StatusSettings(**{**base.model_dump(), **upd}) if upd else base
+    return StatusSettings.model_validate({**dict(base), **upd}) if upd else base
 
 
-__all__ = ["StatusSettings", "load_status_settings"]
+__all__ = ["StatusSettings", "is_loopback", "load_status_settings"]

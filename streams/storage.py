@@ -2,13 +2,16 @@
 
 Reads and writes retry with exponential backoff; a missing object is :class:`ObjectNotFound`
 (reason ``OBJECT_NOT_FOUND``), anything still failing after the retries is :class:`StorageError`
-(MinIO unavailable: the worker pauses and commits nothing).
+(MinIO unavailable: the worker pauses and commits nothing). Connections use TLS by default
+(``S3Settings.secure``, the CA of ``S3Settings.ca_file``) and every PUT asks for SSE-S3
+(``S3Settings.sse``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +27,22 @@ from streams.settings import S3Settings
 
 T = TypeVar("T")
 _MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject"}
+#: largest object written with one PUT (bytes): S3's single-PUT limit, 5 GiB. A multipart upload's
+#: parts carry no SSE header, so the role policies (:mod:`streams.access`), which refuse a PUT
+#: without one, would refuse them.
+SINGLE_PUT_MAX_BYTES = 5 * 1024**3
+
+
+def http_client(s3: S3Settings, timeout_s: float = 10.0, maxsize: int = 32) -> urllib3.PoolManager:
+    """The urllib3 pool for ``s3``: certificates checked against ``s3.ca_file`` (else
+    ``SSL_CERT_FILE``, else the system's trust store), the client certificate when set, no
+    retries of its own (callers retry), ``timeout_s`` (s) to connect and to read."""
+    ca = str(s3.ca_file) if s3.ca_file else os.environ.get("SSL_CERT_FILE")
+    client_cert = ({"cert_file": str(s3.cert_file), "key_file": str(s3.key_file)}
+                   if s3.cert_file and s3.key_file else {})
+    return urllib3.PoolManager(
+        timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s), maxsize=maxsize,
+        retries=urllib3.Retry(total=0), cert_reqs="CERT_REQUIRED", ca_certs=ca, **client_cert)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,18 +73,24 @@ class Storage:
         if s3.access_key is None or s3.secret_key is None:
             raise StorageError("set CARDSTREAM_S3__ACCESS_KEY and CARDSTREAM_S3__SECRET_KEY "
                                "(the local stack prints them: scripts/stack env)")
-        http = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s), maxsize=32,
-            retries=urllib3.Retry(total=0),
-        )
         self.client = Minio(s3.endpoint, access_key=s3.access_key,
                             secret_key=s3.secret_key.get_secret_value(), secure=s3.secure,
-                            region=s3.region, http_client=http)
+                            region=s3.region, http_client=http_client(s3, timeout_s))
         self.s3 = s3
         self.retries = retries
         self.backoff_s = backoff_s
 
-    def _retry(self, what: str, fn: Callable[[], T]) -> T:
+    def retry(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()`` (one call of ``self.client``), retried with backoff.
+
+        Args:
+            what: the call, for the error message (``"PUT bucket/key"``).
+
+        Raises:
+            ObjectNotFound: the server says the bucket or key does not exist.
+            StorageError: any other failure, still failing after the retries (the message
+                names the error class only).
+        """
         delay = self.backoff_s
         for attempt in range(self.retries):
             try:
@@ -79,7 +104,8 @@ class Storage:
             if attempt + 1 < self.retries:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
-        raise StorageError(f"{what} failed after {self.retries} attempts: {type(err).__name__}")
+        code = f" {err.code}" if isinstance(err, S3Error) else ""  # e.g. AccessDenied
+        raise StorageError(f"{what} failed after {self.retries} attempts: {type(err).__name__}{code}")
 
     def get(self, bucket: str, key: str, max_bytes: int | None = None) -> bytes:
         """GET an object's bytes.
@@ -99,38 +125,48 @@ class Storage:
             finally:
                 r.close()
                 r.release_conn()
-        return self._retry(f"GET {bucket}/{key}", once)
+        return self.retry(f"GET {bucket}/{key}", once)
 
     def put(self, bucket: str, key: str, data: bytes, content_type: str) -> StoredObject:
-        """PUT ``data`` (overwrites: keys are deterministic, so a redelivery writes the same bytes).
+        """PUT ``data`` in one request, with SSE-S3 when ``s3.sse`` (overwrites: keys are
+        deterministic, so a redelivery writes the same bytes).
 
         Returns:
             The stored object's ref with size (bytes) and sha256.
 
         Raises:
-            StorageError: still failing after the retries.
+            StorageError: still failing after the retries; ``data`` above
+                :data:`SINGLE_PUT_MAX_BYTES` (5 GiB).
         """
+        if len(data) > SINGLE_PUT_MAX_BYTES:
+            raise StorageError(f"PUT {bucket}/{key}: {len(data)} bytes, above one PUT's limit")
         sse = SseS3() if self.s3.sse else None
-        self._retry(f"PUT {bucket}/{key}", lambda: self.client.put_object(
-            bucket, key, io.BytesIO(data), len(data), content_type=content_type, sse=sse))
+        part = max(len(data), 5 * 1024**2)  # one part = one PUT (the minio package's minimum is 5 MiB)
+        self.retry(f"PUT {bucket}/{key}", lambda: self.client.put_object(
+            bucket, key, io.BytesIO(data), len(data), content_type=content_type, sse=sse,
+            part_size=part))
         return StoredObject(bucket, key, len(data), hashlib.sha256(data).hexdigest())
 
     def ensure_buckets(self, names: list[str]) -> dict[str, str]:
         """Create missing buckets. Returns bucket -> ``created`` / ``exists``."""
         out = {}
         for b in names:
-            if self._retry(f"HEAD {b}", lambda b=b: self.client.bucket_exists(b)):
+            if self.retry(f"HEAD {b}", lambda b=b: self.client.bucket_exists(b)):
                 out[b] = "exists"
             else:
-                self._retry(f"MAKE {b}", lambda b=b: self.client.make_bucket(b))
+                self.retry(f"MAKE {b}", lambda b=b: self.client.make_bucket(b))
                 out[b] = "created"
         return out
 
     def healthy(self) -> bool:
-        """True when the server answers a bucket listing now (no retries)."""
+        """True when the uploads and results buckets answer a HEAD now (no retries).
+
+        A HEAD per bucket needs only ``s3:ListBucket`` on those buckets, which the worker's role
+        has (:mod:`streams.access`); listing all buckets would need ``s3:ListAllMyBuckets``.
+        """
         try:
-            self.client.list_buckets()
-            return True
+            return all(self.client.bucket_exists(b)
+                       for b in (self.s3.uploads_bucket, self.s3.results_bucket))
         except Exception:
             return False
 

@@ -99,11 +99,14 @@ def test_health_endpoints() -> None:
 
 def test_settings_env_nesting_and_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CARDSTREAM_WORKER__MAX_BATCH", "8")
-    monkeypatch.setenv("CARDSTREAM_KAFKA__CONFIG", '{"security.protocol": "SASL_SSL"}')
+    monkeypatch.setenv("CARDSTREAM_KAFKA__CONFIG", '{"security.protocol": "SASL_SSL", '
+                       '"sasl.username": "svc", "linger.ms": 7}')
     monkeypatch.setenv("CARDSTREAM_S3__SECRET_KEY", "hunter2")
     s = load_settings()
     assert s.worker.max_batch == 8
-    assert s.kafka.config == {"security.protocol": "SASL_SSL"}
+    # TLS/SASL properties move into their fields (the status app's aiokafka reads those)
+    assert s.kafka.config == {"linger.ms": 7}
+    assert (s.kafka.security_protocol, s.kafka.sasl_username) == ("SASL_SSL", "svc")
     assert "hunter2" not in repr(s)
     with pytest.raises(ValueError):
         s.worker.max_batch = 4  # type: ignore[misc]
