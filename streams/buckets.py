@@ -85,9 +85,10 @@ def provision_buckets(st: Storage, specs: list[BucketSpec]) -> dict[str, str]:
     return out
 
 
-def provision(s3: S3Settings, role_prefix: str = "cardstream") -> list[str]:
+def provision(s3: S3Settings, role_prefix: str = "cardstream", roles: bool = True) -> list[str]:
     """Everything ``cardstream buckets create`` does: :func:`provision_buckets` on
-    :func:`bucket_specs`, then :func:`streams.access.provision_roles`. ``s3`` holds admin
+    :func:`bucket_specs`, then (``roles``) :func:`streams.access.provision_roles`, which needs
+    MinIO's admin API (an object store without it manages its users itself). ``s3`` holds admin
     credentials.
 
     Returns:
@@ -97,4 +98,6 @@ def provision(s3: S3Settings, role_prefix: str = "cardstream") -> list[str]:
         StorageError: a call failed (see :func:`provision_buckets`, ``provision_roles``).
     """
     lines = [f"{b}: {state}" for b, state in provision_buckets(Storage(s3), bucket_specs(s3)).items()]
+    if not roles:
+        return lines
     return lines + [f"role {r}: {state}" for r, state in provision_roles(s3, role_prefix).items()]

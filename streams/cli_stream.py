@@ -87,14 +87,17 @@ def topics_delete(
 
 
 @buckets_app.command("create")
-def buckets_create() -> None:
+def buckets_create(
+    roles: bool = typer.Option(True, "--roles/--no-roles", help="Also create the role policies and "
+                               "users (MinIO's admin API; --no-roles for an object store without it)."),
+) -> None:
     """Create the uploads, results and quarantine buckets if missing, with default encryption
     (SSE-S3), a bucket policy refusing unencrypted PUTs and expiry rules; then the MinIO policy
     of each role (worker, producer, ocr) and the users whose credentials are set
     (CARDSTREAM_S3__ROLES__<ROLE>__ACCESS_KEY / __SECRET_KEY). Needs admin credentials."""
     from streams.buckets import provision
 
-    for line in provision(load_settings().s3):
+    for line in provision(load_settings().s3, roles=roles):
         typer.echo(line)
 
 

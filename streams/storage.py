@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import urllib3
 from minio import Minio
-from minio.error import S3Error
+from minio.error import MinioException, S3Error
 from minio.sse import SseS3
 
 from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError
@@ -88,8 +88,9 @@ class Storage:
 
         Raises:
             ObjectNotFound: the server says the bucket or key does not exist.
-            StorageError: any other failure, still failing after the retries (the message
-                names the error class only).
+            StorageError: any other failure (an S3 error, a 5xx or a non-S3 answer such as a
+                plain-HTTP request to a TLS port, a network error), still failing after the
+                retries; the message names the error class and, for an S3 error, its code.
         """
         delay = self.backoff_s
         for attempt in range(self.retries):
@@ -99,7 +100,7 @@ class Storage:
                 if e.code in _MISSING:
                     raise ObjectNotFound(f"{what}: {e.code}") from e
                 err: Exception = e
-            except (urllib3.exceptions.HTTPError, OSError) as e:
+            except (MinioException, urllib3.exceptions.HTTPError, OSError) as e:
                 err = e
             if attempt + 1 < self.retries:
                 time.sleep(delay)

@@ -107,7 +107,8 @@ def test_helm_lint_strict_passes(helm: str, values: list[str]) -> None:
 def test_default_render_has_every_part(default_docs: list[dict[str, Any]]) -> None:
     kinds = sorted(d["kind"] for d in default_docs)
     assert kinds == sorted(["ServiceAccount", "ConfigMap", "Service", "Service", "StatefulSet",
-                            "PodDisruptionBudget", "ScaledObject", "Deployment"])
+                            "PodDisruptionBudget", "ScaledObject", "Deployment",
+                            "NetworkPolicy", "NetworkPolicy"])
     # no Secret is rendered: credentials are references to existing Secrets only
     assert all(d["kind"] != "Secret" for d in default_docs)
 
@@ -254,7 +255,9 @@ def test_optional_parts_toggle(helm: str) -> None:
     assert "pre-install" in job["metadata"]["annotations"]["helm.sh/hook"]
     script = container(job)["args"][0]
     assert "cardstream topics create" in script and "cardstream buckets create" in script
-    assert "--uploads-partitions 6" in script
+    assert "--uploads-partitions 6" in script and "--no-roles" not in script
+    no_roles = render(helm, "--set", "init.enabled=true", "--set", "init.roles=false")
+    assert container(one(no_roles, "Job"))["args"][0].endswith("cardstream buckets create --no-roles")
     sts_env = env_of(container(one(docs, "StatefulSet")))
     assert sts_env["CARDSTREAM_KAFKA__SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == \
         {"name": "kafka-sasl", "key": "sasl-password"}
@@ -283,7 +286,9 @@ def test_configmap_keys_are_real_settings(helm: str) -> None:
 
     docs = render(helm, "--set", "worker.maxBatch=17", "--set", "kafka.uploadsPartitions=9",
                   "--set", "autoscaling.maxReplicaCount=9", "--set", "s3.uploadsBucket=incoming",
-                  "--set-json", 'kafka.config={"security.protocol":"SASL_SSL"}')
+                  "--set-json", 'kafka.config={"security.protocol":"SASL_SSL","linger.ms":7}',
+                  "--set", "kafka.tls.caSecret=kafka-ca", "--set", "s3.tls.caSecret=s3-ca",
+                  "--set", "s3.expiryDays.results=14")
     data = one(docs, "ConfigMap")["data"]
     for key in data:
         model: type[BaseModel] = Settings
@@ -307,9 +312,110 @@ def test_configmap_keys_are_real_settings(helm: str) -> None:
         os.environ.update(saved)
     assert s.worker.max_batch == 17
     assert s.kafka.topics.uploads_partitions == 9
-    assert s.kafka.config == {"security.protocol": "SASL_SSL"}
+    # private by default: SASL_SSL with SCRAM, MinIO over TLS, SSE-S3, the mounted CA files
+    assert s.kafka.config == {"linger.ms": 7}
+    assert (s.kafka.security_protocol, s.kafka.sasl_mechanism, s.kafka.sasl_username) == (
+        "SASL_SSL", "SCRAM-SHA-512", "cardstream")
+    assert str(s.kafka.ca_file) == "/etc/cardstream/kafka-ca/ca.crt"
+    assert str(s.s3.ca_file) == "/etc/cardstream/s3-ca/ca.crt"
+    assert s.s3.secure is True and s.s3.sse is True
+    assert (s.s3.uploads_expiry_days, s.s3.results_expiry_days, s.s3.quarantine_expiry_days) == (7, 14, 1)
     assert s.s3.uploads_bucket == "incoming" and s.s3.allowed_buckets == ("incoming",)
-    assert s.runtime.device == "cuda" and s.s3.secure is False
+    assert s.runtime.device == "cuda"
+
+
+def _pod(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    return one(docs, kind)["spec"]["template"]["spec"]
+
+
+def test_certificates_and_credentials_come_from_secrets(helm: str) -> None:
+    """CA and client certificate Secrets are mounted read-only where the ConfigMap's paths point;
+    every credential is a secretKeyRef; the status app has no S3 credentials; the init job alone
+    holds the admin's; nothing secret is in the ConfigMap."""
+    docs = render(helm, "--set", "init.enabled=true", "--set", "kafka.tls.caSecret=kafka-ca",
+                  "--set", "kafka.tls.clientSecret=kafka-client", "--set", "s3.tls.caSecret=s3-ca",
+                  "--set", "s3.roles.producerSecret=s3-producer", "--set", "s3.roles.ocrSecret=s3-ocr")
+    cm = one(docs, "ConfigMap")["data"]
+    files = {cm["CARDSTREAM_KAFKA__CA_FILE"]: "kafka-ca", cm["CARDSTREAM_KAFKA__CERT_FILE"]: "kafka-client",
+             cm["CARDSTREAM_KAFKA__KEY_FILE"]: "kafka-client", cm["CARDSTREAM_S3__CA_FILE"]: "s3-ca"}
+    for kind, s3 in (("StatefulSet", True), ("Deployment", False), ("Job", True)):
+        pod = _pod(docs, kind)
+        vols = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+        for path, secret in files.items():
+            if secret == "s3-ca" and not s3:
+                assert "s3-ca" not in vols, kind  # the status app never talks to the object store
+                continue
+            folder, name = path.rsplit("/", 1)
+            m = mounts[folder]
+            assert m["readOnly"] is True, (kind, folder)
+            vol = vols[m["name"]]["secret"]
+            assert vol["secretName"] == secret
+            assert name in {i["path"] for i in vol["items"]}, (kind, path)
+    env = {k: env_of(container(one(docs, k))) for k in ("StatefulSet", "Deployment", "Job")}
+    ref = {k: {n: e["valueFrom"]["secretKeyRef"]["name"] for n, e in v.items()
+               if "secretKeyRef" in e.get("valueFrom", {})} for k, v in env.items()}
+    assert ref["StatefulSet"] == {"CARDSTREAM_S3__ACCESS_KEY": "cardstream-s3",
+                                  "CARDSTREAM_S3__SECRET_KEY": "cardstream-s3",
+                                  "CARDSTREAM_KAFKA__SASL_PASSWORD": "cardstream-kafka"}
+    assert ref["Deployment"] == {"CARDSTREAM_KAFKA__SASL_PASSWORD": "cardstream-kafka",
+                                 "CARDSTREAM_STATUS__API_TOKEN": "cardstream-status"}
+    assert ref["Job"] == {"CARDSTREAM_S3__ACCESS_KEY": "cardstream-s3-admin",
+                          "CARDSTREAM_S3__SECRET_KEY": "cardstream-s3-admin",
+                          "CARDSTREAM_S3__ROLES__WORKER__ACCESS_KEY": "cardstream-s3",
+                          "CARDSTREAM_S3__ROLES__WORKER__SECRET_KEY": "cardstream-s3",
+                          "CARDSTREAM_S3__ROLES__PRODUCER__ACCESS_KEY": "s3-producer",
+                          "CARDSTREAM_S3__ROLES__PRODUCER__SECRET_KEY": "s3-producer",
+                          "CARDSTREAM_S3__ROLES__OCR__ACCESS_KEY": "s3-ocr",
+                          "CARDSTREAM_S3__ROLES__OCR__SECRET_KEY": "s3-ocr",
+                          "CARDSTREAM_KAFKA__SASL_PASSWORD": "cardstream-kafka"}
+    assert env["Deployment"]["CARDSTREAM_STATUS__WEB_BIND"]["value"] == "0.0.0.0"
+    assert env["Deployment"]["CARDSTREAM_STATUS__WEB_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    for doc in docs:  # no Secret rendered, no credential-named key in a ConfigMap or a plain env value
+        assert doc["kind"] != "Secret"
+    assert not [k for k in cm if re.search(r"PASSWORD|SECRET|TOKEN|ACCESS_KEY", k)]
+    plain = [e["name"] for v in env.values() for e in v.values() if "value" in e]
+    assert not [n for n in plain if re.search(r"PASSWORD|SECRET|TOKEN|ACCESS_KEY", n)], plain
+
+
+def test_secrets_in_values_and_missing_secrets_fail(helm: str) -> None:
+    r = run_helm(helm, "template", "cs", CHART, "--set-json", 'kafka.config={"sasl.password":"x"}')
+    assert r.returncode != 0 and "schema" in r.stderr
+    r = run_helm(helm, "template", "cs", CHART, "--set", "kafka.existingSecret=")
+    assert r.returncode != 0 and "needs kafka.existingSecret" in r.stderr
+    r = run_helm(helm, "template", "cs", CHART, "--set", "statusApp.existingSecret=")
+    assert r.returncode != 0 and "bearer token" in r.stderr
+    # PLAINTEXT is possible, on purpose: no SASL settings rendered then
+    cm = one(render(helm, "--set", "kafka.securityProtocol=PLAINTEXT", "--set", "kafka.existingSecret="),
+             "ConfigMap")["data"]
+    assert cm["CARDSTREAM_KAFKA__SECURITY_PROTOCOL"] == "PLAINTEXT" and "CARDSTREAM_KAFKA__SASL_USERNAME" not in cm
+
+
+def test_network_policies_fence_workers_and_status_app(default_docs: list[dict[str, Any]], helm: str) -> None:
+    pols = {d["metadata"]["name"].rsplit("-", 1)[1]: d["spec"] for d in default_docs
+            if d["kind"] == "NetworkPolicy"}
+    assert sorted(pols) == ["status", "worker"]
+    pods = {"worker": one(default_docs, "StatefulSet"), "status": one(default_docs, "Deployment")}
+    for name, spec in pols.items():
+        labels = pods[name]["spec"]["template"]["metadata"]["labels"]
+        assert spec["podSelector"]["matchLabels"].items() <= labels.items()
+        assert sorted(spec["policyTypes"]) == ["Egress", "Ingress"]
+        (ing,) = spec["ingress"]
+        assert ing["ports"] == [{"port": "http", "protocol": "TCP"}]
+        assert {"podSelector": {}} in ing["from"]  # the release's namespace by default
+    egress_ports = {n: {p["port"] for rule in spec["egress"] for p in rule["ports"]} for n, spec in pols.items()}
+    assert egress_ports["worker"] == {53, 9092, 9093, 9094, 9000, 443}
+    assert egress_ports["status"] == {53, 9092, 9093, 9094, 6066}  # no object store
+    peer = next(r for r in pols["status"]["egress"] if "to" in r)
+    assert peer["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "status"
+    assert any(f.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/component") == "status"
+               for f in pols["status"]["ingress"][0]["from"])  # instances proxy to each other
+    docs = render(helm, "--set-json", 'networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"name":"monitoring"}}}]',
+                  "--set-json", 'networkPolicy.s3={"ports":[443],"to":[{"ipBlock":{"cidr":"10.1.0.0/16"}}]}')
+    w = next(d["spec"] for d in docs if d["metadata"]["name"].endswith("-worker") and d["kind"] == "NetworkPolicy")
+    assert w["ingress"][0]["from"] == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    assert {"ports": [{"port": 443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.1.0.0/16"}}]} in w["egress"]
+    assert not [d for d in render(helm, "--set", "networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]
 
 
 # ------------------------------------------------------------------------------------- compose
@@ -459,6 +565,28 @@ def test_compose_workers_gpus_slots_and_partitions(compose: dict[str, Any]) -> N
     for name, svc in s.items():
         for p in svc.get("ports", []):
             assert str(p).startswith("127.0.0.1:"), f"{name} publishes {p} on every interface"
+
+
+def test_compose_roles_encryption_and_status_token(compose: dict[str, Any]) -> None:
+    """Workers use their own MinIO user, only ``init`` holds the root credentials (and creates
+    the role users), the status app has no S3 credentials and wants a token, SSE is on."""
+    s = compose["services"]
+    root = s["minio"]["environment"]["MINIO_ROOT_USER"]
+    init = s["init"]["environment"]
+    assert init["CARDSTREAM_S3__ACCESS_KEY"] == root
+    for n in ("worker-0", "worker-1"):
+        env = s[n]["environment"]
+        assert env["CARDSTREAM_S3__ACCESS_KEY"] == init["CARDSTREAM_S3__ROLES__WORKER__ACCESS_KEY"] != root
+        assert env["CARDSTREAM_S3__SECRET_KEY"] == init["CARDSTREAM_S3__ROLES__WORKER__SECRET_KEY"]
+        assert env["CARDSTREAM_S3__SSE"] == "true"
+    assert {"PRODUCER", "OCR"} <= {k.split("__")[2] for k in init if k.startswith("CARDSTREAM_S3__ROLES__")}
+    status = s["status"]["environment"]
+    assert not [k for k in status if k.startswith("CARDSTREAM_S3__") and "KEY" in k]
+    assert status["CARDSTREAM_STATUS__API_TOKEN"] and status["CARDSTREAM_STATUS__WEB_BIND"] == "0.0.0.0"
+    from streams.status_settings import StatusSettings
+
+    StatusSettings(web_bind=status["CARDSTREAM_STATUS__WEB_BIND"],
+                   api_token=status["CARDSTREAM_STATUS__API_TOKEN"])  # valid together
 
 
 def test_compose_cpu_override_drops_gpu_reservations() -> None:

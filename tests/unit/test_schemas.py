@@ -430,7 +430,9 @@ def test_readme_examples_are_valid_events() -> None:
     text = (ROOT / "schemas" / "README.md").read_text()
     blocks = re.findall(r"```json\n(.*?)```", text, flags=re.DOTALL)
     kinds = [type(codec.decode_any(b.encode())).__name__ for b in blocks]
-    assert kinds == ["UploadEvent", "VerificationResult", "DeadLetter"]
+    assert kinds == ["UploadEvent", "VerificationResult", "DeadLetter", "DeadLetter"]
+    quarantined = codec.decode_dead_letter(blocks[3].encode())
+    assert quarantined.quarantine is not None and quarantined.value_b64 == ""
 
 
 def test_detect_kind() -> None:

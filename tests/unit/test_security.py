@@ -224,3 +224,22 @@ def test_metric_labels_carry_no_upload_ids_or_personal_fields() -> None:
     declared = {c._name: set(c._labelnames) for c in vars(m).values() if hasattr(c, "_labelnames")}
     assert declared and all(names <= allowed for names in declared.values()), declared
     assert all(names <= allowed | {"le"} for names in labels.values())
+
+
+def test_storage_errors_that_are_not_s3_answers_become_storage_errors() -> None:
+    """A plain-HTTP request to a TLS port gets Go's 400 text, which the minio package raises as
+    InvalidResponseError; a 5xx is ServerError: both are StorageError (the worker pauses), with
+    the S3 error code kept when there is one."""
+    from minio.error import InvalidResponseError, S3Error, ServerError
+
+    from streams.errors import StorageError
+    from streams.storage import Storage
+
+    st = Storage(S3Settings(access_key="k", secret_key=SecretStr("s")), retries=1)
+    for exc in (InvalidResponseError(400, None, "Client sent an HTTP request to an HTTPS server."),
+                ServerError("503 Service Unavailable", 503)):
+        with pytest.raises(StorageError, match=type(exc).__name__):
+            st.retry("PUT b/k", lambda exc=exc: (_ for _ in ()).throw(exc))
+    denied = S3Error(None, "AccessDenied", "Access Denied.", "b/k", "r", "h")
+    with pytest.raises(StorageError, match="S3Error AccessDenied"):
+        st.retry("PUT b/k", lambda: (_ for _ in ()).throw(denied))

@@ -50,7 +50,13 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.worker.device }}{{ .Values.worker.device }}{{ else if eq .Values.image.variant "gpu" }}cuda{{ else }}cpu{{ end }}
 {{- end }}
 
-{{/* Non-secret settings as CARDSTREAM_* variables: the ConfigMap's data and the init Job's env. */}}
+{{/* Where the Secrets with certificates are mounted (cardstream.tlsVolumes / tlsMounts). */}}
+{{- define "cardstream.kafkaCaDir" -}}/etc/cardstream/kafka-ca{{- end }}
+{{- define "cardstream.kafkaClientDir" -}}/etc/cardstream/kafka-client{{- end }}
+{{- define "cardstream.s3CaDir" -}}/etc/cardstream/s3-ca{{- end }}
+
+{{/* Non-secret settings as CARDSTREAM_* variables: the ConfigMap's data and the init Job's env.
+Paths of mounted certificates are settings too; the files come from Secrets. */}}
 {{- define "cardstream.settings" -}}
 CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS: {{ .Values.kafka.bootstrapServers | quote }}
 CARDSTREAM_KAFKA__UPLOADS_TOPIC: {{ .Values.kafka.uploadsTopic | quote }}
@@ -59,16 +65,35 @@ CARDSTREAM_KAFKA__DLQ_TOPIC: {{ .Values.kafka.dlqTopic | quote }}
 CARDSTREAM_KAFKA__GROUP_ID: {{ .Values.kafka.groupId | quote }}
 CARDSTREAM_KAFKA__TRANSACTIONAL_ID_PREFIX: {{ .Values.kafka.transactionalIdPrefix | quote }}
 CARDSTREAM_KAFKA__TOPICS__UPLOADS_PARTITIONS: {{ .Values.kafka.uploadsPartitions | quote }}
+CARDSTREAM_KAFKA__SECURITY_PROTOCOL: {{ .Values.kafka.securityProtocol | quote }}
+{{- if hasPrefix "SASL_" .Values.kafka.securityProtocol }}
+CARDSTREAM_KAFKA__SASL_MECHANISM: {{ .Values.kafka.sasl.mechanism | quote }}
+CARDSTREAM_KAFKA__SASL_USERNAME: {{ .Values.kafka.sasl.username | quote }}
+{{- end }}
+{{- if .Values.kafka.tls.caSecret }}
+CARDSTREAM_KAFKA__CA_FILE: {{ printf "%s/ca.crt" (include "cardstream.kafkaCaDir" .) | quote }}
+{{- end }}
+{{- if .Values.kafka.tls.clientSecret }}
+CARDSTREAM_KAFKA__CERT_FILE: {{ printf "%s/tls.crt" (include "cardstream.kafkaClientDir" .) | quote }}
+CARDSTREAM_KAFKA__KEY_FILE: {{ printf "%s/tls.key" (include "cardstream.kafkaClientDir" .) | quote }}
+{{- end }}
 {{- with .Values.kafka.config }}
 CARDSTREAM_KAFKA__CONFIG: {{ toJson . | quote }}
 {{- end }}
 CARDSTREAM_S3__ENDPOINT: {{ .Values.s3.endpoint | quote }}
 CARDSTREAM_S3__SECURE: {{ .Values.s3.secure | quote }}
+{{- if .Values.s3.tls.caSecret }}
+CARDSTREAM_S3__CA_FILE: {{ printf "%s/ca.crt" (include "cardstream.s3CaDir" .) | quote }}
+{{- end }}
 CARDSTREAM_S3__REGION: {{ .Values.s3.region | quote }}
 CARDSTREAM_S3__UPLOADS_BUCKET: {{ .Values.s3.uploadsBucket | quote }}
 CARDSTREAM_S3__RESULTS_BUCKET: {{ .Values.s3.resultsBucket | quote }}
+CARDSTREAM_S3__QUARANTINE_BUCKET: {{ .Values.s3.quarantineBucket | quote }}
 CARDSTREAM_S3__ALLOWED_BUCKETS: {{ list .Values.s3.uploadsBucket | toJson | quote }}
 CARDSTREAM_S3__SSE: {{ .Values.s3.sse | quote }}
+CARDSTREAM_S3__UPLOADS_EXPIRY_DAYS: {{ .Values.s3.expiryDays.uploads | quote }}
+CARDSTREAM_S3__RESULTS_EXPIRY_DAYS: {{ .Values.s3.expiryDays.results | quote }}
+CARDSTREAM_S3__QUARANTINE_EXPIRY_DAYS: {{ .Values.s3.expiryDays.quarantine | quote }}
 CARDSTREAM_WORKER__MAX_BATCH: {{ .Values.worker.maxBatch | quote }}
 CARDSTREAM_WORKER__MAX_WAIT_MS: {{ .Values.worker.maxWaitMs | quote }}
 CARDSTREAM_WORKER__HTTP_PORT: {{ .Values.worker.httpPort | quote }}
@@ -76,24 +101,99 @@ CARDSTREAM_RUNTIME__DEVICE: {{ include "cardstream.device" . | quote }}
 CARDSTREAM_LOG_LEVEL: {{ .Values.worker.logLevel | quote }}
 {{- end }}
 
-{{/* Credentials from existing Secrets (never rendered into the chart). */}}
-{{- define "cardstream.secretEnv" -}}
-- name: CARDSTREAM_S3__ACCESS_KEY
+{{/* A variable from a key of an existing Secret: (dict "name" ENV "secret" NAME "key" KEY). */}}
+{{- define "cardstream.secretRef" -}}
+- name: {{ .name }}
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.s3.existingSecret }}
-      key: {{ .Values.s3.accessKeyKey }}
-- name: CARDSTREAM_S3__SECRET_KEY
-  valueFrom:
-    secretKeyRef:
-      name: {{ .Values.s3.existingSecret }}
-      key: {{ .Values.s3.secretKeyKey }}
+      name: {{ .secret }}
+      key: {{ .key }}
+{{- end }}
+
+{{/* The SASL password from its Secret (every Kafka client: workers, status app, init job). */}}
+{{- define "cardstream.kafkaSecretEnv" -}}
 {{- if .Values.kafka.existingSecret }}
-- name: CARDSTREAM_KAFKA__SASL_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ .Values.kafka.existingSecret }}
-      key: {{ .Values.kafka.saslPasswordKey }}
+{{ include "cardstream.secretRef" (dict "name" "CARDSTREAM_KAFKA__SASL_PASSWORD" "secret" .Values.kafka.existingSecret "key" .Values.kafka.saslPasswordKey) }}
+{{- end }}
+{{- end }}
+
+{{/* S3 credentials from an existing Secret as PREFIX__ACCESS_KEY / PREFIX__SECRET_KEY:
+(dict "ctx" $ "secret" NAME "prefix" "CARDSTREAM_S3"). */}}
+{{- define "cardstream.s3CredentialEnv" -}}
+{{ include "cardstream.secretRef" (dict "name" (printf "%s__ACCESS_KEY" .prefix) "secret" .secret "key" .ctx.Values.s3.accessKeyKey) }}
+{{ include "cardstream.secretRef" (dict "name" (printf "%s__SECRET_KEY" .prefix) "secret" .secret "key" .ctx.Values.s3.secretKeyKey) }}
+{{- end }}
+
+{{/* The workers' credentials (the worker role) and the SASL password. */}}
+{{- define "cardstream.secretEnv" -}}
+{{ include "cardstream.s3CredentialEnv" (dict "ctx" . "secret" .Values.s3.existingSecret "prefix" "CARDSTREAM_S3") }}
+{{- include "cardstream.kafkaSecretEnv" . }}
+{{- end }}
+
+{{/* The init job's credentials: the object store's admin, and the users to create per role. */}}
+{{- define "cardstream.initSecretEnv" -}}
+{{ include "cardstream.s3CredentialEnv" (dict "ctx" . "secret" .Values.s3.adminSecret "prefix" "CARDSTREAM_S3") }}
+{{ include "cardstream.s3CredentialEnv" (dict "ctx" . "secret" .Values.s3.existingSecret "prefix" "CARDSTREAM_S3__ROLES__WORKER") }}
+{{- with .Values.s3.roles.producerSecret }}
+{{ include "cardstream.s3CredentialEnv" (dict "ctx" $ "secret" . "prefix" "CARDSTREAM_S3__ROLES__PRODUCER") }}
+{{- end }}
+{{- with .Values.s3.roles.ocrSecret }}
+{{ include "cardstream.s3CredentialEnv" (dict "ctx" $ "secret" . "prefix" "CARDSTREAM_S3__ROLES__OCR") }}
+{{- end }}
+{{- include "cardstream.kafkaSecretEnv" . }}
+{{- end }}
+
+{{/* Volumes with the certificates from Secrets: (dict "ctx" $ "s3" true|false). */}}
+{{- define "cardstream.tlsVolumes" -}}
+{{- $v := .ctx.Values }}
+{{- with $v.kafka.tls.caSecret }}
+- name: kafka-ca
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0444
+    items:
+      - key: {{ $v.kafka.tls.caKey }}
+        path: ca.crt
+{{- end }}
+{{- with $v.kafka.tls.clientSecret }}
+- name: kafka-client
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+{{- end }}
+{{- if and .s3 $v.s3.tls.caSecret }}
+- name: s3-ca
+  secret:
+    secretName: {{ $v.s3.tls.caSecret }}
+    defaultMode: 0444
+    items:
+      - key: {{ $v.s3.tls.caKey }}
+        path: ca.crt
+{{- end }}
+{{- end }}
+
+{{/* Their mounts, read-only: (dict "ctx" $ "s3" true|false). */}}
+{{- define "cardstream.tlsMounts" -}}
+{{- $v := .ctx.Values }}
+{{- if $v.kafka.tls.caSecret }}
+- name: kafka-ca
+  mountPath: {{ include "cardstream.kafkaCaDir" .ctx }}
+  readOnly: true
+{{- end }}
+{{- if $v.kafka.tls.clientSecret }}
+- name: kafka-client
+  mountPath: {{ include "cardstream.kafkaClientDir" .ctx }}
+  readOnly: true
+{{- end }}
+{{- if and .s3 $v.s3.tls.caSecret }}
+- name: s3-ca
+  mountPath: {{ include "cardstream.s3CaDir" .ctx }}
+  readOnly: true
 {{- end }}
 {{- end }}
 
@@ -126,6 +226,12 @@ the uploads topic's partition count gets no partition: it holds a GPU and does n
 {{- if and .Values.worker.gpu.enabled (eq (include "cardstream.device" .) "cpu") }}
 {{- fail "worker.gpu.enabled requests a GPU but the device is cpu: set worker.device=cuda (or auto), or worker.gpu.enabled=false (values-cpu.yaml)" }}
 {{- end }}
+{{- if and (hasPrefix "SASL_" .Values.kafka.securityProtocol) (not .Values.kafka.existingSecret) }}
+{{- fail (printf "kafka.securityProtocol %s needs kafka.existingSecret (the Secret with the SASL password)" .Values.kafka.securityProtocol) }}
+{{- end }}
+{{- if and .Values.statusApp.enabled (not .Values.statusApp.existingSecret) }}
+{{- fail "statusApp.existingSecret is required: the Secret with the status API's bearer token (the app listens on the pod network)" }}
+{{- end }}
 {{- if and (not .Values.worker.gpu.enabled) (eq (include "cardstream.device" .) "cuda") }}
 {{- fail "worker.device is cuda but worker.gpu.enabled is false: the pod would get no GPU and the worker refuses to start" }}
 {{- end }}
@@ -153,4 +259,18 @@ tolerations:
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/* One egress rule of a NetworkPolicy from (dict "ports" [...] "to" [...]): TCP to those ports,
+to the peers in "to" or, when it is empty, to any destination. */}}
+{{- define "cardstream.egressRule" -}}
+- ports:
+    {{- range .ports }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+  {{- with .to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
