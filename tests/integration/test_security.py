@@ -71,8 +71,8 @@ def stack_tls() -> dict[str, str | SecretStr]:
     missing = [k for k in keys if not os.environ.get(k)]
     if missing:
         pytest.fail(f"{', '.join(missing)} unset: the stack has no TLS listener (it was started by an "
-                    "older scripts/stack, or `eval \"$(scripts/stack env)\"` was not run); restart it "
-                    "with `scripts/stack down && scripts/stack up`")
+                    "older scripts/stack, or `eval \"$(scripts/stack env)\"` was not run); the stack "
+                    "must be started by this scripts/stack (`down` then `up` by whoever started it)")
     out: dict[str, str | SecretStr] = {k: os.environ[k] for k in keys}
     out["CARDSTREAM_STACK_KAFKA_SASL_PASSWORD"] = SecretStr(os.environ["CARDSTREAM_STACK_KAFKA_SASL_PASSWORD"])
     return out
