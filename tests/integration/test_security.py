@@ -285,6 +285,42 @@ def test_the_stack_made_its_buckets_and_role_users(stack_tls: dict, base_setting
     assert "cardstream-status" not in json.loads(admin.user_list())  # the status app has no user
 
 
+def test_quarantine_keeps_the_payload_out_of_kafka(secure: dict) -> None:
+    """``quarantined_dead_letter`` (the worker's hook, streams/quarantine.py) under the worker's
+    own user: the value lands encrypted in the quarantine bucket with its 1-day expiry, readable by
+    the admin only; the dead letter keeps its size and reference, none of its bytes; a redone
+    batch rewrites the same object; a null value puts nothing."""
+    from streams.quarantine import quarantined_dead_letter
+
+    a = secure["admin"].s3
+    value = json.dumps({"upload_id": "q1", "subject_ref": "subj:q-4711", "schema_version": 5,
+                        "image": {"inline_b64": base64.b64encode(os.urandom(300)).decode()}}).encode()
+    kw = {"key": b"q1", "headers": [("content-type", b"application/json")], "topic": "t.uploads",
+          "partition": 2, "offset": 17, "code": "UNSUPPORTED_SCHEMA_VERSION",
+          "error": "schema_version 5 is newer than 1", "upload_id": "q1"}
+    worker = Storage(secure["worker"].s3, retries=1)
+    d = quarantined_dead_letter(worker, a, value=value, **kw)
+    _, record, _ = codec.encode_dead_letter(d)
+    assert b"subj:q-4711" not in record and b"inline_b64" not in record
+    assert (d.value_b64, d.value_truncated, d.value_size) == ("", True, len(value))
+    q = d.quarantine
+    assert (q.bucket, q.key, q.size_bytes) == (a.quarantine_bucket, "t.uploads/2/17", len(value))
+    admin = Storage(a)
+    stored = admin.get(q.bucket, q.key)
+    assert stored == value and hashlib.sha256(stored).hexdigest() == q.sha256
+    meta = admin.client.stat_object(q.bucket, q.key).metadata
+    assert meta["X-Amz-Server-Side-Encryption"] == "AES256"
+    assert f'rule-id="{EXPIRY_RULE_ID}"' in meta["x-amz-expiration"]
+    for role in ("worker", "producer", "ocr"):
+        assert _denied(lambda r=role: Storage(secure[r].s3, retries=1).get(q.bucket, q.key))
+    again = quarantined_dead_letter(worker, a, value=value, **kw)  # a redone batch
+    assert again.quarantine == q
+    assert [o.object_name for o in admin.client.list_objects(q.bucket, recursive=True)] == [q.key]
+    tomb = quarantined_dead_letter(worker, a, value=None, **{**kw, "offset": 18})
+    assert tomb.quarantine is None and tomb.value_b64 is None
+    assert len(list(admin.client.list_objects(q.bucket, recursive=True))) == 1
+
+
 # ------------------------------------------------------------------------ least privilege
 
 
