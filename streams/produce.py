@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from schemas import codec
+from schemas import formats as F
 from schemas.models import UploadEvent
 from streams.kafka import plain_producer
 from streams.settings import Settings
 from streams.storage import Storage
-from streams.worker import now_rfc3339
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".heic", ".heif"}
 
@@ -92,7 +92,7 @@ class UploadProducer:
             image = {"ref": {"bucket": st.bucket, "key": st.key, "size_bytes": st.size_bytes,
                              "sha256": st.sha256}}
         ev: dict[str, Any] = {"upload_id": upload_id, "task": task, "image": image,
-                              "submitted_at": now_rfc3339()}
+                              "submitted_at": F.utc_now_rfc3339()}
         if options:
             ev["options"] = options
         return UploadEvent.model_validate(ev)
