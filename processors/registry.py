@@ -27,7 +27,7 @@ SLEEP = "sleep"
 
 
 def names() -> tuple[str, ...]:
-    """The registered tasks, in registration order (``card``, ``id_photo``, then any added)."""
+    """The registered tasks' names, in registration order (the built-in ones first)."""
     return tuple(_SPECS)
 
 

@@ -222,8 +222,9 @@ class BatchedModel:
                make_batch_symbolic: bool = False, outputs: int | None = None) -> BatchedModel:
         """The process-wide instance for this file and settings (created on first use).
 
-        The card and id_photo processors both run u2netp: sharing one session halves the
-        model memory and the warm-up. Calls are serialised by the instance's lock.
+        Processors that run the same model file (two tasks' processors run u2netp) share one
+        session: that halves the model memory and the warm-up. Calls are serialised by the
+        instance's lock.
         """
         key = (str(Path(path).resolve()), sha256, settings, make_batch_symbolic, outputs)
         with _SHARED_LOCK:

@@ -1,10 +1,10 @@
 """A task, as one spec: the unit of extension.
 
-A task (``card``, ``id_photo``) is everything the rest of the project needs to know to serve it:
+A task is everything the rest of the project needs to know to serve it:
 its contract (its name on the wire, the models of its options and result payload), its main
 artifact, how an outcome becomes a payload, the factory of its processor and how the processor
 commands show one file of it. Each task is a :class:`TaskSpec` subclass in its processor's package
-(``processors/card/task.py``, ``processors/idphoto/task.py``) and :mod:`processors.registry` maps
+(``processors/<package>/task.py``, e.g. ``processors/card/task.py``) and :mod:`processors.registry` maps
 names to them; the worker, the settings, the CLI, the demo and the status app derive what they
 need from there. As rembg's ``sessions/`` (one file per model, one registry line), adding a task
 is one file plus one registry line (and, for a task the v1 contract does not name, its contract

@@ -1,6 +1,6 @@
 """``cardstream demo``: the main job end to end on the sample uploads.
 
-Topics and buckets -> two worker processes (real card and id_photo processors) -> sample uploads
+Topics and buckets -> two worker processes (every task's real processor) -> sample uploads
 produced -> committed results awaited -> a table -> outputs saved under ``./out/`` -> workers
 stopped with SIGTERM. The time window of the run is saved for ``cardstream replay``.
 """

@@ -188,6 +188,11 @@ def read_to_end(k: KafkaSettings, topic: str, since_ms: int | None = None,
         yield from batch
 
 
+def timestamp_ms(m: Message) -> float:
+    """A record's Kafka timestamp (epoch ms; CreateTime, set by its producer's clock)."""
+    return float(m.timestamp()[1])
+
+
 def topic_specs(k: KafkaSettings) -> list[NewTopic]:
     """The project's topics as ``NewTopic`` specs (partitions, replication, retention)."""
     t = k.topics

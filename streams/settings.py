@@ -152,8 +152,8 @@ Settings = create_model(
     "Settings", __base__=_AppSettings, __module__=__name__,
     __doc__="All settings of a cardstream process (frozen): the sections of every process, "
             "plus one per registered task that has settings, named by its spec's "
-            "``settings_key`` (``card`` -> ``CARDSTREAM_CARD__*``, ``idphoto`` -> "
-            "``CARDSTREAM_IDPHOTO__*``; see :mod:`processors.registry`).",
+            "``settings_key`` (e.g. ``card`` -> ``CARDSTREAM_CARD__*``; see "
+            ":mod:`processors.registry`).",
     **{t.settings_key: (t.settings_model, Field(default_factory=t.settings_model))
        for t in registry.specs() if t.settings_key is not None},
 )

@@ -53,8 +53,8 @@ def card(
     refused by safe decoding are ``rejected`` with the decoding reason, and files that cannot be
     read are ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream);
     both rows also carry ``"error"`` (the decoder's message, or the ``OSError`` class and text).
-    Exit status 0 when every image is accepted, 1 otherwise, 2 for bad options (as
-    ``cardstream idphoto``).
+    Exit status 0 when every image is accepted, 1 otherwise, 2 for bad options (as the other
+    processor commands).
     """
     from processors.card.task import SPEC
     from streams.cli.common import make_out_dir, print_rows, run_files

@@ -1,5 +1,6 @@
 """What the commands share: CLI values over settings, usage errors, and the processor commands'
-file handling (``cardstream card`` / ``idphoto``: decode files, run buckets, write and print rows).
+file handling (``cardstream <task command> IMAGE...``: decode files, run buckets, write and
+print rows).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def output_path(out_dir: Path, src: Path, tail: str, taken: set[Path]) -> Path:
 
 def decode_files(files: list[Path], dec: DecodeSettings
                  ) -> tuple[list[tuple[int, np.ndarray]], dict[int, tuple[str, str | None]]]:
-    """Read and safely decode image files for the processor commands (``card``, ``idphoto``).
+    """Read and safely decode image files for the processor commands.
 
     Args:
         files: image paths, in command-line order.

@@ -54,11 +54,11 @@ from schemas.models import (
 )
 from schemas.reasons import DeadLetterCode, ReasonCode, Status
 from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError, StorageUnavailable
+from streams.kafka import timestamp_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import Settings
 from streams.storage import Storage
-from streams.worker.intake import kafka_ts_ms
 
 
 def object_key(task: str, model_version: str, upload_id: str, name: str, ext: str) -> str:
@@ -214,7 +214,7 @@ class Compute:
             else:
                 fates[i] = got
             if not isinstance(got, DeadLettered):
-                self.metrics.queue_wait.observe(max(t_batch - kafka_ts_ms(msgs[i]), 0.0) / 1000.0)
+                self.metrics.queue_wait.observe(max(t_batch - timestamp_ms(msgs[i]), 0.0) / 1000.0)
         for task, group in loaded.items():  # 3. process
             proc = self.processors[task]
             for part in bucket_slices(len(group), proc.bucket):
@@ -354,7 +354,7 @@ class Compute:
         task = spec(ev.task)
         processed_at = F.utc_now_rfc3339()
         now_ms = time.time() * 1000.0
-        ts_ms = kafka_ts_ms(m)
+        ts_ms = timestamp_ms(m)
         if isinstance(fate, Processed):
             o, info = fate.outcome, self.processors[task.name].model
             status, reasons, inf_ms, batch_size = o.status, tuple(o.reasons), o.inference_ms, fate.batch_size

@@ -17,17 +17,13 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from streams.health import Health
 from streams.kafka import consumer as make_consumer
+from streams.kafka import timestamp_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings, WorkerSettings
 
 Key = tuple[str, int]
 """A partition as ``(topic, partition)``."""
-
-
-def kafka_ts_ms(m: Message) -> float:
-    """The record's Kafka timestamp (epoch ms; CreateTime, set by the producer)."""
-    return float(m.timestamp()[1])
 
 
 def key_of(m: Message) -> Key:
@@ -320,7 +316,7 @@ class Intake:
         now_ms = time.time() * 1000.0
         for m in msgs:
             if m.error() is None:
-                self.metrics.fetch_delay.observe(max(now_ms - kafka_ts_ms(m), 0.0) / 1000.0)
+                self.metrics.fetch_delay.observe(max(now_ms - timestamp_ms(m), 0.0) / 1000.0)
                 self.pausing.delivered(key_of(m))
 
     def _usable(self, msgs: list[Message]) -> list[Message]:
