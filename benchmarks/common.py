@@ -174,7 +174,7 @@ class ResultWatcher:
     """
 
     def __init__(self, s: Settings) -> None:
-        self.s = s
+        self.settings = s
         self.results: dict[str, Got] = {}
         self._cond = threading.Condition()
         self._events: dict[str, threading.Event] = {}
@@ -198,7 +198,7 @@ class ResultWatcher:
         self._reader.close()
 
     def _loop(self) -> None:
-        dlq = self.s.kafka.dlq_topic
+        dlq = self.settings.kafka.dlq_topic
         for msgs in self._reader:
             if self._stop.is_set():
                 return

@@ -38,7 +38,7 @@ class NaiveConsumer:
     """
 
     def __init__(self, s: Settings, task: str, processor: Processor) -> None:
-        self.s = s
+        self.settings = s
         self.task = task
         self.proc = processor
         self.storage = Storage(s.s3)
@@ -55,7 +55,7 @@ class NaiveConsumer:
         Returns:
             The number of committed results.
         """
-        k = self.s.kafka
+        k = self.settings.kafka
         c = consumer(k, k.group_id, **{"session.timeout.ms": 10_000,
                                        "heartbeat.interval.ms": 1_000})
         p = transactional_producer(k, f"{k.transactional_id_prefix}-naive")
@@ -82,7 +82,7 @@ class NaiveConsumer:
         return self.done
 
     def _one(self, m) -> VerificationResult:  # noqa: ANN001 (confluent_kafka.Message)
-        s = self.s
+        s = self.settings
         ev = codec.decode_upload(m.key(), m.value(), m.headers(),
                                  allowed_buckets=s.s3.allowed_buckets,
                                  inline_max_bytes=s.worker.inline_max_bytes)

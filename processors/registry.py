@@ -14,12 +14,12 @@ from typing import Any
 from processors.base import Processor
 from processors.card.task import SPEC as CARD
 from processors.errors import ProcessorError
-from processors.idphoto.task import SPEC as ID_PHOTO
+from processors.idphoto.task import SPEC as IDPHOTO
 from processors.runtime import RuntimeSettings
 from processors.task import TaskSpec
 from schemas.models import register_task, unregister_task
 
-_SPECS: dict[str, TaskSpec] = {s.name: s for s in (CARD, ID_PHOTO)}
+_SPECS: dict[str, TaskSpec] = {s.name: s for s in (CARD, IDPHOTO)}
 """The tasks, one line per task (a task's spec lives in its processor's package)."""
 
 SLEEP = "sleep"

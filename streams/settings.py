@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from processors import registry
+from processors.card.settings import CardSettings
 from processors.decode import DecodeSettings
+from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
 from streams.status_settings import StatusSettings
 
@@ -109,7 +110,7 @@ class WorkerSettings(_Frozen):
         poll_interval_ms: while a batch computes (or its PUTs run) the loop wakes as soon as
             it is done, and this often meanwhile to move prefetched events into the next batch
             and serve rebalance callbacks.
-        tasks: tasks this worker serves (default: every registered task).
+        tasks: tasks this worker serves.
         slot: worker slot number (stable transactional.id across restarts of the slot).
         io_threads: thread pool size for MinIO GET/PUT and decode.
         http_port: port of /ready, /live, /metrics (0: off).
@@ -122,7 +123,7 @@ class WorkerSettings(_Frozen):
     max_batch: int = Field(32, ge=1, le=10_000)
     max_wait_ms: int = Field(10, ge=0, le=60_000)
     poll_interval_ms: int = Field(10, ge=1, le=1_000)
-    tasks: tuple[str, ...] = Field(default_factory=registry.names)
+    tasks: tuple[str, ...] = ("card", "id_photo")
     slot: int = Field(0, ge=0)
     io_threads: int = Field(8, ge=1, le=256)
     http_port: int = Field(8080, ge=0, le=65535)
@@ -132,8 +133,8 @@ class WorkerSettings(_Frozen):
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
 
-class _AppSettings(BaseSettings):
-    """The sections every process has; :class:`Settings` adds one per task."""
+class Settings(BaseSettings):
+    """All settings of a cardstream process (frozen)."""
 
     model_config = SettingsConfigDict(
         env_prefix="CARDSTREAM_", env_nested_delimiter="__", frozen=True, extra="ignore"
@@ -144,26 +145,10 @@ class _AppSettings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     decode: DecodeSettings = Field(default_factory=DecodeSettings)
+    card: CardSettings = Field(default_factory=CardSettings)
+    idphoto: IdPhotoSettings = Field(default_factory=IdPhotoSettings)
     status: StatusSettings = Field(default_factory=StatusSettings)
     log_level: str = "INFO"
-
-
-Settings = create_model(
-    "Settings", __base__=_AppSettings, __module__=__name__,
-    __doc__="All settings of a cardstream process (frozen): the sections of every process, "
-            "plus one per registered task that has settings, named by its spec's "
-            "``settings_key`` (e.g. ``card`` -> ``CARDSTREAM_CARD__*``; see "
-            ":mod:`processors.registry`).",
-    **{t.settings_key: (t.settings_model, Field(default_factory=t.settings_model))
-       for t in registry.specs() if t.settings_key is not None},
-)
-
-
-def task_section(s: Any, task: str) -> Any:
-    """The settings section of ``task`` in ``s`` (a :class:`Settings`), None for a task without
-    one."""
-    key = registry.spec(task).settings_key
-    return getattr(s, key) if key is not None else None
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -42,7 +42,7 @@ from streams.errors import StorageUnavailable
 from streams.health import Health
 from streams.logs import log
 from streams.metrics import WorkerMetrics
-from streams.settings import Settings, task_section
+from streams.settings import Settings
 from streams.storage import Storage
 from streams.worker.committer import Checkpoint, Committer
 from streams.worker.compute import Compute, Computed
@@ -234,6 +234,13 @@ class Worker:
         waited = self.intake.wait_until(lambda: self.compute.storage.healthy(), self._stop.is_set)
         if waited > 0.0 and not self._stop.is_set():
             log.info("storage_back", waited_s=round(waited, 1))
+
+
+def task_section(settings: Settings, task: str) -> Any:
+    """The settings section of ``task`` (``Settings.<spec.settings_key>``, e.g. ``card``), None
+    for a task without one."""
+    key = registry.spec(task).settings_key
+    return getattr(settings, key) if key is not None else None
 
 
 def build_processors(settings: Settings, tasks: Iterable[str] | None = None,

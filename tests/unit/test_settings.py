@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from processors import registry
-from streams.settings import load_settings, task_section
+from streams.settings import load_settings
+from streams.worker.loop import task_section
 
 
 def test_settings_env_nesting_and_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
