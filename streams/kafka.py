@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
+    KafkaError,
     KafkaException,
     Message,
     Producer,
@@ -144,8 +145,10 @@ def read_topic(k: KafkaSettings, topics: str | Sequence[str], *, since_ms: int |
             raise KafkaSetupError(f"topics {missing} not in the cluster metadata")
         parts = [TopicPartition(t, p) for t in names if t not in missing
                  for p in sorted(md[t].partitions)]
-        marks = {(tp.topic, tp.partition): c.get_watermark_offsets(tp, timeout=timeout_s)
-                 for tp in parts}
+        if follow and not at_end and since_ms is None:  # from the beginning, no end: no marks
+            marks = {(tp.topic, tp.partition): (0, 0) for tp in parts}
+        else:
+            marks = {(tp.topic, tp.partition): _watermarks(c, tp, timeout_s) for tp in parts}
         starts = {key: (hi if at_end else OFFSET_BEGINNING) for key, (_, hi) in marks.items()}
         if since_ms is not None and not at_end:
             found = c.offsets_for_times([TopicPartition(t, p, since_ms) for t, p in marks],
@@ -153,8 +156,8 @@ def read_topic(k: KafkaSettings, topics: str | Sequence[str], *, since_ms: int |
             starts = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
             if follow:  # nothing since then yet: what arrives later
                 starts = {key: starts.get(key, hi) for key, (_, hi) in marks.items()}
-        ends = {key: hi for key, (lo, hi) in marks.items()
-                if key in starts and hi > max(lo, starts[key])}
+        ends = {} if follow else {key: hi for key, (lo, hi) in marks.items()
+                                  if key in starts and hi > max(lo, starts[key])}
         c.assign([TopicPartition(t, p, off) for (t, p), off in starts.items()
                   if follow or (t, p) in ends])
         last = time.monotonic()
@@ -177,6 +180,30 @@ def read_topic(k: KafkaSettings, topics: str | Sequence[str], *, since_ms: int |
                         ends.pop((tp.topic, tp.partition))
     finally:
         c.close()
+
+
+_NO_LEADER_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                  KafkaError.UNKNOWN_TOPIC_OR_PART)
+"""What a topic just created answers until its partitions' leaders are elected (the error
+confluent-kafka raises from ``get_watermark_offsets`` does not carry librdkafka's retriable
+flag, so the codes are named)."""
+
+
+def _watermarks(c: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """``(low, high)`` watermarks of ``tp``, asked again while its leader is not elected yet
+    (:data:`_NO_LEADER_YET`), up to ``timeout_s``.
+
+    Raises:
+        KafkaException: another error, or no leader after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return c.get_watermark_offsets(tp, timeout=timeout_s)
+        except KafkaException as e:
+            if e.args[0].code() not in _NO_LEADER_YET or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def read_to_end(k: KafkaSettings, topic: str, since_ms: int | None = None,
