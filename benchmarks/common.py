@@ -23,12 +23,12 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from schemas import codec
 from schemas.errors import CardstreamError
 from streams import procs
-from streams.kafka import admin, consumer, create_topics, delete_topics, topic_specs
+from streams.errors import KafkaSetupError
+from streams.kafka import admin, create_topics, delete_topics, read_topic, topic_specs
 from streams.procs import WorkerProc
 from streams.settings import Settings, TopicSettings
 from streams.storage import Storage
@@ -159,36 +159,33 @@ def epoch_ms(rfc3339: str) -> float:
 class ResultWatcher:
     """Reads the results and dead-letter topics (read_committed) on a thread, from the beginning.
 
-    The consumer is *assigned* every partition (no group join), so it sees results as soon as
-    their transaction commits; ``fetch.wait.max.ms`` is 10 ms so its own polling adds little
-    latency. Each result is stamped when ``poll`` hands it over: ``poll`` returns as soon as a
-    record is there, while ``consume(n, timeout)`` waits out its whole timeout unless ``n``
-    records arrive (measured: ``consume(1000, 0.5)`` with one record ready returns after 500 ms),
-    which stamped results up to 50 ms late. Use as a context manager.
+    The reader (:func:`streams.kafka.read_topic`) is *assigned* every partition (no group join),
+    so it sees results as soon as their transaction commits; ``fetch.wait.max.ms`` is 10 ms so
+    its own polling adds little latency. Each result is stamped when the reader hands it over,
+    which is as soon as a poll returns one: ``consume(n, timeout)`` instead waits out its whole
+    timeout unless ``n`` records arrive (measured: ``consume(1000, 0.5)`` with one record ready
+    returns after 500 ms), which stamped results up to 50 ms late. Use as a context manager.
 
     Args:
         s: settings naming the topics.
+
+    Raises:
+        BenchError: the topics are not in the cluster metadata after 15 s.
     """
 
     def __init__(self, s: Settings) -> None:
-        self.s = s
+        self.settings = s
         self.results: dict[str, Got] = {}
         self._cond = threading.Condition()
         self._events: dict[str, threading.Event] = {}
         self._stop = threading.Event()
-        self._c = consumer(s.kafka, f"bench-reader-{uuid.uuid4().hex[:8]}",
-                           **{"fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
-        topics = (s.kafka.results_topic, s.kafka.dlq_topic)
-        deadline = time.monotonic() + 15.0
-        while True:  # a just-created topic takes a moment to show up in metadata
-            md = self._c.list_topics(timeout=10)
-            if all(t in md.topics and md.topics[t].partitions for t in topics):
-                break
-            if time.monotonic() > deadline:
-                raise BenchError(f"topics {topics} not in the cluster metadata after 15 s")
-            time.sleep(0.2)
-        tps = [TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in md.topics[t].partitions]
-        self._c.assign(tps)
+        self._reader = read_topic(s.kafka, [s.kafka.results_topic, s.kafka.dlq_topic], follow=True,
+                                  poll_s=0.05, wait_topics_s=15.0,
+                                  **{"fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
+        try:
+            next(self._reader)  # assigned from the beginning before the first upload
+        except KafkaSetupError as e:
+            raise BenchError(str(e)) from e
         self._t = threading.Thread(target=self._loop, name="result-watcher", daemon=True)
 
     def __enter__(self) -> ResultWatcher:
@@ -198,20 +195,16 @@ class ResultWatcher:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._t.join(10)
-        self._c.close()
+        self._reader.close()
 
     def _loop(self) -> None:
-        dlq = self.s.kafka.dlq_topic
-        while not self._stop.is_set():
-            first = self._c.poll(0.05)  # returns as soon as a record is there
-            if first is None:
-                continue
+        dlq = self.settings.kafka.dlq_topic
+        for msgs in self._reader:
+            if self._stop.is_set():
+                return
             now = time.time() * 1000.0
-            msgs = [first, *self._c.consume(1000, 0)]  # and whatever else is already fetched
             got = {}
             for m in msgs:
-                if m.error() is not None:
-                    continue
                 if m.topic() == dlq:
                     d = codec.decode_dead_letter(m.value())
                     uid = d.upload_id or (m.key() or b"").decode(errors="replace")

@@ -91,7 +91,7 @@ def compare(base: Settings, task: str, proc: Processor, files: Sequence[Path], c
 
     Args:
         base: settings from the environment.
-        task: ``card`` or ``id_photo``.
+        task: a registered task.
         proc: the warmed-up processor; its chosen bucket (from warm-up) is used throughout.
         files: the image files (cycled to ``count``).
         count: images per pass.

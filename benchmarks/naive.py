@@ -16,12 +16,14 @@ from confluent_kafka import TopicPartition
 from benchmarks.common import epoch_ms
 from processors.base import Item, Processor
 from processors.decode import decode_image
+from processors.registry import spec
 from schemas import codec
+from schemas import formats as F
 from schemas.models import ModelRef, ObjectRef, SourceRef, Timings, VerificationResult
 from streams.kafka import consumer, transactional_producer
 from streams.settings import Settings
 from streams.storage import Storage
-from streams.worker import now_rfc3339, object_key, task_payload
+from streams.worker import object_key
 
 
 class NaiveConsumer:
@@ -29,14 +31,14 @@ class NaiveConsumer:
 
     Args:
         s: settings (topics, buckets, decode limits); its group id is used.
-        task: the task served (``card`` / ``id_photo``).
+        task: the task served (a registered task).
         processor: the processor serving it (already warmed up).
 
     Errors are not isolated: bench inputs are valid, so any exception ends :meth:`run`.
     """
 
     def __init__(self, s: Settings, task: str, processor: Processor) -> None:
-        self.s = s
+        self.settings = s
         self.task = task
         self.proc = processor
         self.storage = Storage(s.s3)
@@ -53,7 +55,7 @@ class NaiveConsumer:
         Returns:
             The number of committed results.
         """
-        k = self.s.kafka
+        k = self.settings.kafka
         c = consumer(k, k.group_id, **{"session.timeout.ms": 10_000,
                                        "heartbeat.interval.ms": 1_000})
         p = transactional_producer(k, f"{k.transactional_id_prefix}-naive")
@@ -80,7 +82,7 @@ class NaiveConsumer:
         return self.done
 
     def _one(self, m) -> VerificationResult:  # noqa: ANN001 (confluent_kafka.Message)
-        s = self.s
+        s = self.settings
         ev = codec.decode_upload(m.key(), m.value(), m.headers(),
                                  allowed_buckets=s.s3.allowed_buckets,
                                  inline_max_bytes=s.worker.inline_max_bytes)
@@ -89,7 +91,8 @@ class NaiveConsumer:
             data = self.storage.get(ev.image.ref.bucket, ev.image.ref.key,
                                     max_bytes=s.decode.max_bytes)
         image = decode_image(data, s.decode)
-        o = self.proc.process_batch([Item(ev.upload_id, image, ev.options_dict())])[0]
+        task = spec(self.task)
+        o = self.proc.process_batch([Item(ev.upload_id, image, task.item_options(ev.options))])[0]
         info = self.proc.model
         refs = {}
         for a in o.artifacts:
@@ -99,7 +102,7 @@ class NaiveConsumer:
             refs[a.name] = ObjectRef(bucket=st.bucket, key=st.key, size_bytes=st.size_bytes,
                                      sha256=st.sha256, content_type=a.content_type,
                                      width=a.width, height=a.height)
-        processed_at = now_rfc3339()
+        processed_at = F.utc_now_rfc3339()
         total = max(epoch_ms(processed_at) - epoch_ms(ev.submitted_at), 0.0)
         return VerificationResult(
             upload_id=ev.upload_id, task=ev.task, status=o.status, reasons=tuple(o.reasons),
@@ -108,4 +111,4 @@ class NaiveConsumer:
                             inference_ms=round(o.inference_ms, 3), total_ms=round(total, 3)),
             source=SourceRef(topic=m.topic(), partition=m.partition(), offset=m.offset()),
             processed_at=processed_at, submitted_at=ev.submitted_at,
-            **{self.task: task_payload(self.task, o.payload, refs)})
+            **{self.task: task.payload(o.payload, refs)})

@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import BenchError, machine_info, small_jpegs
+from processors import registry
 from processors.base import Processor
-from processors.registry import build_processor
 from streams.logs import configure_logging
 from streams.samples import write_samples
 from streams.settings import Settings, load_settings
+from streams.worker import build_processors
 
 SECTIONS = ("model", "compare", "load", "scaling", "probe")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -50,7 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true",
                     help="batches 1,2,4,8, one round, shorter load levels and backlog")
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"subset of {','.join(SECTIONS)}")
-    ap.add_argument("--tasks", default="card,id_photo", help="tasks for model and compare")
+    ap.add_argument("--tasks", default=",".join(registry.names()),
+                    help="tasks for model and compare")
     ap.add_argument("--batches", default=None,
                     help="batch sizes of the sweep (default 1,2,4,8,16,32 on a GPU; 1,2,4,8,16 on "
                          "a CPU, where u2netp needs ~260 MiB of activations per image)")
@@ -102,7 +104,7 @@ def build(base: Settings, task: str, batches: list[int], device: str | None) -> 
 
         if hasattr(ort, "preload_dlls"):  # CUDA/cuDNN from the nvidia-* wheels, if installed
             ort.preload_dlls()
-    p = build_processor(task, task, card=base.card, idphoto=base.idphoto, runtime=rt)
+    p = build_processors(base, [task], runtime=rt)[task]
     p.warm_up()
     return p
 

@@ -1,7 +1,9 @@
 """The processor protocol: decoded items in, outcomes out, one batched inference call per model.
 
-``streams`` decodes uploads (``processors.decode``), groups them by task and calls
-``Processor.process_batch``; processors never touch Kafka or MinIO.
+``streams`` decodes uploads (``processors.decode``), groups them by task, cuts each group into
+buckets (:func:`process_in_buckets`) and calls ``Processor.process_batch``; processors never
+touch Kafka or MinIO. What a task is (its options, payload, main artifact, processor factory) is
+its :class:`processors.task.TaskSpec`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
+import structlog
 
-from processors.runtime import BatchStats
+from processors.runtime import BatchStats, bucket_slices
 from schemas.reasons import ReasonCode, Status
+
+log = structlog.get_logger("cardstream.processors")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +31,8 @@ class Item:
     Attributes:
         upload_id: the upload's id (``[A-Za-z0-9._-]{1,128}``), used for logs and outcomes only.
         image: ``(H, W, 3) uint8`` BGR pixels, EXIF orientation already applied.
-        options: the task's options from the UploadEvent (``doc_type`` for cards; ``size``,
-            ``background``, ``alpha_matting`` for ID photos); missing keys take the defaults.
+        options: the task's options from the UploadEvent with the task's defaults applied
+            (:meth:`processors.task.TaskSpec.item_options`).
     """
 
     upload_id: str
@@ -41,7 +46,8 @@ class Artifact:
     ``{task}/{model_version}/{upload_id}/{name}.{ext}``.
 
     Attributes:
-        name: artifact name, e.g. ``rectified`` or ``photo``.
+        name: artifact name; the task's main artifact (``TaskSpec.main_artifact``) is the one
+            whose object ref the result's payload carries.
         ext: file extension without dot (``jpg``, ``png``).
         content_type: MIME type (``image/jpeg``).
         data: encoded bytes.
@@ -65,9 +71,9 @@ class Outcome:
         upload_id: the item's id.
         status: ``accepted`` / ``rejected`` / ``failed``.
         reasons: reason codes (empty when accepted without remarks).
-        payload: task fields of the VerificationResult (card: ``quad`` ``[[x,y]*4]`` TL,TR,BR,BL in
-            source px, ``confidence`` in [0,1], ``doc_type``; id_photo: ``size``, ``background``,
-            ``face_box`` ``[x,y,w,h]`` source px). Object refs are added by ``streams``.
+        payload: task fields of the VerificationResult's payload (the task's payload model, see
+            its spec ``processors/<task>/task.py``); fields the model does not know are dropped
+            and the main artifact's object ref is added by ``streams``.
         artifacts: encoded outputs to store (empty when rejected).
         inference_ms: wall time (ms) of the batched model call(s) shared by this item's batch.
     """
@@ -99,9 +105,13 @@ class ModelInfo:
 class Processor(Protocol):
     """A task's batched compute.
 
-    ``process_batch`` must return exactly one :class:`Outcome` per item, in order, and make one
-    inference call per model per chunk of its chosen batch bucket (counted in ``stats.calls``). It raises nothing for bad
-    content (that is a ``rejected`` outcome); it may raise ``ProcessorError`` for a broken model.
+    ``process_batch`` returns exactly one :class:`Outcome` per item, in order (as Triton's
+    ``execute`` returns one response per request: a failure is carried inside its outcome, never
+    a missing one), and makes one inference call per model for a chunk of at most ``bucket``
+    items (counted in ``stats.calls``). It raises nothing for bad content (that is a ``rejected``
+    outcome) nor for one item whose post-processing fails (a ``failed`` outcome, see
+    :func:`outcomes_per_item`); it may raise ``ProcessorError`` for a broken model call, which
+    is the whole batch's.
     """
 
     task: str
@@ -131,21 +141,50 @@ class Processor(Protocol):
         ...
 
 
-def process_in_chunks(proc: Processor, items: Sequence[Item], batch: int) -> Iterator[Outcome]:
-    """Run ``proc.process_batch`` on consecutive chunks of at most ``batch`` items (one batched
-    model call per chunk) and yield the outcomes one by one, in the order of ``items``.
+def process_in_buckets(proc: Processor, items: Sequence[Item], bucket: int) -> Iterator[Outcome]:
+    """Run ``proc.process_batch`` on consecutive chunks of at most ``bucket`` items (one batched
+    model call per chunk, cut by :func:`processors.runtime.bucket_slices`) and yield the
+    outcomes one by one, in the order of ``items``.
 
     Args:
         proc: a processor.
         items: the items (any length, 0 included).
-        batch: items per ``process_batch`` call; values below 1 count as 1.
+        bucket: items per ``process_batch`` call; values below 1 count as 1.
 
     Raises:
         ProcessorError: as ``process_batch`` (a broken model).
     """
-    step = max(1, batch)
-    for k in range(0, len(items), step):
-        yield from proc.process_batch(items[k:k + step])
+    for part in bucket_slices(len(items), bucket):
+        yield from proc.process_batch(items[part])
+
+
+def outcomes_per_item(one: Callable[[int], Outcome], items: Sequence[Item], threads: int, *,
+                      task: str, inference_ms: float = 0.0) -> list[Outcome]:
+    """``[one(k) for k in range(len(items))]`` on the post-processing pool (:func:`map_in_threads`),
+    with the one rule for an item that fails: an exception raised by ``one(k)`` gives that item
+    a ``failed`` outcome with ``INTERNAL_ERROR`` (logged as ``postprocess_failed`` with the task,
+    its upload id and the error class) and leaves the other items of the batch unaffected. Every
+    processor post-processes its items through this, after its batched model call; an error of
+    the model call itself is the whole batch's and is raised by ``process_batch``.
+
+    Args:
+        one: the per-item post-processing: index into ``items`` -> its outcome.
+        items: the batch's items.
+        threads: pool size (0: ``os.cpu_count()``).
+        task: the task, for the log line.
+        inference_ms: the batch's model time (ms), carried by a failed outcome too.
+    """
+
+    def guarded(k: int) -> Outcome:
+        try:
+            return one(k)
+        except Exception as e:  # one item's failure, not the batch's
+            log.error("postprocess_failed", task=task, upload_id=items[k].upload_id,
+                      error=type(e).__name__)
+            return Outcome(upload_id=items[k].upload_id, status=Status.FAILED,
+                           reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=inference_ms)
+
+    return map_in_threads(guarded, range(len(items)), threads)
 
 
 T = TypeVar("T")

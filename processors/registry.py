@@ -1,41 +1,124 @@
-"""Processor factory: one name -> one adapter class; unknown names fail loudly."""
+"""The task registry: task name -> :class:`~processors.task.TaskSpec`, one line per task.
+
+Everything that differs between tasks is read from here: the worker (options, payloads, main
+artifacts), the settings (one section per task), the CLI (the ``--tasks`` default, the processor
+commands' rows), the demo and the status app. Unknown names fail loudly.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 from processors.base import Processor
-from processors.card.settings import CardSettings
+from processors.card.task import SPEC as CARD
 from processors.errors import ProcessorError
-from processors.idphoto.settings import IdPhotoSettings
+from processors.idphoto.task import SPEC as IDPHOTO
 from processors.runtime import RuntimeSettings
+from processors.task import TaskSpec
+from schemas.models import register_task, unregister_task
 
-PROCESSORS = ("card", "id_photo", "sleep")
+_SPECS: dict[str, TaskSpec] = {s.name: s for s in (CARD, IDPHOTO)}
+"""The tasks, one line per task (a task's spec lives in its processor's package)."""
+
+SLEEP = "sleep"
+"""The fixed-latency stand-in processor (:mod:`processors.sleep`), which can serve any task."""
 
 
-def build_processor(name: str, task: str, *, card: CardSettings, idphoto: IdPhotoSettings,
-                    runtime: RuntimeSettings, sleep_ms: float = 20.0) -> Processor:
-    """Build the processor ``name`` serving ``task``.
+def names() -> tuple[str, ...]:
+    """The registered tasks' names, in registration order (the built-in ones first)."""
+    return tuple(_SPECS)
+
+
+def specs() -> tuple[TaskSpec, ...]:
+    """The registered specs, in registration order."""
+    return tuple(_SPECS.values())
+
+
+def spec(task: str) -> TaskSpec:
+    """The spec of ``task``.
+
+    Raises:
+        ProcessorError: no such task is registered.
+    """
+    try:
+        return _SPECS[str(task)]
+    except KeyError:
+        raise ProcessorError(f"unknown task {task!r}; known: {', '.join(_SPECS)}") from None
+
+
+def register(new: TaskSpec) -> None:
+    """Add a task (its contract too: :func:`schemas.models.register_task`).
+
+    Raises:
+        ValueError: the name is taken by another spec or cannot be a task name.
+    """
+    if _SPECS.get(new.name) is new:
+        return
+    if new.name in _SPECS:
+        raise ValueError(f"task {new.name!r} is registered already")
+    register_task(new.contract)
+    _SPECS[new.name] = new
+
+
+def unregister(name: str) -> None:
+    """Remove a task added by :func:`register` (the built-in ones stay).
+
+    Raises:
+        ValueError: ``name`` is a task of the v1 contract.
+    """
+    unregister_task(name)
+    _SPECS.pop(name, None)
+
+
+@contextmanager
+def registered(new: TaskSpec) -> Iterator[TaskSpec]:
+    """:func:`register` ``new`` for the ``with`` block (tests), :func:`unregister` it after."""
+    register(new)
+    try:
+        yield new
+    finally:
+        unregister(new.name)
+
+
+def stand_in(task: str, call_ms: float = 20.0, item_ms: float = 2.0,
+             bucket: int = 32) -> Processor:
+    """The fixed-latency ``sleep`` processor serving ``task``: outcomes carry the task's main
+    artifact and a payload of its shape (:class:`processors.sleep.SleepProcessor`).
+
+    Raises:
+        ProcessorError: no such task is registered.
+    """
+    from processors.sleep import SleepProcessor
+
+    s = spec(task)
+    return SleepProcessor(s.name, artifact=s.main_artifact, payload=s.stand_in, call_ms=call_ms,
+                          item_ms=item_ms, bucket=bucket)
+
+
+def build_processor(task: str, section: Any, runtime: RuntimeSettings, *, name: str | None = None,
+                    sleep_ms: float = 20.0) -> Processor:
+    """The processor serving ``task``.
 
     Args:
-        name: ``card``, ``id_photo`` or ``sleep`` (fixed-latency test processor).
-        task: the task it will serve (``sleep`` may serve either).
-        card / idphoto / runtime: their settings.
+        task: a registered task.
+        section: the task's settings section (``Settings.<spec.settings_key>``; None for a task
+            without one).
+        runtime: ONNX Runtime settings.
+        name: the processor: the task's own (None or the task's name), or ``sleep`` (the
+            fixed-latency stand-in, ``sleep_ms`` per call, payloads of the task's shape).
         sleep_ms: per-call latency of the ``sleep`` processor (ms).
 
     Raises:
-        ProcessorError: unknown name, or a real processor asked to serve another task.
+        ProcessorError: unknown task or processor, or a task's processor asked to serve another
+            task; ``ModelError``/``ProviderError`` from the processor's construction.
     """
-    if name == "sleep":
-        from processors.sleep import SleepProcessor
-
-        return SleepProcessor(task, call_ms=sleep_ms)
-    if name != task:
+    s = spec(task)
+    if name == SLEEP:
+        return stand_in(task, call_ms=sleep_ms)
+    if name in (None, s.name):
+        return s.build(section, runtime)
+    if name in _SPECS:
         raise ProcessorError(f"processor {name!r} cannot serve task {task!r}")
-    if name == "card":
-        from processors.card import CardProcessor
-
-        return CardProcessor(card, runtime)
-    if name == "id_photo":
-        from processors.idphoto import IdPhotoProcessor
-
-        return IdPhotoProcessor(idphoto, runtime)
-    raise ProcessorError(f"unknown processor {name!r}; known: {', '.join(PROCESSORS)}")
+    raise ProcessorError(f"unknown processor {name!r}; known: {', '.join([*_SPECS, SLEEP])}")

@@ -62,6 +62,18 @@ class RuntimeSettings(BaseModel):
     cpu_max_bucket: int = 8
 
 
+def bucket_slices(n: int, bucket: int) -> list[slice]:
+    """The one place a batch is cut into buckets: consecutive slices of at most ``bucket`` items
+    that cover ``range(n)`` in order (``bucket`` below 1 counts as 1; ``n`` = 0 gives none).
+
+    Used by the worker and the processor commands (one ``process_batch`` call per slice, see
+    :func:`processors.base.process_in_buckets`) and by :meth:`BatchedModel.run` (one model call
+    per slice), so a chunk handed to a processor is one model call.
+    """
+    step = max(1, int(bucket))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
 def sha256_file(path: Path) -> str:
     """Hex SHA-256 of a file (read in 1 MiB chunks)."""
     h = hashlib.sha256()
@@ -210,8 +222,9 @@ class BatchedModel:
                make_batch_symbolic: bool = False, outputs: int | None = None) -> BatchedModel:
         """The process-wide instance for this file and settings (created on first use).
 
-        The card and id_photo processors both run u2netp: sharing one session halves the
-        model memory and the warm-up. Calls are serialised by the instance's lock.
+        Processors that run the same model file (two tasks' processors run u2netp) share one
+        session: that halves the model memory and the warm-up. Calls are serialised by the
+        instance's lock.
         """
         key = (str(Path(path).resolve()), sha256, settings, make_batch_symbolic, outputs)
         with _SHARED_LOCK:
@@ -253,8 +266,7 @@ class BatchedModel:
         """
         if x.ndim < 1 or x.shape[0] == 0:
             raise ValueError("empty batch")
-        step = self.chosen_bucket
-        parts = [self._run_padded(x[i : i + step]) for i in range(0, x.shape[0], step)]
+        parts = [self._run_padded(x[part]) for part in bucket_slices(x.shape[0], self.chosen_bucket)]
         return [np.concatenate([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
 
     def warm_up(self, sample_shape: Sequence[int], repeats: int = 2) -> int:

@@ -7,12 +7,13 @@ without a model, so throughput is bounded by the sleep, not by this machine's co
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import cv2
 
 from processors.base import Artifact, Item, ModelInfo, Outcome
-from processors.runtime import BatchStats
+from processors.runtime import BatchStats, bucket_slices
 from schemas.reasons import Status
 
 
@@ -20,22 +21,27 @@ class SleepProcessor:
     """Accepts every item after sleeping ``call_ms + item_ms * n`` per call of up to ``bucket`` items.
 
     Args:
-        task: the task it serves (``card`` or ``id_photo``).
+        task: the task it serves.
         call_ms: fixed cost of one batched call (ms), like a GPU kernel launch + transfer.
         item_ms: marginal cost per item in a call (ms).
         bucket: largest batch per call; a batch of N makes ``ceil(N / bucket)`` calls.
+        artifact: name of the artifact each outcome carries (the task's main artifact,
+            ``TaskSpec.main_artifact``).
+        payload: item -> the outcome's payload (``TaskSpec.stand_in``: a payload of the task's
+            shape). :func:`processors.registry.stand_in` builds one for a registered task.
 
-    Each outcome carries the task's main artifact (``rectified.png`` for cards, ``photo.png`` for
-    ID photos): a ``(32, 32, 3) uint8`` PNG thumbnail of the image, and a payload of the task's
-    shape (card: the full frame as quad, confidence 1; id_photo: ``one_inch`` on white).
+    Each outcome carries one artifact ``<artifact>.png``: a ``(32, 32, 3) uint8`` PNG thumbnail
+    of the image.
     """
 
-    def __init__(self, task: str, call_ms: float = 20.0, item_ms: float = 2.0,
-                 bucket: int = 32) -> None:
+    def __init__(self, task: str, *, artifact: str, payload: Callable[[Item], Mapping[str, Any]],
+                 call_ms: float = 20.0, item_ms: float = 2.0, bucket: int = 32) -> None:
         self.task = task
         self.call_ms = call_ms
         self.item_ms = item_ms
         self.chosen_bucket = bucket
+        self.artifact = artifact
+        self.payload = payload
         self.stats = BatchStats()
         self._model = ModelInfo(name="sleep", version="sleep-1", provider="none")
 
@@ -52,18 +58,11 @@ class SleepProcessor:
     def warm_up(self) -> None:
         """Nothing to load."""
 
-    def _payload(self, it: Item) -> dict:
-        h, w = it.image.shape[:2]
-        if self.task == "card":
-            quad = [[0.0, 0.0], [float(w), 0.0], [float(w), float(h)], [0.0, float(h)]]
-            return {"quad": quad, "confidence": 1.0, "doc_type": "id_card"}
-        return {"size": "one_inch", "background": "white", "face_box": None, "width": 32, "height": 32}
-
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
         """Sleep per chunk, then return one accepted outcome with a thumbnail per item."""
         out: list[Outcome] = []
-        for i in range(0, len(items), self.chosen_bucket):
-            chunk = items[i : i + self.chosen_bucket]
+        for part in bucket_slices(len(items), self.chosen_bucket):
+            chunk = items[part]
             t0 = time.perf_counter()
             time.sleep((self.call_ms + self.item_ms * len(chunk)) / 1000.0)
             ms = (time.perf_counter() - t0) * 1000.0
@@ -72,7 +71,7 @@ class SleepProcessor:
             for it in chunk:
                 thumb = cv2.resize(it.image, (32, 32), interpolation=cv2.INTER_AREA)
                 ok, png = cv2.imencode(".png", thumb)
-                name = "rectified" if self.task == "card" else "photo"
-                art = Artifact(name, "png", "image/png", png.tobytes(), 32, 32)
-                out.append(Outcome(it.upload_id, Status.ACCEPTED, (), self._payload(it), (art,), ms))
+                art = Artifact(self.artifact, "png", "image/png", png.tobytes(), 32, 32)
+                out.append(Outcome(it.upload_id, Status.ACCEPTED, (), dict(self.payload(it)),
+                                   (art,), ms))
         return out

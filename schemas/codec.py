@@ -47,6 +47,8 @@ from schemas import formats as F
 from schemas.errors import ContractError
 from schemas.models import (
     SCHEMA_VERSION,
+    TASKS,
+    V1_TASKS,
     DeadLetter,
     QuarantineRef,
     UploadEvent,
@@ -97,11 +99,20 @@ def load_schema(kind: str) -> dict[str, Any]:
     return json.loads(resources.files("schemas").joinpath(EVENTS[kind][0]).read_text("utf-8"))
 
 
-@cache
 def validator(kind: str) -> Draft202012Validator:
     """A draft 2020-12 validator for ``kind`` with ECMA-262 ``pattern`` semantics (``$`` is the
-    end of the string) and ``format: date-time`` asserted as RFC 3339."""
-    return _Validator(load_schema(kind), format_checker=_FORMATS)
+    end of the string) and ``format: date-time`` asserted as RFC 3339. Its ``task`` enum also
+    takes the tasks registered beyond the v1 files (:func:`schemas.models.register_task`)."""
+    return _validator(kind, tuple(t for t in TASKS if t not in V1_TASKS))
+
+
+@cache
+def _validator(kind: str, registered: tuple[str, ...]) -> Draft202012Validator:
+    schema = load_schema(kind)
+    task = schema.get("properties", {}).get("task")
+    if registered and task is not None:
+        task["enum"] = [*task["enum"], *registered]
+    return _Validator(schema, format_checker=_FORMATS)
 
 
 # ---------------------------------------------------------------------------------------------

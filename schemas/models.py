@@ -18,6 +18,7 @@ and so are not written back.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -27,6 +28,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SerializeAsAny,
     Strict,
     ValidationInfo,
     field_validator,
@@ -137,6 +139,16 @@ Name = Annotated[Str, Field(min_length=1, max_length=256)]
 Point = tuple[JsonFloat, JsonFloat]
 SchemaVersion = Annotated[Literal[1], BeforeValidator(_schema_version)]
 Reason = Annotated[Str, _code(ReasonCode)]
+
+
+def _known_task(v: str) -> str:
+    # a v1 task becomes its Task member; a registered task (register_task) stays a plain str
+    if v not in TASKS:
+        raise ValueError(f"not a known task: {', '.join(TASKS)}")
+    return Task(v) if v in V1_TASKS else v
+
+
+TaskName = Annotated[Str, AfterValidator(_known_task)]
 DlqCode = Annotated[Str, _code(DeadLetterCode)]
 
 
@@ -225,31 +237,29 @@ class IdPhotoOptions(_Closed):
     alpha_matting: Annotated[bool, Strict()] | None = None
 
 
-_OPTION_CLASS: dict[str, type[_Closed]] = {Task.CARD: CardOptions, Task.ID_PHOTO: IdPhotoOptions}
-
-
 class UploadEvent(_Model):
     """An identity upload to process (topic ``cardstream.uploads.v1``, key = ``upload_id``).
 
     Attributes:
         schema_version: 1 (absent means 1).
         upload_id: 1..128 chars of ``[A-Za-z0-9._-]``, not ``.``/``..``; used in object keys.
-        task: ``card`` or ``id_photo``.
+        task: a :class:`~schemas.reasons.Task` of the v1 contract (or a task registered with
+            :func:`register_task`).
         image: where the image bytes are (:class:`ImageSource`).
         content_type: optional media-type hint (the worker sniffs magic bytes anyway).
         submitted_at: RFC 3339 time the user submitted the upload.
-        options: :class:`CardOptions` for ``card``, :class:`IdPhotoOptions` for ``id_photo``.
+        options: the task's options model (:data:`TASKS`), e.g. :class:`CardOptions` for ``card``.
         trace_id: optional opaque tracing id, copied to the result.
         subject_ref: optional opaque reference to the person (never a name or an ID number).
     """
 
     schema_version: SchemaVersion = SCHEMA_VERSION
     upload_id: UploadId
-    task: Task
+    task: TaskName
     image: ImageSource
     content_type: MediaType | None = None
     submitted_at: Rfc3339 | None = None
-    options: CardOptions | IdPhotoOptions | None = None
+    options: SerializeAsAny[_Closed] | None = None
     trace_id: Opaque | None = None
     subject_ref: Opaque | None = None
 
@@ -259,24 +269,10 @@ class UploadEvent(_Model):
         task = info.data.get("task")
         if v is None or task is None:
             return v
-        want = _OPTION_CLASS[task]
+        want = TASKS[task].options
         if isinstance(v, BaseModel) and not isinstance(v, want):
             raise ValueError(f"options of a {task} upload must be {want.__name__}")  # noqa: TRY004
         return want.model_validate(v)
-
-    def options_dict(self) -> dict[str, Any]:
-        """The task's options with defaults applied.
-
-        ``card``: ``{"doc_type": "auto"}``; ``id_photo``: ``{"size": "one_inch", "background":
-        "white", "alpha_matting": None}`` (``None`` = the size specification's default).
-        Values are plain strings/bools.
-        """
-        if self.task == Task.CARD:
-            o = self.options if isinstance(self.options, CardOptions) else CardOptions()
-            return {"doc_type": str(o.doc_type or DocTypeHint.AUTO)}
-        p = self.options if isinstance(self.options, IdPhotoOptions) else IdPhotoOptions()
-        return {"size": str(p.size or PhotoSize.ONE_INCH), "background": p.background or "white",
-                "alpha_matting": p.alpha_matting}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,6 +336,76 @@ class IdPhotoPayload(_Model):
     height: PosInt
 
 
+OptionsModel = _Closed
+"""Base of a task's options model: frozen, ``None`` = the default, unknown fields refused."""
+PayloadModel = _Model
+"""Base of a task's result payload model: frozen, optional ``None`` fields left out."""
+
+
+@dataclass(frozen=True)
+class TaskContract:
+    """What the contract says about one task.
+
+    Attributes:
+        name: the task's value of ``UploadEvent.task`` and ``VerificationResult.task``.
+        options: model of the upload's ``options`` (unknown fields refused; absent = defaults).
+        payload: model of the result's payload, the result's field named after the task (None:
+            the task's results carry none).
+    """
+
+    name: str
+    options: type[OptionsModel]
+    payload: type[PayloadModel] | None
+
+
+V1_TASKS: dict[str, TaskContract] = {
+    Task.CARD: TaskContract(Task.CARD, CardOptions, CardPayload),
+    Task.ID_PHOTO: TaskContract(Task.ID_PHOTO, IdPhotoOptions, IdPhotoPayload),
+}
+"""The tasks of the v1 contract, as its JSON Schema files name them."""
+
+TASKS: dict[str, TaskContract] = dict(V1_TASKS)
+"""Every task events may name: the v1 tasks and those added by :func:`register_task`."""
+
+
+def register_task(contract: TaskContract) -> None:
+    """Accept events of a task beyond the v1 contract (a new task, or a test's toy task).
+
+    ``task`` then also takes ``contract.name`` (the codec's JSON Schema check included), the
+    upload's ``options`` are checked by ``contract.options`` and the result's payload, carried
+    under the task's name, by ``contract.payload``; the v1 JSON Schema files stay as published,
+    so such a task is checked by its models alone. Registering the same contract again does
+    nothing.
+
+    Raises:
+        ValueError: the name is not a contract-safe name (``[a-z][a-z0-9_]{0,31}``), is a field
+            of :class:`VerificationResult`, or is taken by another contract.
+    """
+    name = contract.name
+    if TASKS.get(name) == contract:
+        return
+    if name in TASKS or name in VerificationResult.model_fields:
+        raise ValueError(f"task {name!r} is taken")
+    if not F.matches(TASK_NAME_PATTERN, name):
+        raise ValueError(f"task name {name!r} does not match {TASK_NAME_PATTERN}")
+    TASKS[name] = contract
+
+
+def unregister_task(name: str) -> None:
+    """Undo :func:`register_task` (a v1 task stays).
+
+    Raises:
+        ValueError: ``name`` is a v1 task.
+    """
+    if name in V1_TASKS:
+        raise ValueError(f"{name} is a task of the v1 contract")
+    TASKS.pop(name, None)
+
+
+TASK_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+"""Names a registered task may take (it becomes a result field and an object-key segment)."""
+
+
 class ModelRef(_Model):
     """The model that produced a result: ``name``, ``version`` and the ONNX Runtime execution
     ``provider`` actually used (``CUDAExecutionProvider``, ``CPUExecutionProvider``)."""
@@ -384,6 +450,7 @@ class VerificationResult(_Model):
             or plain ``str`` for a code this version does not know (codes may be added).
         card: the card payload (``card`` uploads only).
         id_photo: the ID-photo payload (``id_photo`` uploads only).
+        (a task registered with :func:`register_task`: its payload under the task's name.)
         model: the model used, or ``None`` when none ran (e.g. ``OBJECT_NOT_FOUND``).
         timings: :class:`Timings` (ms).
         source: the upload's Kafka record.
@@ -391,9 +458,11 @@ class VerificationResult(_Model):
         submitted_at, trace_id: copied from the upload when present.
     """
 
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
+
     schema_version: SchemaVersion = SCHEMA_VERSION
     upload_id: UploadId
-    task: Task
+    task: TaskName
     status: Status
     reasons: tuple[Reason, ...]
     card: CardPayload | None = None
@@ -412,13 +481,34 @@ class VerificationResult(_Model):
             raise ValueError("reasons must not repeat")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_fields_ignored(cls, data: Any) -> Any:
+        # unknown fields are ignored, as everywhere in the contract; a task registered beyond v1
+        # keeps its payload, under its name (the only field this model takes beyond its own)
+        if not isinstance(data, dict):
+            return data
+        own = data.get("task")
+        return {k: v for k, v in data.items()
+                if k in cls.model_fields or (k == own and k in TASKS and k not in V1_TASKS)}
+
     @model_validator(mode="after")
     def _payload_matches_task(self) -> VerificationResult:
-        if self.task == Task.CARD and self.id_photo is not None:
-            raise ValueError("a card result has no id_photo payload")
-        if self.task == Task.ID_PHOTO and self.card is not None:
-            raise ValueError("an id_photo result has no card payload")
+        for name in V1_TASKS:
+            if name != self.task and getattr(self, name) is not None:
+                raise ValueError(f"a {self.task} result has no {name} payload")
+        extra = self.__pydantic_extra__
+        if extra:  # the payload of a registered task: checked by its model
+            payload = TASKS[self.task].payload
+            raw = extra.pop(self.task)
+            if raw is not None and payload is not None:
+                extra[self.task] = payload.model_validate(raw)
         return self
+
+    @property
+    def payload(self) -> BaseModel | None:
+        """The task's payload (``card``, ``id_photo``, or a registered task's), None if absent."""
+        return getattr(self, str(self.task), None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``cardstream demo``: the main job end to end on the sample uploads.
 
-Topics and buckets -> two worker processes (real card and id_photo processors) -> sample uploads
+Topics and buckets -> two worker processes (every task's real processor) -> sample uploads
 produced -> committed results awaited -> a table -> outputs saved under ``./out/`` -> workers
 stopped with SIGTERM. The time window of the run is saved for ``cardstream replay``.
 """
@@ -15,12 +15,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from processors.registry import spec
 from schemas.models import VerificationResult
 from streams.errors import StreamsError
-from streams.kafka import admin, create_topics, topic_specs
+from streams.kafka import admin, create_topics, read_topic, topic_specs
 from streams.procs import WorkerProc, start_worker, stop_workers
 from streams.produce import UploadProducer
-from streams.replay import decode_results, high_watermarks, tail
+from streams.replay import decode_results
 from streams.samples import write_samples
 from streams.settings import Settings
 from streams.storage import Storage
@@ -66,13 +67,14 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     console.print(f"[bold]cardstream demo[/]: {sum(map(len, samples.values()))} sample uploads, "
                   f"{workers} workers, topic {s.kafka.uploads_topic}")
     procs = start_workers(s, workers, out / "logs")
-    reader = None
+    # the results that arrive from now on (the topic may hold older runs' results)
+    reader = read_topic(s.kafka, s.kafka.results_topic, at_end=True, follow=True, poll_s=1.0)
     try:
         t_ready = time.monotonic()
         wait_ready(procs, timeout_s, out / "logs")
         console.print(f"workers ready (models loaded, buckets warmed) in {time.monotonic() - t_ready:.0f} s")
         from_ms = int(time.time() * 1000)
-        reader = tail(s.kafka, s.kafka.results_topic, high_watermarks(s.kafka, s.kafka.results_topic))
+        next(reader)  # assigned at the topic's end before the first upload
         prod = UploadProducer(s)
         sent = []
         for task, files in samples.items():
@@ -81,18 +83,18 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
         want = {x.upload_id: (task, x.file) for task, x in sent}
         got: dict = {}
         t0 = time.monotonic()
-        while len(got) < len(want) and time.monotonic() - t0 < timeout_s:
-            if all(w.proc.poll() is not None for w in procs):
-                console.print(f"[red]every worker exited (logs: {out / 'logs'})[/]")
-                break
-            msgs = [m for m in reader.consume(500, 1.0) if m.error() is None]
+        for msgs in reader:
             for r in decode_results(msgs):
                 if r.upload_id in want:
                     got[r.upload_id] = r
+            if len(got) == len(want) or time.monotonic() - t0 > timeout_s:
+                break
+            if all(w.proc.poll() is not None for w in procs):
+                console.print(f"[red]every worker exited (logs: {out / 'logs'})[/]")
+                break
     finally:
         codes = stop_workers(procs)
-        if reader is not None:
-            reader.close()
+        reader.close()
     table = Table(title="cardstream demo results")
     for col in ("upload", "file", "task", "status", "reasons", "kind", "latency ms", "output"):
         table.add_column(col)
@@ -102,7 +104,7 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
         if r is None:
             table.add_row(uid, fname, task, "[red]no result[/]", "", "", "", "")
             continue
-        ref = (r.card.rectified if r.card else r.id_photo.photo if r.id_photo else None)
+        ref = spec(task).main_ref(r.payload)
         saved = ""
         if ref is not None:
             dst = out / task / f"{Path(fname).stem}.{ref.key.rsplit('.', 1)[-1]}"
@@ -119,7 +121,7 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     console.print(table)
     (out / "demo_results.json").write_text(json.dumps(
         {"from_ms": from_ms, "to_ms": to_ms, "results": rows}, indent=1))
-    console.print(f"outputs under {out}/card and {out}/id_photo; replay this window with:\n"
+    console.print(f"outputs under {', '.join(f'{out}/{t}' for t in samples)}; replay this window with:\n"
                   f'  eval "$(scripts/stack env)" && .venv/bin/cardstream replay '
                   f"--from {from_ms} --to {to_ms}")
     ok = len(got) == len(want) and all(c == 0 for c in codes)
@@ -129,11 +131,6 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
 
 
 def _kind(r: VerificationResult) -> str:
-    """What the output is: the card's document type and its rectified size (px), or the ID
-    photo's size name and pixel size; empty when there is no output."""
-    if r.card is not None and r.card.rectified is not None:
-        ref = r.card.rectified
-        return f"{r.card.doc_type} {ref.width}x{ref.height}"
-    if r.id_photo is not None and r.id_photo.photo is not None:
-        return f"{r.id_photo.size} {r.id_photo.width}x{r.id_photo.height}"
-    return ""
+    """What the output is, as its task describes it (the card's document type and rectified
+    size, the ID photo's size name and pixel size); empty when there is no output."""
+    return spec(r.task).describe(r.payload) if r.payload is not None else ""

@@ -29,3 +29,8 @@ class ProducerStuck(StreamsError):
 
 class ObjectTooLarge(StorageError):
     """The claim-check object is larger than the byte limit (reason ``IMAGE_TOO_LARGE``)."""
+
+
+class StorageUnavailable(StorageError):
+    """MinIO did not answer within the retries while a batch was loaded or stored: the worker
+    puts the batch back, pauses and retries once the store answers; nothing is committed."""

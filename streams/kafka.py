@@ -8,9 +8,18 @@ the secrets (SASL password, client key password) from the environment.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streams.errors import KafkaSetupError
@@ -108,6 +117,133 @@ def consumer(k: KafkaSettings, group_id: str, **extra: Any) -> Consumer:
         **extra,
     }
     return Consumer(conf)
+
+
+def read_topic(k: KafkaSettings, topics: str | Sequence[str], *, since_ms: int | None = None,
+               at_end: bool = False, follow: bool = False, poll_s: float = 0.5,
+               idle_s: float = 10.0, wait_topics_s: float = 0.0, timeout_s: float = 10.0,
+               **extra: Any) -> Iterator[list[Message]]:
+    """The committed records of ``topics`` (read_committed), as they are fetched: the one way
+    the project reads a topic (``cardstream results``, replay, the demo, tests, benchmarks).
+
+    The consumer is assigned every partition (no group join, nothing committed). Each partition
+    starts at its beginning; with ``since_ms`` at its first record stamped at or after it
+    (``offsets_for_times``); with ``at_end`` at its end now (only what arrives later).
+
+    Args:
+        k: Kafka settings.
+        topics: one topic or several.
+        since_ms: start time (epoch ms), see above. Without ``follow`` a partition with nothing
+            at or after it is skipped; with ``follow`` it starts at its end.
+        at_end: start every partition at its end.
+        follow: keep reading until the caller stops iterating. Without it the reading ends once
+            every partition has reached the high watermark captured at the start (a partition
+            ending in a transaction marker counts by its position), or after ``idle_s``
+            seconds without a record (a bound, not the usual end).
+        poll_s: how long one poll waits for a record (s).
+        idle_s: see ``follow`` (s).
+        wait_topics_s: wait this long for topics missing from the metadata (a topic just
+            created takes a moment to show up).
+        timeout_s: per metadata / offset request (s).
+        **extra: librdkafka settings for the consumer (e.g. ``fetch.wait.max.ms``).
+
+    Yields:
+        Lists of records (errors dropped) in per-partition offset order: as soon as a poll
+        returns one, with whatever else is already fetched, so a caller can stamp arrival
+        times; an empty list after each ``poll_s`` without a record (a caller that follows
+        checks its own deadline then). Nothing for a missing topic without ``follow``.
+
+    Raises:
+        KafkaSetupError: with ``follow``, a topic is still missing after ``wait_topics_s``.
+    """
+    names = [topics] if isinstance(topics, str) else list(topics)
+    c = consumer(k, "cardstream-reader", **extra)
+    try:
+        deadline = time.monotonic() + wait_topics_s
+        while True:
+            md = c.list_topics(timeout=timeout_s).topics
+            missing = [t for t in names if t not in md or md[t].error is not None
+                       or not md[t].partitions]
+            if not missing or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        if missing and follow:
+            raise KafkaSetupError(f"topics {missing} not in the cluster metadata")
+        parts = [TopicPartition(t, p) for t in names if t not in missing
+                 for p in sorted(md[t].partitions)]
+        if follow and not at_end and since_ms is None:  # from the beginning, no end: no marks
+            marks = {(tp.topic, tp.partition): (0, 0) for tp in parts}
+        else:
+            marks = {(tp.topic, tp.partition): _watermarks(c, tp, timeout_s) for tp in parts}
+        starts = {key: (hi if at_end else OFFSET_BEGINNING) for key, (_, hi) in marks.items()}
+        if since_ms is not None and not at_end:
+            found = c.offsets_for_times([TopicPartition(t, p, since_ms) for t, p in marks],
+                                        timeout_s)
+            starts = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+            if follow:  # nothing since then yet: what arrives later
+                starts = {key: starts.get(key, hi) for key, (_, hi) in marks.items()}
+        ends = {} if follow else {key: hi for key, (lo, hi) in marks.items()
+                                  if key in starts and hi > max(lo, starts[key])}
+        c.assign([TopicPartition(t, p, off) for (t, p), off in starts.items()
+                  if follow or (t, p) in ends])
+        last = time.monotonic()
+        while follow or ends:
+            first = c.poll(poll_s)
+            msgs = [] if first is None else [first, *c.consume(1000, 0)]
+            got = [m for m in msgs if m.error() is None]
+            if got:
+                last = time.monotonic()
+            elif not follow and time.monotonic() - last > idle_s:
+                return
+            yield got
+            if not follow:
+                for m in got:
+                    if m.offset() >= ends.get((m.topic(), m.partition()), 0) - 1:
+                        ends.pop((m.topic(), m.partition()), None)
+                pos = c.position([TopicPartition(t, p) for t, p in ends]) if ends else []
+                for tp in pos:
+                    if tp.offset >= ends[(tp.topic, tp.partition)]:
+                        ends.pop((tp.topic, tp.partition))
+    finally:
+        c.close()
+
+
+_NO_LEADER_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                  KafkaError.UNKNOWN_TOPIC_OR_PART)
+"""What a topic just created answers until its partitions' leaders are elected (the error
+confluent-kafka raises from ``get_watermark_offsets`` does not carry librdkafka's retriable
+flag, so the codes are named)."""
+
+
+def _watermarks(c: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """``(low, high)`` watermarks of ``tp``, asked again while its leader is not elected yet
+    (:data:`_NO_LEADER_YET`), up to ``timeout_s``.
+
+    Raises:
+        KafkaException: another error, or no leader after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return c.get_watermark_offsets(tp, timeout=timeout_s)
+        except KafkaException as e:
+            if e.args[0].code() not in _NO_LEADER_YET or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def read_to_end(k: KafkaSettings, topic: str, since_ms: int | None = None,
+                timeout_s: float = 10.0) -> Iterator[Message]:
+    """Every committed record of ``topic`` up to the high watermarks captured now, one by one,
+    streamed (memory stays bounded whatever the topic's size): :func:`read_topic` without
+    ``follow``."""
+    for batch in read_topic(k, topic, since_ms=since_ms, timeout_s=timeout_s):
+        yield from batch
+
+
+def timestamp_ms(m: Message) -> float:
+    """A record's Kafka timestamp (epoch ms; CreateTime, set by its producer's clock)."""
+    return float(m.timestamp()[1])
 
 
 def topic_specs(k: KafkaSettings) -> list[NewTopic]:

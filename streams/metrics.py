@@ -13,9 +13,13 @@ class WorkerMetrics:
         cardstream_dead_letters_total{code}: dead letters committed.
         cardstream_poll_batch_size: events per poll batch (histogram).
         cardstream_inference_calls_total{task}: batched model calls.
-        cardstream_queue_wait_seconds: submitted_at -> batch start (s).
+        cardstream_queue_wait_seconds: the event's Kafka timestamp (CreateTime, the producer's
+            clock) -> its batch started computing (s); events dead-lettered before their image
+            was loaded are not counted.
         cardstream_inference_seconds{task}: one batched processor call (s).
-        cardstream_e2e_latency_seconds{task}: submitted_at -> result committed (s).
+        cardstream_e2e_latency_seconds{task}: the upload's Kafka timestamp -> its result built
+            for the transaction (the result's ``timings.total_ms``, s), observed once the
+            transaction committed; ``submitted_at`` (the user's clock) is not used.
         cardstream_consumer_lag{partition}: high watermark - position, per assigned partition.
         cardstream_transactions_total{outcome}: committed / aborted / fenced (another instance
             with the same transactional.id took over) / stuck (``send_offsets_to_transaction``
@@ -35,11 +39,11 @@ class WorkerMetrics:
         self.batch_size = Histogram("cardstream_poll_batch_size", "Events per poll batch",
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
         self.inference_calls = Counter("cardstream_inference_calls", "Batched model calls", ["task"], registry=r)
-        self.queue_wait = Histogram("cardstream_queue_wait_seconds", "submitted_at to batch start",
+        self.queue_wait = Histogram("cardstream_queue_wait_seconds", "Kafka timestamp to batch start",
                                     buckets=lat, registry=r)
         self.inference = Histogram("cardstream_inference_seconds", "One batched processor call",
                                    ["task"], buckets=lat, registry=r)
-        self.e2e = Histogram("cardstream_e2e_latency_seconds", "submitted_at to committed result",
+        self.e2e = Histogram("cardstream_e2e_latency_seconds", "Kafka timestamp to result (committed)",
                              ["task"], buckets=lat, registry=r)
         self.lag = Gauge("cardstream_consumer_lag", "Uploads not yet consumed", ["partition"], registry=r)
         fine = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 10)

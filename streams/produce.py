@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from schemas import codec
+from schemas import formats as F
 from schemas.models import UploadEvent
 from streams.kafka import plain_producer
 from streams.settings import Settings
 from streams.storage import Storage
-from streams.worker import now_rfc3339
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".heic", ".heif"}
 
@@ -71,7 +71,7 @@ class UploadProducer:
     """
 
     def __init__(self, settings: Settings, inline: bool = False, **producer_config: Any) -> None:
-        self.s = settings
+        self.settings = settings
         self.inline = inline
         self.storage = Storage(settings.s3)
         self.producer = plain_producer(settings.kafka, **producer_config)
@@ -84,15 +84,15 @@ class UploadProducer:
         import base64
 
         validate_request(upload_id, task, options)  # before the PUT: a bad event uploads nothing
-        if self.inline and len(data) <= self.s.worker.inline_max_bytes:
+        if self.inline and len(data) <= self.settings.worker.inline_max_bytes:
             image: dict[str, Any] = {"inline_b64": base64.b64encode(data).decode()}
         else:
             key = f"{task}/{upload_id}/{Path(name).name}"
-            st = self.storage.put(self.s.s3.uploads_bucket, key, data, "application/octet-stream")
+            st = self.storage.put(self.settings.s3.uploads_bucket, key, data, "application/octet-stream")
             image = {"ref": {"bucket": st.bucket, "key": st.key, "size_bytes": st.size_bytes,
                              "sha256": st.sha256}}
         ev: dict[str, Any] = {"upload_id": upload_id, "task": task, "image": image,
-                              "submitted_at": now_rfc3339()}
+                              "submitted_at": F.utc_now_rfc3339()}
         if options:
             ev["options"] = options
         return UploadEvent.model_validate(ev)
@@ -106,13 +106,13 @@ class UploadProducer:
                 with self._lock:
                     self._errors.append(str(err))
 
-        self.producer.produce(self.s.kafka.uploads_topic, key=key, value=value, headers=headers,
+        self.producer.produce(self.settings.kafka.uploads_topic, key=key, value=value, headers=headers,
                               on_delivery=on_delivery)
         self.producer.poll(0)
 
     def send_raw(self, key: bytes | None, value: bytes | None) -> None:
         """Produce raw bytes (for tests of bad events)."""
-        self.producer.produce(self.s.kafka.uploads_topic, key=key, value=value)
+        self.producer.produce(self.settings.kafka.uploads_topic, key=key, value=value)
 
     def flush(self, timeout_s: float = 30.0) -> list[str]:
         """Wait for delivery; returns the delivery errors seen (empty when all were acknowledged)."""

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
+from confluent_kafka import TopicPartition
 
 from processors.base import Processor
 from processors.card.metrics import quad_iou
 from schemas import codec
 from schemas.models import VerificationResult
 from streams.errors import StreamsError
-from streams.kafka import consumer
+from streams.kafka import consumer, read_to_end
 from streams.settings import KafkaSettings, Settings
 
 #: epoch values below this are taken as seconds and refused (ms since 1970 passed it in 1973)
@@ -84,79 +84,6 @@ def offset_ranges(k: KafkaSettings, topic: str, from_ms: int, to_ms: int,
             end = b.offset if b.offset >= 0 else high
             out[p] = (start, min(max(end, start), high))
         return out
-    finally:
-        c.close()
-
-
-def high_watermarks(k: KafkaSettings, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
-    """Partition -> high watermark (next offset) of ``topic`` now."""
-    c = consumer(k, "cardstream-offsets-probe")
-    try:
-        parts = c.list_topics(topic, timeout=timeout_s).topics[topic].partitions
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
-                for p in parts}
-    finally:
-        c.close()
-
-
-def tail(k: KafkaSettings, topic: str, starts: Mapping[int, int]) -> Any:
-    """A read_committed consumer assigned to ``topic`` at ``starts`` (partition -> offset), for
-    reading only what arrives after a point in time; the caller closes it."""
-    c = consumer(k, "cardstream-reader")
-    c.assign([TopicPartition(topic, p, off) for p, off in starts.items()])
-    return c
-
-
-def iter_topic(k: KafkaSettings, topic: str, timeout_s: float = 10.0,
-               since_ms: int | None = None) -> Iterator[Message]:
-    """Every committed record of ``topic`` up to the high watermarks captured now (read_committed),
-    streamed (memory stays bounded whatever the topic's size).
-
-    Args:
-        k: Kafka settings.
-        topic: the topic to read.
-        timeout_s: per metadata / offset request (s).
-        since_ms: start each partition at its first record with a timestamp at or after this
-            (epoch ms, ``offsets_for_times``); None reads from the beginning. A partition with
-            nothing at or after it is skipped.
-
-    Yields:
-        confluent-kafka ``Message`` objects in per-partition offset order (errors dropped).
-    """
-    c = consumer(k, "cardstream-reader")
-    try:
-        md = c.list_topics(topic, timeout=timeout_s)
-        if topic not in md.topics or md.topics[topic].error is not None:
-            return
-        parts = sorted(md.topics[topic].partitions)
-        starts = {p: OFFSET_BEGINNING for p in parts}
-        if since_ms is not None:
-            found = c.offsets_for_times([TopicPartition(topic, p, since_ms) for p in parts],
-                                        timeout_s)
-            starts = {tp.partition: tp.offset for tp in found if tp.offset >= 0}
-        ends = {}
-        for p in starts:
-            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            if hi > max(lo, starts[p]):
-                ends[p] = hi
-        c.assign([TopicPartition(topic, p, starts[p]) for p in ends])
-        done: set[int] = set()
-        idle = 0
-        while len(done) < len(ends) and idle < 20:
-            msgs = c.consume(1000, 0.5)
-            idle = idle + 1 if not msgs else 0
-            for m in msgs:
-                if m.error() is not None:
-                    continue
-                yield m
-                if m.offset() >= ends[m.partition()] - 1:
-                    done.add(m.partition())
-            # a partition ending in a transaction marker has its last offset never delivered
-            for p, end in ends.items():
-                if p not in done:
-                    pos = c.position([TopicPartition(topic, p)])[0].offset
-                    if pos >= end:
-                        done.add(p)
     finally:
         c.close()
 
@@ -274,16 +201,17 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     done = 0
     while th.is_alive():
         th.join(0.5)
-        now = w.committed_events
+        now = w.committer.committed_events
         if on_progress and now > done:
             on_progress(now - done)
         done = now
-    replayed = list(decode_results(iter_topic(k, side)))
+    replayed = list(decode_results(read_to_end(k, side)))
     ids = {x.upload_id for x in replayed}
     # the originals were produced after their uploads: read from the window's start, not the
     # whole topic, and keep only the replayed uploads' results
     since = from_ms - RESULTS_LOOKBACK_MS
-    original = [r for r in decode_results(iter_topic(s.kafka, s.kafka.results_topic, since_ms=since))
+    original = [r for r in decode_results(read_to_end(s.kafka, s.kafka.results_topic,
+                                                      since_ms=since))
                 if r.upload_id in ids]
     return {**report, "replayed": len(replayed), **diff_results(original, replayed).summary()}
 

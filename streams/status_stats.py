@@ -35,6 +35,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from processors.registry import names, spec
 from schemas.models import VerificationResult
 
 #: Upper edge of histogram bucket 0, ms.
@@ -86,10 +87,11 @@ def verdict_summary(r: VerificationResult, partition: int, offset: int, timestam
         ``result`` (``{"partition", "offset", "timestamp_ms"}`` of the result record).
     """
     objects = []
-    for artifact, ref in (("rectified", r.card.rectified if r.card else None),
-                          ("photo", r.id_photo.photo if r.id_photo else None)):
+    if str(r.task) in names():
+        task = spec(r.task)
+        ref = task.main_ref(r.payload)
         if ref is not None:
-            objects.append({"artifact": artifact, **ref.canonical()})
+            objects.append({"artifact": task.main_artifact, **ref.canonical()})
     return {
         "upload_id": r.upload_id,
         "task": str(r.task),

@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import structlog
 
-from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads
+from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads, outcomes_per_item
 from processors.card import geometry as geo
 from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask, preprocess
 from processors.card.rectify import (
@@ -230,8 +230,8 @@ class CardProcessor:
         """Process ``items`` (N >= 1) with one batched localisation call; N outcomes in order.
 
         Bad content gives ``rejected`` outcomes; an unexpected error while post-processing one
-        item gives that item ``failed`` / ``INTERNAL_ERROR`` (logged with its upload id) and
-        leaves the others unaffected.
+        item gives that item ``failed`` / ``INTERNAL_ERROR`` and leaves the others unaffected
+        (:func:`processors.base.outcomes_per_item`, the rule every processor follows).
 
         Raises:
             ModelError: the batched model call failed (the whole batch is affected).
@@ -239,18 +239,8 @@ class CardProcessor:
         if not items:
             return []
         dets, ms = self.locate([it.image for it in items])
-
-        def one(k: int) -> Outcome:
-            it = items[k]
-            try:
-                return self.decide(it, dets[k], ms)
-            except Exception as e:  # isolate one item's failure from the batch
-                log.error("card_postprocess_failed", upload_id=it.upload_id,
-                          error=type(e).__name__)
-                return Outcome(upload_id=it.upload_id, status=Status.FAILED,
-                               reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=ms)
-
-        return map_in_threads(one, range(len(items)), self.threads)
+        return outcomes_per_item(lambda k: self.decide(items[k], dets[k], ms), items, self.threads,
+                                 task=self.task, inference_ms=ms)
 
 
 def _long_side(quad: np.ndarray) -> float:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads
+from processors.base import Artifact, Item, ModelInfo, Outcome, outcomes_per_item
 from processors.idphoto.faces import FaceBox, FaceDetector, faces_on_person
 from processors.idphoto.framing import (
     alpha_matting_rgba,
@@ -123,7 +123,9 @@ class IdPhotoProcessor:
         Returns:
             N outcomes: ``rejected`` (``NO_FACE``, ``MULTIPLE_FACES``, ``FACE_TOO_SMALL``,
             ``HEAD_CROPPED``), ``failed`` (``INTERNAL_ERROR`` for options the UploadEvent schema
-            forbids; payload ``{"error"}``), or ``accepted`` with a ``photo`` JPEG artifact
+            forbids, payload ``{"error"}``; or for an item whose post-processing raised, which
+            leaves the others unaffected: :func:`processors.base.outcomes_per_item`), or
+            ``accepted`` with a ``photo`` JPEG artifact
             (300 dpi). Accepted and rejected payloads carry ``size``, ``background``,
             ``face_box`` (``[x, y, w, h]`` source px, None without a single face), ``width`` and
             ``height`` (px of the requested size).
@@ -155,7 +157,7 @@ class IdPhotoProcessor:
                       ms=round((time.perf_counter() - t0) * 1e3, 1))
             return out
 
-        return map_in_threads(one, range(len(items)), self.threads)
+        return outcomes_per_item(one, items, self.threads, task=self.task, inference_ms=ms)
 
     def _faces(self, image: np.ndarray, mask: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, list[FaceBox], int]:

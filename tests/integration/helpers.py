@@ -13,7 +13,7 @@ import numpy as np
 from schemas import codec
 from schemas.models import DeadLetter, VerificationResult
 from streams import procs
-from streams.kafka import consumer
+from streams.kafka import read_topic
 from streams.procs import settings_env
 from streams.settings import Settings
 
@@ -45,22 +45,22 @@ def stop_worker(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout_s: float
     return procs.stop_workers([procs.WorkerProc(p, 0, Path())], sig, timeout_s)[0]
 
 
-def read_committed(s: Settings, topic: str, want: int, timeout_s: float, settle_s: float = 3.0,
-                   group: str | None = None) -> list:
+def read_committed(s: Settings, topic: str, want: int, timeout_s: float,
+                   settle_s: float = 3.0) -> list:
     """Read ``topic`` from the beginning with read_committed until ``want`` records (or timeout),
     then ``settle_s`` more to catch extras. Returns the raw messages."""
-    c = consumer(s.kafka, group or f"reader-{time.time_ns()}")
-    c.subscribe([topic])
-    out, t0 = [], time.monotonic()
-    deadline = t0 + timeout_s
-    settle_until = None
-    while time.monotonic() < (settle_until or deadline):
-        for m in c.consume(500, 0.5):
-            if m.error() is None:
-                out.append(m)
-        if len(out) >= want and settle_until is None:
-            settle_until = time.monotonic() + settle_s
-    c.close()
+    out: list = []
+    deadline, settle_until = time.monotonic() + timeout_s, None
+    reader = read_topic(s.kafka, topic, follow=True)
+    try:
+        for msgs in reader:
+            out += msgs
+            if len(out) >= want and settle_until is None:
+                settle_until = time.monotonic() + settle_s
+            if time.monotonic() >= (settle_until or deadline):
+                break
+    finally:
+        reader.close()
     return out
 
 

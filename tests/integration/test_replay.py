@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from processors.sleep import SleepProcessor
 from streams.produce import UploadProducer
 from streams.replay import offset_ranges, run_replay
 from streams.settings import Settings
 from streams.storage import Storage
 from streams.worker import Worker
+from tests.doubles import stand_ins
 
 from .helpers import dead_letters, results, write_images
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 
 def _procs() -> dict:
-    return {t: SleepProcessor(t, call_ms=5.0) for t in ("card", "id_photo")}
+    return stand_ins(call_ms=5.0)
 
 
 def test_replay_window_reproduces_verdicts(settings: Settings, tmp_path: Path) -> None:
@@ -64,11 +64,10 @@ def test_replay_window_reproduces_verdicts(settings: Settings, tmp_path: Path) -
     assert empty["replayed"] == 0 and empty["events"] == 0
 
 
-def test_iter_topic_starts_at_since_ms(settings: Settings) -> None:
+def test_read_to_end_starts_at_since_ms(settings: Settings) -> None:
     """The replay diff reads the original results from the window's start, not the whole topic:
     records stamped before ``since_ms`` are not read, on every partition."""
-    from streams.kafka import plain_producer
-    from streams.replay import iter_topic
+    from streams.kafka import plain_producer, read_to_end
 
     topic = settings.kafka.results_topic
     now = int(time.time() * 1000)
@@ -78,9 +77,9 @@ def test_iter_topic_starts_at_since_ms(settings: Settings) -> None:
     for i in range(5):
         p.produce(topic, value=f"new-{i}".encode(), partition=i % 3, timestamp=now - 1_000)
     assert p.flush(30) == 0
-    every = sorted(m.value().decode() for m in iter_topic(settings.kafka, topic))
+    every = sorted(m.value().decode() for m in read_to_end(settings.kafka, topic))
     assert len(every) == 14
-    since = sorted(m.value().decode() for m in iter_topic(settings.kafka, topic,
+    since = sorted(m.value().decode() for m in read_to_end(settings.kafka, topic,
                                                           since_ms=now - 60_000))
     assert since == [f"new-{i}" for i in range(5)]
-    assert list(iter_topic(settings.kafka, topic, since_ms=now + 60_000)) == []
+    assert list(read_to_end(settings.kafka, topic, since_ms=now + 60_000)) == []

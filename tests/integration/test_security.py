@@ -41,7 +41,6 @@ from minio.error import S3Error
 from minio.sse import SseS3
 from pydantic import SecretStr
 
-from processors.sleep import SleepProcessor
 from schemas import codec
 from streams.access import admin_client, provision_roles, remove_roles
 from streams.buckets import EXPIRY_RULE_ID, BucketSpec, bucket_specs, provision_buckets
@@ -51,6 +50,7 @@ from streams.produce import UploadProducer
 from streams.replay import run_replay
 from streams.settings import RoleCredentials, S3RoleSettings, Settings
 from streams.storage import Storage
+from tests.doubles import stand_ins
 
 from .helpers import ROOT, read_committed, settings_env, write_images
 
@@ -508,7 +508,7 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
         status.wait(30)
 
     # -- replay of the window over TLS, with the worker's user
-    report = run_replay(worker_s, from_ms, to_ms, {t: SleepProcessor(t, call_ms=2.0) for t in ("card", "id_photo")},
+    report = run_replay(worker_s, from_ms, to_ms, stand_ins(call_ms=2.0),
                         results_topic=f"{admin.kafka.results_topic}.replay", group=f"g-{run_id}-replay")
     assert (report["events"], report["replayed"], report["verdicts_changed"]) == (10, 7, 0)
     side_dead = read_committed(admin, f"{admin.kafka.results_topic}.replay.dlq", 3, timeout_s=30)

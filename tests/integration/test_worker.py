@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from processors.sleep import SleepProcessor
 from schemas.reasons import Status
 from streams.produce import UploadProducer
 from streams.settings import Settings
 from streams.storage import Storage
 from streams.worker import Worker
+from streams.worker.committer import Committer
+from tests.doubles import stand_ins
 
 from .helpers import dead_letters, results, start_worker, stop_worker, write_images
 
@@ -24,8 +25,7 @@ pytestmark = pytest.mark.integration
 
 
 def _worker(s: Settings, bucket: int = 8, call_ms: float = 5.0) -> Worker:
-    procs = {t: SleepProcessor(t, call_ms=call_ms, item_ms=0.5, bucket=bucket) for t in ("card", "id_photo")}
-    return Worker(s, procs, Storage(s.s3))
+    return Worker(s, stand_ins(call_ms=call_ms, item_ms=0.5, bucket=bucket), Storage(s.s3))
 
 
 def _run_until(w: Worker, idle_exit_s: float | None = None) -> threading.Thread:
@@ -64,7 +64,7 @@ def test_batches_one_call_per_bucket_and_exactly_once(settings: Settings, tmp_pa
     assert {r.status for r in rs} == {Status.ACCEPTED}
     # the worker hands each task's share of a poll batch to its processor in chunks of the
     # bucket: one call per chunk, so calls = sum over results of 1 / (size of its call)
-    calls = {t: p.stats.calls for t, p in w.processors.items()}
+    calls = {t: p.stats.calls for t, p in w.compute.processors.items()}
     chunks: Counter = Counter()
     for r in rs:
         assert 1 <= r.timings.batch_size <= 8
@@ -160,10 +160,10 @@ def test_partitions_revoked_while_paused_are_fetched_when_they_come_back(
     files = write_images(tmp_path / "imgs", 10)
     sent = UploadProducer(settings, inline=False).produce_files(files, "card", count=30)
     down = settings.s3.model_copy(update={"endpoint": "127.0.0.1:1"})
-    procs = {t: SleepProcessor(t, call_ms=5.0) for t in ("card", "id_photo")}
-    w = Worker(settings, procs, Storage(down, retries=2, backoff_s=0.05, timeout_s=1.0))
+    w = Worker(settings, stand_ins(call_ms=5.0), Storage(down, retries=2, backoff_s=0.05,
+                                                          timeout_s=1.0))
     t = _run_until(w)
-    _wait_for(lambda: w._paused, 60, "the worker to pause on the store outage")
+    _wait_for(lambda: w.intake.paused, 60, "the worker to pause on the store outage")
     other = consumer(settings.kafka, settings.kafka.group_id)
     got: list[int] = []
     other.subscribe([settings.kafka.uploads_topic], on_assign=lambda c, ps: got.extend(
@@ -176,9 +176,9 @@ def test_partitions_revoked_while_paused_are_fetched_when_they_come_back(
         end = time.monotonic() + 2
         while time.monotonic() < end:
             other.poll(0.1)
-        assert len(w.consumer.assignment()) == 6 - len(got)
-        w.storage = Storage(settings.s3)  # the store is back; the worker resumes what it holds
-        _wait_for(lambda: not w._paused, 60, "the worker to resume")
+        assert len(w.intake.consumer.assignment()) == 6 - len(got)
+        w.compute.storage = Storage(settings.s3)  # the store is back; the worker resumes what it holds
+        _wait_for(lambda: not w.intake.paused, 60, "the worker to resume")
     finally:
         other.close()  # its partitions go back to the worker
     rs = results(settings, 30, timeout_s=90)
@@ -195,14 +195,14 @@ def test_minio_outage_commits_nothing_until_back(settings: Settings, tmp_path: P
     files = write_images(tmp_path / "imgs", 10)
     sent = UploadProducer(settings, inline=inline).produce_files(files, "card", count=30)
     down = settings.s3.model_copy(update={"endpoint": "127.0.0.1:1"})
-    procs = {t: SleepProcessor(t, call_ms=5.0) for t in ("card", "id_photo")}
-    w = Worker(settings, procs, Storage(down, retries=2, backoff_s=0.05, timeout_s=1.0))
+    w = Worker(settings, stand_ins(call_ms=5.0), Storage(down, retries=2, backoff_s=0.05,
+                                                          timeout_s=1.0))
     t = _run_until(w, idle_exit_s=60)
     time.sleep(8)
     from .helpers import read_committed
 
     assert read_committed(settings, settings.kafka.results_topic, 1, timeout_s=3, settle_s=0) == []
-    w.storage = Storage(settings.s3)  # the store is back
+    w.compute.storage = Storage(settings.s3)  # the store is back
     rs = results(settings, 30, timeout_s=60)
     w.stop()
     t.join(30)
@@ -210,22 +210,22 @@ def test_minio_outage_commits_nothing_until_back(settings: Settings, tmp_path: P
     _check_objects(settings, rs)
 
 
-class _AbortOneCommit(Worker):
+class _AbortOneCommit(Committer):
     """The first commit made while the next batch already computes fails as an abortable error,
     so the worker really aborts that open transaction (its results and offsets are already
     sent) with a batch in flight behind it."""
 
-    def __init__(self, *a, **kw) -> None:
-        super().__init__(*a, **kw)
-        self.injected = False
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(worker.settings.kafka, worker.transactional_id, worker.metrics)
+        self.worker, self.injected = worker, False
 
-    def _commit_with_retry(self, p) -> None:
+    def commit_transaction(self, attempts: int = 5) -> None:
         from confluent_kafka import KafkaError, KafkaException
 
-        if not self.injected and self._inflight is not None:
+        if not self.injected and self.worker.computing:
             self.injected = True
             raise KafkaException(KafkaError(KafkaError._STATE, "injected", txn_requires_abort=True))
-        super()._commit_with_retry(p)
+        super().commit_transaction(attempts)
 
 
 def test_aborted_transaction_redoes_the_batch_computing_behind_it(settings: Settings,
@@ -235,13 +235,13 @@ def test_aborted_transaction_redoes_the_batch_computing_behind_it(settings: Sett
     files = write_images(tmp_path / "imgs", 10)
     sent = UploadProducer(settings).produce_files(files, "card", count=40)
     s = settings.model_copy(update={"worker": settings.worker.model_copy(update={"max_batch": 4})})
-    procs = {t: SleepProcessor(t, call_ms=30.0, item_ms=0.5, bucket=4) for t in ("card", "id_photo")}
-    w = _AbortOneCommit(s, procs, Storage(s.s3))
+    w = Worker(s, stand_ins(call_ms=30.0, item_ms=0.5, bucket=4), Storage(s.s3))
+    w.committer = abort = _AbortOneCommit(w)
     t = _run_until(w)
     rs = results(s, 40, timeout_s=90)
     w.stop()
     t.join(30)
-    assert w.injected
+    assert abort.injected
     assert w.metrics.transactions.labels("aborted")._value.get() == 1
     ids = Counter(r.upload_id for r in rs)
     assert set(ids) == {x.upload_id for x in sent} and max(ids.values()) == 1
@@ -292,24 +292,24 @@ class _SlowFirstProduce:
         return getattr(self.producer, name)
 
 
-class _FencedOnce(Worker):
+class _FencedOnce(Committer):
     """Before its first transaction a second producer with the same transactional.id starts (a
     second instance of this slot), so that transaction fails as the real broker fences it: in
     ``begin``/``commit`` (``at="commit"``) or in the middle of the produce loop (``at="produce"``,
     see :class:`_SlowFirstProduce`)."""
 
-    def __init__(self, *a, at: str = "commit", **kw) -> None:
-        super().__init__(*a, **kw)
+    def __init__(self, worker: Worker, at: str = "commit") -> None:
+        super().__init__(worker.settings.kafka, worker.transactional_id, worker.metrics)
         self.usurper, self.at = None, at
 
-    def _transact(self, entries, ms=None) -> bool:
+    def commit(self, cp, group_metadata) -> bool:
         from streams.kafka import transactional_producer
 
         if self.usurper is None:
-            self.usurper = transactional_producer(self.s.kafka, self.transactional_id)
+            self.usurper = transactional_producer(self.kafka, self.transactional_id)
             if self.at == "produce":
                 self.producer = _SlowFirstProduce(self.producer)
-        return super()._transact(entries, ms)
+        return super().commit(cp, group_metadata)
 
 
 @pytest.mark.parametrize("at", ["commit", "produce"])
@@ -321,8 +321,8 @@ def test_fenced_worker_takes_its_id_back_and_redoes_the_batch(settings: Settings
     redoes the batch: every upload exactly once."""
     files = write_images(tmp_path / "imgs", 6)
     sent = UploadProducer(settings).produce_files(files, "card", count=24)
-    w = _FencedOnce(settings, {t: SleepProcessor(t, call_ms=5.0, bucket=8)
-                               for t in ("card", "id_photo")}, Storage(settings.s3), at=at)
+    w = Worker(settings, stand_ins(call_ms=5.0, bucket=8), Storage(settings.s3))
+    w.committer = _FencedOnce(w, at=at)
     errors: list[BaseException] = []
 
     def run() -> None:

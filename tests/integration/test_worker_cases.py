@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 
 from processors.card.metrics import quad_iou
-from processors.registry import build_processor
 from streams.produce import UploadProducer
 from streams.settings import Settings
 from streams.storage import Storage
-from streams.worker import Worker
+from streams.worker import Worker, build_processors
 
 from .helpers import CASES, dead_letters, results
 
@@ -51,8 +50,7 @@ def test_shared_cases_through_the_worker(settings: Settings, manifest: dict, tmp
         prod.send_raw(v.get("upload_id", "x").encode(), json.dumps(v).encode())
     assert prod.flush() == []
     s = settings
-    procs = {t: build_processor(t, t, card=s.card, idphoto=s.idphoto, runtime=s.runtime)
-             for t in ("card", "id_photo")}
+    procs = build_processors(s, ("card", "id_photo"))
     w = Worker(s, procs, Storage(s.s3))
     w.warm_up()
     th = threading.Thread(target=w.run, kwargs={"idle_exit_s": 300.0}, daemon=True)

@@ -247,6 +247,25 @@ def test_bad_option_is_an_outcome_not_an_exception(proc) -> None:
     assert o.status == Status.FAILED and o.reasons == (ReasonCode.INTERNAL_ERROR,)
 
 
+def test_a_failing_item_is_failed_and_its_batch_goes_on(proc, monkeypatch) -> None:
+    """The rule every processor follows (``processors.base.outcomes_per_item``): one item
+    whose post-processing raises is ``failed`` / INTERNAL_ERROR, its batch is not (this
+    processor used to raise for the whole batch)."""
+    one = IdPhotoProcessor._one
+
+    def poisoned(self, it, *a, **kw):
+        if it.upload_id == "poison":
+            raise ZeroDivisionError("a bug on one image")
+        return one(self, it, *a, **kw)
+
+    monkeypatch.setattr(IdPhotoProcessor, "_one", poisoned)
+    calls = proc.stats.calls
+    out = proc.process_batch([Item("ok", ASTRO), Item("poison", ASTRO)])
+    assert [(o.upload_id, str(o.status)) for o in out] == [("ok", "accepted"), ("poison", "failed")]
+    assert out[1].reasons == (ReasonCode.INTERNAL_ERROR,) and out[1].inference_ms > 0
+    assert proc.stats.calls - calls in (1, 2)  # one matting call (+ one zoomed call at most)
+
+
 @pytest.mark.parametrize("name", ["portrait.jpg", "portrait.heic"])
 def test_shared_portrait_case(proc, name) -> None:
     path = CASES / "images" / name

@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from processors.base import Item, Outcome, map_in_threads, process_in_chunks
+from processors.base import Item, Outcome, map_in_threads, outcomes_per_item, process_in_buckets
 from processors.cascades import cascade
 from processors.errors import ModelError
-from schemas.reasons import Status
+from schemas.reasons import ReasonCode, Status
 
 
 class _Recorder:
@@ -29,12 +29,29 @@ class _Recorder:
 
 @pytest.mark.parametrize(("n", "batch", "calls"), [(0, 4, []), (3, 4, [3]), (9, 4, [4, 4, 1]),
                                                    (2, 0, [1, 1])])
-def test_process_in_chunks_calls_once_per_chunk_and_keeps_order(n, batch, calls):
+def test_process_in_buckets_calls_once_per_bucket_and_keeps_order(n, batch, calls):
     items = [Item(f"u{i}", np.zeros((4, 4, 3), np.uint8)) for i in range(n)]
     rec = _Recorder()
-    out = list(process_in_chunks(rec, items, batch))
+    out = list(process_in_buckets(rec, items, batch))
     assert rec.calls == calls
     assert [o.upload_id for o in out] == [f"u{i}" for i in range(n)]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_one_failing_item_is_failed_and_the_others_are_not(threads):
+    """The one rule every processor follows after its batched model call: an item whose
+    post-processing raises gets a ``failed`` INTERNAL_ERROR outcome; the rest are unaffected."""
+    items = [Item(f"u{i}", np.zeros((4, 4, 3), np.uint8)) for i in range(5)]
+
+    def one(k: int) -> Outcome:
+        if k == 2:
+            raise ZeroDivisionError("a poison item")
+        return Outcome(upload_id=items[k].upload_id, status=Status.ACCEPTED, inference_ms=7.0)
+
+    out = outcomes_per_item(one, items, threads, task="card", inference_ms=7.0)
+    assert [o.upload_id for o in out] == [f"u{i}" for i in range(5)]
+    assert [str(o.status) for o in out] == ["accepted", "accepted", "failed", "accepted", "accepted"]
+    assert out[2].reasons == (ReasonCode.INTERNAL_ERROR,) and out[2].inference_ms == 7.0
 
 
 def test_map_in_threads_keeps_order_and_uses_several_threads():

@@ -17,7 +17,7 @@ from schemas import codec, formats
 from schemas import models as m
 from schemas.errors import ContractError
 from schemas.reasons import DeadLetterCode, ReasonCode, Status, Task
-from streams.cli_schemas import register
+from streams.cli.schemas import register
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "schemas" / "examples"
@@ -331,20 +331,6 @@ def test_messages_do_not_echo_values() -> None:
             codec.decode_upload(None, codec.dumps({**_MIN, field: secret}))
         assert ei.value.code == "SCHEMA_INVALID" and ei.value.path == f"$.{field}"
         assert "Jane" not in str(ei.value)
-
-
-def test_options_dict_defaults_and_values() -> None:
-    card = m.UploadEvent.model_validate(_MIN)
-    assert card.options_dict() == {"doc_type": "auto"}
-    idp = m.UploadEvent.model_validate({**_MIN, "task": "id_photo", "options": {"size": "schengen"}})
-    assert idp.options_dict() == {"size": "schengen", "background": "white", "alpha_matting": None}
-    full = m.UploadEvent.model_validate({**_MIN, "task": "id_photo", "options": {
-        "size": "us_passport", "background": "#00FF00", "alpha_matting": False}})
-    assert full.options_dict() == {"size": "us_passport", "background": "#00FF00",
-                                   "alpha_matting": False}
-    with pytest.raises(ValidationError):
-        m.UploadEvent(upload_id="u1", task=Task.ID_PHOTO, image=m.ImageSource(inline_b64="AAAA"),
-                      options=m.CardOptions(doc_type=m.DocTypeHint.PASSPORT))
 
 
 def test_models_are_frozen() -> None:

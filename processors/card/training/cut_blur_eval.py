@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from processors.base import Item, process_in_chunks
+from processors.base import Item, process_in_buckets
 from processors.card.processor import CardProcessor
 from processors.card.settings import CardSettings
 from processors.card.training import synth
@@ -48,7 +48,7 @@ def main() -> None:
         for name, samples in sets.items():
             counts: collections.Counter[str] = collections.Counter()
             items = [Item(f"{name}-{i}", s.image) for i, s in enumerate(samples)]
-            for o in process_in_chunks(proc, items, 8):
+            for o in process_in_buckets(proc, items, 8):
                 counts[",".join(str(r) for r in o.reasons) or "accepted"] += 1
             print(json.dumps({"model": model.name, "set": name, "n": len(samples),
                               **dict(counts.most_common())}), flush=True)

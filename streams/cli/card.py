@@ -1,4 +1,4 @@
-"""``cardstream card IMAGE...`` (try the card processor without Kafka) and ``cardstream eval card``."""
+"""``cardstream card IMAGE...`` (the card processor without Kafka) and ``cardstream eval card``."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ _MODEL_HELP = ("ONNX file to use instead of the pinned card model, e.g. the outp
 
 def _processor(device: str, batch: int, model: Path | None = None):
     from processors.card import CardProcessor
-    from streams.cli import build_processor, runtime_for
+    from streams.cli.common import runtime_for, set_up
     from streams.settings import load_settings
 
     s = load_settings()
     rt = runtime_for(s.runtime, device, batch)
-    return build_processor(lambda: CardProcessor(s.card, rt, model_file=model),
-                           "--model" if model is not None else None), s
+    return set_up(lambda: CardProcessor(s.card, rt, model_file=model),
+                  "--model" if model is not None else None), s
 
 
 def card(
@@ -53,45 +53,17 @@ def card(
     refused by safe decoding are ``rejected`` with the decoding reason, and files that cannot be
     read are ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream);
     both rows also carry ``"error"`` (the decoder's message, or the ``OSError`` class and text).
-    Exit status 0 when every image is accepted, 1 otherwise, 2 for bad options (as
-    ``cardstream idphoto``).
+    Exit status 0 when every image is accepted, 1 otherwise, 2 for bad options (as the other
+    processor commands).
     """
-    from processors.base import Item, process_in_chunks
-    from streams.cli import decode_files, error_note, make_out_dir, output_path, status_text
+    from processors.card.task import SPEC
+    from streams.cli.common import make_out_dir, print_rows, run_files
 
     if out is not None:
         make_out_dir(out)
     proc, s = _processor(device, batch, model)
-    decoded, refused = decode_files(images, s.decode)
-    rows: dict[int, dict] = {
-        i: {"file": str(images[i]), "status": "rejected", "reasons": [code], "quad": None,
-            "confidence": None, "doc_type": "unknown", "rectified": None, "error": err}
-        for i, (code, err) in refused.items()}
-    items = [(i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": str(doc_type)}))
-             for i, img in decoded]
-    taken: set[Path] = set()
-    for (i, _it), o in zip(items, process_in_chunks(proc, [it for _, it in items], batch),
-                           strict=True):
-        f = images[i]
-        written = None
-        if out is not None and o.artifacts:
-            a = o.artifacts[0]
-            p = output_path(out, f, f"{a.name}.{a.ext}", taken)
-            p.write_bytes(a.data)
-            written = str(p)
-        rows[i] = {"file": str(f), "status": str(o.status), "reasons": [str(r) for r in o.reasons],
-                   "quad": o.payload.get("quad"), "confidence": o.payload.get("confidence"),
-                   "doc_type": o.payload.get("doc_type") or "unknown", "rectified": written}
-    for i in range(len(images)):
-        r = rows[i]
-        if as_json:
-            typer.echo(json.dumps(r))
-        else:
-            typer.echo(f"{status_text(r)} doc_type={r['doc_type']} "
-                       f"conf={'-' if r['confidence'] is None else r['confidence']}"
-                       + (f" -> {r['rectified']}" if r["rectified"] else "") + error_note(r))
-    if any(r["status"] != "accepted" for r in rows.values()):
-        raise typer.Exit(1)
+    rows = run_files(SPEC, proc, images, {"doc_type": str(doc_type)}, s.decode, batch, out)
+    print_rows(SPEC, rows, as_json)
 
 
 @eval_app.command("card")
@@ -119,7 +91,7 @@ def eval_card(
     ``--rows`` writes ``{"file", "kind", "iou", "status", "reasons", "confidence"}`` per case
     (``kind`` ``negative`` and ``iou`` null for the NO_CARD cases).
     """
-    from processors.base import Item, process_in_chunks
+    from processors.base import Item, process_in_buckets
     from processors.card.metrics import quad_iou, summarise
     from processors.decode import decode_image
     from processors.errors import DecodeError
@@ -158,7 +130,7 @@ def eval_card(
             raise typer.BadParameter(f"the manifest lists {c['file']}, which cannot be read "
                                      f"({type(e).__name__})", param_hint="--set") from e
         loaded.append((c, Item(upload_id=Path(c["file"]).stem, image=img)))
-    for (c, _), o in zip(loaded, process_in_chunks(proc, [it for _, it in loaded], batch),
+    for (c, _), o in zip(loaded, process_in_buckets(proc, [it for _, it in loaded], batch),
                          strict=True):
         e = c["expect"]
         reasons = [str(r) for r in o.reasons]

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-
-
-def _row(file: Path, status: str, reasons: list[str], **extra: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {"file": str(file), "status": status, "reasons": reasons,
-                           "photo": None, "width": None, "height": None, "face_box": None}
-    row.update(extra)
-    return row
 
 
 def idphoto(
@@ -45,18 +37,10 @@ def idphoto(
     message, or the ``OSError`` class and text). Exit status 0 when every image is accepted,
     1 otherwise, 2 for bad options.
     """
-    from processors.base import Item, process_in_chunks
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
     from processors.idphoto.sizes import InvalidOptionError
-    from streams.cli import (
-        build_processor,
-        decode_files,
-        error_note,
-        make_out_dir,
-        output_path,
-        runtime_for,
-        status_text,
-    )
+    from processors.idphoto.task import SPEC
+    from streams.cli.common import make_out_dir, print_rows, run_files, runtime_for, set_up
     from streams.logs import configure_logging
     from streams.settings import load_settings
 
@@ -70,35 +54,10 @@ def idphoto(
     rt = runtime_for(s.runtime, device, batch)
     if out is not None:
         make_out_dir(out)  # a bad --out is refused before the model loads
-    proc = build_processor(lambda: IdPhotoProcessor(s.idphoto, rt))
+    proc = set_up(lambda: IdPhotoProcessor(s.idphoto, rt))
     # the temporary folder only once the options and the processor are good
     out_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="cardstream-idphoto-"))
-
-    decoded, refused = decode_files(images, s.decode)
-    rows: dict[int, dict[str, Any]] = {
-        i: _row(images[i], "rejected", [code], error=err)
-        for i, (code, err) in refused.items()}
-    pending = [(i, Item(upload_id=f"cli-{i}", image=img, options=options)) for i, img in decoded]
-    written: set[Path] = set()
-    for (i, _), o in zip(pending, process_in_chunks(proc, [it for _, it in pending], batch),
-                         strict=True):
-        f = images[i]
-        extra: dict[str, Any] = {"face_box": o.payload.get("face_box")}
-        for a in o.artifacts:
-            path = output_path(out_dir, f, f"{size}.{a.ext}", written)
-            path.write_bytes(a.data)
-            extra.update(photo=str(path), width=a.width, height=a.height)
-        rows[i] = _row(f, str(o.status), [str(r) for r in o.reasons], **extra)
-
-    for i in range(len(images)):
-        r = rows[i]
-        if as_json:
-            typer.echo(json.dumps(r))
-        else:
-            tail = f" -> {r['photo']} ({r['width']}x{r['height']})" if r["photo"] else ""
-            typer.echo(f"{status_text(r)}{tail}{error_note(r)}")
-    if any(r["status"] != "accepted" for r in rows.values()):
-        raise typer.Exit(1)
+    print_rows(SPEC, run_files(SPEC, proc, images, options, s.decode, batch, out_dir), as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,23 +15,19 @@ def status(
 ) -> None:
     """Consume the results topic (read_committed) into the verdict table and window stats and serve
     them over HTTP; several instances share the partitions; SIGTERM stops it cleanly."""
+    from streams.cli.common import with_options
     from streams.logs import configure_logging
     from streams.settings import load_settings
     from streams.status_app import load_status_settings, run
 
     s = load_settings()
-    st = load_status_settings(web_port=web_port, web_host=web_host, app_id=app_id, data_dir=data_dir)
+    st = with_options(load_status_settings(), web_port=web_port, web_host=web_host, app_id=app_id,
+                      data_dir=data_dir)
     configure_logging(s.log_level)
     run(s, st, loglevel=s.log_level)
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``status`` to the ``cardstream`` CLI."""
+    """Add ``status`` to the ``cardstream`` app."""
     app.command("status")(status)
 
-
-if __name__ == "__main__":
-    _app = typer.Typer(pretty_exceptions_enable=False)
-    register(_app)
-    _app.command("noop", hidden=True)(lambda: None)  # keep typer in multi-command mode
-    _app()

@@ -1,0 +1,41 @@
+"""``cardstream fetch UPLOAD_ID``: download an upload's output objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def fetch(
+    upload_id: str = typer.Argument(..., help="The upload whose outputs to download."),
+    out: Path = typer.Option(Path("out/fetch"), help="Folder to write the objects into."),
+) -> None:
+    """Download every output object of UPLOAD_ID (all tasks, all model versions) into OUT."""
+    from processors.registry import names
+    from schemas import formats as F
+    from streams.settings import load_settings
+    from streams.storage import Storage
+
+    if not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
+        raise typer.BadParameter("not a valid upload id")
+    s = load_settings()
+    st = Storage(s.s3)
+    n = 0
+    for task in names():  # keys are {task}/{model_version}/{upload_id}/{artifact}.{ext}
+        for ver in st.client.list_objects(s.s3.results_bucket, prefix=f"{task}/"):
+            for o in st.client.list_objects(s.s3.results_bucket, prefix=f"{ver.object_name}{upload_id}/",
+                                            recursive=True):
+                dst = out / o.object_name
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_bytes(st.get(s.s3.results_bucket, o.object_name))
+                typer.echo(str(dst))
+                n += 1
+    if n == 0:
+        typer.echo(f"no outputs for {upload_id}", err=True)
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``fetch`` to the ``cardstream`` app."""
+    app.command("fetch")(fetch)

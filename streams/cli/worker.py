@@ -1,0 +1,61 @@
+"""``cardstream worker``: one worker process of the consumer group."""
+
+from __future__ import annotations
+
+import typer
+
+from processors.registry import names
+
+
+def worker(
+    tasks: str = typer.Option(",".join(names()), help="Comma-separated tasks this worker serves."),
+    max_batch: int = typer.Option(None, help="Events per poll batch (default: settings, 32)."),
+    max_wait_ms: int = typer.Option(None, help="ms to wait for a batch to fill (default: settings, 10)."),
+    slot: int = typer.Option(None, help="Worker slot: transactional.id is {prefix}-{slot}; stable per "
+                             "process slot (default: settings, else the trailing -N of HOSTNAME, else 0)."),
+    processor: str = typer.Option("", help="Override processors per task, e.g. 'card=sleep' "
+                                  "(the fixed-latency test processor)."),
+    sleep_ms: float = typer.Option(20.0, help="Per-call latency of the sleep processor (ms)."),
+    http_port: int = typer.Option(None, help="Port of /ready, /live, /metrics (0: none; default 8080)."),
+) -> None:
+    """Run one worker process of the consumer group (one per GPU); SIGTERM stops it cleanly."""
+    import os
+    import re
+
+    from streams.cli.common import set_up, with_options
+    from streams.health import serve
+    from streams.logs import configure_logging, log
+    from streams.settings import load_settings
+    from streams.storage import Storage
+    from streams.worker import Worker, build_processors, install_signal_handlers
+
+    s = load_settings()
+    if slot is None and "CARDSTREAM_WORKER__SLOT" not in os.environ:
+        m = re.search(r"-(\d+)$", os.environ.get("HOSTNAME", ""))
+        slot = int(m.group(1)) if m else None
+    s = s.model_copy(update={"worker": with_options(
+        s.worker, max_batch=max_batch, max_wait_ms=max_wait_ms, slot=slot, http_port=http_port,
+        tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()))})
+    configure_logging(s.log_level)
+    use = dict(p.split("=", 1) for p in processor.split(",") if "=" in p)
+    procs = set_up(lambda: build_processors(s, use=use, sleep_ms=sleep_ms))
+    wk = Worker(s, procs, Storage(s.s3))
+    if s.worker.http_port:
+        try:
+            serve(wk.health, wk.metrics, s.worker.http_port)
+        except OSError as e:  # e.g. a second worker on this host with the same port
+            raise typer.BadParameter(
+                f"cannot serve /ready, /live, /metrics on port {s.worker.http_port}: {e.strerror}; "
+                "give each worker on a host its own port (or 0 for none)",
+                param_hint="--http-port / CARDSTREAM_WORKER__HTTP_PORT") from e
+    install_signal_handlers(wk)
+    wk.warm_up()
+    log.info("worker_start", slot=s.worker.slot, transactional_id=wk.transactional_id,
+             tasks=list(s.worker.tasks), group=s.kafka.group_id, topic=s.kafka.uploads_topic)
+    wk.run()
+    log.info("worker_stopped", batches=wk.batches)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``worker`` to the ``cardstream`` app."""
+    app.command("worker")(worker)

@@ -1,0 +1,272 @@
+"""Committer: one Kafka transaction per batch, and its failure modes (fenced, aborted, stuck).
+
+The checkpoint of a batch (:meth:`Committer.commit`), once every output object is stored:
+
+1. ``begin_transaction``;
+2. produce the results (results topic) and the dead letters (dead-letter topic);
+3. ``send_offsets_to_transaction``: per partition, the offset after the batch's last event,
+   bounded in time (a stuck producer is replaced, :meth:`Committer.send_offsets`);
+4. ``commit_transaction``, retried while the error is retriable.
+
+Nothing of a batch is visible to read_committed consumers before step 4 returns, and a failed
+transaction commits nothing: the caller redoes the batch. As quix-streams' ``Checkpoint``, one
+object owns the commit and its steps are numbered here and in the code.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from schemas import codec
+from schemas.models import DeadLetter, VerificationResult
+from streams.errors import ProducerStuck
+from streams.kafka import transactional_producer
+from streams.logs import log
+from streams.metrics import WorkerMetrics
+from streams.settings import KafkaSettings
+
+FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+"""Error codes that mean another producer with this transactional.id took it over (librdkafka
+INTRODUCTION.md, "Fatal producer errors")."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What one transaction commits.
+
+    Attributes:
+        results: the batch's results, in fetch order.
+        dead_letters: its dead letters, in fetch order.
+        offsets: per partition of the batch, the offset after its last event.
+        events: events the checkpoint covers (results + dead letters).
+        stage_ms: the batch's stage times (ms), logged with the commit.
+    """
+
+    results: list[VerificationResult]
+    dead_letters: list[DeadLetter]
+    offsets: list[TopicPartition]
+    events: int
+    stage_ms: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, msgs: Sequence[Message], results: list[VerificationResult],
+           dead_letters: list[DeadLetter], stage_ms: Mapping[str, float] | None = None) -> Checkpoint:
+        """The checkpoint of a batch of ``msgs`` (each with a result or a dead letter)."""
+        last: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            key = (m.topic(), m.partition())
+            last[key] = max(last.get(key, -1), m.offset())
+        return cls(results, dead_letters, [TopicPartition(t, p, off + 1) for (t, p), off in last.items()],
+                   len(msgs), dict(stage_ms or {}))
+
+
+class Committer:
+    """The transactional producer of a worker slot and the batch checkpoint (module doc).
+
+    Class attributes: ``TXN_CALL_TIMEOUT_S`` (30 s) is the timeout given to each transactional
+    producer call; ``STUCK_GRACE_S`` (30 s) is how much longer ``send_offsets_to_transaction``
+    may take before the producer counts as stuck (:meth:`send_offsets`).
+
+    Args:
+        kafka: Kafka settings (results and dead-letter topics, producer settings).
+        transactional_id: this worker slot's ``transactional.id`` (stable across restarts of
+            the slot, so a restarted slot fences its zombie).
+        metrics: the worker's metrics (transactions, results, dead letters, end-to-end
+            latency, the transaction's stages).
+
+    Attributes:
+        producer: the transactional producer (built by :meth:`open`, replaced when fenced,
+            fatal or stuck).
+        committed_events: events whose result or dead letter is committed.
+    """
+
+    TXN_CALL_TIMEOUT_S = 30.0
+    STUCK_GRACE_S = 30.0
+
+    def __init__(self, kafka: KafkaSettings, transactional_id: str, metrics: WorkerMetrics) -> None:
+        self.kafka = kafka
+        self.transactional_id = transactional_id
+        self.metrics = metrics
+        self.producer: Any = None
+        self.committed_events = 0
+
+    def open(self) -> None:
+        """Build the producer (``init_transactions`` fences an older one with this id)."""
+        self.producer = transactional_producer(self.kafka, self.transactional_id)
+
+    def close(self, timeout_s: float) -> None:
+        """Flush what the producer holds (at most ``timeout_s``)."""
+        if self.producer is not None:
+            self.producer.flush(timeout_s)
+
+    def commit(self, cp: Checkpoint, group_metadata: Any) -> bool:
+        """Commit ``cp`` in one transaction (steps 1-4 of the module doc).
+
+        Args:
+            cp: the batch's checkpoint.
+            group_metadata: the consumer's ``consumer_group_metadata()``.
+
+        Returns:
+            True when committed; False when nothing was (aborted, fenced or stuck: the producer
+            is aborted or replaced, and the caller redoes the batch).
+        """
+        p = self.producer
+        stage = self.metrics.stage
+        try:
+            t0 = time.perf_counter()
+            p.begin_transaction()  # 1.
+            t1 = time.perf_counter()
+            for r in cp.results:  # 2.
+                key, value, headers = codec.encode_result(r)
+                p.produce(self.kafka.results_topic, key=key, value=value, headers=headers)
+            for d in cp.dead_letters:
+                key, value, headers = codec.encode_dead_letter(d)
+                p.produce(self.kafka.dlq_topic, key=key, value=value, headers=headers)
+            t2 = time.perf_counter()
+            self.send_offsets(cp.offsets, group_metadata)  # 3.
+            t3 = time.perf_counter()
+            self.commit_transaction()  # 4.
+            t4 = time.perf_counter()
+            for name, a, b in (("begin", t0, t1), ("produce", t1, t2), ("send_offsets", t2, t3),
+                               ("commit", t3, t4)):
+                stage.labels(name).observe(b - a)
+        except ProducerStuck as ex:
+            self.metrics.transactions.labels("stuck").inc()
+            log.error("producer_stuck", error=str(ex), transactional_id=self.transactional_id,
+                      hint="librdkafka #5456: a new producer with the same transactional id "
+                           "fences the stuck one (its open transaction is aborted) and the "
+                           "batch is redone")
+            self.rebuild()  # the stuck one is left alone: a call on it may block too
+            return False
+        except KafkaException as ex:
+            self._failed(p, ex)
+            return False
+        self._committed(cp, t4 - t0)
+        return True
+
+    def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        """Step 3: ``send_offsets_to_transaction`` with a bound librdkafka does not keep.
+
+        librdkafka 2.x can block in this call for ever, past its timeout, when the group
+        coordinator it cached has gone (librdkafka #5456 and #5511, open; seen here after a
+        single-broker restart: both workers blocked for minutes and ignored SIGTERM). The call
+        runs on its own thread; if it has not returned ``TXN_CALL_TIMEOUT_S + STUCK_GRACE_S``
+        seconds later, nothing of the transaction is committed yet, so the producer can be
+        abandoned and the batch redone without a duplicate. Only this call is bounded this way:
+        a ``commit_transaction`` that does not return may have committed.
+
+        Raises:
+            KafkaException: what the call raised.
+            ProducerStuck: the call has not returned in time; it is left running on a daemon thread.
+        """
+        p, box = self.producer, []
+
+        def call() -> None:
+            try:
+                p.send_offsets_to_transaction(offsets, group_metadata, self.TXN_CALL_TIMEOUT_S)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+                box.append(e)
+
+        th = threading.Thread(target=call, name="send-offsets", daemon=True)
+        th.start()
+        th.join(self.TXN_CALL_TIMEOUT_S + self.STUCK_GRACE_S)
+        if th.is_alive():
+            raise ProducerStuck(f"send_offsets_to_transaction has not returned after "
+                                f"{self.TXN_CALL_TIMEOUT_S + self.STUCK_GRACE_S:.0f} s")
+        if box:
+            raise box[0]
+
+    def commit_transaction(self, attempts: int = 5) -> None:
+        """Step 4: ``commit_transaction``, retried (0.2 s, 0.4 s...) while the error is
+        retriable.
+
+        Raises:
+            KafkaException: not retriable, or still failing after ``attempts``.
+        """
+        for i in range(attempts):
+            try:
+                self.producer.commit_transaction(self.TXN_CALL_TIMEOUT_S)
+                return
+            except KafkaException as ex:
+                if ex.args[0].retriable() and i + 1 < attempts:
+                    time.sleep(0.2 * (i + 1))
+                    continue
+                raise
+
+    def rebuild(self) -> None:
+        """Fenced, fatal or stuck: drop the producer, build a new one with the same
+        transactional.id.
+
+        The old producer is not flushed: what it holds belongs to the failed transaction, which
+        read_committed consumers never see, and a fenced producer's ``flush`` raised out of the
+        loop (a bare ``KafkaError`` that no ``except`` clause can name)."""
+        self.producer = transactional_producer(self.kafka, self.transactional_id)
+
+    def _failed(self, p: Any, ex: KafkaException) -> None:
+        """A transaction failed: count it (fenced or aborted), then abort it when librdkafka
+        allows, else (fatal) replace the producer."""
+        err = fatal_cause(p, ex.args[0])
+        log.warning("transaction_failed", error=str(err), abortable=err.txn_requires_abort(),
+                    fatal=err.fatal())
+        if err.code() in FENCED_CODES:
+            self.metrics.transactions.labels("fenced").inc()
+            log.error("worker_fenced", transactional_id=self.transactional_id,
+                      hint="another worker runs with this transactional id (same "
+                           "transactional_id_prefix and --slot): give each worker its own "
+                           "--slot; this one takes the id back and redoes the batch")
+        else:
+            self.metrics.transactions.labels("aborted").inc()
+        if err.txn_requires_abort():
+            try:
+                p.abort_transaction(self.TXN_CALL_TIMEOUT_S)
+            except KafkaException:
+                self.rebuild()
+        else:
+            self.rebuild()
+
+    def _committed(self, cp: Checkpoint, txn_s: float) -> None:
+        """Count a committed checkpoint and log ``batch_committed``."""
+        self.metrics.transactions.labels("committed").inc()
+        self.committed_events += cp.events
+        for r in cp.results:
+            self.metrics.results.labels(str(r.task), str(r.status)).inc()
+            self.metrics.e2e.labels(str(r.task)).observe(r.timings.total_ms / 1000.0)
+        for d in cp.dead_letters:
+            self.metrics.dead_letters.labels(str(d.error_code)).inc()
+        log.info("batch_committed", results=len(cp.results), dead_letters=len(cp.dead_letters),
+                 partitions=sorted({tp.partition for tp in cp.offsets}), at=round(time.time(), 3),
+                 **{f"{k}_ms": v for k, v in cp.stage_ms.items()},
+                 txn_ms=round(txn_s * 1000.0, 1))
+
+
+def fatal_cause(p: Any, err: KafkaError) -> KafkaError:
+    """The error that put the producer in its fatal state, when ``err`` only says it is in one.
+
+    Once librdkafka has raised a fatal error (e.g. ``_FENCED``, from the AddPartitions answer of
+    an earlier ``produce``), the next ``produce`` fails with a bare ``_FATAL`` whose ``fatal()``
+    is False; the cause comes out of the next ``poll``, which confluent-kafka raises as a
+    ``KafkaException``.
+
+    Args:
+        p: the transactional Producer that failed.
+        err: the error it raised.
+
+    Returns:
+        The cause (``fatal()`` True), or ``err`` itself when it is not ``_FATAL`` or ``poll``
+        raised nothing.
+    """
+    if err.code() != KafkaError._FATAL:
+        return err
+    try:
+        p.poll(0)
+    except KafkaException as ex:
+        cause = ex.args[0] if ex.args else None
+        if isinstance(cause, KafkaError):
+            return cause
+    return err

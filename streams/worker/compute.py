@@ -1,0 +1,403 @@
+"""Compute: a batch of events to one explicit fate per event, in order.
+
+The steps of :meth:`Compute.run` (on the worker's batch thread; GETs and PUTs on the I/O pool):
+
+1. **parse** the record against the contract (:func:`schemas.codec.decode_upload`): an
+   :class:`~schemas.models.UploadEvent`, or a dead letter (``NOT_JSON``, ``SCHEMA_INVALID``...,
+   or a task this worker does not serve);
+2. **load** its image (:meth:`Compute.load`: inline or claim check, verified, safely decoded):
+   pixels, or a rejection (``OBJECT_NOT_FOUND``, ``IMAGE_TOO_LARGE``, ``CHECKSUM_MISMATCH``, a
+   bad image), or a dead letter (a contract error found only now, e.g. ``BAD_BASE64``); the
+   store not answering is :class:`~streams.errors.StorageUnavailable` (the whole batch waits);
+3. **process** the loaded events task by task, cut into the processor's batch buckets (one
+   model call per bucket): the processor's outcome, or a dead letter ``PROCESSING_ERROR`` for an
+   event whose processor raised even when run alone;
+4. **PUT** each outcome's artifacts to the results bucket under deterministic keys (started
+   here; the loop awaits them with :meth:`Compute.stored` while it commits the previous batch).
+
+Each event ends as exactly one fate: :class:`Processed` (a result with the processor's verdict,
+payload and model), :class:`Rejected` (a ``rejected`` result, no model ran) or
+:class:`DeadLettered` (a dead letter, no result); :meth:`Compute.records` turns them into what
+the committer produces. As Triton's ``execute`` answers every request of a batch with a
+response, an error carried inside it, no event's fate is a missing value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from confluent_kafka import Message
+
+from processors.base import Artifact, Item, Outcome, Processor
+from processors.decode import decode_image
+from processors.errors import DecodeError
+from processors.registry import spec
+from processors.runtime import bucket_slices
+from schemas import codec
+from schemas import formats as F
+from schemas.errors import ContractError
+from schemas.models import (
+    DeadLetter,
+    ModelRef,
+    ObjectRef,
+    SourceRef,
+    Timings,
+    UploadEvent,
+    VerificationResult,
+)
+from schemas.reasons import DeadLetterCode, ReasonCode, Status
+from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError, StorageUnavailable
+from streams.kafka import timestamp_ms
+from streams.logs import log
+from streams.metrics import WorkerMetrics
+from streams.settings import Settings
+from streams.storage import Storage
+
+
+def object_key(task: str, model_version: str, upload_id: str, name: str, ext: str) -> str:
+    """Deterministic output key ``{task}/{model_version}/{upload_id}/{name}.{ext}``.
+
+    ``upload_id`` is contract-checked (``[A-Za-z0-9._-]``, not ``.``/``..``) so the key cannot
+    leave its prefix; a redelivered upload overwrites the same key with the same bytes.
+    """
+    return f"{task}/{model_version}/{upload_id}/{name}.{ext}"
+
+
+@dataclass(slots=True)
+class Processed:
+    """An event its processor decided (accepted, rejected or failed): a result with the
+    processor's verdict, payload and model.
+
+    Attributes:
+        msg: the record.
+        event: the parsed upload.
+        outcome: the processor's outcome.
+        batch_size: items in the model call the event was part of.
+        t_batch_ms: when its batch started computing (epoch ms).
+        refs: artifact name -> stored object, once its PUT is done (:meth:`Compute.stored`).
+    """
+
+    msg: Message
+    event: UploadEvent
+    outcome: Outcome
+    batch_size: int
+    t_batch_ms: float
+    refs: dict[str, ObjectRef] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An event refused before any model ran (its image could not be loaded): a ``rejected``
+    result with ``reason``, no payload and no model.
+
+    Attributes:
+        msg: the record.
+        event: the parsed upload.
+        reason: why (``OBJECT_NOT_FOUND``, ``CHECKSUM_MISMATCH``, ``CORRUPT_IMAGE``...).
+        t_batch_ms: when its batch started computing (epoch ms).
+    """
+
+    msg: Message
+    event: UploadEvent
+    reason: ReasonCode
+    t_batch_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLettered:
+    """An event that gets no result: ``letter`` goes to the dead-letter topic."""
+
+    msg: Message
+    letter: DeadLetter
+
+
+Fate = Processed | Rejected | DeadLettered
+"""What became of one event of a batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """An event whose image is loaded, on its way to its processor."""
+
+    msg: Message
+    event: UploadEvent
+    image: np.ndarray
+
+
+@dataclass
+class Computed:
+    """A computed batch: one fate per event in fetch order, and the output PUTs still in flight
+    (fate, artifact, future), started at ``t_put`` (``perf_counter``); ``ms``: stage times (ms)
+    for the batch's log line."""
+
+    fates: list[Fate]
+    puts: list[tuple[Processed, Artifact, Future]]
+    t_put: float
+    ms: dict[str, float] = field(default_factory=dict)
+
+
+class Compute:
+    """Parse -> load -> process -> PUT for the worker (see the module doc).
+
+    Args:
+        settings: the app settings (decode limits, buckets, inline and dead-letter limits,
+            I/O threads).
+        processors: task -> processor serving it; events of other tasks are dead-lettered.
+        storage: the object store client (replaced by the loop's ``storage`` setter).
+        metrics: the worker's metrics.
+        model_version: label outputs (object keys, result ``model.version``) with this version
+            instead of the processor's, e.g. to replay a new model beside the originals.
+    """
+
+    def __init__(self, settings: Settings, processors: Mapping[str, Processor], storage: Storage,
+                 metrics: WorkerMetrics, model_version: str | None = None) -> None:
+        self.processors = dict(processors)
+        self.storage = storage
+        self.metrics = metrics
+        self.model_version = model_version
+        self.decode = settings.decode
+        self.allowed_buckets = settings.s3.allowed_buckets
+        self.results_bucket = settings.s3.results_bucket
+        self.inline_max_bytes = settings.worker.inline_max_bytes
+        self.dlq_value_max_bytes = settings.worker.dlq_value_max_bytes
+        self.finished_at = 0.0  # perf_counter when the last batch finished computing
+        self._io = ThreadPoolExecutor(max_workers=settings.worker.io_threads,
+                                      thread_name_prefix="io")
+
+    def close(self) -> None:
+        """Stop the I/O pool (what is queued is dropped)."""
+        self._io.shutdown(wait=False, cancel_futures=True)
+
+    def version(self, task: str) -> str:
+        """The model version labelling ``task``'s outputs."""
+        return self.model_version or self.processors[task].model.version
+
+    # --- the batch ---------------------------------------------------------------------------
+    def run(self, msgs: Sequence[Message]) -> Computed:
+        """Steps 1-4 for one batch (the batch thread).
+
+        Raises:
+            StorageUnavailable: the store did not answer a GET (nothing of the batch is kept).
+        """
+        t0 = time.perf_counter()
+        try:
+            c = self._run(msgs)
+        finally:
+            self.finished_at = time.perf_counter()
+            self.metrics.stage.labels("compute").observe(self.finished_at - t0)
+        c.ms["compute"] = round((self.finished_at - t0) * 1000.0, 1)
+        return c
+
+    def _run(self, msgs: Sequence[Message]) -> Computed:
+        t_batch = time.time() * 1000.0
+        fates: dict[int, Fate] = {}
+        events: dict[int, UploadEvent] = {}
+        for i, m in enumerate(msgs):  # 1. parse
+            got = self.parse(m)
+            if isinstance(got, DeadLettered):
+                fates[i] = got
+            else:
+                events[i] = got
+        loads = {i: self._io.submit(self.load, ev) for i, ev in events.items()}
+        loaded: dict[str, list[tuple[int, _Loaded]]] = {}
+        for i, fut in loads.items():  # 2. load
+            got = self._loaded(msgs[i], events[i], fut, t_batch)
+            if isinstance(got, _Loaded):
+                loaded.setdefault(str(got.event.task), []).append((i, got))
+            else:
+                fates[i] = got
+            if not isinstance(got, DeadLettered):
+                self.metrics.queue_wait.observe(max(t_batch - timestamp_ms(msgs[i]), 0.0) / 1000.0)
+        for task, group in loaded.items():  # 3. process
+            proc = self.processors[task]
+            for part in bucket_slices(len(group), proc.bucket):
+                chunk = group[part]
+                for (i, _), fate in zip(chunk, self._process(task, proc, [x for _, x in chunk],
+                                                             t_batch), strict=True):
+                    fates[i] = fate
+        ordered = [fates[i] for i in range(len(msgs))]
+        t_put = time.perf_counter()  # 4. PUT
+        puts = [(f, a, self._io.submit(self.storage.put, self.results_bucket,
+                                       object_key(str(f.event.task), self.version(str(f.event.task)),
+                                                  f.event.upload_id, a.name, a.ext),
+                                       a.data, a.content_type))
+                for f in ordered if isinstance(f, Processed) for a in f.outcome.artifacts]
+        return Computed(ordered, puts, t_put)
+
+    def parse(self, m: Message) -> UploadEvent | DeadLettered:
+        """Step 1: the record as an upload this worker serves, or its dead letter."""
+        try:
+            ev = codec.decode_upload(m.key(), m.value(), m.headers(),
+                                     allowed_buckets=self.allowed_buckets,
+                                     inline_max_bytes=self.inline_max_bytes)
+        except ContractError as ce:
+            where = f" at {ce.path}" if ce.path != "$" else ""
+            return self.dead_letter(m, ce.code, f"{ce}{where}", _readable_upload_id(m.value()))
+        if str(ev.task) not in self.processors:
+            return self.dead_letter(m, DeadLetterCode.PROCESSING_ERROR,
+                                    f"task {ev.task} not served by this worker", ev.upload_id)
+        return ev
+
+    def load(self, ev: UploadEvent) -> np.ndarray:
+        """Step 2, the one place an upload's image is fetched and decoded: image bytes (inline
+        or claim check, verified against the ref's size and sha256 when given) decoded to
+        ``(H, W, 3) uint8`` BGR.
+
+        Raises:
+            ObjectNotFound / ObjectTooLarge / StorageError: from the store.
+            DecodeError: bad image, or ``CHECKSUM_MISMATCH`` when the object is not the one the
+                event describes.
+            ContractError: the inline image is not valid base64.
+        """
+        data = codec.inline_bytes(ev)
+        if data is None:
+            ref = ev.image.ref
+            data = self.storage.get(ref.bucket, ref.key, max_bytes=self.decode.max_bytes)
+            if ref.size_bytes is not None and ref.size_bytes != len(data):
+                raise DecodeError(ReasonCode.CHECKSUM_MISMATCH,
+                                  f"object is {len(data)} bytes, the event says {ref.size_bytes}")
+            if ref.sha256 is not None and hashlib.sha256(data).hexdigest() != ref.sha256:
+                raise DecodeError(ReasonCode.CHECKSUM_MISMATCH, "object sha256 differs from the event's")
+        return decode_image(data, self.decode)
+
+    def _loaded(self, m: Message, ev: UploadEvent, fut: Future,
+                t_batch: float) -> _Loaded | Rejected | DeadLettered:
+        """What a load's errors mean for the event: a rejection or a dead letter; the store not
+        answering is the whole batch's (raised)."""
+        try:
+            return _Loaded(m, ev, fut.result())
+        except ObjectNotFound:
+            return Rejected(m, ev, ReasonCode.OBJECT_NOT_FOUND, t_batch)
+        except ObjectTooLarge:
+            return Rejected(m, ev, ReasonCode.IMAGE_TOO_LARGE, t_batch)
+        except DecodeError as de:
+            return Rejected(m, ev, ReasonCode(de.reason), t_batch)
+        except ContractError as ce:
+            return self.dead_letter(m, ce.code, str(ce), ev.upload_id)
+        except StorageError as se:
+            raise StorageUnavailable(str(se)) from se
+
+    def _process(self, task: str, proc: Processor, chunk: list[_Loaded],
+                 t_batch: float) -> list[Processed | DeadLettered]:
+        """Step 3 for one bucket: one ``process_batch`` call. If it raises (a model call that
+        failed: per-item failures are outcomes already), each event is run alone, and one that
+        still raises is dead-lettered ``PROCESSING_ERROR``."""
+        task_spec = spec(task)
+        items = [Item(x.event.upload_id, x.image, task_spec.item_options(x.event.options))
+                 for x in chunk]
+        calls0 = int(proc.stats.calls)
+        t0 = time.perf_counter()
+        try:
+            outcomes: list[Outcome | DeadLettered] = list(proc.process_batch(items))
+            if len(outcomes) != len(items):
+                raise RuntimeError(f"{len(outcomes)} outcomes for {len(items)} items")
+        except Exception as exc:  # isolate the poison item: one by one
+            log.warning("batch_failed_isolating", task=task, error=type(exc).__name__)
+            outcomes = [self._alone(task, proc, x, it) for x, it in zip(chunk, items, strict=True)]
+        self.metrics.inference.labels(task).observe(time.perf_counter() - t0)
+        self.metrics.inference_calls.labels(task).inc(max(int(proc.stats.calls) - calls0, 0))
+        return [o if isinstance(o, DeadLettered)
+                else Processed(x.msg, x.event, o, len(chunk), t_batch)
+                for x, o in zip(chunk, outcomes, strict=True)]
+
+    def _alone(self, task: str, proc: Processor, x: _Loaded, item: Item) -> Outcome | DeadLettered:
+        try:
+            (outcome,) = proc.process_batch([item])
+        except Exception as exc:
+            return self.dead_letter(x.msg, DeadLetterCode.PROCESSING_ERROR,
+                                    f"{task} processor raised {type(exc).__name__}: {exc}",
+                                    x.event.upload_id)
+        return outcome
+
+    def stored(self, c: Computed, wait: Callable[[Sequence[Future]], None]) -> None:
+        """Await the batch's PUTs with ``wait`` (the intake's, which keeps the consumer in its
+        group; a PUT may retry for a while) and give each processed event its object refs.
+
+        Raises:
+            StorageUnavailable: a PUT failed after its retries.
+        """
+        wait([f for _, _, f in c.puts])
+        for fate, a, f in c.puts:
+            try:
+                st = f.result()
+            except StorageError as se:
+                raise StorageUnavailable(str(se)) from se
+            fate.refs[a.name] = ObjectRef(bucket=st.bucket, key=st.key, size_bytes=st.size_bytes,
+                                          sha256=st.sha256, content_type=a.content_type,
+                                          width=a.width, height=a.height)
+        if c.puts:
+            put_s = time.perf_counter() - c.t_put
+            self.metrics.stage.labels("put").observe(put_s)
+            c.ms["put"] = round(put_s * 1000.0, 1)
+
+    # --- what the committer produces ---------------------------------------------------------
+    def records(self, fates: Sequence[Fate]) -> tuple[list[VerificationResult], list[DeadLetter]]:
+        """The results and the dead letters of ``fates`` (built now: ``processed_at`` and
+        ``total_ms`` are taken here, just before the transaction)."""
+        results = [self._result_or_failed(f) for f in fates if not isinstance(f, DeadLettered)]
+        return results, [f.letter for f in fates if isinstance(f, DeadLettered)]
+
+    def result(self, fate: Processed | Rejected) -> VerificationResult:
+        """The result of a processed or rejected event.
+
+        Raises:
+            pydantic.ValidationError (a ``ValueError``): the outcome breaks the contract.
+        """
+        ev, m = fate.event, fate.msg
+        task = spec(ev.task)
+        processed_at = F.utc_now_rfc3339()
+        now_ms = time.time() * 1000.0
+        ts_ms = timestamp_ms(m)
+        if isinstance(fate, Processed):
+            o, info = fate.outcome, self.processors[task.name].model
+            status, reasons, inf_ms, batch_size = o.status, tuple(o.reasons), o.inference_ms, fate.batch_size
+            payload = task.payload(o.payload, fate.refs)
+            model = ModelRef(name=info.name, version=self.version(task.name), provider=info.provider)
+        else:
+            status, reasons, inf_ms, batch_size = Status.REJECTED, (fate.reason,), 0.0, 0
+            payload, model = None, None
+        kw: dict[str, Any] = {task.name: payload} if payload is not None else {}
+        return VerificationResult(
+            upload_id=ev.upload_id, task=ev.task, status=status, reasons=reasons, model=model,
+            timings=Timings(queue_ms=round(max(fate.t_batch_ms - ts_ms, 0.0), 3),
+                            batch_size=batch_size, inference_ms=round(inf_ms, 3),
+                            total_ms=round(max(now_ms - ts_ms, 0.0), 3)),
+            source=SourceRef(topic=m.topic(), partition=m.partition(), offset=m.offset()),
+            processed_at=processed_at, submitted_at=ev.submitted_at, trace_id=ev.trace_id, **kw)
+
+    def _result_or_failed(self, fate: Processed | Rejected) -> VerificationResult:
+        """The fate's result; a ``failed`` INTERNAL_ERROR result (no payload, no model) if the
+        outcome breaks the contract."""
+        try:
+            return self.result(fate)
+        except ValueError as exc:  # pydantic ValidationError: a processor bug, not the upload's
+            log.error("outcome_breaks_contract", upload_id=fate.event.upload_id,
+                      task=str(fate.event.task), error=type(exc).__name__,
+                      detail=str(exc).splitlines()[0][:200])
+            r = self.result(Rejected(fate.msg, fate.event, ReasonCode.INTERNAL_ERROR,
+                                     fate.t_batch_ms))
+            return r.model_copy(update={"status": Status.FAILED})
+
+    def dead_letter(self, m: Message, code: str, error: str, upload_id: str | None) -> DeadLettered:
+        """``m``'s dead letter with ``code`` and a one-line ``error``."""
+        return DeadLettered(m, codec.make_dead_letter(
+            key=m.key(), value=m.value(), headers=m.headers(), topic=m.topic(),
+            partition=m.partition(), offset=m.offset(), code=code, error=error,
+            max_value_bytes=self.dlq_value_max_bytes, upload_id=upload_id))
+
+
+def _readable_upload_id(value: bytes | None) -> str | None:
+    """The ``upload_id`` of an event that failed its contract, when it is itself valid (for the
+    dead letter); None otherwise."""
+    try:
+        uid = json.loads(value).get("upload_id") if value else None
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return uid if isinstance(uid, str) and F.matches(F.UPLOAD_ID_PATTERN, uid) else None

@@ -1,0 +1,273 @@
+"""The loop: run the worker, two batches overlapping.
+
+A batch's path (exactly-once results):
+
+1. :class:`~streams.worker.intake.Intake` hands the loop up to ``max_batch`` events or what
+   came within ``max_wait_ms``, whichever first (dynamic batching);
+2. :class:`~streams.worker.compute.Compute` computes it on the batch thread: parse, load (GETs
+   and decodes on the I/O pool), process (one model call per batch bucket), PUTs started;
+3. the loop starts the next batch from what was prefetched meanwhile, then awaits this batch's
+   PUTs;
+4. :class:`~streams.worker.committer.Committer` commits its results, dead letters and offsets
+   in one Kafka transaction.
+
+While a batch computes or its PUTs run, the loop keeps polling (:meth:`Intake.wait`):
+prefetching the next batch into the carry list, pausing the partitions only when that is full,
+serving rebalance callbacks and staying in the group. Two batches overlap: as soon as batch *k*
+has computed, batch *k+1* starts computing, and only then does the loop await *k*'s PUTs and
+commit *k*'s transaction; *k+1*'s results go in a later transaction. If *k*'s PUTs or
+transaction fail, *k+1* is awaited and thrown away and both are redone from memory
+(:meth:`Intake.redo`): nothing of either is committed. Events of partitions revoked meanwhile
+are dropped before the transaction (their new owner redoes them). If MinIO does not answer,
+nothing is committed: the loop puts the batch back, pauses, and goes on once the store answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Message
+
+from processors import registry
+from processors.base import Processor
+from processors.runtime import RuntimeSettings
+from streams.errors import StorageUnavailable
+from streams.health import Health
+from streams.logs import log
+from streams.metrics import WorkerMetrics
+from streams.settings import Settings
+from streams.storage import Storage
+from streams.worker.committer import Checkpoint, Committer
+from streams.worker.compute import Compute, Computed
+from streams.worker.intake import Intake
+
+
+@dataclass
+class _Batch:
+    """A batch handed to the batch thread: its events (in fetch order) and its future."""
+
+    msgs: list[Message]
+    fut: Future
+
+
+class Worker:
+    """One worker process: intake, compute and committer, run by the loop.
+
+    Args:
+        settings: the frozen app settings.
+        processors: task -> processor serving it; events of other tasks are dead-lettered.
+        storage: the object store client.
+        metrics: Prometheus metrics (a fresh registry by default).
+        health: readiness/liveness state.
+        ranges: replay mode: uploads-topic partition -> ``[start, end)`` offsets (see
+            :class:`~streams.worker.intake.Intake`); :meth:`run` returns once every partition
+            reached its end.
+        model_version: label outputs (object keys, result ``model.version``) with this version
+            instead of the processor's, e.g. to replay a new model beside the originals.
+
+    Attributes:
+        intake: the consumer side (``intake.paused``: whether fetching is paused).
+        compute: parse -> load -> process -> PUT (``compute.processors``, ``compute.storage``).
+        committer: the transaction (``committer.committed_events``); a test may replace it
+            before :meth:`run`.
+        transactional_id: ``{transactional_id_prefix}-{slot}``.
+        batches: batches computed so far.
+    """
+
+    def __init__(self, settings: Settings, processors: Mapping[str, Processor], storage: Storage,
+                 metrics: WorkerMetrics | None = None, health: Health | None = None,
+                 ranges: Mapping[int, tuple[int, int]] | None = None,
+                 model_version: str | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or WorkerMetrics()
+        self.health = health or Health()
+        self.transactional_id = f"{settings.kafka.transactional_id_prefix}-{settings.worker.slot}"
+        self.intake = Intake(settings.kafka, settings.worker, self.metrics, self.health, ranges)
+        self.compute = Compute(settings, processors, storage, self.metrics, model_version)
+        self.committer = Committer(settings.kafka, self.transactional_id, self.metrics)
+        self.batches = 0
+        self._batch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
+        self._stop = threading.Event()
+        self._inflight: _Batch | None = None  # the batch computing on the batch thread
+
+    @property
+    def computing(self) -> bool:
+        """Whether a batch is computing on the batch thread (behind the one being committed)."""
+        return self._inflight is not None
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def stop(self, *_: Any) -> None:
+        """Ask the loop to finish the current batch, commit and leave (SIGTERM handler)."""
+        self._stop.set()
+
+    def warm_up(self) -> None:
+        """Load every model and run every batch bucket once (before subscribing)."""
+        for task, p in self.compute.processors.items():
+            t0 = time.perf_counter()
+            p.warm_up()
+            log.info("warmed_up", task=task, model=p.model.name, provider=p.model.provider,
+                     bucket=p.bucket, ms=round((time.perf_counter() - t0) * 1000, 1))
+
+    def start(self) -> None:
+        """Build the producer and the consumer, and subscribe (after :meth:`warm_up`)."""
+        self.committer.open()
+        self.intake.open()
+        self.health.ready = True
+
+    def close(self) -> None:
+        """Leave the group and flush; bounded by ``shutdown_timeout_s``."""
+        self.health.ready = False
+        self.intake.close()
+        self.committer.close(self.settings.worker.shutdown_timeout_s)
+        self.compute.close()
+        self._batch_thread.shutdown(wait=False, cancel_futures=True)
+
+    def run(self, max_batches: int | None = None, idle_exit_s: float | None = None) -> None:
+        """Run the loop until :meth:`stop` (or SIGTERM), ``max_batches``, or ``idle_exit_s`` of no
+        events (replay mode: until every range is done). On stop the batch in flight is finished
+        and committed before leaving."""
+        self.start()
+        idle_since = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                self.health.tick()
+                if self._inflight is None:
+                    if self.intake.ranges_done() or (max_batches is not None
+                                                     and self.batches >= max_batches):
+                        break
+                    msgs = self.intake.next_batch(wait=True)
+                    if not msgs:
+                        if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
+                            break
+                        continue
+                    self._submit(msgs)
+                idle_since = time.monotonic()
+                self._step(start_next=max_batches is None or self.batches + 1 < max_batches)
+            while self._inflight is not None:  # stopping: finish the batch in flight, commit it
+                self._step(start_next=False)
+        finally:
+            self.close()
+
+    # --- two batches -----------------------------------------------------------------------
+    def _submit(self, msgs: list[Message]) -> None:
+        """Start computing ``msgs`` on the batch thread (it becomes the batch in flight)."""
+        self.metrics.batch_size.observe(len(msgs))
+        self._inflight = _Batch(msgs, self._batch_thread.submit(self.compute.run, msgs))
+
+    def _await(self, b: _Batch) -> Computed:
+        """Keep serving the group (and prefetching) until ``b`` has computed (its PUTs may
+        still be in flight).
+
+        Raises:
+            StorageUnavailable: (or anything else the batch thread raised).
+        """
+        self.intake.wait([b.fut])
+        computed = b.fut.result()
+        self.metrics.stage.labels("handoff").observe(time.perf_counter() - self.compute.finished_at)
+        return computed
+
+    def _step(self, start_next: bool = True) -> None:
+        """Finish the batch in flight: await its compute, start the next batch from the events
+        already prefetched (no waiting), then await this batch's PUTs and commit it.
+
+        If the PUTs or the transaction fail, the next batch (which read past this one's offsets)
+        is awaited and discarded, and both are redone: nothing of either is committed.
+        """
+        b = self._inflight
+        try:
+            try:
+                computed = self._await(b)
+            except StorageUnavailable as e:  # a GET (load) failed: nothing else is in flight
+                self._inflight = None
+                self._storage_down(e, b.msgs)
+                return
+            self._inflight = None
+            self.batches += 1
+            if start_next and not self._stop.is_set():
+                nxt = self.intake.next_batch(wait=False)
+                if nxt:
+                    self._submit(nxt)
+            try:
+                self.compute.stored(computed, self.intake.wait)
+            except StorageUnavailable as e:
+                self._storage_down(e, self._abandon(b))
+                return
+            fates = [f for f in computed.fates if self.intake.owns(f.msg)]
+            if fates and not self._commit(fates, computed.ms):
+                self.intake.redo(self._abandon(b))
+        finally:
+            self.intake.resume_if_room()
+
+    def _commit(self, fates: list, stage_ms: dict[str, float]) -> bool:
+        results, dead_letters = self.compute.records(fates)
+        cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stage_ms)
+        return self.committer.commit(cp, self.intake.group_metadata())
+
+    def _abandon(self, b: _Batch) -> list[Message]:
+        """``b`` failed: await and discard the batch computing behind it; the events of both,
+        ``b``'s first (fetch order, which is offset order within a partition)."""
+        nb, self._inflight = self._inflight, None
+        if nb is None:
+            return list(b.msgs)
+        with contextlib.suppress(Exception):  # its outcome is thrown away either way
+            self._await(nb)
+        return list(b.msgs) + list(nb.msgs)
+
+    def _storage_down(self, e: Exception, msgs: list[Message]) -> None:
+        """MinIO did not answer: put ``msgs`` back, pause, and poll until it answers (nothing is
+        committed)."""
+        log.warning("storage_unavailable", error=str(e))
+        self.intake.redo(msgs)
+        self.intake.pause()
+        self.wait_for_storage()
+
+    def wait_for_storage(self) -> None:
+        """Keep polling (heartbeats, rebalances) until the object store answers again; logs
+        ``storage_back`` with the wait in s once it does (nothing when it answered at once)."""
+        waited = self.intake.wait_until(lambda: self.compute.storage.healthy(), self._stop.is_set)
+        if waited > 0.0 and not self._stop.is_set():
+            log.info("storage_back", waited_s=round(waited, 1))
+
+
+def task_section(settings: Settings, task: str) -> Any:
+    """The settings section of ``task`` (``Settings.<spec.settings_key>``, e.g. ``card``), None
+    for a task without one."""
+    key = registry.spec(task).settings_key
+    return getattr(settings, key) if key is not None else None
+
+
+def build_processors(settings: Settings, tasks: Iterable[str] | None = None,
+                     use: Mapping[str, str] | None = None, sleep_ms: float = 20.0,
+                     runtime: RuntimeSettings | None = None) -> dict[str, Processor]:
+    """Task -> the processor serving it, for a worker or a replay (not warmed up).
+
+    Args:
+        settings: the app settings (each task's section, the runtime).
+        tasks: the tasks to serve (default: ``settings.worker.tasks``).
+        use: task -> processor name (``sleep``: the fixed-latency stand-in); a task not named
+            gets its own processor.
+        sleep_ms: per-call latency of the ``sleep`` processor (ms).
+        runtime: runtime settings instead of ``settings.runtime`` (a benchmark's buckets).
+
+    Raises:
+        ProcessorError: an unknown task or processor; ``ModelError``/``ProviderError`` from a
+            processor's construction.
+    """
+    rt = runtime or settings.runtime
+    use = use or {}
+    return {t: registry.build_processor(t, task_section(settings, t), rt, name=use.get(t),
+                                        sleep_ms=sleep_ms)
+            for t in (settings.worker.tasks if tasks is None else tasks)}
+
+
+def install_signal_handlers(worker: Worker) -> None:
+    """SIGTERM / SIGINT -> finish or abort the batch, commit, leave the group."""
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, worker.stop)

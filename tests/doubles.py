@@ -1,0 +1,148 @@
+"""The test doubles the suite shares, in one place (as bytewax ships its ``testing.py``).
+
+The integration tier uses none of the Kafka or S3 ones: there the worker meets the real broker
+and the real MinIO. The unit tier uses them to drive one part of the worker through its public
+methods; the processor stand-ins (fixed latency, no model) serve both tiers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TopicPartition
+
+from processors import registry
+from processors.base import Processor
+
+
+def stand_ins(call_ms: float = 5.0, item_ms: float = 2.0, bucket: int = 32,
+              tasks: Iterable[str] | None = None) -> dict[str, Processor]:
+    """Task -> the fixed-latency ``sleep`` processor serving it, for every registered task (or
+    ``tasks``): outcomes with the task's main artifact and a payload of its shape."""
+    return {t: registry.stand_in(t, call_ms=call_ms, item_ms=item_ms, bucket=bucket)
+            for t in (registry.names() if tasks is None else tasks)}
+
+
+class Msg:
+    """A consumed record as the worker sees it (confluent-kafka ``Message``'s accessors),
+    stamped now."""
+
+    def __init__(self, partition: int, offset: int, topic: str = "uploads",
+                 value: bytes | None = None, key: bytes | None = None) -> None:
+        self._p, self._o, self._t, self._v, self._k = partition, offset, topic, value, key
+        self._ts = int(time.time() * 1000)
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def value(self) -> bytes | None:
+        return self._v
+
+    def headers(self) -> list:
+        return []
+
+    def error(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return TIMESTAMP_CREATE_TIME, self._ts
+
+
+class FakeConsumer:
+    """A consumer assigned ``parts`` of ``topic`` that hands out ``queued`` records (to
+    ``consume`` and ``poll``, in order) and records what is paused and resumed in ``calls``.
+
+    ``poll`` with nothing queued sleeps its timeout, as the real one waits; a ``seek`` fails the
+    test (the worker never seeks: a failed batch is redone from memory).
+    """
+
+    def __init__(self, parts: Iterable[int] = (), topic: str = "uploads",
+                 queued: Iterable[Any] = ()) -> None:
+        self.parts = [TopicPartition(topic, p) for p in parts]
+        self.queued = list(queued)
+        self.calls: list[tuple[str, list[int]]] = []
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        self.callbacks = callbacks
+
+    def assign(self, tps: list) -> None:
+        self.parts = list(tps)
+
+    def assignment(self) -> list:
+        return list(self.parts)
+
+    def pause(self, tps: list) -> None:
+        self.calls.append(("pause", sorted(tp.partition for tp in tps)))
+
+    def resume(self, tps: list) -> None:
+        self.calls.append(("resume", sorted(tp.partition for tp in tps)))
+
+    def consume(self, n: int, timeout_s: float) -> list:
+        out, self.queued = self.queued[:n], self.queued[n:]
+        return out
+
+    def poll(self, timeout_s: float) -> Any:
+        if self.queued:
+            return self.queued.pop(0)
+        time.sleep(timeout_s)
+        return None
+
+    def position(self, parts: list) -> list:
+        return [TopicPartition(tp.topic, tp.partition, -1001) for tp in parts]  # no position yet
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        return 0, 0
+
+    def consumer_group_metadata(self) -> str:
+        return "group-metadata"
+
+    def seek(self, tp: TopicPartition) -> None:
+        raise AssertionError(f"seek({tp.partition}, {tp.offset}): a redo must not seek")
+
+    def close(self) -> None:
+        pass
+
+
+class StuckProducer:
+    """A transactional producer whose ``send_offsets_to_transaction`` never returns (librdkafka
+    #5456) until ``release`` is set; it records every call in ``calls``, and fails the test if
+    anything else is called on it after that (commit, abort, flush...)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.release = threading.Event()
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def produce(self, *a: Any, **kw: Any) -> None:
+        self.calls.append("produce")
+
+    def send_offsets_to_transaction(self, offsets: list, group: Any, timeout: float) -> None:
+        self.calls.append(f"send_offsets({timeout})")
+        self.release.wait()  # blocks past its own timeout, as librdkafka does
+
+    def __getattr__(self, name: str) -> Any:  # commit_transaction, abort_transaction, flush, ...
+        raise AssertionError(f"{name} called on a stuck producer")
+
+
+class StoreDouble:
+    """An object store whose ``healthy()`` answers ``answers`` in turn (then True)."""
+
+    def __init__(self, answers: Iterable[bool]) -> None:
+        self._answers = iter(answers)
+
+    def healthy(self) -> bool:
+        return next(self._answers, True)

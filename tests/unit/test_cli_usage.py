@@ -1,0 +1,73 @@
+"""Usage errors of the stream commands, caught before any connection (unit tier)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def test_worker_port_in_use_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second worker on a host with the same --http-port exits 2 with what to do, before any
+    model loads or Kafka call (it was an uncaught OSError traceback)."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    monkeypatch.setenv("CARDSTREAM_S3__ACCESS_KEY", "unit")  # the store client is only built
+    monkeypatch.setenv("CARDSTREAM_S3__SECRET_KEY", "unit-secret")
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = CliRunner().invoke(app, ["worker", "--tasks", "card", "--processor", "card=sleep",
+                                     "--http-port", str(port)], env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert f"cannot serve /ready, /live, /metrics on port {port}" in r.output
+    assert "Traceback" not in r.output and isinstance(r.exception, SystemExit)
+
+
+def test_list_images_takes_regular_files_only(tmp_path: Path) -> None:
+    """A folder or a FIFO named like an image is not an upload (reading a FIFO would block)."""
+    import os
+
+    from streams.produce import list_images
+
+    (tmp_path / "b.jpg").write_bytes(b"\xff\xd8")
+    (tmp_path / "a.PNG").write_bytes(b"\x89PNG")
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "adir.jpg").mkdir()
+    os.mkfifo(tmp_path / "fifo.jpg")
+    assert [p.name for p in list_images(tmp_path)] == ["a.PNG", "b.jpg"]
+
+
+@pytest.mark.parametrize("since", ["junk", "1796300186"])
+def test_results_refuses_a_bad_since_as_a_usage_error(since: str) -> None:
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    r = CliRunner().invoke(app, ["results", "--since", since], env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert "--since" in r.output and "Traceback" not in r.output
+    assert ("epoch milliseconds" in r.output)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--task", "bogus"], "'bogus' is not one of 'card', 'id_photo'"),
+    (["--task", "card", "--rate", "-1"], "--rate"),
+    (["--task", "card", "--concurrency", "0"], "--concurrency"),
+    (["--task", "card", "--count", "-3"], "--count"),
+    (["--task", "card", "--max-seconds", "0"], "--max-seconds"),
+])
+def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str], says: str) -> None:
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
+    r = CliRunner().invoke(app, ["produce", "--dir", str(tmp_path), *args], env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert says in r.output and "Traceback" not in r.output

@@ -1,0 +1,53 @@
+"""JSON-lines logging of librdkafka's lines (unit tier)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from streams.settings import load_settings
+
+
+def test_librdkafka_log_lines_are_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from streams.kafka import base_config, plain_producer
+    from streams.logs import configure_logging
+
+    configure_logging("INFO")
+    k = load_settings().kafka.model_copy(update={"bootstrap_servers": "127.0.0.1:1"})
+    assert "logger" in base_config(k)
+    p = plain_producer(k)  # nothing listens on port 1: librdkafka logs the refused connection
+    deadline = time.monotonic() + 10
+    lines: list[dict] = []
+    while time.monotonic() < deadline and not lines:
+        p.poll(0.2)
+        err = capsys.readouterr().err
+        lines = [json.loads(x) for x in err.splitlines() if x.startswith("{") and "librdkafka" in x]
+    assert lines, "no librdkafka line logged"
+    assert lines[0]["event"] == "librdkafka" and lines[0]["facility"] and "rdkafka" in lines[0]["client"]
+    assert lines[0]["level"] in ("error", "warning", "info")
+
+
+def test_repeated_librdkafka_lines_are_written_once_per_window_with_a_count(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import logging
+
+    from streams.logs import LibrdkafkaLog, configure_logging
+
+    configure_logging("INFO")
+    now = [0.0]
+    lg = LibrdkafkaLog(repeat_s=10.0, clock=lambda: now[0])
+    refused = "[thrd:127.0.0.1:9092/bootstrap]: Connect to ipv4#127.0.0.1:9092 failed (after {}ms)"
+    for i in range(50):  # 50 refused connections in 5 s, each after a different number of ms
+        now[0] = i * 0.1
+        lg.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#consumer-1", refused.format(i))
+    lg.log(logging.INFO, "%s [%s] %s", "FAIL", "rdkafka#producer-2", refused.format(0))  # other client
+    now[0] = 10.5
+    lg.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#consumer-1", refused.format(7))
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if '"librdkafka"' in x]
+    assert [(x["client"], x.get("suppressed")) for x in lines] == [
+        ("rdkafka#consumer-1", None), ("rdkafka#producer-2", None), ("rdkafka#consumer-1", 49)]
+    assert lines[2]["message"].endswith("(after 7ms)") and lines[2]["level"] == "error"

@@ -1,0 +1,47 @@
+"""The settings object (unit tier): environment nesting, bounds, one section per task."""
+
+from __future__ import annotations
+
+import pytest
+
+from processors import registry
+from streams.settings import load_settings
+from streams.worker.loop import task_section
+
+
+def test_settings_env_nesting_and_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARDSTREAM_WORKER__MAX_BATCH", "8")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__CONFIG", '{"security.protocol": "SASL_SSL", '
+                       '"sasl.username": "svc", "linger.ms": 7}')
+    monkeypatch.setenv("CARDSTREAM_S3__SECRET_KEY", "hunter2")
+    s = load_settings()
+    assert s.worker.max_batch == 8
+    # TLS/SASL properties move into their fields (the status app's aiokafka reads those)
+    assert s.kafka.config == {"linger.ms": 7}
+    assert (s.kafka.security_protocol, s.kafka.sasl_username) == ("SASL_SSL", "svc")
+    assert "hunter2" not in repr(s)
+    with pytest.raises(ValueError):
+        s.worker.max_batch = 4  # type: ignore[misc]
+
+
+def test_latency_settings_defaults_env_and_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = load_settings()
+    assert s.worker.poll_interval_ms == 10
+    assert s.kafka.transaction_retry_backoff_ms == 2
+    monkeypatch.setenv("CARDSTREAM_WORKER__POLL_INTERVAL_MS", "3")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__TRANSACTION_RETRY_BACKOFF_MS", "20")
+    s = load_settings()
+    assert (s.worker.poll_interval_ms, s.kafka.transaction_retry_backoff_ms) == (3, 20)
+    monkeypatch.setenv("CARDSTREAM_WORKER__POLL_INTERVAL_MS", "0")
+    with pytest.raises(ValueError):
+        load_settings()
+
+
+def test_every_task_with_settings_has_its_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARDSTREAM_IDPHOTO__MIN_FACE_PX", "90")
+    monkeypatch.setenv("CARDSTREAM_CARD__DPI", "200")
+    s = load_settings()
+    assert (s.idphoto.min_face_px, s.card.dpi) == (90, 200)
+    for t in registry.specs():
+        assert isinstance(task_section(s, t.name), t.settings_model)
+    assert s.worker.tasks == registry.names()

@@ -1,0 +1,138 @@
+"""Tasks as specs (unit tier): the registry, options and payloads, object keys, and a task
+added from outside the v1 contract."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+import pytest
+from pydantic import Strict, ValidationError
+
+from processors import registry
+from processors.base import Item
+from processors.errors import ProcessorError
+from processors.sleep import SleepProcessor
+from processors.task import TaskSpec
+from schemas import codec
+from schemas import models as m
+from schemas.errors import ContractError
+from schemas.reasons import Task
+from streams.worker import object_key
+
+_MIN = {"upload_id": "u1", "task": "card", "image": {"inline_b64": "AAAA"}}
+
+
+def test_object_key_layout() -> None:
+    assert object_key("card", "u2netp-1", "abc.1", "rectified", "jpg") == "card/u2netp-1/abc.1/rectified.jpg"
+
+
+def test_task_payload_fills_defaults_and_refs() -> None:
+    p = registry.spec("card").payload({"quad": None, "confidence": 0.2, "doc_type": None, "extra": 1}, {})
+    assert p.doc_type == "unknown" and p.quad is None and p.rectified is None and p.confidence == 0.2
+    p2 = registry.spec("id_photo").payload({"size": "two_inch", "background": "blue", "width": 413,
+                                            "height": 579}, {})
+    assert (p2.width, p2.height, p2.face_box, p2.photo) == (413, 579, None, None)
+
+
+def test_options_defaults_and_values() -> None:
+    def options(event: dict) -> dict:
+        ev = m.UploadEvent.model_validate(event)
+        return registry.spec(ev.task).item_options(ev.options)
+
+    assert options(_MIN) == {"doc_type": "auto"}
+    assert options({**_MIN, "task": "id_photo", "options": {"size": "schengen"}}) == {
+        "size": "schengen", "background": "white", "alpha_matting": None}
+    assert options({**_MIN, "task": "id_photo", "options": {
+        "size": "us_passport", "background": "#00FF00", "alpha_matting": False}}) == {
+        "size": "us_passport", "background": "#00FF00", "alpha_matting": False}
+    with pytest.raises(ValidationError):
+        m.UploadEvent(upload_id="u1", task=Task.ID_PHOTO, image=m.ImageSource(inline_b64="AAAA"),
+                      options=m.CardOptions(doc_type=m.DocTypeHint.PASSPORT))
+
+
+def test_every_task_of_the_contract_has_a_spec_and_back() -> None:
+    assert set(registry.names()) == set(m.V1_TASKS) == {t.value for t in Task}
+    for t in registry.specs():
+        assert t.contract == m.V1_TASKS[t.name]
+        assert t.main_artifact in t.payload_model.model_fields
+
+
+def test_unknown_task_or_processor_fails_loudly() -> None:
+    with pytest.raises(ProcessorError, match="unknown task 'selfie'"):
+        registry.spec("selfie")
+    with pytest.raises(ProcessorError, match="cannot serve task 'card'"):
+        registry.build_processor("card", None, None, name="id_photo")
+    with pytest.raises(ProcessorError, match="unknown processor 'gpu'"):
+        registry.build_processor("card", None, None, name="gpu")
+
+
+@pytest.mark.parametrize(("task", "fields"), [
+    ("card", {"quad", "confidence", "doc_type"}),
+    ("id_photo", {"size", "background", "face_box", "width", "height"})])
+def test_the_stand_in_answers_in_the_tasks_shape(task: str, fields: set[str]) -> None:
+    p = registry.stand_in(task, call_ms=1.0, item_ms=0.0, bucket=2)
+    out = p.process_batch([Item(f"u{i}", np.zeros((40, 50, 3), np.uint8)) for i in range(3)])
+    assert p.stats.calls == 2 and [o.upload_id for o in out] == ["u0", "u1", "u2"]
+    assert set(out[0].payload) == fields
+    assert [a.name for a in out[0].artifacts] == [registry.spec(task).main_artifact]
+    assert registry.spec(task).payload(out[0].payload, {}) is not None  # a valid payload
+
+
+class ToyOptions(m.OptionsModel):
+    """A toy task's options: ``label`` (default ``plain``)."""
+
+    label: Annotated[str, Strict()] | None = None
+
+
+class ToyPayload(m.PayloadModel):
+    """A toy task's payload: its ``thumb`` and the ``label`` it was given."""
+
+    thumb: m.ObjectRef | None
+    label: str
+
+
+class ToyTask(TaskSpec):
+    """A toy task: a thumbnail and the label it was asked for."""
+
+    contract = m.TaskContract("toy", ToyOptions, ToyPayload)
+    main_artifact = "thumb"
+    option_defaults = {"label": "plain"}
+
+    def build(self, settings: None, runtime: object) -> SleepProcessor:
+        return SleepProcessor("toy", artifact="thumb", payload=self.stand_in, call_ms=1.0)
+
+    def stand_in(self, item: Item) -> dict:
+        return {"label": item.options["label"]}
+
+
+TOY = ToyTask()
+
+
+def test_a_registered_task_is_in_the_contract_until_unregistered() -> None:
+    toy = {**_MIN, "task": "toy", "options": {"label": "x"}}
+    with registry.registered(TOY):
+        ev = codec.decode_upload(None, codec.dumps(toy))
+        assert ev.task == "toy" and TOY.item_options(ev.options) == {"label": "x"}
+        with pytest.raises(ContractError) as ei:  # the toy's options model refuses the unknown
+            codec.decode_upload(None, codec.dumps({**toy, "options": {"size": "one_inch"}}))
+        assert ei.value.code == "SCHEMA_INVALID"
+        r = m.VerificationResult.model_validate({
+            "upload_id": "u1", "task": "toy", "status": "accepted", "reasons": [],
+            "toy": {"thumb": None, "label": "x"}, "card": None, "unknown_field": 1,
+            "model": None, "timings": {"queue_ms": 1, "batch_size": 1, "inference_ms": 1,
+                                       "total_ms": 2},
+            "source": {"topic": "t", "partition": 0, "offset": 0},
+            "processed_at": "2026-01-01T00:00:00Z"})
+        _, value, _ = codec.encode_result(r)
+        back = codec.decode_result(value)
+        assert back.payload == ToyPayload(thumb=None, label="x") and back == r
+        assert b"unknown_field" not in value and b'"toy":{' in value
+        with pytest.raises(ValueError, match="registered already"):
+            registry.register(type("Other", (ToyTask,), {"main_artifact": "other"})())
+    with pytest.raises(ContractError) as ei:
+        codec.decode_upload(None, codec.dumps(toy))
+    assert ei.value.code == "SCHEMA_INVALID" and ei.value.path == "$.task"
+    assert "toy" not in registry.names() and "toy" not in m.TASKS
+    with pytest.raises(ValueError, match="v1 contract"):
+        registry.unregister("card")

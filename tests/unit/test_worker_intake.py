@@ -1,0 +1,82 @@
+"""The worker's intake (unit tier): the carry list and pausing, through its public methods."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.health import Health
+from streams.metrics import WorkerMetrics
+from streams.settings import WorkerSettings, load_settings
+from streams.worker.intake import Intake
+from tests.doubles import FakeConsumer, Msg
+
+
+def _intake(monkeypatch: pytest.MonkeyPatch, max_batch: int = 32,
+            ranges: dict[int, tuple[int, int]] | None = None) -> Intake:
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    return Intake(load_settings().kafka, WorkerSettings(max_batch=max_batch), WorkerMetrics(),
+                  Health(), ranges)
+
+
+def _offsets(msgs: list) -> list[tuple[int, int]]:
+    return [(m.partition(), m.offset()) for m in msgs]
+
+
+def test_a_failed_batch_is_redone_from_memory_in_offset_order_without_seeking(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # batch k (partitions 0 and 1), batch k+1 behind it, then what was prefetched meanwhile
+    k = [Msg(0, 10), Msg(1, 4), Msg(0, 11)]
+    k1 = [Msg(1, 5), Msg(2, 7)]
+    c = FakeConsumer([0, 1, 2], queued=[Msg(0, 12), Msg(1, 6)])
+    intake = _intake(monkeypatch, max_batch=4)
+    intake.open(c)
+    intake.prefetch(0.0)  # into the carry list while batch k+1 computes
+    intake.on_revoke(c, [c.parts[2]])
+    intake.redo(k + k1)
+    first, second = intake.next_batch(), intake.next_batch()
+    assert _offsets(first) == [(0, 10), (1, 4), (0, 11), (1, 5)]
+    assert _offsets(second) == [(0, 12), (1, 6)]  # 2 was revoked
+    assert intake.next_batch() == []
+    assert intake.metrics.redone._value.get() == 5
+    # replay mode: redone partitions are not done yet
+    replay = _intake(monkeypatch, max_batch=4, ranges={0: (10, 12), 1: (4, 6)})
+    replay.open(FakeConsumer(queued=[Msg(0, 10), Msg(1, 4), Msg(0, 11), Msg(1, 5)]))
+    done = replay.next_batch()
+    assert replay.ranges_done()
+    replay.redo(done)
+    assert not replay.ranges_done()
+
+
+def test_a_partition_is_paused_only_once_it_has_delivered_an_event(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka can lose the start offset of a partition paused before its fetcher started
+    (issues #2190, #5591): such a partition is paused when its first event arrives. Resume
+    touches only what was paused, and a partition revoked while paused (librdkafka keeps it
+    paused) is resumed when it is assigned again."""
+    intake = _intake(monkeypatch)
+    c = FakeConsumer([0, 1, 2])
+    intake.open(c)
+    p0, p1, p2 = c.parts
+    intake.on_assign(c, c.parts)
+    c.queued = [Msg(0, 10)]
+    intake.prefetch(0.0)                    # partition 0 is fetching; 1 and 2 not yet
+    assert c.calls == []                    # nothing paused while fetching goes on
+    intake.pause()
+    intake.pause()                          # idempotent
+    assert c.calls == [("pause", [0])]
+    c.queued = [Msg(1, 3), Msg(1, 4), Msg(0, 11)]
+    intake.prefetch(0.0)
+    assert c.calls[1:] == [("pause", [1])]  # 1 paused at its first event, once
+    intake.on_revoke(c, [p0])               # 0 goes to another worker while paused
+    c.parts = [p1, p2]
+    intake.resume_if_room()
+    intake.resume_if_room()
+    assert c.calls[2:] == [("resume", [1])]  # not 0 (not assigned), not 2 (never paused)
+    c.parts = [p0, p1, p2]
+    intake.on_assign(c, [p0])               # 0 comes back, still paused in librdkafka
+    assert c.calls[3:] == []                # not resumed from inside the callback
+    intake.next_batch()                     # the loop resumes it
+    assert c.calls[3:] == [("resume", [0])]
+    intake.next_batch()
+    intake.pause()                          # 1 delivered since its assignment; 0 and 2 did not
+    assert c.calls[4:] == [("pause", [1])]
