@@ -61,7 +61,7 @@ def fresh_settings(base: Settings, run_id: str, partitions: int = 6, **worker: o
     })
     s3 = base.s3.model_copy(update={
         "uploads_bucket": f"bench-up-{run_id}", "results_bucket": f"bench-res-{run_id}",
-        "allowed_buckets": (f"bench-up-{run_id}",),
+        "quarantine_bucket": f"bench-qua-{run_id}", "allowed_buckets": (f"bench-up-{run_id}",),
     })
     w = base.worker.model_copy(update={"http_port": 0, **worker})
     return base.model_copy(update={"kafka": k, "s3": s3, "worker": w})
@@ -78,12 +78,13 @@ def fresh_stack(base: Settings, partitions: int = 6, **worker: object) -> Iterat
     a = admin(s.kafka)
     create_topics(a, topic_specs(s.kafka))
     store = Storage(s.s3)
-    store.ensure_buckets([s.s3.uploads_bucket, s.s3.results_bucket])
+    buckets = [s.s3.uploads_bucket, s.s3.results_bucket, s.s3.quarantine_bucket]
+    store.ensure_buckets(buckets)
     try:
         yield s
     finally:
         delete_topics(a, [s.kafka.uploads_topic, s.kafka.results_topic, s.kafka.dlq_topic])
-        remove_buckets(store, [s.s3.uploads_bucket, s.s3.results_bucket])
+        remove_buckets(store, buckets)
 
 
 def remove_buckets(store: Storage, names: Sequence[str]) -> None:

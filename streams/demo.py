@@ -62,7 +62,7 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     console = Console(width=None if Console().is_terminal else 160)
     create_topics(admin(s.kafka), topic_specs(s.kafka))
     st = Storage(s.s3)
-    st.ensure_buckets([s.s3.uploads_bucket, s.s3.results_bucket])
+    st.ensure_buckets([s.s3.uploads_bucket, s.s3.results_bucket, s.s3.quarantine_bucket])
     samples = write_samples(out / "samples")
     console.print(f"[bold]cardstream demo[/]: {sum(map(len, samples.values()))} sample uploads, "
                   f"{workers} workers, topic {s.kafka.uploads_topic}")

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from processors import registry
 from processors.card.settings import CardSettings
 from processors.decode import DecodeSettings
 from processors.idphoto.settings import IdPhotoSettings
@@ -246,23 +247,26 @@ class WorkerSettings(_Frozen):
         poll_interval_ms: while a batch computes (or its PUTs run) the loop wakes as soon as
             it is done, and this often meanwhile to move prefetched events into the next batch
             and serve rebalance callbacks.
-        tasks: tasks this worker serves.
+        tasks: tasks this worker serves (default: every task of :mod:`processors.registry`).
         slot: worker slot number (stable transactional.id across restarts of the slot).
         io_threads: thread pool size for MinIO GET/PUT and decode.
         http_port: port of /ready, /live, /metrics (0: off).
         max_poll_interval_ms: librdkafka max.poll.interval.ms (above the worst batch).
         inline_max_bytes: largest inline image (bytes, before base64).
-        dlq_value_max_bytes: original value bytes kept in a dead letter (default 0: none; an
-            event's value may hold inline image bytes and ``subject_ref``, and the dead-letter
-            topic keeps its records for days: the payload goes to the quarantine bucket,
-            :mod:`streams.quarantine`, and the dead letter keeps its size and a reference).
+        dlq_value_max_bytes: original value bytes kept in a dead letter. 0 (default): none;
+            an event's value may hold inline image bytes and ``subject_ref``, and the
+            dead-letter topic keeps its records for days, so the worker PUTs the whole value to
+            the quarantine bucket (:mod:`streams.quarantine`) and the dead letter keeps its size
+            and a reference. Above 0: the dead letter keeps up to that many bytes of the value
+            itself and nothing is quarantined (only for a dead-letter topic as closed as the
+            uploads bucket).
         shutdown_timeout_s: bound on graceful SIGTERM handling.
     """
 
     max_batch: int = Field(32, ge=1, le=10_000)
     max_wait_ms: int = Field(10, ge=0, le=60_000)
     poll_interval_ms: int = Field(10, ge=1, le=1_000)
-    tasks: tuple[str, ...] = ("card", "id_photo")
+    tasks: tuple[str, ...] = Field(default_factory=lambda: tuple(map(str, registry.names())))
     slot: int = Field(0, ge=0)
     io_threads: int = Field(8, ge=1, le=256)
     http_port: int = Field(8080, ge=0, le=65535)

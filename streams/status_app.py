@@ -73,10 +73,10 @@ from faust.web import Request, Response, View
 from faust.web.exceptions import ServiceUnavailable
 from yarl import URL
 
+from processors import registry
 from schemas import codec
 from schemas import formats as F
 from schemas.errors import ContractError
-from schemas.reasons import Task
 from streams import status_stats as S
 from streams.errors import KafkaSetupError
 from streams.kafka import admin, create_topics, describe_topics
@@ -459,8 +459,9 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
                 return denied
             q = request.query
             task = q.get("task", "")
-            if task not in {t.value for t in Task}:
-                return _error(self, 400, "INVALID_TASK", "task must be one of card, id_photo")
+            if task not in registry.names():
+                return _error(self, 400, "INVALID_TASK",
+                              f"task must be one of {', '.join(registry.names())}")
             try:
                 window = int(q.get("window", status.window_s))
                 last = int(q.get("last", 3600))

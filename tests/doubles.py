@@ -7,6 +7,7 @@ methods; the processor stand-ins (fixed latency, no model) serve both tiers.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Iterable
@@ -16,6 +17,8 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TopicPartition
 
 from processors import registry
 from processors.base import Processor
+from streams.errors import StorageError
+from streams.storage import StoredObject
 
 
 def stand_ins(call_ms: float = 5.0, item_ms: float = 2.0, bucket: int = 32,
@@ -139,10 +142,20 @@ class StuckProducer:
 
 
 class StoreDouble:
-    """An object store whose ``healthy()`` answers ``answers`` in turn (then True)."""
+    """An object store whose ``healthy()`` answers ``answers`` in turn (then True), and whose
+    ``put`` keeps what it is given in ``objects`` (``(bucket, key) -> bytes``) or, with
+    ``down``, raises :class:`~streams.errors.StorageError` as a store out of retries does."""
 
-    def __init__(self, answers: Iterable[bool]) -> None:
+    def __init__(self, answers: Iterable[bool] = (), down: bool = False) -> None:
         self._answers = iter(answers)
+        self.down = down
+        self.objects: dict[tuple[str, str], bytes] = {}
 
     def healthy(self) -> bool:
         return next(self._answers, True)
+
+    def put(self, bucket: str, key: str, data: bytes, content_type: str) -> StoredObject:
+        if self.down:
+            raise StorageError(f"PUT {bucket}/{key} failed after 4 attempts: MaxRetryError")
+        self.objects[(bucket, key)] = bytes(data)
+        return StoredObject(bucket, key, len(data), hashlib.sha256(data).hexdigest())

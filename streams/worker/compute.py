@@ -12,8 +12,12 @@ The steps of :meth:`Compute.run` (on the worker's batch thread; GETs and PUTs on
 3. **process** the loaded events task by task, cut into the processor's batch buckets (one
    model call per bucket): the processor's outcome, or a dead letter ``PROCESSING_ERROR`` for an
    event whose processor raised even when run alone;
-4. **PUT** each outcome's artifacts to the results bucket under deterministic keys (started
-   here; the loop awaits them with :meth:`Compute.stored` while it commits the previous batch).
+4. **PUT** each outcome's artifacts to the results bucket under deterministic keys, and each
+   dead letter's value to the quarantine bucket (:mod:`streams.quarantine`: the dead letter
+   keeps a reference, none of the value's bytes); started here, awaited by the loop with
+   :meth:`Compute.stored` while it commits the previous batch. The store not answering a PUT is
+   :class:`~streams.errors.StorageUnavailable` too: nothing of the batch is committed, and no
+   dead letter goes out without its payload.
 
 Each event ends as exactly one fate: :class:`Processed` (a result with the processor's verdict,
 payload and model), :class:`Rejected` (a ``rejected`` result, no model ran) or
@@ -57,6 +61,7 @@ from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError, Storage
 from streams.kafka import timestamp_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
+from streams.quarantine import quarantined_dead_letter
 from streams.settings import Settings
 from streams.storage import Storage
 
@@ -110,12 +115,23 @@ class Rejected:
     t_batch_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeadLettered:
-    """An event that gets no result: ``letter`` goes to the dead-letter topic."""
+    """An event that gets no result: its dead letter goes to the dead-letter topic.
+
+    Attributes:
+        msg: the record.
+        code: the dead-letter code (``NOT_JSON``, ``SCHEMA_INVALID``, ``PROCESSING_ERROR``...).
+        error: why, one line (no image bytes, no personal fields).
+        upload_id: the upload id when one could be read, else None.
+        letter: the dead letter, once its value is quarantined (:meth:`Compute.stored`).
+    """
 
     msg: Message
-    letter: DeadLetter
+    code: str
+    error: str
+    upload_id: str | None
+    letter: DeadLetter | None = None
 
 
 Fate = Processed | Rejected | DeadLettered
@@ -133,13 +149,15 @@ class _Loaded:
 
 @dataclass
 class Computed:
-    """A computed batch: one fate per event in fetch order, and the output PUTs still in flight
-    (fate, artifact, future), started at ``t_put`` (``perf_counter``); ``ms``: stage times (ms)
-    for the batch's log line."""
+    """A computed batch: one fate per event in fetch order, the output PUTs still in flight
+    (fate, artifact, future) and the dead letters still being built (fate, future of its
+    :class:`~schemas.models.DeadLetter`, the value's quarantine PUT inside), started at ``t_put``
+    (``perf_counter``); ``ms``: stage times (ms) for the batch's log line."""
 
     fates: list[Fate]
     puts: list[tuple[Processed, Artifact, Future]]
     t_put: float
+    letters: list[tuple[DeadLettered, Future]] = field(default_factory=list)
     ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -147,8 +165,8 @@ class Compute:
     """Parse -> load -> process -> PUT for the worker (see the module doc).
 
     Args:
-        settings: the app settings (decode limits, buckets, inline and dead-letter limits,
-            I/O threads).
+        settings: the app settings (decode limits, buckets (the quarantine bucket too), inline
+            and dead-letter limits, I/O threads).
         processors: task -> processor serving it; events of other tasks are dead-lettered.
         storage: the object store client (replaced by the loop's ``storage`` setter).
         metrics: the worker's metrics.
@@ -165,6 +183,7 @@ class Compute:
         self.decode = settings.decode
         self.allowed_buckets = settings.s3.allowed_buckets
         self.results_bucket = settings.s3.results_bucket
+        self.s3 = settings.s3
         self.inline_max_bytes = settings.worker.inline_max_bytes
         self.dlq_value_max_bytes = settings.worker.dlq_value_max_bytes
         self.finished_at = 0.0  # perf_counter when the last batch finished computing
@@ -229,7 +248,9 @@ class Compute:
                                                   f.event.upload_id, a.name, a.ext),
                                        a.data, a.content_type))
                 for f in ordered if isinstance(f, Processed) for a in f.outcome.artifacts]
-        return Computed(ordered, puts, t_put)
+        letters = [(f, self._io.submit(self._letter, f)) for f in ordered
+                   if isinstance(f, DeadLettered)]
+        return Computed(ordered, puts, t_put, letters)
 
     def parse(self, m: Message) -> UploadEvent | DeadLettered:
         """Step 1: the record as an upload this worker serves, or its dead letter."""
@@ -318,12 +339,19 @@ class Compute:
 
     def stored(self, c: Computed, wait: Callable[[Sequence[Future]], None]) -> None:
         """Await the batch's PUTs with ``wait`` (the intake's, which keeps the consumer in its
-        group; a PUT may retry for a while) and give each processed event its object refs.
+        group; a PUT may retry for a while), give each processed event its object refs and each
+        dead-lettered event its dead letter.
 
         Raises:
-            StorageUnavailable: a PUT failed after its retries.
+            StorageUnavailable: a PUT (an output's or a quarantined value's) failed after its
+                retries.
         """
-        wait([f for _, _, f in c.puts])
+        wait([f for _, _, f in c.puts] + [f for _, f in c.letters])
+        for fate, f in c.letters:
+            try:
+                fate.letter = f.result()
+            except StorageError as se:
+                raise StorageUnavailable(str(se)) from se
         for fate, a, f in c.puts:
             try:
                 st = f.result()
@@ -332,17 +360,24 @@ class Compute:
             fate.refs[a.name] = ObjectRef(bucket=st.bucket, key=st.key, size_bytes=st.size_bytes,
                                           sha256=st.sha256, content_type=a.content_type,
                                           width=a.width, height=a.height)
-        if c.puts:
+        if c.puts or c.letters:
             put_s = time.perf_counter() - c.t_put
             self.metrics.stage.labels("put").observe(put_s)
             c.ms["put"] = round(put_s * 1000.0, 1)
 
     # --- what the committer produces ---------------------------------------------------------
     def records(self, fates: Sequence[Fate]) -> tuple[list[VerificationResult], list[DeadLetter]]:
-        """The results and the dead letters of ``fates`` (built now: ``processed_at`` and
-        ``total_ms`` are taken here, just before the transaction)."""
+        """The results and the dead letters of ``fates`` (results built now: ``processed_at``
+        and ``total_ms`` are taken here, just before the transaction).
+
+        Raises:
+            RuntimeError: a dead letter is not built yet (:meth:`stored` was not called).
+        """
         results = [self._result_or_failed(f) for f in fates if not isinstance(f, DeadLettered)]
-        return results, [f.letter for f in fates if isinstance(f, DeadLettered)]
+        letters = [f.letter for f in fates if isinstance(f, DeadLettered)]
+        if any(d is None for d in letters):
+            raise RuntimeError("dead letters are built by stored(), before records()")
+        return results, [d for d in letters if d is not None]
 
     def result(self, fate: Processed | Rejected) -> VerificationResult:
         """The result of a processed or rejected event.
@@ -386,11 +421,27 @@ class Compute:
             return r.model_copy(update={"status": Status.FAILED})
 
     def dead_letter(self, m: Message, code: str, error: str, upload_id: str | None) -> DeadLettered:
-        """``m``'s dead letter with ``code`` and a one-line ``error``."""
-        return DeadLettered(m, codec.make_dead_letter(
-            key=m.key(), value=m.value(), headers=m.headers(), topic=m.topic(),
-            partition=m.partition(), offset=m.offset(), code=code, error=error,
-            max_value_bytes=self.dlq_value_max_bytes, upload_id=upload_id))
+        """``m``'s fate as a dead letter with ``code`` and a one-line ``error`` (the letter
+        itself is built with the batch's PUTs, :meth:`stored`)."""
+        return DeadLettered(m, code, error, upload_id)
+
+    def _letter(self, f: DeadLettered) -> DeadLetter:
+        """The dead letter of ``f`` (an I/O thread). By default (``dlq_value_max_bytes`` 0) the
+        record's value is PUT to the quarantine bucket under ``{topic}/{partition}/{offset}`` (a
+        redone batch rewrites the same object) and the letter keeps its size and that
+        reference; with ``dlq_value_max_bytes`` above 0 the letter keeps up to that many bytes
+        of the value itself and nothing is quarantined.
+
+        Raises:
+            StorageError: the quarantine PUT failed after its retries.
+        """
+        m = f.msg
+        record = {"key": m.key(), "value": m.value(), "headers": m.headers(), "topic": m.topic(),
+                  "partition": m.partition(), "offset": m.offset(), "code": f.code,
+                  "error": f.error, "upload_id": f.upload_id}
+        if self.dlq_value_max_bytes > 0:
+            return codec.make_dead_letter(max_value_bytes=self.dlq_value_max_bytes, **record)
+        return quarantined_dead_letter(self.storage, self.s3, **record)
 
 
 def _readable_upload_id(value: bytes | None) -> str | None:

@@ -30,8 +30,9 @@ def run_id() -> str:
 def settings(base_settings: Settings, run_id: str) -> Iterator[Settings]:
     """Settings whose topics, consumer group, transactional ids and buckets are fresh for this test.
 
-    The topics and buckets are created before the test; afterwards its topics (side topics
-    named ``t-<id>.*`` too) and buckets are deleted.
+    The topics and buckets (uploads, results, and quarantine for dead letters' values) are
+    created before the test; afterwards its topics (side topics named ``t-<id>.*`` too) and
+    buckets are deleted.
     """
     from streams.kafka import admin, create_topics, delete_topics, topic_specs
     from streams.storage import Storage
@@ -46,17 +47,18 @@ def settings(base_settings: Settings, run_id: str) -> Iterator[Settings]:
     })
     s3 = base_settings.s3.model_copy(update={
         "uploads_bucket": f"up-{run_id}", "results_bucket": f"res-{run_id}",
-        "allowed_buckets": (f"up-{run_id}",),
+        "quarantine_bucket": f"qua-{run_id}", "allowed_buckets": (f"up-{run_id}",),
     })
     s = base_settings.model_copy(update={"kafka": k, "s3": s3})
     a = admin(k)
     create_topics(a, topic_specs(k))
-    Storage(s3).ensure_buckets([s3.uploads_bucket, s3.results_bucket])
+    buckets = [s3.uploads_bucket, s3.results_bucket, s3.quarantine_bucket]
+    Storage(s3).ensure_buckets(buckets)
     yield s
     extra = [t for t in a.list_topics(timeout=10).topics if t.startswith(f"t-{run_id}.")]
     delete_topics(a, sorted({k.uploads_topic, k.results_topic, k.dlq_topic, *extra}))
     st = Storage(s3)
-    for b in (s3.uploads_bucket, s3.results_bucket):
+    for b in buckets:
         for o in st.client.list_objects(b, recursive=True):
             st.client.remove_object(b, o.object_name)
         st.client.remove_bucket(b)

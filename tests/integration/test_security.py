@@ -25,6 +25,7 @@ import os
 import secrets
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -50,6 +51,7 @@ from streams.produce import UploadProducer
 from streams.replay import run_replay
 from streams.settings import RoleCredentials, S3RoleSettings, Settings
 from streams.storage import Storage
+from streams.worker import Worker
 from tests.doubles import stand_ins
 
 from .helpers import ROOT, read_committed, settings_env, write_images
@@ -100,12 +102,11 @@ def secure(settings: Settings, stack_tls: dict, run_id: str) -> Iterator[dict]:
     """This test's topics over TLS, its uploads/results/quarantine buckets provisioned as
     ``cardstream buckets create`` does (encryption, bucket policy, expiry), and one fresh MinIO
     user per role with the policies for these buckets. Yields ``{"admin": Settings (root), role:
-    Settings of that role..., "creds": {role: RoleCredentials}}``; removes users, policies and the
-    quarantine bucket afterwards."""
+    Settings of that role..., "creds": {role: RoleCredentials}}``; removes users and policies
+    afterwards (the ``settings`` fixture removes the buckets)."""
     creds = {r: RoleCredentials(access_key=f"t-{run_id}-{r}", secret_key=SecretStr(secrets.token_hex(20)))
              for r in ROLE_NAMES}
-    s3 = settings.s3.model_copy(update={"quarantine_bucket": f"qua-{run_id}",
-                                        "roles": S3RoleSettings(**creds)})
+    s3 = settings.s3.model_copy(update={"roles": S3RoleSettings(**creds)})
     admin = _over_tls(settings.model_copy(update={"s3": s3}), stack_tls)
     provision_buckets(Storage(admin.s3), bucket_specs(admin.s3))
     prefix = f"t-{run_id}"
@@ -115,10 +116,6 @@ def secure(settings: Settings, stack_tls: dict, run_id: str) -> Iterator[dict]:
                "prefix": prefix}
     finally:
         remove_roles(admin.s3, prefix)
-        st = Storage(admin.s3)
-        for o in st.client.list_objects(admin.s3.quarantine_bucket, recursive=True):
-            st.client.remove_object(admin.s3.quarantine_bucket, o.object_name)
-        st.client.remove_bucket(admin.s3.quarantine_bucket)
 
 
 class _Lines:
@@ -321,6 +318,65 @@ def test_quarantine_keeps_the_payload_out_of_kafka(secure: dict) -> None:
     assert len(list(admin.client.list_objects(q.bucket, recursive=True))) == 1
 
 
+def test_worker_quarantines_dead_letter_payloads(secure: dict, tmp_path: Path) -> None:
+    """Through the real worker, under its own MinIO user: while the store does not answer, bad
+    records get no dead letter (their quarantine PUT fails, the batch waits, nothing is
+    committed); once it answers, each dead letter names its quarantined value (the whole record
+    value, encrypted, under ``{topic}/{partition}/{offset}``) and holds none of its bytes, and a
+    null value is dead-lettered with nothing to quarantine."""
+    admin, ws = secure["admin"], secure["worker"]
+    image = write_images(tmp_path / "imgs", 1, seed=7)[0].read_bytes()
+    inline_b64 = base64.b64encode(image).decode()
+    subject = f"subj:{uuid.uuid4().hex}"
+    values = {  # record key -> (value, the dead letter's code)
+        b"q-raw": (image, "NOT_JSON"),  # a producer that sent the image itself
+        b"q-v9": (json.dumps({"schema_version": 9, "upload_id": "q-v9", "task": "card",
+                              "subject_ref": subject, "image": {"inline_b64": inline_b64}}).encode(),
+                  "UNSUPPORTED_SCHEMA_VERSION"),
+        b"q-bad": (json.dumps({"upload_id": "q-bad", "task": "card", "subject_ref": f"Jane {subject}",
+                               "image": {"inline_b64": inline_b64}}).encode(), "SCHEMA_INVALID"),
+        b"q-null": (None, "NOT_JSON"),
+    }
+    prod = UploadProducer(secure["producer"])
+    for key, (value, _) in values.items():
+        prod.send_raw(key, value)
+    assert prod.flush() == []
+
+    down = ws.s3.model_copy(update={"endpoint": "127.0.0.1:1"})
+    w = Worker(ws, stand_ins(call_ms=2.0), Storage(down, retries=2, backoff_s=0.05, timeout_s=1.0))
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    try:
+        _wait(lambda: w.intake.paused, 60, "the worker to pause on the quarantine PUT's outage")
+        assert read_committed(admin, admin.kafka.dlq_topic, 1, timeout_s=3, settle_s=0) == []
+        w.compute.storage = Storage(ws.s3)  # the store is back: the batch is redone
+        msgs = read_committed(admin, admin.kafka.dlq_topic, len(values), timeout_s=60)
+    finally:
+        w.stop()
+        t.join(30)
+    letters = {codec.decode_dead_letter(m.value()).key_b64: (m, codec.decode_dead_letter(m.value()))
+               for m in msgs}
+    assert len(msgs) == len(values) and len(letters) == len(values)
+    st = Storage(admin.s3)
+    for key, (value, code) in values.items():
+        m, d = letters[base64.b64encode(key).decode()]
+        assert str(d.error_code) == code
+        # the dead-letter record holds none of the value: no image bytes, base64 or subject_ref
+        assert subject not in m.value().decode() and inline_b64[:64] not in m.value().decode()
+        if value is None:
+            assert (d.value_b64, d.quarantine) == (None, None)
+            continue
+        assert (d.value_b64, d.value_truncated, d.value_size) == ("", True, len(value))
+        q = d.quarantine
+        assert (q.bucket, q.key, q.size_bytes) == (
+            admin.s3.quarantine_bucket, f"{d.source.topic}/{d.source.partition}/{d.source.offset}",
+            len(value))
+        assert st.get(q.bucket, q.key) == value and hashlib.sha256(value).hexdigest() == q.sha256
+        assert _sse(st, q.bucket, q.key) == "AES256"
+    # the batch redone after the outage rewrote nothing else: one object per non-null value
+    assert len(list(st.client.list_objects(admin.s3.quarantine_bucket, recursive=True))) == 3
+
+
 # ------------------------------------------------------------------------ least privilege
 
 
@@ -470,6 +526,10 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
         assert sorted(str(d.error_code) for d in dead) == ["NOT_JSON", "SCHEMA_INVALID",
                                                            "UNSUPPORTED_SCHEMA_VERSION"]
         assert all(d.value_b64 == "" and d.value_truncated and d.value_size > 0 for d in dead)
+        # their values are in the quarantine bucket, whole (size and sha256 checked)
+        quarantined = [Storage(admin.s3).get(d.quarantine.bucket, d.quarantine.key) for d in dead]
+        assert [(len(v), hashlib.sha256(v).hexdigest()) for v in quarantined] == [
+            (d.value_size, d.quarantine.sha256) for d in dead]
 
         # downstream OCR with its own user: every output, nothing from the uploads bucket
         ocr = Storage(secure["ocr"].s3, retries=1)
@@ -513,6 +573,10 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
     assert (report["events"], report["replayed"], report["verdicts_changed"]) == (10, 7, 0)
     side_dead = read_committed(admin, f"{admin.kafka.results_topic}.replay.dlq", 3, timeout_s=30)
     assert len(side_dead) == 3
+    # the replay quarantined the same records under the same keys: the same objects
+    side_refs = [codec.decode_dead_letter(m.value()).quarantine for m in side_dead]
+    assert sorted((q.key, q.sha256) for q in side_refs) == sorted((d.quarantine.key, d.quarantine.sha256)
+                                                                  for d in dead)
 
     # -- the scan: every log line written, every dead letter (both topics), the metrics
     texts = {"worker.log": (logs / "worker.log").read_text(errors="replace"),

@@ -1,0 +1,75 @@
+"""The worker's compute part (unit tier): dead letters and the quarantine of their values."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from concurrent.futures import wait
+
+import pytest
+
+from schemas.reasons import DeadLetterCode
+from streams.errors import StorageUnavailable
+from streams.metrics import WorkerMetrics
+from streams.settings import Settings, load_settings
+from streams.worker.compute import Compute, DeadLettered
+from tests.doubles import Msg, StoreDouble, stand_ins
+
+NOT_JSON = b"\xff\xd8\xff\xe0 a JPEG sent as the event itself"
+
+
+def _compute(store: StoreDouble, dlq_value_max_bytes: int = 0) -> Compute:
+    s: Settings = load_settings()
+    s = s.model_copy(update={"worker": s.worker.model_copy(
+        update={"dlq_value_max_bytes": dlq_value_max_bytes, "io_threads": 2})})
+    return Compute(s, stand_ins(call_ms=0.0, item_ms=0.0), store, WorkerMetrics())
+
+
+def _batch() -> list[Msg]:
+    return [Msg(3, 41, topic="t.uploads", key=b"k1", value=NOT_JSON),
+            Msg(3, 42, topic="t.uploads", key=b"k2", value=None)]
+
+
+def test_dead_letter_values_go_to_the_quarantine_bucket() -> None:
+    store = StoreDouble()
+    c = _compute(store)
+    try:
+        computed = c.run(_batch())
+        assert [type(f) for f in computed.fates] == [DeadLettered, DeadLettered]
+        c.stored(computed, wait)
+        results, letters = c.records(computed.fates)
+    finally:
+        c.close()
+    assert results == [] and [str(d.error_code) for d in letters] == [DeadLetterCode.NOT_JSON] * 2
+    # the whole value, under {topic}/{partition}/{offset}; the null value puts nothing
+    assert store.objects == {("quarantine", "t.uploads/3/41"): NOT_JSON}
+    d, tomb = letters
+    assert (d.value_b64, d.value_truncated, d.value_size) == ("", True, len(NOT_JSON))
+    assert (d.quarantine.bucket, d.quarantine.key, d.quarantine.size_bytes, d.quarantine.sha256) == (
+        "quarantine", "t.uploads/3/41", len(NOT_JSON), hashlib.sha256(NOT_JSON).hexdigest())
+    assert (tomb.value_b64, tomb.quarantine) == (None, None)
+
+
+def test_quarantine_outage_is_the_batchs_not_a_dead_letter_without_payload() -> None:
+    c = _compute(StoreDouble(down=True))
+    try:
+        computed = c.run(_batch())
+        with pytest.raises(StorageUnavailable, match="quarantine/t.uploads/3/41"):
+            c.stored(computed, wait)
+        with pytest.raises(RuntimeError):  # no dead letter was built to commit
+            c.records(computed.fates)
+    finally:
+        c.close()
+
+
+def test_dlq_value_max_bytes_keeps_bytes_on_the_topic_instead() -> None:
+    store = StoreDouble()
+    c = _compute(store, dlq_value_max_bytes=4)
+    try:
+        computed = c.run(_batch()[:1])
+        c.stored(computed, wait)
+        _, (d,) = c.records(computed.fates)
+    finally:
+        c.close()
+    assert store.objects == {}
+    assert (base64.b64decode(d.value_b64), d.value_truncated, d.quarantine) == (NOT_JSON[:4], True, None)
