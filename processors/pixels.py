@@ -186,10 +186,13 @@ def shrink(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 def normalise_rgb(small_bgr: np.ndarray) -> np.ndarray:
     """``(S, S, 3) uint8`` BGR -> ``(3, S, S) float32`` U²-Net input: RGB, divided by its maximum,
     ImageNet mean/std (rembg's ``normalize``)."""
-    x = small_bgr[..., ::-1].astype(np.float32)
-    x /= max(float(x.max()), 1e-6)
-    x = (x - IMAGENET_MEAN) / IMAGENET_STD
-    return np.ascontiguousarray(x.transpose(2, 0, 1), dtype=np.float32)
+    peak = max(float(small_bgr.max()), 1e-6)
+    out = np.empty((3, *small_bgr.shape[:2]), np.float32)
+    for c, plane in enumerate(cv2.split(small_bgr)[::-1]):  # B, G, R planes -> R, G, B
+        # (x / peak - mean) / std as one multiply and one subtraction per pixel
+        np.multiply(plane, 1.0 / (peak * IMAGENET_STD[c]), out=out[c], dtype=np.float32)
+        out[c] -= IMAGENET_MEAN[c] / IMAGENET_STD[c]
+    return out
 
 
 def bilinear_grey(bgr: np.ndarray, points: np.ndarray) -> np.ndarray:

@@ -16,7 +16,6 @@ import cv2
 import numpy as np
 
 from processors.card import geometry as geo
-from processors.card.metrics import intersection_areas
 from processors.card.settings import CardSettings
 
 INPUT_SIZE = 320
@@ -98,12 +97,17 @@ def _score(x: float, lo: float, hi: float) -> float:
 WIDE_GAIN = 0.6
 """The outward search takes the outermost straight edge scoring at least this share of the best
 (and of the near edge's score)."""
-MASK_SIDE = 1024
+MASK_SIDE = 512
 """Longest side (px) of the upsampled saliency map the components are fitted on."""
 MASK_THRESHOLDS = (0.15, 0.3, 0.5, 0.7)
 """Saliency levels whose components are tried as card hypotheses (``mask_threshold`` is added)."""
 SUB_QUAD_THRESHOLDS = (0.3, 0.5)
 """Levels at which quads of 4 straight outline runs (:func:`geometry.sub_quads`) are also tried."""
+PRESCREEN = 0.8
+"""A hypothesis is verified (its sides searched, :func:`geometry.side_search`) only when its score
+bound before the search (contrast x rectangularity x aspect scores, edge score taken as 1) is at
+least this share of the best score so far and of ``min_confidence`` (``geo7``): the others could
+be neither the winner nor a second card. Hypotheses are taken in order of their bound."""
 FRAME_SIDE_SCORE = 0.5
 """Edge score (share of EDGE_REF) given to a side lying on the image border: unknown, neither
 verified nor refuted (PARTIAL_CARD reports it)."""
@@ -117,8 +121,11 @@ def _contrast(m: np.ndarray, quad: np.ndarray, w: int, h: int) -> float:
     sx, sy = INPUT_SIZE / w, INPUT_SIZE / h
     qm = np.zeros((INPUT_SIZE, INPUT_SIZE), np.uint8)
     cv2.fillPoly(qm, [np.round((quad + 0.5) * [sx, sy] - 0.5).astype(np.int32)], 1)
-    inside, outside = m[qm > 0], m[qm == 0]
-    return float((inside.mean() if inside.size else 0.0) - (outside.mean() if outside.size else 0.0))
+    n_in = cv2.countNonZero(qm)
+    n_out = qm.size - n_in
+    s_in = cv2.sumElems(cv2.bitwise_and(m, m, mask=qm))[0] if n_in else 0.0
+    s_out = cv2.sumElems(m)[0] - s_in
+    return float((s_in / n_in if n_in else 0.0) - (s_out / n_out if n_out else 0.0))
 
 
 def _border_line(k: int, w: int, h: int) -> np.ndarray:
@@ -192,8 +199,7 @@ def _strip_saliency(m: np.ndarray, q: np.ndarray, i: int, line: np.ndarray,
     pm = np.round((poly + 0.5) * [sx, sy] - 0.5).astype(np.int32)
     strip = np.zeros(m.shape, np.uint8)
     cv2.fillPoly(strip, [pm], 1)
-    vals = m[strip > 0]
-    return float(vals.mean()) if vals.size else 0.0
+    return float(cv2.mean(m, mask=strip)[0]) if cv2.countNonZero(strip) else 0.0
 
 
 BAND_SIDES_MIN = 0.3
@@ -269,32 +275,45 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
     gx, gy = geo.gradients(grey.astype(np.float32), 1.0)
     mask_px = max(ww, wh) / INPUT_SIZE  # working px per model px
     min_area = 0.002 * ww * wh
-    hyps = []
+    cands = []
     for thr in sorted(set(MASK_THRESHOLDS) | {settings.mask_threshold}):
         binary = (mw > thr).astype(np.uint8)
-        cands = [(mq.quad, mq) for mq in geo.quads_from_mask(binary, 2, min_area * ms * ms)]
-        if cands and thr in SUB_QUAD_THRESHOLDS:  # the card may be merged with something else
-            cands += [(sq, None) for sq in geo.sub_quads(binary, 6, min_area * ms * ms)]
-        for quad0, mq in cands:
+        contours = geo.outer_contours(binary)
+        found = [(mq.quad, mq) for mq in geo.quads_from_mask(binary, 2, min_area * ms * ms,
+                                                              contours)]
+        if found and thr in SUB_QUAD_THRESHOLDS:  # the card may be merged with something else
+            found += [(sq, None) for sq in geo.sub_quads(binary, 6, min_area * ms * ms,
+                                                         contours)]
+        for quad0, mq in found:
             if mq is None:  # a sub-quad: rectangularity = share of it the mask covers
                 cover = np.zeros_like(binary)
                 cv2.fillPoly(cover, [np.round(quad0).astype(np.int32)], 1)
-                inside = binary[cover > 0]
-                mq = geo.MaskQuad(quad=quad0, component_area=float(inside.sum()),
-                                  rectangularity=float(inside.mean()) if inside.size else 0.0,
+                n_cover = cv2.countNonZero(cover)
+                covered = float(cv2.countNonZero(cv2.bitwise_and(binary, cover)))
+                mq = geo.MaskQuad(quad=quad0, component_area=covered,
+                                  rectangularity=covered / n_cover if n_cover else 0.0,
                                   touches_border=0.0)
             q0 = (mq.quad + 0.5) / ms - 0.5  # mask px -> working px
-            q, sides, lines = geo.side_search(gx, gy, q0, 1.5 * mask_px, 1.5 * mask_px)
-            qs = (q + 0.5) / scale - 0.5  # working px -> source px
-            contrast = _contrast(m, qs, w, h)
-            # a side cut by the frame has no image edge: neutral score, PARTIAL_CARD reports it
-            frame = _frame_sides(q, ww, wh, 2.0 * mask_px)
-            sides = np.where([f is not None for f in frame], FRAME_SIDE_SCORE * EDGE_REF, sides)
-            edge = float(np.prod(np.clip(sides / EDGE_REF, 1e-3, 1.0)) ** 0.25)
-            aspect = geo.approx_aspect(q)
-            conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
-                    * edge ** 0.5 * _aspect_score(aspect))
-            hyps.append((conf, q, mq, contrast, edge, sides, lines, frame))
+            # the score with a perfect edge score, before the sides snap: a bound on what the
+            # hypothesis can reach (the snap moves its sides by 1.5 model px at most)
+            bound = (_score(_contrast(m, (q0 + 0.5) / scale - 0.5, w, h), 0.3, 0.7)
+                     * _score(mq.rectangularity, 0.75, 0.95) * _aspect_score(geo.approx_aspect(q0)))
+            cands.append((bound, len(cands), q0, mq))
+    hyps = []
+    for bound, _, q0, mq in sorted(cands, key=lambda c: (-c[0], c[1])):
+        if bound < PRESCREEN * max([settings.min_confidence] + [h_[0] for h_ in hyps]):
+            break  # neither the winner nor a second card (both need min_confidence)
+        q, sides, lines = geo.side_search(gx, gy, q0, 1.5 * mask_px, 1.5 * mask_px)
+        qs = (q + 0.5) / scale - 0.5  # working px -> source px
+        contrast = _contrast(m, qs, w, h)
+        # a side cut by the frame has no image edge: neutral score, PARTIAL_CARD reports it
+        frame = _frame_sides(q, ww, wh, 2.0 * mask_px)
+        sides = np.where([f is not None for f in frame], FRAME_SIDE_SCORE * EDGE_REF, sides)
+        edge = float(np.prod(np.clip(sides / EDGE_REF, 1e-3, 1.0)) ** 0.25)
+        aspect = geo.approx_aspect(q)
+        conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
+                * edge ** 0.5 * _aspect_score(aspect))
+        hyps.append((conf, q, mq, contrast, edge, sides, lines, frame))
     best = max(hyps, key=lambda h_: h_[0]) if hyps else None
     if best is None:
         return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()))
@@ -363,10 +382,15 @@ def _second_card(hyps: list, q: np.ndarray, min_confidence: float) -> np.ndarray
     """The most confident hypothesis quad (working px) that is a second card beside ``q``
     (``SECOND_CARD_AREA``, ``SECOND_CARD_OVERLAP``), or None."""
     area = geo.polygon_area(q)
+    qh = cv2.convexHull(np.asarray(q, np.float32))
     for h_ in sorted(hyps, key=lambda h_: -h_[0]):
         if h_[0] < min_confidence:
             break
-        inter, a2, _ = intersection_areas(h_[1], q)
-        if a2 >= SECOND_CARD_AREA * area and inter <= SECOND_CARD_OVERLAP * min(a2, area):
+        a2 = geo.polygon_area(h_[1])
+        if a2 < SECOND_CARD_AREA * area:
+            continue
+        # convex clipping in C (cv2.intersectConvexConvex, float32); both quads are convex
+        inter, _ = cv2.intersectConvexConvex(cv2.convexHull(np.asarray(h_[1], np.float32)), qh)
+        if inter <= SECOND_CARD_OVERLAP * min(a2, area):
             return np.asarray(h_[1], np.float64)
     return None

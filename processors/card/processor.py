@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -13,19 +13,17 @@ import structlog
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads
 from processors.card import geometry as geo
 from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask
+from processors.card.orient import Orienter
 from processors.card.rectify import (
-    FACE_CASCADE,
     canonical_size,
     choose_doc_type,
     direction_detail_ratio,
-    face_upright,
     homography,
     laplacian_variance,
     reading,
     saturated_fraction,
 )
 from processors.card.settings import CardSettings
-from processors.cascades import cascade
 from processors.decode import DecodeSettings
 from processors.errors import DecodeError, ModelError
 from processors.models import manifest, model_path
@@ -39,8 +37,9 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo6"
-"""Bumped whenever the geometric post-processing changes the outputs (part of the version)."""
+POSTPROCESS_REVISION = "geo7"
+"""Bumped whenever the post-processing changes the outputs (part of the version), including a
+new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades)."""
 
 
 class CardProcessor:
@@ -49,7 +48,10 @@ class CardProcessor:
     One ``BatchedModel`` (u2netp with a symbolic batch axis) is created at construction;
     ``process_batch`` makes one model call per chunk of the chosen bucket for the whole batch,
     then post-processes each image: mask -> quad (source px) -> edge refinement ->
-    homography to the canonical ISO/IEC 7810 size -> upright -> verdicts -> JPEG.
+    homography to the canonical ISO/IEC 7810 size -> a ``quality_width`` thumbnail of the card
+    -> upright (one batched call of the orientation classifier, :mod:`processors.card.orient`,
+    for the batch's cards) -> verdicts -> the full-size warp with the turn in its homography ->
+    JPEG.
 
     Verdicts (``rejected`` with reasons, thresholds in :class:`CardSettings`):
         ``NO_CARD``: no mask component, or confidence < ``min_confidence``, area share <
@@ -67,16 +69,16 @@ class CardProcessor:
         card's area lies apart from it (``detect.SECOND_CARD_OVERLAP``): which card to verify is
         ambiguous (payload ``quad``: the more confident one).
         ``PARTIAL_CARD``: a corner outside the frame or within the partial margin of its border.
-        ``BLURRY``: variance of the Laplacian of the rectified card below the threshold, or its
-        detail much weaker in one direction than in another (motion blur); also added to
-        NO_CARD when the whole photo fails either measure.
-        ``GLARE``: share of saturated pixels in the rectified card above the threshold.
+        ``BLURRY``: variance of the Laplacian of the rectified card (its ``quality_width``
+        thumbnail) below the threshold, or its detail much weaker in one direction than in
+        another (motion blur); also added to NO_CARD when the whole photo fails either measure.
+        ``GLARE``: share of saturated pixels in the card's thumbnail above the threshold.
     An accepted outcome carries one artifact ``rectified.jpg``; rejected ones carry none.
 
     Pixels: each upload is decoded once, at ``decode_side`` (:class:`CardSettings`), by the
     pixel backend (``processors.pixels``, chosen by ``runtime.device``); the geometry runs on its
     grey working copy (long side ``work_max_side``) and grey samples along the card's edges; the
-    backend warps and encodes the card.
+    backend warps the thumbnails (to the host) and the accepted cards (encoded to JPEG there).
 
     Args:
         settings: card settings.
@@ -85,22 +87,23 @@ class CardProcessor:
             verified ``model_path("card_u2netp")`` (fine-tuned u2netp, shipped in the package).
         decode: decode limits (those the uploads were probed with; default
             :class:`DecodeSettings`).
+        orient_file: override of the orientation model (tests, a new training run); None uses
+            the pinned ``card_orient`` shipped in the package.
 
     Raises:
-        ModelError: the model file is missing or fails its SHA-256 pin, or the Haar cascade
-            of the upright decision is missing from OpenCV (with ``orient_by_face``).
+        ModelError: a model file is missing or fails its SHA-256 pin.
         ProviderError: CUDA requested but not active.
     """
 
     task = "card"
 
     def __init__(self, settings: CardSettings, runtime: RuntimeSettings,
-                 model_file: Path | None = None, decode: DecodeSettings | None = None) -> None:
+                 model_file: Path | None = None, decode: DecodeSettings | None = None,
+                 orient_file: Path | None = None) -> None:
         self.settings = settings
         self.threads = runtime.postprocess_threads
         self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
-        if settings.orient_by_face:
-            cascade(FACE_CASCADE)  # fail at start-up, not on the first upload
+        self.orienter = Orienter(runtime, orient_file) if settings.orient else None
         if model_file is None:
             path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
         else:
@@ -132,7 +135,9 @@ class CardProcessor:
         return self._model
 
     def warm_up(self) -> None:
-        """Run every batch bucket once on zeros and choose the best bucket."""
+        """Run every batch bucket of both models once on zeros and choose the best buckets."""
+        if self.orienter is not None:
+            self.orienter.warm_up()
         b = self._model.warm_up((3, INPUT_SIZE, INPUT_SIZE))
         log.info("card_warm_up", bucket=b, provider=self._model.provider,
                  bucket_ips={k: round(v, 2) for k, v in self._model.stats.bucket_ips.items()})
@@ -205,13 +210,11 @@ class CardProcessor:
                                 "doc_type": None, "width": None, "height": None},
                        inference_ms=inference_ms)
 
-    def decide(self, item: Item, image: Decoded, det: Detection, grey: np.ndarray,
-               inference_ms: float = 0.0) -> Outcome:
-        """Verdict, payload and artifact for one item given its decoded image, its detection in
-        decoded px and its grey working copy (see class doc); the payload's quad is in the
-        upload's px."""
+    def _judge(self, item: Item, image: Decoded, det: Detection, grey: np.ndarray,
+               inference_ms: float) -> Outcome | _Card:
+        """The verdicts decided before the card is warped (NO_CARD, CARD_TOO_SMALL,
+        MULTIPLE_CARDS: an outcome), else the card's plan (PARTIAL_CARD noted)."""
         s = self.settings
-        requested = str(item.options.get("doc_type") or s.doc_type)
         det = _to_upload_px(det, image.scale)
         if self._no_card(det):
             if det.quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
@@ -224,37 +227,32 @@ class CardProcessor:
             return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
         if det.second_quad is not None:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
+        requested = str(item.options.get("doc_type") or s.doc_type)
         doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
-        reasons: list[ReasonCode] = []
-        if self._partial(quad, _upload_shape(item, image)):
-            reasons.append(ReasonCode.PARTIAL_CARD)
-        size = canonical_size(doc_type, s.dpi)
-        k = reading(quad)
-        q_dec = (np.roll(quad, -k, axis=0) + 0.5) * image.scale - 0.5  # upload px -> decoded px
-        (out,) = self.pixels.warp([image], homography(q_dec, size)[None], [size])
-        (card,) = self.pixels.to_host([out])
-        turn, _ = face_upright(card) if s.orient_by_face else (False, False)
-        if turn:
-            card = np.ascontiguousarray(card[::-1, ::-1])
-            out = card
-            k += 2
-        if self._blurry(card):
+        reasons = [ReasonCode.PARTIAL_CARD] if self._partial(quad, _upload_shape(item, image)) else []
+        lo, hi = s.doc_print_band
+        by_print = requested not in ("id_card", "passport") and lo <= det.aspect <= hi
+        return _Card(det, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
+                     by_print)
+
+    def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
+                inference_ms: float) -> tuple[Outcome, bool]:
+        """The verdicts on the card's thumbnail and the payload: ``(outcome, to_encode)``; the
+        artifact of an accepted card is added once the batch's cards are warped."""
+        s = self.settings
+        reasons = list(card.reasons)
+        if self._blurry(thumb):
             reasons.append(ReasonCode.BLURRY)
-        if saturated_fraction(card, s.glare_level, s.quality_width) > s.glare_max_fraction:
+        if saturated_fraction(thumb, s.glare_level, s.quality_width) > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
-        h, w = card.shape[:2]
+        w, h = card.size
         # the card's own corners: quad[0] is the corner that became the upright output's top-left
-        payload = {"quad": _quad_list(np.roll(quad, -(k % 4), axis=0)),
-                   "confidence": round(det.confidence, 4), "doc_type": doc_type,
+        payload = {"quad": _quad_list(np.roll(card.det.quad, -card.turns(turned), axis=0)),
+                   "confidence": round(card.det.confidence, 4), "doc_type": card.doc_type,
                    "width": w, "height": h}
-        if reasons:
-            return Outcome(upload_id=item.upload_id, status=Status.REJECTED, reasons=tuple(reasons),
-                           payload=payload, inference_ms=inference_ms)
-        (data,) = self.pixels.encode_jpeg([out], s.jpeg_quality)
-        art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=data,
-                       width=w, height=h)
-        return Outcome(upload_id=item.upload_id, status=Status.ACCEPTED, payload=payload,
-                       artifacts=(art,), inference_ms=inference_ms)
+        status = Status.REJECTED if reasons else Status.ACCEPTED
+        return Outcome(upload_id=item.upload_id, status=status, reasons=tuple(reasons),
+                       payload=payload, inference_ms=inference_ms), not reasons
 
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
         """Process ``items`` (N >= 1) with one batched localisation call; N outcomes in order.
@@ -265,30 +263,117 @@ class CardProcessor:
         the others unaffected.
 
         Raises:
-            ModelError: the batched model call failed (the whole batch is affected).
+            ModelError: a batched model call failed (the whole batch is affected).
         """
         if not items:
             return []
-        decoded = self.pixels.decode([it.image for it in items], self.settings.decode_side)
-        ok = [k for k, d in enumerate(decoded) if isinstance(d, Decoded)]
-        images = [decoded[k] for k in ok]
-        dets, ms, greys = self.locate(images) if ok else ([], 0.0, [])
-        where = {k: j for j, k in enumerate(ok)}
+        s, px = self.settings, self.pixels
+        decoded = px.decode([it.image for it in items], s.decode_side)
+        outcomes: list[Outcome | None] = [
+            Outcome(upload_id=it.upload_id, status=Status.REJECTED, reasons=(ReasonCode(d.reason),))
+            if isinstance(d, DecodeError) else None for it, d in zip(items, decoded, strict=True)]
+        ok = [k for k, o in enumerate(outcomes) if o is None]
+        if not ok:
+            return [o for o in outcomes if o is not None]
+        images: list[Decoded] = [decoded[k] for k in ok]  # type: ignore[misc]
+        dets, ms, greys = self.locate(images)
+        judged = map_in_threads(lambda j: self._guard(items[ok[j]], ms, self._judge, items[ok[j]],
+                                                      images[j], dets[j], greys[j], ms),
+                                range(len(ok)), self.threads)
+        cards = [(ok[j], images[j], c) for j, c in enumerate(judged) if isinstance(c, _Card)]
+        for j, c in enumerate(judged):
+            if isinstance(c, Outcome):
+                outcomes[ok[j]] = c
+        if cards:
+            self._rectify(items, cards, outcomes, ms)
+        return [o for o in outcomes if o is not None]
 
-        def one(k: int) -> Outcome:
-            it, d = items[k], decoded[k]
-            if isinstance(d, DecodeError):
-                return Outcome(upload_id=it.upload_id, status=Status.REJECTED,
-                               reasons=(ReasonCode(d.reason),))
-            try:
-                return self.decide(it, d, dets[where[k]], greys[where[k]], ms)
-            except Exception as e:  # isolate one item's failure from the batch
-                log.error("card_postprocess_failed", upload_id=it.upload_id,
-                          error=type(e).__name__)
-                return Outcome(upload_id=it.upload_id, status=Status.FAILED,
-                               reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=ms)
+    def _rectify(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
+                 outcomes: list[Outcome | None], ms: float) -> None:
+        """Thumbnails -> upright decision (one batched call) -> verdicts -> full-size warp and
+        JPEG of the accepted cards; fills ``outcomes`` at the cards' indices."""
+        s, px = self.settings, self.pixels
+        tsizes = [(s.quality_width, max(1, round(s.quality_width * c.size[1] / c.size[0])))
+                  for _, _, c in cards]
+        thumbs = px.to_host(px.warp([d for _, d, _ in cards],
+                                    np.stack([c.homography(d, ts) for (_, d, c), ts
+                                              in zip(cards, tsizes, strict=True)]), tsizes))
+        if self.orienter is not None:
+            p_turned, p_passport = self.orienter.classify(thumbs)
+            turned = p_turned >= s.orient_turn_min
+            for j, (k, d, c) in enumerate(cards):
+                if c.by_print and max(p_passport[j], 1.0 - p_passport[j]) >= s.doc_print_min:
+                    doc = "passport" if p_passport[j] >= 0.5 else "id_card"
+                    cards[j] = (k, d, replace(c, doc_type=doc, size=canonical_size(doc, s.dpi)))
+        else:
+            turned = np.zeros(len(cards), bool)
+        done = map_in_threads(
+            lambda j: self._guard(items[cards[j][0]], ms, self._finish, items[cards[j][0]],
+                                  cards[j][2], thumbs[j], bool(turned[j]), ms),
+            range(len(cards)), self.threads)
+        keep = []
+        for j, r in enumerate(done):
+            k = cards[j][0]
+            if isinstance(r, Outcome):  # failed in _guard
+                outcomes[k] = r
+                continue
+            outcomes[k] = r[0]
+            if r[1]:
+                keep.append(j)
+        if not keep:
+            return
+        full = px.warp([cards[j][1] for j in keep],
+                       np.stack([cards[j][2].homography(cards[j][1], cards[j][2].size,
+                                                        bool(turned[j])) for j in keep]),
+                       [cards[j][2].size for j in keep])
+        for j, data in zip(keep, px.encode_jpeg(full, s.jpeg_quality), strict=True):
+            k, c = cards[j][0], cards[j][2]
+            art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=data,
+                           width=c.size[0], height=c.size[1])
+            outcomes[k] = replace(outcomes[k], artifacts=(art,))
 
-        return map_in_threads(one, range(len(items)), self.threads)
+    @staticmethod
+    def _guard(item: Item, ms: float, fn, *args):  # noqa: ANN001, ANN205
+        """``fn(*args)``, or a ``failed`` / ``INTERNAL_ERROR`` outcome for ``item`` when it raises
+        (one item's failure does not affect the batch; logged with the upload id)."""
+        try:
+            return fn(*args)
+        except Exception as e:  # isolate one item's failure from the batch
+            log.error("card_postprocess_failed", upload_id=item.upload_id, error=type(e).__name__)
+            return Outcome(upload_id=item.upload_id, status=Status.FAILED,
+                           reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=ms)
+
+
+@dataclass(frozen=True, slots=True)
+class _Card:
+    """A card that passed the pre-warp verdicts.
+
+    Attributes:
+        det: its detection in the upload's px.
+        doc_type: ``id_card`` or ``passport``.
+        size: output ``(width, height)`` px (ISO/IEC 7810 at ``dpi``).
+        k: quarter turns from the quad's TL-first reading to its landscape reading (0 or 1).
+        reasons: verdicts so far (PARTIAL_CARD).
+        by_print: the document type is ``auto`` and the aspect ratio lies in
+            ``doc_print_band``: the orientation classifier's print reading may decide it.
+    """
+
+    det: Detection
+    doc_type: str
+    size: tuple[int, int]
+    k: int
+    reasons: list[ReasonCode]
+    by_print: bool = False
+
+    def turns(self, turned: bool) -> int:
+        """Quarter turns from the TL-first reading to the upright output (0-3)."""
+        return (self.k + (2 if turned else 0)) % 4
+
+    def homography(self, image: Decoded, size: tuple[int, int], turned: bool = False) -> np.ndarray:
+        """``(3, 3)`` map from output px of a ``size`` image to ``image``'s decoded px (the quad
+        read from the corner that becomes the output's top-left; a half turn is a roll by 2)."""
+        q = np.roll(self.det.quad, -self.turns(turned), axis=0)
+        return homography((q + 0.5) * image.scale - 0.5, size)
 
 
 def _upload_shape(item: Item, image: Decoded) -> tuple[int, int]:
