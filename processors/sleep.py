@@ -1,7 +1,8 @@
 """A processor whose compute is a fixed sleep: for worker tests and partition-scaling benchmarks.
 
-It exercises the whole pipeline (decode, one "inference call" per chunk, an artifact to store)
-without a model, so throughput is bounded by the sleep, not by this machine's cores.
+It exercises the whole pipeline (probe, a small decode, one "inference call" per chunk, an
+artifact to store) without a model, so throughput is bounded by the sleep, not by this machine's
+cores.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from collections.abc import Sequence
 import cv2
 
 from processors.base import Artifact, Item, ModelInfo, Outcome
+from processors.decode import DecodeSettings, decode_probed
+from processors.errors import DecodeError
 from processors.runtime import BatchStats
-from schemas.reasons import Status
+from schemas.reasons import ReasonCode, Status
 
 
 class SleepProcessor:
@@ -26,8 +29,10 @@ class SleepProcessor:
         bucket: largest batch per call; a batch of N makes ``ceil(N / bucket)`` calls.
 
     Each outcome carries the task's main artifact (``rectified.png`` for cards, ``photo.png`` for
-    ID photos): a ``(32, 32, 3) uint8`` PNG thumbnail of the image, and a payload of the task's
-    shape (card: the full frame as quad, confidence 1; id_photo: ``one_inch`` on white).
+    ID photos): a ``(32, 32, 3) uint8`` PNG thumbnail of the image (decoded at the smallest JPEG
+    scale), and a payload of the task's shape (card: the full frame as quad, confidence 1;
+    id_photo: ``one_inch`` on white). Pixel data that fails to decode is ``rejected`` with the
+    decoder's reason, as the real processors do.
     """
 
     def __init__(self, task: str, call_ms: float = 20.0, item_ms: float = 2.0,
@@ -53,7 +58,7 @@ class SleepProcessor:
         """Nothing to load."""
 
     def _payload(self, it: Item) -> dict:
-        h, w = it.image.shape[:2]
+        h, w = it.image.height, it.image.width
         if self.task == "card":
             quad = [[0.0, 0.0], [float(w), 0.0], [float(w), float(h)], [0.0, float(h)]]
             return {"quad": quad, "confidence": 1.0, "doc_type": "id_card"}
@@ -70,7 +75,13 @@ class SleepProcessor:
             self.stats.calls += 1
             self.stats.images += len(chunk)
             for it in chunk:
-                thumb = cv2.resize(it.image, (32, 32), interpolation=cv2.INTER_AREA)
+                try:
+                    small, _ = decode_probed(it.image, DecodeSettings(), 32)
+                except DecodeError as e:
+                    out.append(Outcome(it.upload_id, Status.REJECTED, (ReasonCode(e.reason),),
+                                       inference_ms=ms))
+                    continue
+                thumb = cv2.resize(small, (32, 32), interpolation=cv2.INTER_AREA)
                 ok, png = cv2.imencode(".png", thumb)
                 name = "rectified" if self.task == "card" else "photo"
                 art = Artifact(name, "png", "image/png", png.tobytes(), 32, 32)
