@@ -15,7 +15,7 @@ from confluent_kafka import TopicPartition
 
 from benchmarks.common import epoch_ms
 from processors.base import Item, Processor
-from processors.decode import decode_image
+from processors.decode import probe_image
 from processors.registry import spec
 from schemas import codec
 from schemas import formats as F
@@ -90,7 +90,7 @@ class NaiveConsumer:
         if data is None:
             data = self.storage.get(ev.image.ref.bucket, ev.image.ref.key,
                                     max_bytes=s.decode.max_bytes)
-        image = decode_image(data, s.decode)
+        image = probe_image(data, s.decode)
         task = spec(self.task)
         o = self.proc.process_batch([Item(ev.upload_id, image, task.item_options(ev.options))])[0]
         info = self.proc.model

@@ -1,9 +1,11 @@
-"""The processor protocol: decoded items in, outcomes out, one batched inference call per model.
+"""The processor protocol: probed uploads in, outcomes out, one batched inference call per model.
 
-``streams`` decodes uploads (``processors.decode``), groups them by task, cuts each group into
-buckets (:func:`process_in_buckets`) and calls ``Processor.process_batch``; processors never
-touch Kafka or MinIO. What a task is (its options, payload, main artifact, processor factory) is
-its :class:`processors.task.TaskSpec`.
+``streams`` probes uploads (``processors.decode.probe_image``: format, size and limits from the
+header, no pixel decoded), groups them by task, cuts each group into buckets
+(:func:`process_in_buckets`) and calls ``Processor.process_batch``; each processor decodes at the
+size its steps need through its pixel backend (``processors.pixels``). Processors never touch
+Kafka or MinIO. What a task is (its options, payload, main artifact, processor factory) is its
+:class:`processors.task.TaskSpec`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import structlog
 
+from processors.decode import EncodedImage
 from processors.runtime import BatchStats, bucket_slices
 from schemas.reasons import ReasonCode, Status
 
@@ -26,18 +29,32 @@ log = structlog.get_logger("cardstream.processors")
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One decoded upload handed to a processor.
+    """One upload handed to a processor, not yet decoded.
 
     Attributes:
         upload_id: the upload's id (``[A-Za-z0-9._-]{1,128}``), used for logs and outcomes only.
-        image: ``(H, W, 3) uint8`` BGR pixels, EXIF orientation already applied.
+        image: the encoded bytes with their validated header (:class:`EncodedImage`: format,
+            displayed width and height in px, EXIF orientation); the processor decodes them. Bad
+            pixel data found then (``CORRUPT_IMAGE``...) is a ``rejected`` outcome with that
+            reason.
         options: the task's options from the UploadEvent with the task's defaults applied
             (:meth:`processors.task.TaskSpec.item_options`).
     """
 
     upload_id: str
-    image: np.ndarray
+    image: EncodedImage
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_array(cls, upload_id: str, image: np.ndarray,
+                   options: Mapping[str, Any] | None = None) -> Item:
+        """An item from pixels (tests, benchmarks): ``image`` ``(H, W, 3) uint8`` BGR stored as a
+        lossless PNG (:meth:`EncodedImage.from_array`), so decoding gives it back exactly.
+
+        Raises:
+            DecodeError: the image breaks the default decode limits (e.g. a side under 32 px).
+        """
+        return cls(upload_id, EncodedImage.from_array(image), dict(options or {}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +175,8 @@ def process_in_buckets(proc: Processor, items: Sequence[Item], bucket: int) -> I
         yield from proc.process_batch(items[part])
 
 
-def outcomes_per_item(one: Callable[[int], Outcome], items: Sequence[Item], threads: int, *,
-                      task: str, inference_ms: float = 0.0) -> list[Outcome]:
+def outcomes_per_item(one: Callable[[int], R], items: Sequence[Item], threads: int, *,
+                      task: str, inference_ms: float = 0.0) -> list[R | Outcome]:
     """``[one(k) for k in range(len(items))]`` on the post-processing pool (:func:`map_in_threads`),
     with the one rule for an item that fails: an exception raised by ``one(k)`` gives that item
     a ``failed`` outcome with ``INTERNAL_ERROR`` (logged as ``postprocess_failed`` with the task,
@@ -168,14 +185,16 @@ def outcomes_per_item(one: Callable[[int], Outcome], items: Sequence[Item], thre
     the model call itself is the whole batch's and is raised by ``process_batch``.
 
     Args:
-        one: the per-item post-processing: index into ``items`` -> its outcome.
+        one: the per-item post-processing: index into ``items`` -> its outcome (or, for a
+            processor that post-processes in steps, the step's result: the card's pre-warp
+            verdict, then its finished outcome; a failed item's ``Outcome`` takes its place).
         items: the batch's items.
         threads: pool size (0: ``os.cpu_count()``).
         task: the task, for the log line.
         inference_ms: the batch's model time (ms), carried by a failed outcome too.
     """
 
-    def guarded(k: int) -> Outcome:
+    def guarded(k: int) -> R | Outcome:
         try:
             return one(k)
         except Exception as e:  # one item's failure, not the batch's

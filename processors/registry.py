@@ -13,6 +13,7 @@ from typing import Any
 
 from processors.base import Processor
 from processors.card.task import SPEC as CARD
+from processors.decode import DecodeSettings
 from processors.errors import ProcessorError
 from processors.idphoto.task import SPEC as IDPHOTO
 from processors.runtime import RuntimeSettings
@@ -98,7 +99,7 @@ def stand_in(task: str, call_ms: float = 20.0, item_ms: float = 2.0,
 
 
 def build_processor(task: str, section: Any, runtime: RuntimeSettings, *, name: str | None = None,
-                    sleep_ms: float = 20.0) -> Processor:
+                    sleep_ms: float = 20.0, decode: DecodeSettings | None = None) -> Processor:
     """The processor serving ``task``.
 
     Args:
@@ -109,6 +110,8 @@ def build_processor(task: str, section: Any, runtime: RuntimeSettings, *, name: 
         name: the processor: the task's own (None or the task's name), or ``sleep`` (the
             fixed-latency stand-in, ``sleep_ms`` per call, payloads of the task's shape).
         sleep_ms: per-call latency of the ``sleep`` processor (ms).
+        decode: the decode limits the uploads are probed with (None: the defaults); the
+            processors decode the pixels with them.
 
     Raises:
         ProcessorError: unknown task or processor, or a task's processor asked to serve another
@@ -118,7 +121,7 @@ def build_processor(task: str, section: Any, runtime: RuntimeSettings, *, name: 
     if name == SLEEP:
         return stand_in(task, call_ms=sleep_ms)
     if name in (None, s.name):
-        return s.build(section, runtime)
+        return s.build(section, runtime, decode)
     if name in _SPECS:
         raise ProcessorError(f"processor {name!r} cannot serve task {task!r}")
     raise ProcessorError(f"unknown processor {name!r}; known: {', '.join([*_SPECS, SLEEP])}")

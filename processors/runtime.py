@@ -42,7 +42,7 @@ class RuntimeSettings(BaseModel):
         intra_op_threads: ONNX Runtime intra-op threads (0: ORT's default = physical cores).
         cuda_device_id: GPU index for the CUDA EP.
         postprocess_threads: threads for per-item pre- and post-processing around the model call
-            (quad fit, warp, Haar cascades, mattes, JPEG encode; 0: ``os.cpu_count()``). OpenCV
+            (decode, quad fit, warp, face search, mattes, JPEG encode; 0: ``os.cpu_count()``). OpenCV
             and NumPy release the GIL, so this is what feeds a GPU: on an H200 u2netp runs 830
             images/s at batch 64 while one thread post-processes about 10 cards/s.
         cpu_max_bucket: bucket cap when the session runs on the CPU EP. u2netp needs about

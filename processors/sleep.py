@@ -13,8 +13,10 @@ from typing import Any
 import cv2
 
 from processors.base import Artifact, Item, ModelInfo, Outcome
+from processors.decode import DecodeSettings, decode_probed
+from processors.errors import DecodeError
 from processors.runtime import BatchStats, bucket_slices
-from schemas.reasons import Status
+from schemas.reasons import ReasonCode, Status
 
 
 class SleepProcessor:
@@ -31,7 +33,10 @@ class SleepProcessor:
             shape). :func:`processors.registry.stand_in` builds one for a registered task.
 
     Each outcome carries one artifact ``<artifact>.png``: a ``(32, 32, 3) uint8`` PNG thumbnail
-    of the image.
+    of the image. Items are probed uploads: each is decoded at full resolution
+    (``decode_probed``), as the worker decoded them before processors took bytes, so the load
+    keeps the decode in the pipeline; pixel data that fails to decode is ``rejected`` with the
+    decoder's reason.
     """
 
     def __init__(self, task: str, *, artifact: str, payload: Callable[[Item], Mapping[str, Any]],
@@ -44,6 +49,7 @@ class SleepProcessor:
         self.payload = payload
         self.stats = BatchStats()
         self._model = ModelInfo(name="sleep", version="sleep-1", provider="none")
+        self.decode = DecodeSettings()
 
     @property
     def bucket(self) -> int:
@@ -59,7 +65,8 @@ class SleepProcessor:
         """Nothing to load."""
 
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
-        """Sleep per chunk, then return one accepted outcome with a thumbnail per item."""
+        """Sleep per chunk, then return one accepted outcome with a thumbnail per item (a
+        ``rejected`` one with the decoder's reason for pixel data that does not decode)."""
         out: list[Outcome] = []
         for part in bucket_slices(len(items), self.chosen_bucket):
             chunk = items[part]
@@ -69,7 +76,12 @@ class SleepProcessor:
             self.stats.calls += 1
             self.stats.images += len(chunk)
             for it in chunk:
-                thumb = cv2.resize(it.image, (32, 32), interpolation=cv2.INTER_AREA)
+                try:
+                    image, _ = decode_probed(it.image, self.decode)
+                except DecodeError as e:
+                    out.append(Outcome(it.upload_id, Status.REJECTED, (ReasonCode(e.reason),)))
+                    continue
+                thumb = cv2.resize(image, (32, 32), interpolation=cv2.INTER_AREA)
                 ok, png = cv2.imencode(".png", thumb)
                 art = Artifact(self.artifact, "png", "image/png", png.tobytes(), 32, 32)
                 out.append(Outcome(it.upload_id, Status.ACCEPTED, (), dict(self.payload(it)),

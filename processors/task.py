@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from processors.base import Artifact, Item, Outcome, Processor
+from processors.decode import DecodeSettings
 from processors.runtime import RuntimeSettings
 from schemas.models import ObjectRef, OptionsModel, PayloadModel, TaskContract
 
@@ -67,12 +68,15 @@ class TaskSpec:
         return self.contract.payload
 
     # --- what a task defines -----------------------------------------------------------------
-    def build(self, settings: Any, runtime: RuntimeSettings) -> Processor:
+    def build(self, settings: Any, runtime: RuntimeSettings,
+              decode: DecodeSettings | None = None) -> Processor:
         """The processor serving the task (loads its model; warm-up is separate).
 
         Args:
             settings: the task's settings section (None for a task without one).
             runtime: ONNX Runtime settings.
+            decode: the limits the uploads were probed with (``Settings.decode``; None: the
+                defaults); the processor decodes the pixels with them.
         """
         raise NotImplementedError
 

@@ -8,13 +8,14 @@ saliency) is min-max normalised per image, as rembg does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import cv2
 import numpy as np
 
 from processors.card import geometry as geo
-from processors.card.metrics import intersection_areas
 from processors.card.settings import CardSettings
 
 INPUT_SIZE = 320
@@ -96,12 +97,17 @@ def _score(x: float, lo: float, hi: float) -> float:
 WIDE_GAIN = 0.6
 """The outward search takes the outermost straight edge scoring at least this share of the best
 (and of the near edge's score)."""
-MASK_SIDE = 1024
+MASK_SIDE = 512
 """Longest side (px) of the upsampled saliency map the components are fitted on."""
 MASK_THRESHOLDS = (0.15, 0.3, 0.5, 0.7)
 """Saliency levels whose components are tried as card hypotheses (``mask_threshold`` is added)."""
 SUB_QUAD_THRESHOLDS = (0.3, 0.5)
 """Levels at which quads of 4 straight outline runs (:func:`geometry.sub_quads`) are also tried."""
+PRESCREEN = 0.8
+"""A hypothesis is verified (its sides searched, :func:`geometry.side_search`) only when its score
+bound before the search (contrast x rectangularity x aspect scores, edge score taken as 1) is at
+least this share of the best score so far and of ``min_confidence`` (``geo7``): the others could
+be neither the winner nor a second card. Hypotheses are taken in order of their bound."""
 FRAME_SIDE_SCORE = 0.5
 """Edge score (share of EDGE_REF) given to a side lying on the image border: unknown, neither
 verified nor refuted (PARTIAL_CARD reports it)."""
@@ -115,8 +121,11 @@ def _contrast(m: np.ndarray, quad: np.ndarray, w: int, h: int) -> float:
     sx, sy = INPUT_SIZE / w, INPUT_SIZE / h
     qm = np.zeros((INPUT_SIZE, INPUT_SIZE), np.uint8)
     cv2.fillPoly(qm, [np.round((quad + 0.5) * [sx, sy] - 0.5).astype(np.int32)], 1)
-    inside, outside = m[qm > 0], m[qm == 0]
-    return float((inside.mean() if inside.size else 0.0) - (outside.mean() if outside.size else 0.0))
+    n_in = cv2.countNonZero(qm)
+    n_out = qm.size - n_in
+    s_in = cv2.sumElems(cv2.bitwise_and(m, m, mask=qm))[0] if n_in else 0.0
+    s_out = cv2.sumElems(m)[0] - s_in
+    return float((s_in / n_in if n_in else 0.0) - (s_out / n_out if n_out else 0.0))
 
 
 def _border_line(k: int, w: int, h: int) -> np.ndarray:
@@ -190,8 +199,7 @@ def _strip_saliency(m: np.ndarray, q: np.ndarray, i: int, line: np.ndarray,
     pm = np.round((poly + 0.5) * [sx, sy] - 0.5).astype(np.int32)
     strip = np.zeros(m.shape, np.uint8)
     cv2.fillPoly(strip, [pm], 1)
-    vals = m[strip > 0]
-    return float(vals.mean()) if vals.size else 0.0
+    return float(cv2.mean(m, mask=strip)[0]) if cv2.countNonZero(strip) else 0.0
 
 
 BAND_SIDES_MIN = 0.3
@@ -218,9 +226,10 @@ def _neighbours_continue(gx: np.ndarray, gy: np.ndarray, q: np.ndarray, lines: l
     return True
 
 
-def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSettings,
-                     gray: np.ndarray | None = None) -> Detection:
-    """Turn one raw saliency map into a refined quad in source px (hypothesise and verify).
+def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
+                     size: tuple[int, int] | None = None,
+                     sample: Callable[[np.ndarray], np.ndarray] | None = None) -> Detection:
+    """Turn one raw saliency map into a refined quad (hypothesise and verify).
 
     1. Hypotheses: the 2 largest components of the mask thresholded at 0.15, 0.3, 0.5, 0.7 and
        ``mask_threshold``, each fitted with a 4-gon (:func:`geometry.quads_from_mask`); at 0.3
@@ -238,54 +247,73 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
        lines at full resolution.
 
     Args:
-        image_bgr: ``(H, W, 3) uint8`` source image.
+        grey: ``(h, w) uint8`` (or float32) grey working copy of the photo, long side at most
+            ``settings.work_max_side`` (:meth:`processors.pixels.PixelBackend.working_grey`).
         raw: ``(320, 320) float32`` u2netp output 0 for this image (sigmoid, not normalised).
         settings: card settings (threshold, working size, refinement band).
-        gray: optional ``(H, W) float32`` grey of ``image_bgr`` (computed when None).
+        size: ``(width, height)`` px of the full-resolution image the quad is returned in
+            (None: ``grey``'s own size).
+        sample: bilinear grey sampler of that image for the sub-pixel fit
+            (:func:`geometry.refine_quad`); None samples ``grey`` (then ``size`` must be None).
 
     Returns:
-        A :class:`Detection` (quad None when no component exists at any threshold).
+        A :class:`Detection` in ``size`` px (quad None when no component exists at any
+        threshold).
     """
-    h, w = image_bgr.shape[:2]
+    wh, ww = grey.shape[:2]
+    w, h = size if size is not None else (ww, wh)
+    if sample is None:
+        if (w, h) != (ww, wh):
+            raise ValueError("detect_from_mask: a sampler is needed when size differs from grey's")
+        sample = partial(_sample_plane, grey.astype(np.float32))
     m = normalise_mask(raw)
-    scale = min(1.0, settings.work_max_side / max(h, w))
-    ww, wh = max(1, round(w * scale)), max(1, round(h * scale))
+    scale = max(ww, wh) / max(w, h)  # working px per full px
     # components are found on a mask of at most MASK_SIDE px (the map is 320 px anyway)
     ms = min(1.0, MASK_SIDE / max(ww, wh))
     mw = cv2.resize(m, (max(1, round(ww * ms)), max(1, round(wh * ms))),
                     interpolation=cv2.INTER_LINEAR)
-    if gray is None:
-        gray = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2GRAY).astype(np.float32)
-    gw = cv2.resize(gray, (ww, wh), interpolation=cv2.INTER_AREA) if scale < 1.0 else gray
-    gx, gy = geo.gradients(gw, 1.0)
+    gx, gy = geo.gradients(grey.astype(np.float32), 1.0)
     mask_px = max(ww, wh) / INPUT_SIZE  # working px per model px
     min_area = 0.002 * ww * wh
-    hyps = []
+    cands = []
     for thr in sorted(set(MASK_THRESHOLDS) | {settings.mask_threshold}):
         binary = (mw > thr).astype(np.uint8)
-        cands = [(mq.quad, mq) for mq in geo.quads_from_mask(binary, 2, min_area * ms * ms)]
-        if cands and thr in SUB_QUAD_THRESHOLDS:  # the card may be merged with something else
-            cands += [(sq, None) for sq in geo.sub_quads(binary, 6, min_area * ms * ms)]
-        for quad0, mq in cands:
+        contours = geo.outer_contours(binary)
+        found = [(mq.quad, mq) for mq in geo.quads_from_mask(binary, 2, min_area * ms * ms,
+                                                              contours)]
+        if found and thr in SUB_QUAD_THRESHOLDS:  # the card may be merged with something else
+            found += [(sq, None) for sq in geo.sub_quads(binary, 6, min_area * ms * ms,
+                                                         contours)]
+        for quad0, mq in found:
             if mq is None:  # a sub-quad: rectangularity = share of it the mask covers
                 cover = np.zeros_like(binary)
                 cv2.fillPoly(cover, [np.round(quad0).astype(np.int32)], 1)
-                inside = binary[cover > 0]
-                mq = geo.MaskQuad(quad=quad0, component_area=float(inside.sum()),
-                                  rectangularity=float(inside.mean()) if inside.size else 0.0,
+                n_cover = cv2.countNonZero(cover)
+                covered = float(cv2.countNonZero(cv2.bitwise_and(binary, cover)))
+                mq = geo.MaskQuad(quad=quad0, component_area=covered,
+                                  rectangularity=covered / n_cover if n_cover else 0.0,
                                   touches_border=0.0)
             q0 = (mq.quad + 0.5) / ms - 0.5  # mask px -> working px
-            q, sides, lines = geo.side_search(gx, gy, q0, 1.5 * mask_px, 1.5 * mask_px)
-            qs = (q + 0.5) / scale - 0.5  # working px -> source px
-            contrast = _contrast(m, qs, w, h)
-            # a side cut by the frame has no image edge: neutral score, PARTIAL_CARD reports it
-            frame = _frame_sides(q, ww, wh, 2.0 * mask_px)
-            sides = np.where([f is not None for f in frame], FRAME_SIDE_SCORE * EDGE_REF, sides)
-            edge = float(np.prod(np.clip(sides / EDGE_REF, 1e-3, 1.0)) ** 0.25)
-            aspect = geo.approx_aspect(q)
-            conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
-                    * edge ** 0.5 * _aspect_score(aspect))
-            hyps.append((conf, q, mq, contrast, edge, sides, lines, frame))
+            # the score with a perfect edge score, before the sides snap: a bound on what the
+            # hypothesis can reach (the snap moves its sides by 1.5 model px at most)
+            bound = (_score(_contrast(m, (q0 + 0.5) / scale - 0.5, w, h), 0.3, 0.7)
+                     * _score(mq.rectangularity, 0.75, 0.95) * _aspect_score(geo.approx_aspect(q0)))
+            cands.append((bound, len(cands), q0, mq))
+    hyps = []
+    for bound, _, q0, mq in sorted(cands, key=lambda c: (-c[0], c[1])):
+        if bound < PRESCREEN * max([settings.min_confidence] + [h_[0] for h_ in hyps]):
+            break  # neither the winner nor a second card (both need min_confidence)
+        q, sides, lines = geo.side_search(gx, gy, q0, 1.5 * mask_px, 1.5 * mask_px)
+        qs = (q + 0.5) / scale - 0.5  # working px -> source px
+        contrast = _contrast(m, qs, w, h)
+        # a side cut by the frame has no image edge: neutral score, PARTIAL_CARD reports it
+        frame = _frame_sides(q, ww, wh, 2.0 * mask_px)
+        sides = np.where([f is not None for f in frame], FRAME_SIDE_SCORE * EDGE_REF, sides)
+        edge = float(np.prod(np.clip(sides / EDGE_REF, 1e-3, 1.0)) ** 0.25)
+        aspect = geo.approx_aspect(q)
+        conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
+                * edge ** 0.5 * _aspect_score(aspect))
+        hyps.append((conf, q, mq, contrast, edge, sides, lines, frame))
     best = max(hyps, key=lambda h_: h_[0]) if hyps else None
     if best is None:
         return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()))
@@ -321,7 +349,7 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
         frame = [snapped.get(i, f) for i, f in enumerate(_frame_sides(q, ww, wh, 2.0 * mask_px))]
     quad = (q + 0.5) / scale - 0.5
     if settings.refine:
-        quad, _ = geo.refine_quad(gray, quad, max(2.0 / scale, 3.0))
+        quad, _ = geo.refine_quad(sample, (w, h), quad, max(2.0 / scale, 3.0))
     if any(f is not None for f in frame):  # sides cut by the frame lie on the frame
         cut = [_border_line(k, w, h) if k is not None
                else geo.line_through(quad[i], quad[(i + 1) % 4]) for i, k in enumerate(frame)]
@@ -341,14 +369,28 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
     )
 
 
+def _sample_plane(plane: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Bilinear samples of a ``(H, W) float32`` plane at ``(..., 2)`` points (border replicated)."""
+    pts = np.asarray(points, np.float32)
+    flat = pts.reshape(-1, 1, 2)
+    out = cv2.remap(plane, flat[..., 0], flat[..., 1], cv2.INTER_LINEAR,
+                    borderMode=cv2.BORDER_REPLICATE)
+    return out.reshape(pts.shape[:-1])
+
+
 def _second_card(hyps: list, q: np.ndarray, min_confidence: float) -> np.ndarray | None:
     """The most confident hypothesis quad (working px) that is a second card beside ``q``
     (``SECOND_CARD_AREA``, ``SECOND_CARD_OVERLAP``), or None."""
     area = geo.polygon_area(q)
+    qh = cv2.convexHull(np.asarray(q, np.float32))
     for h_ in sorted(hyps, key=lambda h_: -h_[0]):
         if h_[0] < min_confidence:
             break
-        inter, a2, _ = intersection_areas(h_[1], q)
-        if a2 >= SECOND_CARD_AREA * area and inter <= SECOND_CARD_OVERLAP * min(a2, area):
+        a2 = geo.polygon_area(h_[1])
+        if a2 < SECOND_CARD_AREA * area:
+            continue
+        # convex clipping in C (cv2.intersectConvexConvex, float32); both quads are convex
+        inter, _ = cv2.intersectConvexConvex(cv2.convexHull(np.asarray(h_[1], np.float32)), qh)
+        if inter <= SECOND_CARD_OVERLAP * min(a2, area):
             return np.asarray(h_[1], np.float64)
     return None

@@ -7,10 +7,16 @@ and ``a**2 + b**2 = 1``.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
+
+_NEXT = np.array([1, 2, 3, 0])
+_PREV = np.array([3, 0, 1, 2])
+"""Index of the next / previous corner of a quad (``np.roll`` by -1 / 1, without its cost)."""
 
 
 def order_corners(pts: np.ndarray) -> np.ndarray:
@@ -30,21 +36,24 @@ def order_corners(pts: np.ndarray) -> np.ndarray:
     ang = np.arctan2(p[:, 1] - c[1], p[:, 0] - c[0])  # clockwise on screen (y down)
     p = p[np.argsort(ang)]
     start = int(np.argmin(p.sum(axis=1)))
-    return np.roll(p, -start, axis=0)
+    return p[(np.arange(4) + start) % 4]
 
 
 def polygon_area(pts: np.ndarray) -> float:
     """Absolute area (px^2) of a simple polygon ``(K, 2)`` (shoelace formula)."""
     p = np.asarray(pts, dtype=np.float64)
     x, y = p[:, 0], p[:, 1]
-    return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2.0)
+    xn, yn = np.concatenate((x[1:], x[:1])), np.concatenate((y[1:], y[:1]))
+    return float(abs(np.dot(x, yn) - np.dot(y, xn)) / 2.0)
 
 
 def line_through(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Normalised line ``(a, b, c)`` through points ``p`` and ``q`` (px)."""
-    d = np.asarray(q, np.float64) - np.asarray(p, np.float64)
-    n = np.array([-d[1], d[0]]) / max(np.hypot(*d), 1e-12)
-    return np.array([n[0], n[1], -float(n @ np.asarray(p, np.float64))])
+    px, py = float(p[0]), float(p[1])
+    dx, dy = float(q[0]) - px, float(q[1]) - py
+    r = max(math.hypot(dx, dy), 1e-12)
+    a, b = -dy / r, dx / r
+    return np.array([a, b, -(a * px + b * py)])
 
 
 def fit_line(points: np.ndarray) -> np.ndarray:
@@ -54,11 +63,14 @@ def fit_line(points: np.ndarray) -> np.ndarray:
 
 
 def intersect(l1: np.ndarray, l2: np.ndarray) -> np.ndarray | None:
-    """Intersection point ``(2,)`` of two lines, or None when (nearly) parallel."""
-    p = np.cross(l1, l2)
-    if abs(p[2]) < 1e-9:
+    """Intersection point ``(2,)`` of two lines, or None when (nearly) parallel (the cross
+    product of the homogeneous lines, written out: this runs thousands of times per photo)."""
+    a1, b1, c1 = float(l1[0]), float(l1[1]), float(l1[2])
+    a2, b2, c2 = float(l2[0]), float(l2[1]), float(l2[2])
+    z = a1 * b2 - b1 * a2
+    if abs(z) < 1e-9:
         return None
-    return p[:2] / p[2]
+    return np.array([(b1 * c2 - c1 * b2) / z, (c1 * a2 - a1 * c2) / z])
 
 
 def quad_from_lines(lines: list[np.ndarray]) -> np.ndarray | None:
@@ -77,15 +89,17 @@ def quad_from_lines(lines: list[np.ndarray]) -> np.ndarray | None:
 def is_convex(quad: np.ndarray) -> bool:
     """True when the ordered quad ``(4, 2)`` is strictly convex (all turns the same sign)."""
     q = np.asarray(quad, np.float64)
-    d = np.roll(q, -1, axis=0) - q
-    cross = d[:, 0] * np.roll(d, -1, axis=0)[:, 1] - d[:, 1] * np.roll(d, -1, axis=0)[:, 0]
+    d = q[_NEXT] - q
+    dn = d[_NEXT]
+    cross = d[:, 0] * dn[:, 1] - d[:, 1] * dn[:, 0]
     return bool(np.all(cross > 0) or np.all(cross < 0))
 
 
 def side_lengths(quad: np.ndarray) -> np.ndarray:
     """Lengths (px) of the sides top, right, bottom, left of an ordered quad ``(4, 2)``."""
     q = np.asarray(quad, np.float64)
-    return np.hypot(*(np.roll(q, -1, axis=0) - q).T)
+    d = q[_NEXT] - q
+    return np.hypot(d[:, 0], d[:, 1])
 
 
 def corner_angle_deviation(quad: np.ndarray) -> float:
@@ -98,7 +112,7 @@ def corner_angle_deviation(quad: np.ndarray) -> float:
         ``max_i |angle_i - 90|`` in [0, 90]; 0 for a rectangle.
     """
     q = np.asarray(quad, np.float64)
-    prev, nxt = np.roll(q, 1, axis=0) - q, np.roll(q, -1, axis=0) - q
+    prev, nxt = q[_PREV] - q, q[_NEXT] - q
     cos = (prev * nxt).sum(axis=1) / np.maximum(
         np.linalg.norm(prev, axis=1) * np.linalg.norm(nxt, axis=1), 1e-12)
     return float(np.abs(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))) - 90.0).max())
@@ -141,14 +155,17 @@ def _side_fit(contour: np.ndarray, quad: np.ndarray, band: float) -> np.ndarray 
     Contour points within ``band`` px of a side, and whose projection falls within the middle
     70 % of that side (away from rounded corners), are fitted with a Huber line.
     """
+    side = quad[_NEXT] - quad  # (4, 2)
+    coarse = [line_through(quad[i], quad[(i + 1) % 4]) for i in range(4)]
+    abc = np.array(coarse)  # (4, 3)
+    d = np.abs(contour @ abc[:, :2].T + abc[:, 2])  # (K, 4) distances to each side's line
+    t = ((contour[:, None, :] - quad[None]) * side[None]).sum(axis=2) / np.maximum(
+        (side * side).sum(axis=1), 1e-9)  # (K, 4) position along each side
+    near = (d < band) & (t > 0.15) & (t < 0.85)
     lines = []
     for i in range(4):
-        p, q = quad[i], quad[(i + 1) % 4]
-        ln = line_through(p, q)
-        d = np.abs(contour @ ln[:2] + ln[2])
-        t = ((contour - p) @ (q - p)) / max(float((q - p) @ (q - p)), 1e-9)
-        sel = contour[(d < band) & (t > 0.15) & (t < 0.85)]
-        lines.append(fit_line(sel) if len(sel) >= 5 else ln)
+        sel = contour[near[:, i]]
+        lines.append(fit_line(sel) if len(sel) >= 5 else coarse[i])
     out = quad_from_lines(lines)
     if out is None or not is_convex(out):
         return None
@@ -172,41 +189,39 @@ class MaskQuad:
     touches_border: float
 
 
-def quads_from_mask(mask: np.ndarray, max_components: int = 2,
-                    min_area: float = 16.0) -> list[MaskQuad]:
+def outer_contours(mask: np.ndarray) -> list[np.ndarray]:
+    """Outer contours (``(K, 1, 2) int32``, 8-connected, holes ignored) of a binary mask
+    (``(H, W) uint8``, non-zero = set), largest enclosed area first."""
+    contours, _ = cv2.findContours(mask if mask.dtype == np.uint8 else (mask > 0).astype(np.uint8),
+                                   cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
+    return sorted(contours, key=cv2.contourArea, reverse=True)
+
+
+def quads_from_mask(mask: np.ndarray, max_components: int = 2, min_area: float = 16.0,
+                    contours: list[np.ndarray] | None = None) -> list[MaskQuad]:
     """Fit a 4-gon to each of the largest connected components of a binary mask.
 
     Per component: outer contour (holes filled) -> convex hull -> approxPolyDP with a
     tolerance search to 4 vertices (``minAreaRect`` when none gives 4) -> each side refitted
     (Huber line) to the contour points near its middle, so rounded card corners do not pull the
-    corners in.
+    corners in. Components are taken by the area their outer contour encloses (one
+    ``findContours`` pass over the mask; a component inside another's hole is not one of them).
 
     Args:
         mask: ``(H, W) uint8``, non-zero = card.
         max_components: how many components, largest first.
         min_area: smallest component area (px^2) considered.
+        contours: :func:`outer_contours` of ``mask`` when the caller already has them.
 
     Returns:
         :class:`MaskQuad` list (mask px), largest component first; empty when none qualifies.
     """
-    n, labels, stats, _ = cv2.connectedComponentsWithStats((mask > 0).astype(np.uint8), 8)
-    order = 1 + np.argsort(-stats[1:, cv2.CC_STAT_AREA])
     out: list[MaskQuad] = []
     h, w = mask.shape
-    for k in order[:max_components]:
-        if stats[k, cv2.CC_STAT_AREA] < min_area:
-            break
-        x0, y0 = stats[k, cv2.CC_STAT_LEFT], stats[k, cv2.CC_STAT_TOP]
-        cw, ch = stats[k, cv2.CC_STAT_WIDTH], stats[k, cv2.CC_STAT_HEIGHT]
-        comp = (labels[y0:y0 + ch, x0:x0 + cw] == k).astype(np.uint8)
-        contours, _ = cv2.findContours(comp, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE,
-                                       offset=(int(x0), int(y0)))
-        if not contours:
-            continue
-        cnt = max(contours, key=cv2.contourArea)
+    for cnt in (outer_contours(mask) if contours is None else contours)[:max_components]:
         area = float(cv2.contourArea(cnt))
         if area < min_area:
-            continue
+            break
         hull = cv2.convexHull(cnt)
         q = _approx_four(hull)
         if q is None:
@@ -232,19 +247,23 @@ def quad_from_mask(mask: np.ndarray) -> MaskQuad | None:
     return qs[0] if qs else None
 
 
-def refine_quad(gray: np.ndarray, quad: np.ndarray, band: float,
-                samples: int = 48) -> tuple[np.ndarray, float]:
+def refine_quad(sample: Callable[[np.ndarray], np.ndarray], size: tuple[int, int],
+                quad: np.ndarray, band: float, samples: int = 48) -> tuple[np.ndarray, float]:
     """Refine a coarse quad against the card's edges at full resolution.
 
     For each side, ``samples`` points between 10 % and 90 % of the side are probed along the
-    side's normal over ``[-band, +band]`` px (bilinear samples of ``gray``, averaged over 3
-    parallel offsets); the position of the largest absolute derivative (with sub-pixel
-    parabola fit) is an edge point. Edge points whose strength is below half the median are
-    dropped; the rest are fitted with a Huber line. A side keeps its coarse line when fewer
-    than 40 % of its probes give edge points or when the new line turns more than 6 degrees.
+    side's normal over ``[-band, +band]`` px (bilinear grey samples, averaged over 3
+    parallel offsets; all sides in one ``sample`` call); the position of the largest absolute
+    derivative (with sub-pixel parabola fit) is an edge point. Edge points whose strength is
+    below half the median are dropped; the rest are fitted with a Huber line. A side keeps its
+    coarse line when fewer than 40 % of its probes give edge points or when the new line turns
+    more than 6 degrees.
 
     Args:
-        gray: ``(H, W) float32`` grey image (full resolution).
+        sample: bilinear grey sampler of the full-resolution image: ``(..., 2) float32`` points
+            (x, y px, clamped to the image) -> ``(...) float32`` grey levels
+            (:meth:`processors.pixels.PixelBackend.sample_grey`).
+        size: ``(width, height)`` px of that image.
         quad: ``(4, 2)`` coarse TL, TR, BR, BL in the same px.
         band: search half-width (px).
         samples: probes per side.
@@ -257,22 +276,21 @@ def refine_quad(gray: np.ndarray, quad: np.ndarray, band: float,
     band = max(float(band), 3.0)
     offs = np.arange(-band, band + 1.0, 1.0)
     t = np.linspace(0.1, 0.9, samples)
+    w, h = size
+    d = quad[_NEXT] - quad  # (4, 2) side vectors
+    u = d / np.maximum(np.hypot(d[:, 0], d[:, 1]), 1e-9)[:, None]
+    n = np.stack([-u[:, 1], u[:, 0]], axis=1)
+    base = quad[:, None, :] + t[None, :, None] * d[:, None, :]  # (4, S, 2)
+    tang = np.array([-1.5, 0.0, 1.5])
+    pts = (base[:, None, :, None, :] + offs[None, None, None, :, None] * n[:, None, None, None, :]
+           + tang[None, :, None, None, None] * u[:, None, None, None, :])  # (4, 3, S, O, 2)
+    prof_all = sample(pts.astype(np.float32)).sum(axis=1)  # (4, S, O)
+    ders = np.abs(np.diff(prof_all, axis=2))  # (4, S, O-1)
+    medians = np.median(ders.max(axis=2), axis=1)  # median edge strength per side
     lines, support = [], 0
-    h, w = gray.shape
     for i in range(4):
         p, q = quad[i], quad[(i + 1) % 4]
-        d = q - p
-        length = max(float(np.hypot(*d)), 1e-9)
-        u = d / length
-        n = np.array([-u[1], u[0]])
-        base = p[None, :] + t[:, None] * d[None, :]  # (S, 2)
-        prof = np.zeros((samples, len(offs)), np.float32)
-        for tang in (-1.5, 0.0, 1.5):
-            pts = base[:, None, :] + offs[None, :, None] * n + tang * u  # (S, O, 2)
-            mx = pts[..., 0].astype(np.float32)
-            my = pts[..., 1].astype(np.float32)
-            prof += cv2.remap(gray, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        der = np.abs(np.diff(prof, axis=1))  # (S, O-1), position j+0.5
+        der = ders[i]  # (S, O-1), position j+0.5
         j = np.argmax(der, axis=1)
         strength = der[np.arange(samples), j]
         jj = np.clip(j, 1, der.shape[1] - 2)
@@ -283,9 +301,9 @@ def refine_quad(gray: np.ndarray, quad: np.ndarray, band: float,
         sub = np.where(np.abs(denom) > 1e-6, 0.5 * (y0 - y2) / np.where(denom == 0, 1, denom), 0.0)
         sub = np.clip(sub, -0.5, 0.5)
         pos = offs[0] + jj + 0.5 + sub
-        edge = base + pos[:, None] * n
+        edge = base[i] + pos[:, None] * n[i]
         inside = (edge[:, 0] >= 0) & (edge[:, 0] <= w - 1) & (edge[:, 1] >= 0) & (edge[:, 1] <= h - 1)
-        good = inside & (strength >= 0.5 * np.median(strength)) & (strength > 2.0)
+        good = inside & (strength >= 0.5 * medians[i]) & (strength > 2.0)
         coarse = line_through(p, q)
         if good.sum() < 0.4 * samples:
             lines.append(coarse)
@@ -320,9 +338,11 @@ def gradients(gray: np.ndarray, sigma: float = 1.0) -> tuple[np.ndarray, np.ndar
 
     Gaussian smoothing (``sigma`` px) then 3x3 Sobel divided by 8 (its gain).
     """
-    g = cv2.GaussianBlur(gray.astype(np.float32), (0, 0), sigma) if sigma > 0 else gray
-    gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3) / 8.0
-    gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3) / 8.0
+    g = gray if gray.dtype == np.float32 else gray.astype(np.float32)
+    if sigma > 0:
+        g = cv2.GaussianBlur(g, (0, 0), sigma)
+    gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3, scale=0.125)
+    gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3, scale=0.125)
     return gx, gy
 
 
@@ -391,24 +411,28 @@ def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: floa
     centre = q.mean(axis=0)
     t = np.linspace(0.1, 0.9, samples)
     offs = np.arange(-reach_in, reach_out + step, step)
+    d = q[_NEXT] - q  # (4, 2) sides
+    n = np.stack([-d[:, 1], d[:, 0]], axis=1) / np.maximum(np.hypot(d[:, 0], d[:, 1]), 1e-9)[:, None]
+    n = n * np.where((((q + q[_NEXT]) / 2 - centre) * n).sum(axis=1) < 0, -1.0, 1.0)[:, None]
+    base = q[:, None, :] + t[None, :, None] * d[:, None, :]  # (4, S, 2)
+    pts = base[:, :, None, :] + offs[None, None, :, None] * n[:, None, None, :]  # (4, S, O, 2)
+    mx, my = pts[..., 0].astype(np.float32), pts[..., 1].astype(np.float32)
+    flat = (mx.reshape(4 * samples, -1), my.reshape(4 * samples, -1))
+    dn = (cv2.remap(gx, *flat, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT).reshape(mx.shape)
+          * n[:, 0, None, None]
+          + cv2.remap(gy, *flat, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT).reshape(mx.shape)
+          * n[:, 1, None, None])  # (4, S, O), float64 as in _normal_derivative
+    # candidate (a, b) offsets at p and r -> offset index at each t (nearest sample)
+    ia = np.arange(len(offs))
+    idx = np.rint(ia[:, None, None] * (1 - t)[None, None, :]
+                  + ia[None, :, None] * t[None, None, :]).astype(np.int64)  # (A, B, S)
+    sc_all = np.abs(dn[:, np.arange(samples)[None, None, :], idx].mean(axis=3))  # (4, A, B)
+    reach = max(reach_in, reach_out, 1e-9)
+    pen = 1 - prior * np.maximum(np.abs(offs)[:, None], np.abs(offs)[None, :]) / reach
+    reach_of = (offs[:, None] + offs[None, :]) / 2.0
     lines, scores = [], np.zeros(4)
     for i in range(4):
-        p, r = q[i], q[(i + 1) % 4]
-        d = r - p
-        n = np.array([-d[1], d[0]]) / max(float(np.hypot(*d)), 1e-9)
-        if n @ ((p + r) / 2 - centre) < 0:
-            n = -n  # outward
-        base = p[None, :] + t[:, None] * d[None, :]
-        pts = base[:, None, :] + offs[None, :, None] * n  # (S, O, 2)
-        dn = _normal_derivative(gx, gy, pts, n)
-        # candidate (a, b) offsets at p and r -> offset index at each t (nearest sample)
-        ia = np.arange(len(offs))
-        idx = np.rint(ia[:, None, None] * (1 - t)[None, None, :]
-                      + ia[None, :, None] * t[None, None, :]).astype(np.int64)  # (A, B, S)
-        vals = dn[np.arange(samples)[None, None, :], idx]  # (A, B, S)
-        sc = np.abs(vals.mean(axis=2))
-        reach = max(reach_in, reach_out, 1e-9)
-        pen = 1 - prior * np.maximum(np.abs(offs)[:, None], np.abs(offs)[None, :]) / reach
+        sc = sc_all[i]
         if outermost is None:
             a, b = np.unravel_index(int(np.argmax(sc * pen)), sc.shape)
         else:
@@ -418,17 +442,17 @@ def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: floa
             sc32 = sc.astype(np.float32)
             peak = sc32 >= cv2.dilate(sc32, np.ones((5, 5), np.uint8))
             ok = peak & (sc >= outermost * sc.max())
-            reach_of = (offs[:, None] + offs[None, :]) / 2.0
             a, b = np.unravel_index(int(np.argmax(np.where(ok, reach_of, -np.inf))), sc.shape)
         scores[i] = sc[a, b]
-        lines.append(line_through(p + offs[a] * n, r + offs[b] * n))
+        lines.append(line_through(q[i] + offs[a] * n[i], q[(i + 1) % 4] + offs[b] * n[i]))
     out = quad_from_lines(lines)
     if out is None or not is_convex(out):
         return q, scores, lines
     return out, scores, lines
 
 
-def sub_quads(mask: np.ndarray, max_edges: int = 7, min_area: float = 16.0) -> list[np.ndarray]:
+def sub_quads(mask: np.ndarray, max_edges: int = 7, min_area: float = 16.0,
+              contours: list[np.ndarray] | None = None) -> list[np.ndarray]:
     """Quads formed by 4 long straight runs of a mask's outline (a card merged with another
     salient object keeps most of its 4 straight sides on the outline).
 
@@ -441,17 +465,18 @@ def sub_quads(mask: np.ndarray, max_edges: int = 7, min_area: float = 16.0) -> l
         mask: ``(H, W) uint8``, non-zero = salient.
         max_edges: longest edges considered (C(7, 4) = 35 quads at most).
         min_area: smallest quad area (px^2).
+        contours: :func:`outer_contours` of ``mask`` when the caller already has them.
 
     Returns:
         ``(4, 2) float64`` quads TL, TR, BR, BL in mask px.
     """
     from itertools import combinations
 
-    contours, _ = cv2.findContours((mask > 0).astype(np.uint8), cv2.RETR_EXTERNAL,
-                                   cv2.CHAIN_APPROX_NONE)
+    if contours is None:
+        contours = outer_contours(mask)
     if not contours:
         return []
-    cnt = max(contours, key=cv2.contourArea)
+    cnt = contours[0]
     poly = cv2.approxPolyDP(cnt, 0.01 * cv2.arcLength(cnt, True), True).reshape(-1, 2)
     n = len(poly)
     if n < 5 or n > 40:  # 4 vertices: the component quad already covers it

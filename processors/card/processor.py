@@ -4,27 +4,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-import cv2
 import numpy as np
 import structlog
 
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads, outcomes_per_item
 from processors.card import geometry as geo
-from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask, preprocess
+from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask
+from processors.card.orient import Orienter
 from processors.card.rectify import (
-    FACE_CASCADE,
+    canonical_size,
     choose_doc_type,
     direction_detail_ratio,
+    homography,
     laplacian_variance,
-    rectify,
+    reading,
     saturated_fraction,
 )
 from processors.card.settings import CardSettings
-from processors.cascades import cascade
-from processors.errors import ModelError
+from processors.decode import DecodeSettings
+from processors.errors import DecodeError, ModelError
 from processors.models import manifest, model_path
+from processors.pixels import Decoded, PixelBackend, pixel_backend
 from processors.runtime import BatchedModel, BatchStats, RuntimeSettings
 from schemas.reasons import ReasonCode, Status
 
@@ -34,8 +37,9 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo6"
-"""Bumped whenever the geometric post-processing changes the outputs (part of the version)."""
+POSTPROCESS_REVISION = "geo7"
+"""Bumped whenever the post-processing changes the outputs (part of the version), including a
+new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades)."""
 
 
 class CardProcessor:
@@ -44,7 +48,10 @@ class CardProcessor:
     One ``BatchedModel`` (u2netp with a symbolic batch axis) is created at construction;
     ``process_batch`` makes one model call per chunk of the chosen bucket for the whole batch,
     then post-processes each image: mask -> quad (source px) -> edge refinement ->
-    homography to the canonical ISO/IEC 7810 size -> upright -> verdicts -> JPEG.
+    homography to the canonical ISO/IEC 7810 size -> a ``quality_width`` thumbnail of the card
+    -> upright (one batched call of the orientation classifier, :mod:`processors.card.orient`,
+    for the batch's cards) -> verdicts -> the full-size warp with the turn in its homography ->
+    JPEG.
 
     Verdicts (``rejected`` with reasons, thresholds in :class:`CardSettings`):
         ``NO_CARD``: no mask component, or confidence < ``min_confidence``, area share <
@@ -62,32 +69,41 @@ class CardProcessor:
         card's area lies apart from it (``detect.SECOND_CARD_OVERLAP``): which card to verify is
         ambiguous (payload ``quad``: the more confident one).
         ``PARTIAL_CARD``: a corner outside the frame or within the partial margin of its border.
-        ``BLURRY``: variance of the Laplacian of the rectified card below the threshold, or its
-        detail much weaker in one direction than in another (motion blur); also added to
-        NO_CARD when the whole photo fails either measure.
-        ``GLARE``: share of saturated pixels in the rectified card above the threshold.
+        ``BLURRY``: variance of the Laplacian of the rectified card (its ``quality_width``
+        thumbnail) below the threshold, or its detail much weaker in one direction than in
+        another (motion blur); also added to NO_CARD when the whole photo fails either measure.
+        ``GLARE``: share of saturated pixels in the card's thumbnail above the threshold.
     An accepted outcome carries one artifact ``rectified.jpg``; rejected ones carry none.
+
+    Pixels: each upload is decoded once, at ``decode_side`` (:class:`CardSettings`), by the
+    pixel backend (``processors.pixels``, chosen by ``runtime.device``); the geometry runs on its
+    grey working copy (long side ``work_max_side``) and grey samples along the card's edges; the
+    backend warps the thumbnails (to the host) and the accepted cards (encoded to JPEG there).
 
     Args:
         settings: card settings.
         runtime: ONNX Runtime settings (device, buckets).
         model_file: override of the model file (tests, ``--model``); None uses the pinned,
             verified ``model_path("card_u2netp")`` (fine-tuned u2netp, shipped in the package).
+        decode: decode limits (those the uploads were probed with; default
+            :class:`DecodeSettings`).
+        orient_file: override of the orientation model (tests, a new training run); None uses
+            the pinned ``card_orient`` shipped in the package.
 
     Raises:
-        ModelError: the model file is missing or fails its SHA-256 pin, or the Haar cascade
-            of the upright decision is missing from OpenCV (with ``orient_by_face``).
+        ModelError: a model file is missing or fails its SHA-256 pin.
         ProviderError: CUDA requested but not active.
     """
 
     task = "card"
 
     def __init__(self, settings: CardSettings, runtime: RuntimeSettings,
-                 model_file: Path | None = None) -> None:
+                 model_file: Path | None = None, decode: DecodeSettings | None = None,
+                 orient_file: Path | None = None) -> None:
         self.settings = settings
         self.threads = runtime.postprocess_threads
-        if settings.orient_by_face:
-            cascade(FACE_CASCADE)  # fail at start-up, not on the first upload
+        self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
+        self.orienter = Orienter(runtime, orient_file) if settings.orient else None
         if model_file is None:
             path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
         else:
@@ -119,34 +135,43 @@ class CardProcessor:
         return self._model
 
     def warm_up(self) -> None:
-        """Run every batch bucket once on zeros and choose the best bucket."""
+        """Run every batch bucket of both models once on zeros and choose the best buckets."""
+        if self.orienter is not None:
+            self.orienter.warm_up()
         b = self._model.warm_up((3, INPUT_SIZE, INPUT_SIZE))
         log.info("card_warm_up", bucket=b, provider=self._model.provider,
                  bucket_ips={k: round(v, 2) for k, v in self._model.stats.bucket_ips.items()})
 
-    def locate(self, images: Sequence[np.ndarray]) -> tuple[list[Detection], float]:
+    def locate(self, images: Sequence[Decoded]
+               ) -> tuple[list[Detection], float, list[np.ndarray]]:
         """Localise cards in a batch with one batched model call per chunk.
 
         Args:
-            images: ``(H, W, 3) uint8`` BGR images (sizes may differ).
+            images: decoded uploads (:meth:`processors.pixels.PixelBackend.decode`).
 
         Returns:
-            ``(detections, inference_ms)``: one :class:`Detection` per image (quad in source px)
-            and the wall time (ms) of the model call(s).
+            ``(detections, inference_ms, greys)``: one :class:`Detection` per image (quad in
+            decoded px), the wall time (ms) of the model call(s) and the grey working copies
+            (``(h, w) uint8``, long side ``work_max_side``) the quads were found on.
 
         Raises:
             ModelError: ONNX Runtime failed on the batch.
         """
-        x = np.stack(map_in_threads(preprocess, images, self.threads))
+        x = self.pixels.model_input(images, INPUT_SIZE)
         t0 = time.perf_counter()
         try:
             raw = self._model.run(x)[0][:, 0]
         except Exception as e:  # onnxruntime raises untyped errors
             raise ModelError(f"u2netp inference failed: {e}") from e
         ms = (time.perf_counter() - t0) * 1000.0
-        dets = map_in_threads(lambda k: detect_from_mask(images[k], raw[k], self.settings),
-                              range(len(images)), self.threads)
-        return dets, ms
+        greys = self.pixels.working_grey(images, self.settings.work_max_side)
+
+        def one(k: int) -> Detection:
+            d = images[k]
+            return detect_from_mask(greys[k], raw[k], self.settings, (d.width, d.height),
+                                    lambda pts: self.pixels.sample_grey(d, pts))
+
+        return map_in_threads(one, range(len(images)), self.threads), ms, greys
 
     def _no_card(self, det: Detection, min_area_frac: float | None = None) -> bool:
         """The NO_CARD rules (class doc); ``min_area_frac`` overrides the setting's."""
@@ -185,15 +210,16 @@ class CardProcessor:
                                 "doc_type": None, "width": None, "height": None},
                        inference_ms=inference_ms)
 
-    def decide(self, item: Item, det: Detection, inference_ms: float = 0.0) -> Outcome:
-        """Verdict, payload and artifact for one item given its detection (see class doc)."""
+    def _judge(self, item: Item, image: Decoded, det: Detection, grey: np.ndarray,
+               inference_ms: float) -> Outcome | _Card:
+        """The verdicts decided before the card is warped (NO_CARD, CARD_TOO_SMALL,
+        MULTIPLE_CARDS: an outcome), else the card's plan (PARTIAL_CARD noted)."""
         s = self.settings
-        image = item.image
-        requested = str(item.options.get("doc_type") or s.doc_type)
+        det = _to_upload_px(det, image.scale)
         if self._no_card(det):
             if det.quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
                 return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
-            blurred = self._blurry(image)
+            blurred = self._blurry(grey)
             return self._unread(item, det, (ReasonCode.NO_CARD,)
                                 + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
         quad = det.quad
@@ -201,46 +227,160 @@ class CardProcessor:
             return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
         if det.second_quad is not None:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
+        requested = str(item.options.get("doc_type") or s.doc_type)
         doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
-        reasons: list[ReasonCode] = []
-        if self._partial(quad, image.shape):
-            reasons.append(ReasonCode.PARTIAL_CARD)
-        rect = rectify(image, quad, doc_type, s.dpi, s.orient_by_face)
-        if self._blurry(rect.image):
+        reasons = [ReasonCode.PARTIAL_CARD] if self._partial(quad, _upload_shape(item, image)) else []
+        lo, hi = s.doc_print_band
+        by_print = requested not in ("id_card", "passport") and lo <= det.aspect <= hi
+        return _Card(det, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
+                     by_print)
+
+    def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
+                inference_ms: float) -> tuple[Outcome, bool]:
+        """The verdicts on the card's thumbnail and the payload: ``(outcome, to_encode)``; the
+        artifact of an accepted card is added once the batch's cards are warped."""
+        s = self.settings
+        reasons = list(card.reasons)
+        if self._blurry(thumb):
             reasons.append(ReasonCode.BLURRY)
-        if saturated_fraction(rect.image, s.glare_level, s.quality_width) > s.glare_max_fraction:
+        if saturated_fraction(thumb, s.glare_level, s.quality_width) > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
-        h, w = rect.image.shape[:2]
+        w, h = card.size
         # the card's own corners: quad[0] is the corner that became the upright output's top-left
-        payload = {"quad": _quad_list(np.roll(quad, -rect.rotation, axis=0)),
-                   "confidence": round(det.confidence, 4), "doc_type": doc_type,
+        payload = {"quad": _quad_list(np.roll(card.det.quad, -card.turns(turned), axis=0)),
+                   "confidence": round(card.det.confidence, 4), "doc_type": card.doc_type,
                    "width": w, "height": h}
-        if reasons:
-            return Outcome(upload_id=item.upload_id, status=Status.REJECTED, reasons=tuple(reasons),
-                           payload=payload, inference_ms=inference_ms)
-        ok, buf = cv2.imencode(".jpg", rect.image, [cv2.IMWRITE_JPEG_QUALITY, s.jpeg_quality])
-        if not ok:
-            raise RuntimeError("JPEG encoding failed")
-        art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=buf.tobytes(),
-                       width=w, height=h)
-        return Outcome(upload_id=item.upload_id, status=Status.ACCEPTED, payload=payload,
-                       artifacts=(art,), inference_ms=inference_ms)
+        status = Status.REJECTED if reasons else Status.ACCEPTED
+        return Outcome(upload_id=item.upload_id, status=status, reasons=tuple(reasons),
+                       payload=payload, inference_ms=inference_ms), not reasons
 
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
         """Process ``items`` (N >= 1) with one batched localisation call; N outcomes in order.
 
-        Bad content gives ``rejected`` outcomes; an unexpected error while post-processing one
-        item gives that item ``failed`` / ``INTERNAL_ERROR`` and leaves the others unaffected
+        Bad content gives ``rejected`` outcomes (pixel data that fails to decode: the decoder's
+        reason, e.g. ``CORRUPT_IMAGE``); an unexpected error while post-processing one item
+        gives that item ``failed`` / ``INTERNAL_ERROR`` and leaves the others unaffected
         (:func:`processors.base.outcomes_per_item`, the rule every processor follows).
 
         Raises:
-            ModelError: the batched model call failed (the whole batch is affected).
+            ModelError: a batched model call failed (the whole batch is affected).
         """
         if not items:
             return []
-        dets, ms = self.locate([it.image for it in items])
-        return outcomes_per_item(lambda k: self.decide(items[k], dets[k], ms), items, self.threads,
-                                 task=self.task, inference_ms=ms)
+        s, px = self.settings, self.pixels
+        decoded = px.decode([it.image for it in items], s.decode_side)
+        outcomes: list[Outcome | None] = [
+            Outcome(upload_id=it.upload_id, status=Status.REJECTED, reasons=(ReasonCode(d.reason),))
+            if isinstance(d, DecodeError) else None for it, d in zip(items, decoded, strict=True)]
+        ok = [k for k, o in enumerate(outcomes) if o is None]
+        if not ok:
+            return [o for o in outcomes if o is not None]
+        images: list[Decoded] = [decoded[k] for k in ok]  # type: ignore[misc]
+        dets, ms, greys = self.locate(images)
+        judged = outcomes_per_item(
+            lambda j: self._judge(items[ok[j]], images[j], dets[j], greys[j], ms),
+            [items[k] for k in ok], self.threads, task=self.task, inference_ms=ms)
+        cards = [(ok[j], images[j], c) for j, c in enumerate(judged) if isinstance(c, _Card)]
+        for j, c in enumerate(judged):
+            if isinstance(c, Outcome):
+                outcomes[ok[j]] = c
+        if cards:
+            self._rectify(items, cards, outcomes, ms)
+        return [o for o in outcomes if o is not None]
+
+    def _rectify(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
+                 outcomes: list[Outcome | None], ms: float) -> None:
+        """Thumbnails -> upright decision (one batched call) -> verdicts -> full-size warp and
+        JPEG of the accepted cards; fills ``outcomes`` at the cards' indices."""
+        s, px = self.settings, self.pixels
+        tsizes = [(s.quality_width, max(1, round(s.quality_width * c.size[1] / c.size[0])))
+                  for _, _, c in cards]
+        thumbs = px.to_host(px.warp([d for _, d, _ in cards],
+                                    np.stack([c.homography(d, ts) for (_, d, c), ts
+                                              in zip(cards, tsizes, strict=True)]), tsizes))
+        if self.orienter is not None:
+            p_turned, p_passport = self.orienter.classify(thumbs)
+            turned = p_turned >= s.orient_turn_min
+            for j, (k, d, c) in enumerate(cards):
+                if c.by_print and max(p_passport[j], 1.0 - p_passport[j]) >= s.doc_print_min:
+                    doc = "passport" if p_passport[j] >= 0.5 else "id_card"
+                    cards[j] = (k, d, replace(c, doc_type=doc, size=canonical_size(doc, s.dpi)))
+        else:
+            turned = np.zeros(len(cards), bool)
+        done = outcomes_per_item(
+            lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms),
+            [items[k] for k, _, _ in cards], self.threads, task=self.task, inference_ms=ms)
+        keep = []
+        for j, r in enumerate(done):
+            k = cards[j][0]
+            if isinstance(r, Outcome):  # failed: outcomes_per_item's rule
+                outcomes[k] = r
+                continue
+            outcomes[k] = r[0]
+            if r[1]:
+                keep.append(j)
+        if not keep:
+            return
+        full = px.warp([cards[j][1] for j in keep],
+                       np.stack([cards[j][2].homography(cards[j][1], cards[j][2].size,
+                                                        bool(turned[j])) for j in keep]),
+                       [cards[j][2].size for j in keep])
+        for j, data in zip(keep, px.encode_jpeg(full, s.jpeg_quality), strict=True):
+            k, c = cards[j][0], cards[j][2]
+            art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=data,
+                           width=c.size[0], height=c.size[1])
+            outcomes[k] = replace(outcomes[k], artifacts=(art,))
+
+
+@dataclass(frozen=True, slots=True)
+class _Card:
+    """A card that passed the pre-warp verdicts.
+
+    Attributes:
+        det: its detection in the upload's px.
+        doc_type: ``id_card`` or ``passport``.
+        size: output ``(width, height)`` px (ISO/IEC 7810 at ``dpi``).
+        k: quarter turns from the quad's TL-first reading to its landscape reading (0 or 1).
+        reasons: verdicts so far (PARTIAL_CARD).
+        by_print: the document type is ``auto`` and the aspect ratio lies in
+            ``doc_print_band``: the orientation classifier's print reading may decide it.
+    """
+
+    det: Detection
+    doc_type: str
+    size: tuple[int, int]
+    k: int
+    reasons: list[ReasonCode]
+    by_print: bool = False
+
+    def turns(self, turned: bool) -> int:
+        """Quarter turns from the TL-first reading to the upright output (0-3)."""
+        return (self.k + (2 if turned else 0)) % 4
+
+    def homography(self, image: Decoded, size: tuple[int, int], turned: bool = False) -> np.ndarray:
+        """``(3, 3)`` map from output px of a ``size`` image to ``image``'s decoded px (the quad
+        read from the corner that becomes the output's top-left; a half turn is a roll by 2)."""
+        q = np.roll(self.det.quad, -self.turns(turned), axis=0)
+        return homography((q + 0.5) * image.scale - 0.5, size)
+
+
+def _upload_shape(item: Item, image: Decoded) -> tuple[int, int]:
+    """``(height, width)`` px of the upload as displayed: the decoded size at full resolution,
+    else the probe's (a DCT-scaled JPEG, whose probe size is exact)."""
+    if image.scale == 1.0:
+        return image.height, image.width
+    return item.image.height, item.image.width
+
+
+def _to_upload_px(det: Detection, scale: float) -> Detection:
+    """``det`` (decoded px at ``scale`` decoded px per upload px) in the upload's px."""
+    if scale == 1.0:
+        return det
+
+    def up(q: np.ndarray | None) -> np.ndarray | None:
+        return None if q is None else (np.asarray(q, np.float64) + 0.5) / scale - 0.5
+
+    return replace(det, quad=up(det.quad), second_quad=up(det.second_quad))
 
 
 def _long_side(quad: np.ndarray) -> float:

@@ -5,25 +5,20 @@ Canonical sizes (ISO/IEC 7810): ID-1 85.60 x 53.98 mm (ID cards, driving licence
 ``floor(mm * dpi / 25.4)`` px per side: ID-1 1011 x 637 px and ID-3 1476 x 1039 px at 300 dpi.
 The output is always landscape.
 
-Upright decision: the card is warped with its long side horizontal (two candidates remain: 0 and
-180 degrees; for a quad that is taller than wide, those are the image's 90 and 270 degree turns).
-An OpenCV Haar frontal-face cascade (``haarcascade_frontalface_default.xml``, OpenCV 4.x
-``cv2.data.haarcascades``; it finds upright faces only) runs on both candidates; the candidate
-with a face wins, preferring a face in the left half (ID-1 cards and TD3 pages put the portrait
-on the left). Without a face on either, the candidate whose top edge is the quad's upper edge in
-the photo (TL = top-left corner) is kept: phone photos are mostly taken upright.
+Upright decision: the card is warped with its long side horizontal (:func:`reading`; two
+candidates remain: 0 and 180 degrees; for a quad that is taller than wide, those are the image's
+90 and 270 degree turns); the orientation classifier (:mod:`processors.card.orient`) chooses
+between them, and a half turn is a roll of the quad by two corners in :func:`homography`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import cv2
 import numpy as np
 
 from processors.card import geometry as geo
-from processors.cascades import cascade
 
 DocType = Literal["id_card", "passport"]
 
@@ -50,129 +45,40 @@ def choose_doc_type(requested: str, aspect: float, split: float) -> DocType:
     return "id_card" if aspect >= split else "passport"
 
 
-FACE_CASCADE = "haarcascade_frontalface_default.xml"
-"""OpenCV's bundled frontal-face Haar cascade (Viola-Jones) used for the upright decision."""
-
-
-FACE_PASSES = ((400, 0.12), (800, 0.06))
-"""Orientation passes: (width px of the rectified card, smallest face as a share of its height).
-The second pass runs only when the first finds no face in either candidate: a portrait whose
-face is under ~30 px at 400 px wide (the cascade's window is 24 px) is found at 800 px."""
-
-
-FACE_MIN_EVIDENCE = 8.0
-"""Smallest face score (merged detections, x1.5 in the left half) that decides the orientation;
-weaker detections (an upside-down face, texture) gather 2-7 on the checked cards, upright
-portraits 10-90."""
-
-
-def _face_score(gray: np.ndarray, min_frac: float = 0.12) -> float:
-    """Evidence for an upright face in ``gray``: the largest number of merged Haar detections
-    (``detectMultiScale2``'s neighbour count) of any face at least ``min_frac`` of the height,
-    x1.5 when the face is centred in the left half; 0 when there is none. False positives
-    gather few neighbours, true faces many."""
-    h, w = gray.shape
-    side = max(1, int(min_frac * h))
-    faces, counts = cascade(FACE_CASCADE).detectMultiScale2(gray, scaleFactor=1.1, minNeighbors=5,
-                                                         minSize=(side, side))
-    best = 0.0
-    for (x, _y, fw, _fh), n in zip(faces, np.ravel(counts) if len(faces) else [], strict=True):
-        best = max(best, float(n) * (1.5 if x + fw / 2 < w / 2 else 1.0))
-    return best
-
-
-@dataclass(frozen=True)
-class Rectified:
-    """A rectified card.
-
-    Attributes:
-        image: ``(height, width, 3) uint8`` BGR, landscape, upright.
-        doc_type: ``id_card`` or ``passport``.
-        rotation: clockwise quarter turns (0-3) between the quad's TL-first reading and the
-            output (0: the quad's TL corner is the card's top-left).
-        by_face: True when a face decided the orientation.
-    """
-
-    image: np.ndarray
-    doc_type: DocType
-    rotation: int
-    by_face: bool
-
-
-def warp(image: np.ndarray, quad: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Warp the quad (TL, TR, BR, BL, px) of ``image`` to a ``size`` = ``(w, h)`` image.
-
-    When the card is more than twice the output size in the source, the source is first
-    downscaled (area interpolation) to avoid aliasing.
-
-    Returns:
-        ``(h, w, 3) uint8``.
-    """
+def homography(quad: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The ``(3, 3) float64`` homography mapping output px of a ``size`` = ``(w, h)`` image to the
+    quad (TL, TR, BR, BL, px): output corner ``(0, 0)`` goes to TL, ``(w - 1, 0)`` to TR and so
+    on (the inverse map :meth:`processors.pixels.PixelBackend.warp` takes)."""
     w, h = size
-    q = np.asarray(quad, np.float64)
-    src_w = float(np.mean(geo.side_lengths(q)[[0, 2]]))
-    s = min(1.0, 2.0 * w / max(src_w, 1.0))
-    img = image
-    if s < 1.0:
-        img = cv2.resize(image, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
-        q = (q + 0.5) * s - 0.5
     dst = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float32)
-    M = cv2.getPerspectiveTransform(q.astype(np.float32), dst)
-    return cv2.warpPerspective(img, M, (w, h), flags=cv2.INTER_LINEAR,
-                               borderMode=cv2.BORDER_REPLICATE)
+    return cv2.getPerspectiveTransform(dst, np.asarray(quad, np.float32)).astype(np.float64)
 
 
-def rectify(image: np.ndarray, quad: np.ndarray, doc_type: DocType, dpi: int,
-            orient_by_face: bool = True) -> Rectified:
-    """Warp the card to its canonical landscape size and turn it upright.
-
-    Args:
-        image: ``(H, W, 3) uint8`` BGR source.
-        quad: ``(4, 2)`` card corners TL, TR, BR, BL in source px.
-        doc_type: ``id_card`` or ``passport``.
-        dpi: output resolution (dots per inch).
-        orient_by_face: decide 0/180 degrees from a Haar face (else keep the quad's reading).
-
-    Returns:
-        A :class:`Rectified`.
-    """
-    q = np.asarray(quad, np.float64)
-    s = geo.side_lengths(q)
-    portrait = (s[1] + s[3]) > (s[0] + s[2])
-    k = 1 if portrait else 0  # start the reading at TR for a card standing on its side
-    size = canonical_size(doc_type, dpi)
-    out = warp(image, np.roll(q, -k, axis=0), size)
-    by_face = False
-    if orient_by_face:
-        for small_w, min_frac in FACE_PASSES:
-            small = cv2.resize(out, (small_w, int(round(small_w * size[1] / size[0]))),
-                               interpolation=cv2.INTER_AREA)
-            g = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
-            s0 = _face_score(g, min_frac)
-            # enough upright evidence decides alone: an upside-down face gathers 2-7, so the
-            # turned reading cannot win (it never did on the tuning set and the real checks at
-            # 4 rotations; this skips 31 % of the cascade calls, the card's costliest CPU step)
-            s180 = (0.0 if s0 >= FACE_MIN_EVIDENCE
-                    else _face_score(g[::-1, ::-1].copy(), min_frac))
-            by_face = max(s0, s180) >= FACE_MIN_EVIDENCE
-            if by_face:
-                break
-        if by_face and s180 > s0:
-            out = out[::-1, ::-1].copy()
-            k += 2
-    return Rectified(image=out, doc_type=doc_type, rotation=k % 4, by_face=by_face)
+def reading(quad: np.ndarray) -> int:
+    """Quarter turns (0 or 1) from the quad's TL-first reading to its landscape reading: 1 when
+    the quad is taller than wide (read from its TR corner, so the output is landscape)."""
+    s = geo.side_lengths(np.asarray(quad, np.float64))
+    return 1 if (s[1] + s[3]) > (s[0] + s[2]) else 0
 
 
 def laplacian_variance(image: np.ndarray, width: int) -> float:
     """Variance of the Laplacian (3x3 aperture) of ``image`` in grey, resized to ``width`` px
     wide (area interpolation): a sharpness measure (Pech-Pacheco et al., 2000)."""
-    return float(cv2.Laplacian(_grey_at_width(image, width), cv2.CV_64F).var())
+    return _variance(cv2.Laplacian(_grey_at_width(image, width), cv2.CV_32F))
+
+
+def _variance(x: np.ndarray) -> float:
+    """Population variance of all elements of a single-channel array (double accumulation)."""
+    return float(cv2.meanStdDev(x)[1][0, 0] ** 2)
 
 
 def _grey_at_width(image: np.ndarray, width: int) -> np.ndarray:
-    """``image`` (BGR) in grey, resized to ``width`` px wide (area interpolation), uint8."""
+    """``image`` (BGR, or already grey) in grey, resized to ``width`` px wide (area
+    interpolation), uint8."""
     h, w = image.shape[:2]
-    g = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    g = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY) if image.ndim == 3 else image
+    if w == width:
+        return g
     return cv2.resize(g, (width, max(1, round(h * width / w))), interpolation=cv2.INTER_AREA)
 
 
@@ -202,12 +108,14 @@ def direction_detail_ratio(image: np.ndarray, width: int) -> float:
         Ratio in [0, 1]; 1.0 for an image with no detail at all (nothing to compare).
     """
     g = _grey_at_width(image, width).astype(np.float32)
-    v = [float(cv2.filter2D(g, cv2.CV_32F, k)[1:-1, 1:-1].var()) for k in _SECOND_DIFFS]
+    v = [_variance(cv2.filter2D(g, cv2.CV_32F, k)[1:-1, 1:-1]) for k in _SECOND_DIFFS]
     return min(v) / max(v) if max(v) > 1e-9 else 1.0
 
 
 def saturated_fraction(image: np.ndarray, level: int, width: int) -> float:
-    """Share of pixels whose three channels are all >= ``level`` (``image`` resized to ``width``)."""
+    """Share of pixels whose three channels are all >= ``level`` (``image`` resized to ``width``
+    by area averaging, unless it has that width)."""
     h, w = image.shape[:2]
-    s = cv2.resize(image, (width, max(1, round(h * width / w))), interpolation=cv2.INTER_AREA)
-    return float(np.all(s >= level, axis=2).mean())
+    s = image if w == width else cv2.resize(image, (width, max(1, round(h * width / w))),
+                                            interpolation=cv2.INTER_AREA)
+    return cv2.countNonZero(cv2.inRange(s, (level,) * 3, (255,) * 3)) / float(s.shape[0] * s.shape[1])

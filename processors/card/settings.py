@@ -11,6 +11,12 @@ class CardSettings(BaseModel):
     """Settings of the card processor (frozen; part of the app settings).
 
     Localisation:
+        decode_side: long side (px) each upload is decoded at, at least: a JPEG is decoded at
+            the smallest libjpeg-turbo DCT scale M/8 that keeps it (a 4032 x 3024 photo at 1/2,
+            2016 x 1512: a card then has up to twice the 1011 px of its output), other formats
+            and photos up to this size at full resolution; None: always full resolution. At
+            12 MP this halves the CPU time outside the model (MODEL.md, *CPU time*); a card
+            narrower than half the frame is then warped from fewer pixels than its output has.
         mask_threshold: u2netp saliency (min-max normalised to [0,1]) above which a pixel
             belongs to the card mask.
         work_max_side: longest side (px) of the working copy used for the coarse quad; the
@@ -60,14 +66,25 @@ class CardSettings(BaseModel):
         doc_type: default when the upload's options carry none: ``id_card`` (ISO/IEC 7810 ID-1,
             85.60 x 53.98 mm), ``passport`` (ID-3, 125 x 88 mm) or ``auto`` (by aspect ratio).
         auto_aspect_split: in ``auto``, aspect ratios at or above this are ID-1, below it ID-3
-            (midway between 1.586 and 1.420).
+            (midway between 1.586 and 1.420), unless the print decides (below).
+        doc_print_band: in ``auto``, measured aspect ratios within this band (perspective puts
+            ID-1 cards and ID-3 pages there alike) take the document type from the orientation
+            classifier's second output when it is at least ``doc_print_min`` sure of it. Its
+            lower end stays above A4's 1.414, so a page keeps the nearer ID-3 shape.
+        doc_print_min: that certainty (probability of the type chosen).
         dpi: output resolution; ID-1 at 300 dpi is 1011 x 637 px, ID-3 is 1476 x 1039 px.
         jpeg_quality: JPEG quality (1-100) of the ``rectified`` artifact.
-        orient_by_face: decide 0/180 (and 90/270) from a Haar frontal face on the card.
+        orient: decide 0/180 (and 90/270) with the orientation classifier
+            (``processors.card.orient``); off: the quad's own reading (landscape) is kept.
+        orient_turn_min: the classifier's probability of a half turn from which the card is
+            turned; below it the photo's own reading is kept (phone photos are mostly upright).
+            Synthetic blank cards (no cue) never reach 0.8; 0.7-0.9 turn the same synthetic
+            cards (MODEL.md, *Upright decision*).
     """
 
     model_config = ConfigDict(frozen=True)
 
+    decode_side: int | None = Field(2000, ge=320)
     mask_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     work_max_side: int = Field(1024, ge=256)
     refine: bool = True
@@ -91,6 +108,9 @@ class CardSettings(BaseModel):
 
     doc_type: Literal["id_card", "passport", "auto"] = "auto"
     auto_aspect_split: float = Field(1.50, gt=1.0)
+    doc_print_band: tuple[float, float] = (1.45, 1.65)
+    doc_print_min: float = Field(0.9, ge=0.5, le=1.0)
     dpi: int = Field(300, ge=50, le=1200)
     jpeg_quality: int = Field(92, ge=1, le=100)
-    orient_by_face: bool = True
+    orient: bool = True
+    orient_turn_min: float = Field(0.9, gt=0.0, lt=1.0)

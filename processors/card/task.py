@@ -8,6 +8,7 @@ from typing import Any
 
 from processors.base import Artifact, Item, Outcome, Processor
 from processors.card.settings import CardSettings
+from processors.decode import DecodeSettings
 from processors.runtime import RuntimeSettings
 from processors.task import TaskSpec
 from schemas.models import V1_TASKS, CardPayload, DocTypeHint
@@ -28,15 +29,16 @@ class CardTask(TaskSpec):
     payload_defaults = {"quad": None, "confidence": 0.0, "doc_type": "unknown"}
     cli_blank = {"quad": None, "confidence": None, "doc_type": "unknown", "rectified": None}
 
-    def build(self, settings: CardSettings, runtime: RuntimeSettings) -> Processor:
+    def build(self, settings: CardSettings, runtime: RuntimeSettings,
+              decode: DecodeSettings | None = None) -> Processor:
         """The card processor with the pinned model (imported here: ONNX Runtime loads on use)."""
         from processors.card.processor import CardProcessor
 
-        return CardProcessor(settings, runtime)
+        return CardProcessor(settings, runtime, decode=decode)
 
     def stand_in(self, item: Item) -> dict[str, Any]:
         """The sleep processor's card payload: the whole frame as the quad, confidence 1."""
-        h, w = item.image.shape[:2]
+        h, w = item.image.height, item.image.width
         quad = [[0.0, 0.0], [float(w), 0.0], [float(w), float(h)], [0.0, float(h)]]
         return {"quad": quad, "confidence": 1.0, "doc_type": "id_card"}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from processors.base import Artifact, Item, Outcome, Processor
+from processors.decode import DecodeSettings
 from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
 from processors.task import TaskSpec
@@ -31,11 +32,12 @@ class IdPhotoTask(TaskSpec):
     payload_defaults = {"face_box": None}
     cli_blank = {"photo": None, "width": None, "height": None, "face_box": None}
 
-    def build(self, settings: IdPhotoSettings, runtime: RuntimeSettings) -> Processor:
+    def build(self, settings: IdPhotoSettings, runtime: RuntimeSettings,
+              decode: DecodeSettings | None = None) -> Processor:
         """The ID-photo processor (imported here: ONNX Runtime loads on use)."""
         from processors.idphoto.processor import IdPhotoProcessor
 
-        return IdPhotoProcessor(settings, runtime)
+        return IdPhotoProcessor(settings, runtime, decode)
 
     def stand_in(self, item: Item) -> dict[str, Any]:
         """The sleep processor's ID-photo payload: ``one_inch`` on white, no face box."""

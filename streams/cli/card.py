@@ -24,7 +24,7 @@ def _processor(device: str, batch: int, model: Path | None = None):
 
     s = load_settings()
     rt = runtime_for(s.runtime, device, batch)
-    return set_up(lambda: CardProcessor(s.card, rt, model_file=model),
+    return set_up(lambda: CardProcessor(s.card, rt, model_file=model, decode=s.decode),
                   "--model" if model is not None else None), s
 
 
@@ -93,7 +93,7 @@ def eval_card(
     """
     from processors.base import Item, process_in_buckets
     from processors.card.metrics import quad_iou, summarise
-    from processors.decode import decode_image
+    from processors.decode import probe_image
     from processors.errors import DecodeError
 
     try:
@@ -123,7 +123,7 @@ def eval_card(
     loaded = []
     for c in cases:
         try:
-            img = decode_image((set_dir / c["file"]).read_bytes(), s.decode)
+            img = probe_image((set_dir / c["file"]).read_bytes(), s.decode)
         except DecodeError:
             continue
         except OSError as e:

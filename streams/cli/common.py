@@ -1,5 +1,5 @@
 """What the commands share: CLI values over settings, usage errors, and the processor commands'
-file handling (``cardstream <task command> IMAGE...``: decode files, run buckets, write and
+file handling (``cardstream <task command> IMAGE...``: probe files, run buckets, write and
 print rows).
 """
 
@@ -14,10 +14,8 @@ import typer
 from pydantic import BaseModel, ValidationError
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from processors.base import Processor
-    from processors.decode import DecodeSettings
+    from processors.decode import DecodeSettings, EncodedImage
     from processors.runtime import RuntimeSettings
     from processors.task import TaskSpec
 
@@ -110,61 +108,63 @@ def output_path(out_dir: Path, src: Path, tail: str, taken: set[Path]) -> Path:
     return path
 
 
-def decode_files(files: list[Path], dec: DecodeSettings
-                 ) -> tuple[list[tuple[int, np.ndarray]], dict[int, tuple[str, str | None]]]:
-    """Read and safely decode image files for the processor commands.
+def probe_files(files: list[Path], dec: DecodeSettings
+                ) -> tuple[list[tuple[int, EncodedImage]], dict[int, tuple[str, str | None]]]:
+    """Read image files for the processor commands and probe their headers as the worker does
+    (the processor decodes the pixels).
 
     Args:
         files: image paths, in command-line order.
         dec: decode limits (``Settings.decode``).
 
     Returns:
-        ``(decoded, refused)``: ``(index, (H, W, 3) uint8 BGR)`` per decoded file, and per
-        refused index ``(reason code, error)``: the decoding reason (``UNSUPPORTED_FORMAT``,
-        ``CORRUPT_IMAGE``...) with the decoder's message (e.g. ``empty input (0 bytes); ...``),
-        or ``OBJECT_NOT_FOUND`` for a file that cannot be read, as the stream says for a missing
+        ``(probed, refused)``: ``(index, EncodedImage)`` per accepted file, and per refused
+        index ``(reason code, error)``: the probe's reason (``UNSUPPORTED_FORMAT``,
+        ``CORRUPT_IMAGE``...) with its message (e.g. ``empty input (0 bytes); ...``), or
+        ``OBJECT_NOT_FOUND`` for a file that cannot be read, as the stream says for a missing
         claim-check object, with the ``OSError`` class name and its text (``FileNotFoundError:
         No such file or directory``; ``not a regular file`` for a folder, FIFO or device, which
-        is not opened).
+        is not opened). Pixel data that then fails to decode is the processor's ``rejected``
+        outcome (``CORRUPT_IMAGE``).
     """
-    from processors.decode import decode_image
+    from processors.decode import probe_image
     from processors.errors import DecodeError
 
-    decoded: list[tuple[int, np.ndarray]] = []
+    probed: list[tuple[int, EncodedImage]] = []
     refused: dict[int, tuple[str, str]] = {}
     for i, f in enumerate(files):
         if f.exists() and not f.is_file():  # a folder, FIFO or device: reading may never end
             refused[i] = ("OBJECT_NOT_FOUND", "not a regular file")
             continue
         try:
-            decoded.append((i, decode_image(f.read_bytes(), dec)))
+            probed.append((i, probe_image(f.read_bytes(), dec)))
         except DecodeError as e:
             refused[i] = (str(e.reason), str(e))
         except OSError as e:
             refused[i] = ("OBJECT_NOT_FOUND", f"{type(e).__name__}: {e.strerror or e}")
-    return decoded, refused
+    return probed, refused
 
 
 def run_files(task: TaskSpec, proc: Processor, files: list[Path], options: Mapping[str, Any],
               dec: DecodeSettings, batch: int, out_dir: Path | None) -> list[dict[str, Any]]:
-    """The processor commands' work: decode ``files``, process them in buckets of ``batch``
+    """The processor commands' work: probe ``files``, process them in buckets of ``batch``
     (one model call each), write each main artifact into ``out_dir`` (None: write nothing).
 
     Returns:
         One row per file, in order: ``{"file", "status", "reasons", <the task's columns>}``
         (``task.cli_columns``), plus ``"error"`` for a file refused before processing
-        (:func:`decode_files`; the task's columns are ``task.cli_blank``).
+        (:func:`probe_files`; the task's columns are ``task.cli_blank``).
     """
     from processors.base import Item, process_in_buckets
 
-    decoded, refused = decode_files(files, dec)
+    probed, refused = probe_files(files, dec)
     rows: dict[int, dict[str, Any]] = {
         i: {"file": str(files[i]), "status": "rejected", "reasons": [code], **task.cli_blank,
             "error": err}
         for i, (code, err) in refused.items()}
-    items = [Item(upload_id=f"cli-{i}", image=img, options=dict(options)) for i, img in decoded]
+    items = [Item(upload_id=f"cli-{i}", image=img, options=dict(options)) for i, img in probed]
     taken: set[Path] = set()
-    for (i, _), o in zip(decoded, process_in_buckets(proc, items, batch), strict=True):
+    for (i, _), o in zip(probed, process_in_buckets(proc, items, batch), strict=True):
         main = next((a for a in o.artifacts if a.name == task.main_artifact), None)
         written = None
         if out_dir is not None and main is not None:

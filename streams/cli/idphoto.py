@@ -54,7 +54,7 @@ def idphoto(
     rt = runtime_for(s.runtime, device, batch)
     if out is not None:
         make_out_dir(out)  # a bad --out is refused before the model loads
-    proc = set_up(lambda: IdPhotoProcessor(s.idphoto, rt))
+    proc = set_up(lambda: IdPhotoProcessor(s.idphoto, rt, s.decode))
     # the temporary folder only once the options and the processor are good
     out_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="cardstream-idphoto-"))
     print_rows(SPEC, run_files(SPEC, proc, images, options, s.decode, batch, out_dir), as_json)

@@ -5,12 +5,14 @@ The steps of :meth:`Compute.run` (on the worker's batch thread; GETs and PUTs on
 1. **parse** the record against the contract (:func:`schemas.codec.decode_upload`): an
    :class:`~schemas.models.UploadEvent`, or a dead letter (``NOT_JSON``, ``SCHEMA_INVALID``...,
    or a task this worker does not serve);
-2. **load** its image (:meth:`Compute.load`: inline or claim check, verified, safely decoded):
-   pixels, or a rejection (``OBJECT_NOT_FOUND``, ``IMAGE_TOO_LARGE``, ``CHECKSUM_MISMATCH``, a
+2. **load** its image (:meth:`Compute.load`: inline or claim check, verified, its header probed:
+   format by magic bytes, size and limits, no pixel decoded): a probed upload (bytes + validated
+   header), or a rejection (``OBJECT_NOT_FOUND``, ``IMAGE_TOO_LARGE``, ``CHECKSUM_MISMATCH``, a
    bad image), or a dead letter (a contract error found only now, e.g. ``BAD_BASE64``); the
    store not answering is :class:`~streams.errors.StorageUnavailable` (the whole batch waits);
 3. **process** the loaded events task by task, cut into the processor's batch buckets (one
-   model call per bucket): the processor's outcome, or a dead letter ``PROCESSING_ERROR`` for an
+   model call per bucket; the processor decodes the pixels at the size it needs, and data that
+   fails then is its ``rejected`` outcome, e.g. ``CORRUPT_IMAGE``): the processor's outcome, or a dead letter ``PROCESSING_ERROR`` for an
    event whose processor raised even when run alone;
 4. **PUT** each outcome's artifacts to the results bucket under deterministic keys, and each
    dead letter's value to the quarantine bucket (:mod:`streams.quarantine`: the dead letter
@@ -36,11 +38,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from confluent_kafka import Message
 
 from processors.base import Artifact, Item, Outcome, Processor
-from processors.decode import decode_image
+from processors.decode import EncodedImage, probe_image
 from processors.errors import DecodeError
 from processors.registry import spec
 from processors.runtime import bucket_slices
@@ -144,7 +145,7 @@ class _Loaded:
 
     msg: Message
     event: UploadEvent
-    image: np.ndarray
+    image: EncodedImage
 
 
 @dataclass
@@ -266,10 +267,11 @@ class Compute:
                                     f"task {ev.task} not served by this worker", ev.upload_id)
         return ev
 
-    def load(self, ev: UploadEvent) -> np.ndarray:
-        """Step 2, the one place an upload's image is fetched and decoded: image bytes (inline
-        or claim check, verified against the ref's size and sha256 when given) decoded to
-        ``(H, W, 3) uint8`` BGR.
+    def load(self, ev: UploadEvent) -> EncodedImage:
+        """Step 2, the one place an upload's image is fetched and probed: image bytes (inline
+        or claim check, verified against the ref's size and sha256 when given) with their
+        header validated (:func:`processors.decode.probe_image`: format, displayed size, byte,
+        pixel and side limits; no pixel decoded: the processor decodes at the size it needs).
 
         Raises:
             ObjectNotFound / ObjectTooLarge / StorageError: from the store.
@@ -286,7 +288,7 @@ class Compute:
                                   f"object is {len(data)} bytes, the event says {ref.size_bytes}")
             if ref.sha256 is not None and hashlib.sha256(data).hexdigest() != ref.sha256:
                 raise DecodeError(ReasonCode.CHECKSUM_MISMATCH, "object sha256 differs from the event's")
-        return decode_image(data, self.decode)
+        return probe_image(data, self.decode)
 
     def _loaded(self, m: Message, ev: UploadEvent, fut: Future,
                 t_batch: float) -> _Loaded | Rejected | DeadLettered:

@@ -263,7 +263,7 @@ def build_processors(settings: Settings, tasks: Iterable[str] | None = None,
     rt = runtime or settings.runtime
     use = use or {}
     return {t: registry.build_processor(t, task_section(settings, t), rt, name=use.get(t),
-                                        sleep_ms=sleep_ms)
+                                        sleep_ms=sleep_ms, decode=settings.decode)
             for t in (settings.worker.tasks if tasks is None else tasks)}
 
 

@@ -50,14 +50,15 @@ class ThumbTask(TaskSpec):
     main_artifact = "thumb"
     option_defaults = {"shade": "grey"}
 
-    def build(self, settings: None, runtime: RuntimeSettings) -> SleepProcessor:
+    def build(self, settings: None, runtime: RuntimeSettings,
+              decode: object = None) -> SleepProcessor:
         """The fixed-latency processor, making thumbnails with payloads of this task's shape."""
         return SleepProcessor("thumb", artifact="thumb", payload=self.stand_in, call_ms=5.0,
                               bucket=4)
 
     def stand_in(self, item: Item) -> dict:
         """The shade asked for and the source size (px)."""
-        h, w = item.image.shape[:2]
+        h, w = item.image.height, item.image.width
         return {"shade": item.options["shade"], "source_width": w, "source_height": h}
 
 

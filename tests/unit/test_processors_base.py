@@ -30,7 +30,7 @@ class _Recorder:
 @pytest.mark.parametrize(("n", "batch", "calls"), [(0, 4, []), (3, 4, [3]), (9, 4, [4, 4, 1]),
                                                    (2, 0, [1, 1])])
 def test_process_in_buckets_calls_once_per_bucket_and_keeps_order(n, batch, calls):
-    items = [Item(f"u{i}", np.zeros((4, 4, 3), np.uint8)) for i in range(n)]
+    items = [Item.from_array(f"u{i}", np.zeros((32, 32, 3), np.uint8)) for i in range(n)]
     rec = _Recorder()
     out = list(process_in_buckets(rec, items, batch))
     assert rec.calls == calls
@@ -41,7 +41,7 @@ def test_process_in_buckets_calls_once_per_bucket_and_keeps_order(n, batch, call
 def test_one_failing_item_is_failed_and_the_others_are_not(threads):
     """The one rule every processor follows after its batched model call: an item whose
     post-processing raises gets a ``failed`` INTERNAL_ERROR outcome; the rest are unaffected."""
-    items = [Item(f"u{i}", np.zeros((4, 4, 3), np.uint8)) for i in range(5)]
+    items = [Item.from_array(f"u{i}", np.zeros((32, 32, 3), np.uint8)) for i in range(5)]
 
     def one(k: int) -> Outcome:
         if k == 2:

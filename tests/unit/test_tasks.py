@@ -72,7 +72,8 @@ def test_unknown_task_or_processor_fails_loudly() -> None:
     ("id_photo", {"size", "background", "face_box", "width", "height"})])
 def test_the_stand_in_answers_in_the_tasks_shape(task: str, fields: set[str]) -> None:
     p = registry.stand_in(task, call_ms=1.0, item_ms=0.0, bucket=2)
-    out = p.process_batch([Item(f"u{i}", np.zeros((40, 50, 3), np.uint8)) for i in range(3)])
+    out = p.process_batch([Item.from_array(f"u{i}", np.zeros((40, 50, 3), np.uint8))
+                           for i in range(3)])
     assert p.stats.calls == 2 and [o.upload_id for o in out] == ["u0", "u1", "u2"]
     assert set(out[0].payload) == fields
     assert [a.name for a in out[0].artifacts] == [registry.spec(task).main_artifact]
@@ -99,7 +100,7 @@ class ToyTask(TaskSpec):
     main_artifact = "thumb"
     option_defaults = {"label": "plain"}
 
-    def build(self, settings: None, runtime: object) -> SleepProcessor:
+    def build(self, settings: None, runtime: object, decode: object = None) -> SleepProcessor:
         return SleepProcessor("toy", artifact="thumb", payload=self.stand_in, call_ms=1.0)
 
     def stand_in(self, item: Item) -> dict:

@@ -47,7 +47,7 @@ def main() -> None:
                              model_file=model)
         for name, samples in sets.items():
             counts: collections.Counter[str] = collections.Counter()
-            items = [Item(f"{name}-{i}", s.image) for i, s in enumerate(samples)]
+            items = [Item.from_array(f"{name}-{i}", s.image) for i, s in enumerate(samples)]
             for o in process_in_buckets(proc, items, 8):
                 counts[",".join(str(r) for r in o.reasons) or "accepted"] += 1
             print(json.dumps({"model": model.name, "set": name, "n": len(samples),
