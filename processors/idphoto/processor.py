@@ -1,5 +1,6 @@
-"""The ``id_photo`` processor: one batched U2-Net matting call per batch, then per-image faces,
-framing, optional alpha matting on the framed crop, compositing and JPEG encoding."""
+"""The ``id_photo`` processor: one batched U2-Net matting call and one batched MTCNN face search
+per batch (each plus one more only where needed), then per image the framing, the crop of the
+photo, optional alpha matting on it, compositing and JPEG encoding."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import cv2
 import numpy as np
 import structlog
 
@@ -16,18 +18,70 @@ from processors.idphoto.faces import FaceBox, FaceDetector, faces_on_person
 from processors.idphoto.framing import (
     alpha_matting_rgba,
     composite,
+    cut,
     encode_jpeg,
     head_geometry,
+    image_sampler,
+    matte_sampler,
     plan_frame,
-    warp,
 )
-from processors.idphoto.matting import U2NetMatting
+from processors.idphoto.matting import MATTE_SIDE, Matte, U2NetMatting
 from processors.idphoto.settings import IdPhotoSettings
 from processors.idphoto.sizes import InvalidOptionError, SizeSpec, get_size, parse_background
 from processors.runtime import BatchStats, RuntimeSettings, sha256_file
 from schemas.reasons import ReasonCode, Status, Task
 
 log = structlog.get_logger("cardstream.idphoto")
+
+#: Shorter side (px) of the working copy matting and face search read: twice the model's
+#: 320 px, so the LANCZOS resize to 320x320 is a shrink and a zoomed crop of a person small in
+#: the frame still has the model's resolution. Larger uploads are area-averaged to it once.
+WORK_MIN_SIDE = 2 * MATTE_SIDE
+#: Quarter turns tried, in this order, when no face is found upright (sideways is more common
+#: than upside down).
+TURNS = (1, 3, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What matting and face search read of one upload.
+
+    Attributes:
+        image: ``(h, w, 3) uint8`` BGR, the upload at :attr:`factor` px per source px.
+        factor: px of :attr:`image` per source px (<= 1).
+        source_hw: ``(H, W)`` of the upload (px).
+    """
+
+    image: np.ndarray
+    factor: float
+    source_hw: tuple[int, int]
+
+
+def work_view(image: np.ndarray) -> View:
+    """The upload, area-averaged so its shorter side is :data:`WORK_MIN_SIDE` (or as is when it
+    is smaller)."""
+    h, w = image.shape[:2]
+    f = WORK_MIN_SIDE / min(h, w)
+    if f >= 1.0:
+        return View(image, 1.0, (h, w))
+    size = (max(1, round(w * f)), max(1, round(h * f)))
+    small = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+    return View(small, size[0] / w, (h, w))
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The faces counted on one upload, and the turn they were found at.
+
+    Attributes:
+        faces: counted faces (source px of the turned upload), largest first.
+        turns: quarter turns counter-clockwise (``np.rot90``'s ``k``) of the upload.
+        matte: the person matte of the turned upload.
+    """
+
+    faces: list[FaceBox]
+    turns: int
+    matte: Matte
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +127,7 @@ class IdPhotoProcessor:
         runtime: ONNX Runtime settings.
 
     Raises:
-        ModelError: the matting model file is missing (named) or fails its pin; the Haar cascade
-            is missing from OpenCV.
+        ModelError: the matting model or an MTCNN file is missing (named) or fails its pin.
         ProviderError: CUDA requested but not active.
     """
 
@@ -84,12 +137,12 @@ class IdPhotoProcessor:
         self.settings = settings
         self.threads = runtime.postprocess_threads
         self.matting = U2NetMatting(settings.model, runtime)
-        self.faces = FaceDetector(settings)
-        self._version = f"{settings.model}.{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}.haar-alt2"
+        self.faces = FaceDetector(settings, runtime)
+        self._version = f"{settings.model}.{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}.mtcnn"
 
     @property
     def model(self) -> ModelInfo:
-        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.haar-alt2``, active provider."""
+        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.mtcnn``, active provider."""
         return ModelInfo(
             name=f"idphoto-{self.settings.model}",
             version=self._version,
@@ -109,12 +162,14 @@ class IdPhotoProcessor:
     def warm_up(self) -> None:
         """Run every matting batch bucket once (choosing the best) and the face detector."""
         bucket = self.matting.warm_up()
-        self.faces.detect(np.zeros((64, 64, 3), np.uint8))
+        self.faces.detect([np.zeros((self.faces.canvas, self.faces.canvas, 3), np.uint8)])
         log.info("idphoto_warm", model=self.settings.model, bucket=bucket,
                  provider=self.matting.provider)
 
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
-        """One outcome per item, in order, with one batched matting call for the whole batch.
+        """One outcome per item, in order, with one batched matting call and one batched face
+        search for the whole batch (one more of each only for the items that need it: people
+        small in their frame, uploads turned sideways).
 
         Args:
             items: N >= 1 items; ``image`` ``(H, W, 3) uint8`` BGR; options ``size``,
@@ -137,9 +192,17 @@ class IdPhotoProcessor:
             except InvalidOptionError as e:
                 requests.append(e)
         valid = [i for i, r in enumerate(requests) if isinstance(r, PhotoRequest)]
-        masks = dict(zip(valid, self.matting.predict_zoomed(
-            [items[i].image for i in valid], self.settings.matte_zoom_max_share), strict=True))
-        ms = self.matting.last_inference_ms if valid else 0.0
+        found: dict[int, Found] = {}
+        ms = 0.0
+        if valid:
+            views = map_in_threads(lambda i: work_view(items[i].image), valid, self.threads)
+            mattes = self.matting.predict_zoomed([(v.image, v.factor) for v in views],
+                                                 [v.source_hw for v in views],
+                                                 self.settings.matte_zoom_max_share)
+            ms = self.matting.last_inference_ms
+            faces, face_ms = self._faces(views, mattes)
+            found = dict(zip(valid, faces, strict=True))
+            ms += face_ms
 
         def one(i: int) -> Outcome:
             it, req = items[i], requests[i]
@@ -149,7 +212,7 @@ class IdPhotoProcessor:
                 out = Outcome(it.upload_id, Status.FAILED, (ReasonCode.INTERNAL_ERROR,),
                               {"error": str(req)})
             else:
-                out = self._one(it, req, masks[i], ms)
+                out = self._one(it, req, found[i], ms)
             log.debug("idphoto_item", upload_id=it.upload_id, status=str(out.status),
                       reasons=[str(r) for r in out.reasons],
                       ms=round((time.perf_counter() - t0) * 1e3, 1))
@@ -157,41 +220,56 @@ class IdPhotoProcessor:
 
         return map_in_threads(one, range(len(items)), self.threads)
 
-    def _faces(self, image: np.ndarray, mask: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, list[FaceBox], int]:
-        """The counted faces, and the image turned upright if it had to be.
+    def _canvas(self, view: View, box: tuple[float, float, float, float], turns: int = 0
+                ) -> tuple[np.ndarray, float]:
+        """The face-search canvas of ``box`` (source px) of an upload: its longer side scaled
+        to the detector's canvas, RGB, turned by ``turns`` quarters; and canvas px per
+        source px."""
+        f = view.factor
+        x0, y0, x1, y1 = (round(v * f) for v in box)
+        roi = view.image[y0:max(y1, y0 + 1), x0:max(x1, x0 + 1)]
+        k = self.faces.canvas / max(roi.shape[:2])
+        size = (max(1, round(roi.shape[1] * k)), max(1, round(roi.shape[0] * k)))
+        interp = cv2.INTER_AREA if k < 1.0 else cv2.INTER_LINEAR
+        rgb = cv2.cvtColor(cv2.resize(roi, size, interpolation=interp), cv2.COLOR_BGR2RGB)
+        return (np.ascontiguousarray(np.rot90(rgb, turns)) if turns else rgb), k * f
 
-        In this order, stopping at the first that finds a face on the person: the regular
-        search; the thorough one (a face far from the camera, see ``FaceDetector.detect``); the
-        regular search on the image turned by a quarter, a half and three quarters (a selfie
-        stored sideways or upside down without EXIF orientation; the cascade sees upright faces
-        only).
+    def _count(self, boxes: list[FaceBox], k: float, matte: Matte) -> list[FaceBox]:
+        """Canvas boxes -> source px of ``matte``'s upload, then the ones that count."""
+        bx0, by0 = matte.box[0], matte.box[1]
+        src = [b.scaled(1.0 / k, bx0, by0) for b in boxes]
+        cover = [matte.coverage(b.x, b.y, b.w, b.h) for b in src]
+        return faces_on_person(src, cover, self.settings)
 
-        Args:
-            image: ``(H, W, 3) uint8`` BGR upload.
-            mask: ``(H, W) uint8`` its person matte.
-
-        Returns:
-            ``(image, mask, faces, turns)``: ``np.rot90(image, turns)`` (a view) and its mask
-            (contiguous), the faces in it (largest first; empty when none was found) and the
-            quarter turns counter-clockwise.
-        """
-        s = self.settings
-        faces = faces_on_person(self.faces.detect(image), mask, s)
-        if not faces:
-            faces = faces_on_person(self.faces.detect(image, thorough=True), mask, s)
-        if faces:
-            return image, mask, faces, 0
-        for turns in (1, 3, 2):  # sideways is more common than upside down
-            turned = np.rot90(image, turns)
-            turned_mask = np.ascontiguousarray(np.rot90(mask, turns))
-            faces = faces_on_person(self.faces.detect(np.ascontiguousarray(turned)),
-                                    turned_mask, s)
+    def _faces(self, views: Sequence[View], mattes: Sequence[Matte]
+               ) -> tuple[list[Found], float]:
+        """The counted faces of every upload, with one batched search, and one more for the
+        uploads where none was found upright: each turned by :data:`TURNS` (a selfie stored
+        sideways or upside down without EXIF orientation; MTCNN sees upright faces only). The
+        first turn with a face on the person wins. The search reads each matte's box (the
+        upload, or the crop around a person small in the frame). Returns the faces per upload
+        and the wall time of the model calls (ms)."""
+        canv = [self._canvas(v, m.box) for v, m in zip(views, mattes, strict=True)]
+        boxes = self.faces.detect([c for c, _ in canv])
+        face_ms = self.faces.mtcnn.last_inference_ms
+        out = [Found(self._count(b, k, m), 0, m)
+               for b, (_, k), m in zip(boxes, canv, mattes, strict=True)]
+        missing = [i for i, f in enumerate(out) if not f.faces]
+        if not missing:
+            return out, face_ms
+        turned = [(i, t, *self._canvas(views[i], mattes[i].box, t)) for i in missing for t in TURNS]
+        found = self.faces.detect([c for _, _, c, _ in turned])
+        face_ms += self.faces.mtcnn.last_inference_ms
+        for (i, t, _, k), b in zip(turned, found, strict=True):
+            if out[i].faces or not b:
+                continue
+            m = mattes[i].rot90(t)
+            faces = self._count(b, k, m)
             if faces:
-                return turned, turned_mask, faces, turns
-        return image, mask, [], 0
+                out[i] = Found(faces, t, m)
+        return out, face_ms
 
-    def _one(self, it: Item, req: PhotoRequest, mask: np.ndarray, inference_ms: float) -> Outcome:
+    def _one(self, it: Item, req: PhotoRequest, found: Found, inference_ms: float) -> Outcome:
         spec = req.size
         payload: dict[str, Any] = {"size": spec.name, "background": req.background,
                                    "face_box": None, "width": spec.width_px,
@@ -201,7 +279,7 @@ class IdPhotoProcessor:
             return Outcome(it.upload_id, Status.REJECTED, (code,), {**payload, **extra},
                            inference_ms=inference_ms)
 
-        image, mask, faces, turns = self._faces(it.image, mask)
+        faces, turns, matte = found.faces, found.turns, found.matte
         if not faces:
             return reject(ReasonCode.NO_FACE)
         if len(faces) > 1:
@@ -210,12 +288,15 @@ class IdPhotoProcessor:
         payload["face_box"] = face.unrotated(turns, it.image.shape[:2]).as_list()
         if face.h < self.settings.min_face_px:
             return reject(ReasonCode.FACE_TOO_SMALL)
-        head = head_geometry(face, mask, self.settings.matte_threshold)
+        head = head_geometry(face, matte, self.settings.matte_threshold,
+                             resolution=spec.target_head_px / face.h)
         if head.cropped:
             return reject(ReasonCode.HEAD_CROPPED)
         frame = plan_frame(head, req.size)
-        rgb = warp(np.ascontiguousarray(image[..., ::-1]), frame)
-        alpha = warp(mask, frame)
+        image = np.rot90(it.image, turns) if turns else it.image
+        bgr = cut(image_sampler(image), image.shape[:2], frame, 3)
+        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        alpha = cut(matte_sampler(matte), matte.source_hw, frame)
         if req.alpha_matting:
             s = self.settings
             rgb, alpha = alpha_matting_rgba(
