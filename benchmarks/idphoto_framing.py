@@ -74,7 +74,8 @@ def record(size: str = "one_inch", cases: Path = CASES) -> dict[str, dict]:
     for name, img in _inputs(cases):
         planned.clear()
         heads.clear()
-        (o,) = proc.process_batch([Item(name, img, {"size": size})])
+        make = getattr(Item, "from_array", Item)  # uploads as lossless PNG where Items are bytes
+        (o,) = proc.process_batch([make(name, img, {"size": size})])
         fr = planned[-1] if planned else None
         g = heads[-1] if heads else None
         out[name] = {"status": str(o.status), "reasons": [str(r) for r in o.reasons],

@@ -25,6 +25,30 @@ from processors.runtime import RuntimeSettings
 BOX_PER_EYE_MOUTH = 2.49
 #: Top of that box above the eye line, in eye-to-mouth distances (same fit: mean 0.94, sd 0.04).
 BOX_TOP_ABOVE_EYES = 0.94
+#: Largest roll (degrees) of a face that counts as upright: the eye-to-mouth direction within
+#: this angle of straight down. MTCNN also fires on faces turned by a quarter, with landmarks
+#: that do not fit a face; such an upload is searched again turned (``processor.TURNS``).
+MAX_ROLL_DEG = 45.0
+#: Smallest distance between the eyes as a share of MTCNN's box width for an upright face: 0.47
+#: to 0.52 on the 40 astronaut variants; on her face turned by a quarter MTCNN drew a box with
+#: upright-looking landmarks squeezed together at 0.25.
+MIN_EYE_SPAN = 0.35
+
+
+def upright(faces: Faces) -> np.ndarray:
+    """``(K,) bool``: which faces' landmarks are upright: the mouth below the eyes within
+    :data:`MAX_ROLL_DEG`, the right eye right of the left one, the nose between the eye line and
+    the mouth, and the eyes at least :data:`MIN_EYE_SPAN` of the box width apart."""
+    landmarks = faces.landmarks
+    eyes = landmarks[:, 0:2].mean(axis=1)
+    mouth = landmarks[:, 3:5].mean(axis=1)
+    down = mouth - eyes
+    roll_ok = down[:, 1] > np.abs(down[:, 0]) * np.tan(np.radians(90.0 - MAX_ROLL_DEG))
+    eyes_ok = landmarks[:, 1, 0] > landmarks[:, 0, 0]
+    nose_ok = (landmarks[:, 2, 1] > eyes[:, 1]) & (landmarks[:, 2, 1] < mouth[:, 1])
+    span = np.linalg.norm(landmarks[:, 1] - landmarks[:, 0], axis=1)
+    span_ok = span >= MIN_EYE_SPAN * (faces.boxes[:, 2] - faces.boxes[:, 0] + 1.0)
+    return roll_ok & eyes_ok & nose_ok & span_ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +141,14 @@ class FaceDetector:
             canvases_rgb: N images ``(h, w, 3) uint8`` RGB with ``max(h, w) <= canvas``.
 
         Returns:
-            N lists of :class:`FaceBox`, largest first.
+            N lists of :class:`FaceBox`, largest first; faces that are not :func:`upright` are
+            left out.
         """
         found: list[Faces] = self.mtcnn.detect(canvases_rgb)
         out = []
         for f in found:
-            boxes = box_from_landmarks(f.landmarks) if len(f) else []
+            marks = f.landmarks[upright(f)] if len(f) else f.landmarks
+            boxes = box_from_landmarks(marks) if len(marks) else []
             out.append(sorted(boxes, key=lambda b: b.h, reverse=True))
         return out
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,6 +239,10 @@ class Matte:
         return Matte(np.ascontiguousarray(np.rot90(self.small, k)), box, hw)
 
 
+#: ``crop_input([(upload index, (x0, y0, x1, y1) source px), ...])``: the ``(K, 3, 320, 320)
+#: float32`` model input of those boxes, each resized to 320x320 as a whole image would be.
+CropInput = Callable[[Sequence[tuple[int, tuple[int, int, int, int]]]], np.ndarray]
+
 ZOOM_PAD = 0.15
 """Margin added on every side of the person's box for the zoomed second look, as a share of
 the box's longer side (hair and shoulders the first, coarse matte under-reached)."""
@@ -311,37 +315,32 @@ class U2NetMatting:
         """Run every batch bucket once and choose the best; returns the chosen bucket."""
         return self.model.warm_up((3, MATTE_SIDE, MATTE_SIDE))
 
-    def predict_mattes(self, images_bgr: Sequence[np.ndarray],
-                       boxes: Sequence[tuple[float, float, float, float]] | None = None,
-                       source_hws: Sequence[tuple[int, int]] | None = None) -> list[Matte]:
-        """Mattes for N images with one batched model call (split only by the chosen bucket).
+    def predict_input(self, x: np.ndarray, boxes: Sequence[tuple[float, float, float, float]],
+                      source_hws: Sequence[tuple[int, int]]) -> list[Matte]:
+        """Mattes from a prepared batch with one batched model call (split only by the bucket).
 
         Args:
-            images_bgr: N >= 1 images, each ``(h_i, w_i, 3) uint8`` BGR: an upload, or an upload
-                decoded or scaled smaller, or a crop of one.
-            boxes: source px ``(x0, y0, x1, y1)`` each image covers (None: the whole image at
-                its own px).
-            source_hws: ``(H, W)`` of each upload (None: each image's own size).
+            x: ``(N, 3, 320, 320) float32`` model input (:func:`preprocess` per image, or a pixel
+                backend's ``model_input``).
+            boxes: source px ``(x0, y0, x1, y1)`` each input image covers.
+            source_hws: ``(H, W)`` of each upload (px).
 
         Returns:
             N :class:`Matte` at the model's resolution. ``last_inference_ms`` holds the wall
             time (ms) of the model call.
         """
-        if not images_bgr:
-            return []
-        x = np.stack(map_in_threads(preprocess, images_bgr, self.threads))
         t0 = time.perf_counter()
         d0 = self.model.run(x)[0]
         self.last_inference_ms = (time.perf_counter() - t0) * 1000.0
-        out = []
-        for i, im in enumerate(images_bgr):
-            h, w = im.shape[:2]
-            out.append(Matte(normalise(d0[i, 0]), boxes[i] if boxes else (0, 0, w, h),
-                             source_hws[i] if source_hws else (h, w)))
-        return out
+        return [Matte(normalise(d0[i, 0]), boxes[i], source_hws[i]) for i in range(len(boxes))]
+
+    def host_input(self, images_bgr: Sequence[np.ndarray]) -> np.ndarray:
+        """rembg's input for host images: :func:`preprocess` each (on the thread pool), stacked
+        ``(N, 3, 320, 320) float32``."""
+        return np.stack(map_in_threads(preprocess, images_bgr, self.threads))
 
     def predict(self, images_bgr: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Full-size masks for N images with one batched model call.
+        """Full-size masks for N host images with one batched model call.
 
         Args:
             images_bgr: N >= 1 images, each ``(H_i, W_i, 3) uint8`` BGR.
@@ -350,42 +349,40 @@ class U2NetMatting:
             N masks, each ``(H_i, W_i) uint8`` (0 background .. 255 person), equal to rembg's
             ``remove(..., only_mask=True)`` per image within 1 level.
         """
-        return [m.full() for m in self.predict_mattes(images_bgr)]
+        if not images_bgr:
+            return []
+        hws = [im.shape[:2] for im in images_bgr]
+        mattes = self.predict_input(self.host_input(images_bgr),
+                                    [(0, 0, w, h) for h, w in hws], hws)
+        return [m.full() for m in mattes]
 
-    def predict_zoomed(self, views: Sequence[tuple[np.ndarray, float]],
-                       source_hws: Sequence[tuple[int, int]], max_share: float) -> list[Matte]:
-        """:meth:`predict_mattes`, then a second look at the people who are small in their frame.
+    def predict_zoomed(self, x: np.ndarray, source_hws: Sequence[tuple[int, int]],
+                       max_share: float, crop_input: CropInput) -> list[Matte]:
+        """Mattes of N uploads, then a second look at the people who are small in their frame.
 
-        The model sees every image at 320x320 px, so a person filling a fifth of a 2400 px
-        frame gets about 64 px of it and a soft, haloed edge. For those images (see
+        The model sees every upload at 320x320 px, so a person filling a fifth of a 2400 px
+        frame gets about 64 px of it and a soft, haloed edge. For those uploads (see
         :func:`zoom_box`), the padded box around the person is matted again in one more batched
-        call, and that matte replaces the first (outside the box the person is not: 0). Images
+        call, and that matte replaces the first (outside the box the person is not: 0). Uploads
         whose person is already large cost nothing more.
 
         Args:
-            views: N >= 1 ``(image, factor)``: each upload as ``(h, w, 3) uint8`` BGR at
-                ``factor`` px per source px (1.0: the upload itself).
+            x: ``(N, 3, 320, 320) float32`` model input of the whole uploads.
             source_hws: ``(H, W)`` of each upload (px).
             max_share: see :func:`zoom_box` (0: never zoom).
+            crop_input: the model input of boxes of some uploads (:data:`CropInput`).
 
         Returns:
             N :class:`Matte` in source px. ``last_inference_ms`` adds both calls (ms).
         """
-        mattes = self.predict_mattes([v for v, _ in views],
-                                     [(0, 0, w, h) for h, w in source_hws], source_hws)
-        boxes = {i: b for i, m in enumerate(mattes) if (b := zoom_box(m, max_share)) is not None}
+        mattes = self.predict_input(x, [(0, 0, w, h) for h, w in source_hws], source_hws)
+        boxes = [(i, b) for i, m in enumerate(mattes) if (b := zoom_box(m, max_share)) is not None]
         if not boxes:
             return mattes
         first_ms = self.last_inference_ms
-        crops, crop_boxes, hws = [], [], []
-        for i, (x0, y0, x1, y1) in boxes.items():
-            img, f = views[i]
-            cx0, cy0 = round(x0 * f), round(y0 * f)
-            cx1, cy1 = max(cx0 + 1, round(x1 * f)), max(cy0 + 1, round(y1 * f))
-            crops.append(img[cy0:cy1, cx0:cx1])
-            crop_boxes.append((cx0 / f, cy0 / f, cx1 / f, cy1 / f))
-            hws.append(source_hws[i])
-        for i, m in zip(boxes, self.predict_mattes(crops, crop_boxes, hws), strict=True):
+        zoomed = self.predict_input(crop_input(boxes), [b for _, b in boxes],
+                                    [source_hws[i] for i, _ in boxes])
+        for (i, _), m in zip(boxes, zoomed, strict=True):
             mattes[i] = m
         self.last_inference_ms += first_ms
         return mattes

@@ -154,8 +154,13 @@ def test_zoomed_matte_of_a_small_person_matches_the_close_up() -> None:
     m = U2NetMatting("u2netp", RuntimeSettings(device="cpu", buckets=(1, 2)))
     close_up = m.predict([astro])[0]
     plain = m.predict([frame])[0]
-    zoomed = [z.full() for z in m.predict_zoomed([(frame, 1.0), (astro, 1.0)],
-                                                 [frame.shape[:2], astro.shape[:2]], 0.6)]
+    uploads = [frame, astro]
+
+    def crops(boxes):
+        return m.host_input([uploads[i][y0:y1, x0:x1] for i, (x0, y0, x1, y1) in boxes])
+
+    zoomed = [z.full() for z in m.predict_zoomed(m.host_input(uploads),
+                                                 [u.shape[:2] for u in uploads], 0.6, crops)]
 
     def soft(a: np.ndarray) -> int:
         return int(((a > 20) & (a < 235)).sum())
