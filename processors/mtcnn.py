@@ -133,18 +133,15 @@ def pyramid_layout(canvas: int, min_face: float) -> tuple[list[Level], int, int]
     return levels, y + shelf, width
 
 
-def _normalise(x: np.ndarray) -> np.ndarray:
-    """uint8 RGB -> MTCNN input ``(x - 127.5) / 128`` float32."""
-    return (x.astype(np.float32) - 127.5) * (1.0 / 128.0)
-
-
 def crops(mosaic: np.ndarray, levels: Sequence[Level], image_idx: np.ndarray, boxes: np.ndarray,
           side: int) -> np.ndarray:
-    """Square crops of ``boxes`` resized to ``side`` px, for R-Net / O-Net, in one gather.
+    """Square crops of ``boxes`` resized to ``side`` px, for R-Net / O-Net, in one ``cv2.remap``.
 
     Each box is read from the pyramid level where it spans at least ``side`` px but least so
     (a shrink by at most 1/``PYRAMID_FACTOR``, bilinear), so large boxes are not aliased. Outside
-    the canvas is 0 (black after normalisation: -1), as MTCNN pads.
+    the canvas is 0 (black after normalisation: -1), as MTCNN pads. The batch's mosaics are one
+    tall image (``(N * Hm, Wm, 3)``, a free reshape) and every crop's sampling grid one block of
+    rows of the map.
 
     Args:
         mosaic: ``(N, Hm, Wm, 3) uint8`` the pyramid mosaics of the batch.
@@ -157,37 +154,36 @@ def crops(mosaic: np.ndarray, levels: Sequence[Level], image_idx: np.ndarray, bo
         ``(K, 3, side, side) float32`` normalised network input.
     """
     k = len(boxes)
+    n, hm, wm = mosaic.shape[:3]
     scales = np.array([lv.scale for lv in levels], np.float32)
     size = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]) + 1.0  # (K,)
     # the smallest level on which the box still spans >= side px (level 0 when none does)
     ok = size[:, None] * scales[None, :] >= side
     lv = np.where(ok.any(axis=1), ok.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1), 0)
-    s = scales[lv]
-    ox = np.array([lvl.x for lvl in levels], np.float32)[lv]
-    oy = np.array([lvl.y for lvl in levels], np.float32)[lv]
-    lim = np.array([lvl.side for lvl in levels], np.float32)[lv]
+    s = scales[lv][:, None]
+    ox = np.array([v.x for v in levels], np.float32)[lv][:, None]
+    oy = np.array([v.y for v in levels], np.float32)[lv][:, None]
+    lim = np.array([v.side for v in levels], np.float32)[lv][:, None]
     t = (np.arange(side, dtype=np.float32) + 0.5) / side  # sample centres in [0, 1]
-    w = (boxes[:, 2] - boxes[:, 0] + 1.0)
-    h = (boxes[:, 3] - boxes[:, 1] + 1.0)
-    # canvas coords of sample centres (pixel centres at integer + 0.5 in MTCNN's inclusive boxes)
-    xs = (boxes[:, 0:1] + t[None, :] * w[:, None]) * s[:, None] - 0.5  # (K, side) level px
-    ys = (boxes[:, 1:2] + t[None, :] * h[:, None]) * s[:, None] - 0.5
-    x0 = np.floor(xs)
-    y0 = np.floor(ys)
-    fx = (xs - x0)[:, None, :, None]
-    fy = (ys - y0)[:, :, None, None]
-    n = image_idx.astype(np.intp)[:, None, None]
-    out = np.zeros((k, side, side, 3), np.float32)
-    for dy, wy in ((0, 1.0 - fy), (1, fy)):
-        yy = (y0 + dy)[:, :, None]
-        for dx, wx in ((0, 1.0 - fx), (1, fx)):
-            xx = (x0 + dx)[:, None, :]
-            inside = (yy >= 0) & (yy < lim[:, None, None]) & (xx >= 0) & (xx < lim[:, None, None])
-            yi = np.where(inside, yy + oy[:, None, None], 0).astype(np.intp)
-            xi = np.where(inside, xx + ox[:, None, None], 0).astype(np.intp)
-            px = mosaic[n, yi, xi].astype(np.float32)  # (K, side, side, 3)
-            out += np.where(inside[..., None], px, 0.0) * (wy * wx)
-    return ((out - 127.5) * (1.0 / 128.0)).transpose(0, 3, 1, 2).copy()
+    w = (boxes[:, 2] - boxes[:, 0] + 1.0)[:, None]
+    h = (boxes[:, 3] - boxes[:, 1] + 1.0)[:, None]
+    # level px of the sample centres (pixel centres at integers), (K, side) each
+    xs = (boxes[:, 0:1] + t[None, :] * w) * s - 0.5
+    ys = (boxes[:, 1:2] + t[None, :] * h) * s - 0.5
+    off = -2.0 * (hm + wm)  # far outside: remap's constant border (0)
+    mx = np.where((xs > -1.0) & (xs < lim), xs + ox, off).astype(np.float32)
+    my = np.where((ys > -1.0) & (ys < lim), ys + oy + image_idx[:, None] * hm, off)
+    map_x = np.broadcast_to(mx[:, None, :], (k, side, side)).reshape(k * side, side)
+    map_y = np.broadcast_to(my.astype(np.float32)[:, :, None], (k, side, side)).reshape(k * side, side)
+    tall = mosaic.reshape(n * hm, wm, 3)
+    step = 32000 // side * side  # remap's map is at most SHRT_MAX rows
+    out = np.concatenate([cv2.remap(tall, map_x[r:r + step], map_y[r:r + step], cv2.INTER_LINEAR,
+                                    borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+                          for r in range(0, k * side, step)]) if k else np.zeros((0, side, 3))
+    x = np.ascontiguousarray(out.reshape(k, side, side, 3).transpose(0, 3, 1, 2), np.float32)
+    x -= 127.5
+    x *= 1.0 / 128.0
+    return x
 
 
 def _square(boxes: np.ndarray) -> np.ndarray:
@@ -291,8 +287,10 @@ class Mtcnn:
         if n == 0:
             return []
         mosaic = self.mosaic(images_rgb)
-        x = _normalise(mosaic).transpose(0, 3, 1, 2)
-        offsets, probs = self._run(self.pnet, np.ascontiguousarray(x))[:2]
+        x = np.ascontiguousarray(mosaic.transpose(0, 3, 1, 2), np.float32)
+        x -= 127.5
+        x *= 1.0 / 128.0
+        offsets, probs = self._run(self.pnet, x)[:2]
         prop_img, prop_lv, boxes, scores, offs = self._proposals(offsets, probs[:, 1])
         keep = _nms(boxes, scores, prop_img * len(self.levels) + prop_lv, NMS_IOU[0])
         keep = keep[_nms(boxes[keep], scores[keep], prop_img[keep], NMS_IOU[1])]

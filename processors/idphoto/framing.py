@@ -232,7 +232,7 @@ def warp(image: np.ndarray, frame: Frame, interpolation_up: int = cv2.INTER_CUBI
 def composite(
     rgb: np.ndarray, alpha: np.ndarray, background_rgb: tuple[int, int, int]
 ) -> np.ndarray:
-    """``rgb * a + background * (1 - a)``.
+    """``rgb * a + background * (1 - a)``, in integers.
 
     Args:
         rgb: ``(H, W, 3) uint8`` foreground colours (RGB).
@@ -240,12 +240,16 @@ def composite(
         background_rgb: background colour (RGB 0..255).
 
     Returns:
-        ``(H, W, 3) uint8`` RGB, rounded.
+        ``(H, W, 3) uint8`` RGB, ``(c * a + bg * (255 - a) + 127) // 255`` (the rounded blend,
+        ties aside; at most 255 * 255 + 127, so uint16 holds it).
     """
-    a = alpha.astype(np.float32)[..., None] / 255.0
-    bg = np.asarray(background_rgb, dtype=np.float32)
-    out = rgb.astype(np.float32) * a + bg * (1.0 - a)
-    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+    a = alpha.astype(np.uint16)[..., None]
+    bg = np.asarray(background_rgb, dtype=np.uint16)
+    out = rgb.astype(np.uint16) * a
+    out += bg * (255 - a)
+    out += 127
+    out //= 255
+    return out.astype(np.uint8)
 
 
 def alpha_matting_rgba(

@@ -23,13 +23,11 @@ from PIL import Image
 from processors.base import map_in_threads
 from processors.errors import ModelError
 from processors.models import manifest, model_home, model_path
+from processors.pixels import normalise_rgb
 from processors.runtime import BatchedModel, RuntimeSettings
 
 #: U2-Net input side (px); rembg's ``(320, 320)``.
 MATTE_SIDE = 320
-#: ImageNet mean/std on RGB in [0, 1], as passed by rembg's U2-Net sessions.
-MEAN: tuple[float, float, float] = (0.485, 0.456, 0.406)
-STD: tuple[float, float, float] = (0.229, 0.224, 0.225)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,17 +101,12 @@ def preprocess(image_bgr: np.ndarray) -> np.ndarray:
 
     Returns:
         ``(3, 320, 320) float32``: RGB resized with PIL LANCZOS to 320x320, divided by the
-        resized image's maximum, then ``(x - mean) / std`` per channel (ImageNet constants).
+        resized image's maximum, then ``(x - mean) / std`` per channel (ImageNet constants), in
+        float32 (rembg computes in float64 and casts: the same input to 1e-7, the same masks).
     """
-    rgb = np.ascontiguousarray(image_bgr[..., ::-1])
-    im = Image.fromarray(rgb, mode="RGB").resize((MATTE_SIDE, MATTE_SIDE), Image.Resampling.LANCZOS)
-    ary = np.array(im)
-    # same expression and dtypes as rembg: uint8 / uint8-scalar -> float64
-    ary = ary / max(np.max(ary), 1e-6)
-    out = np.empty((3, MATTE_SIDE, MATTE_SIDE), dtype=np.float64)
-    for c in range(3):
-        out[c] = (ary[:, :, c] - MEAN[c]) / STD[c]
-    return out.astype(np.float32)
+    # LANCZOS works per channel: resize the BGR bytes as they are, swap on the small result
+    im = Image.fromarray(np.ascontiguousarray(image_bgr), mode="RGB")
+    return normalise_rgb(np.asarray(im.resize((MATTE_SIDE, MATTE_SIDE), Image.Resampling.LANCZOS)))
 
 
 def normalise(pred: np.ndarray) -> np.ndarray:
