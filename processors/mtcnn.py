@@ -60,6 +60,8 @@ THRESHOLDS = (0.7, 0.7, 0.9)
 NMS_IOU = (0.5, 0.7, 0.7, 0.7)
 #: Largest number of proposals per image kept after P-Net (highest scores first).
 MAX_PROPOSALS = 400
+#: Batch buckets of the three nets (their own, not U2-Net's): inputs are padded to the next one.
+MTCNN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 #: Model names in ``processors/models.json``.
 MODELS = ("mtcnn_pnet", "mtcnn_rnet", "mtcnn_onet")
 
@@ -231,9 +233,13 @@ class Mtcnn:
     """
 
     def __init__(self, runtime: RuntimeSettings, canvas: int = 320, min_face: float = 12.0) -> None:
+        # small nets: R-Net and O-Net take every crop of a batch (often 50-300) in one call
+        rt = runtime.model_copy(update={"buckets": MTCNN_BUCKETS, "max_bucket": None,
+                                        "cpu_max_bucket": MTCNN_BUCKETS[-1]})
+
         def load(name: str, symbolic: bool) -> BatchedModel:
             return BatchedModel.shared(model_path(name, verify=False), manifest()[name]["sha256"],
-                                       runtime, name, make_batch_symbolic=symbolic)
+                                       rt, name, make_batch_symbolic=symbolic)
 
         self.pnet = load(MODELS[0], True)
         self.rnet = load(MODELS[1], False)
@@ -241,8 +247,7 @@ class Mtcnn:
         self.canvas = canvas
         self.last_inference_ms = 0.0
         self.levels, self.mosaic_h, self.mosaic_w = pyramid_layout(canvas, max(min_face, 12.0))
-        # on the CPU every stage takes its whole batch in one call: the buckets are for U2-Net
-        for m in (self.pnet, self.rnet, self.onet):
+        for m in (self.pnet, self.rnet, self.onet):  # no warm-up sweep: the largest bucket
             m.chosen_bucket = m.buckets[-1]
 
     @property
