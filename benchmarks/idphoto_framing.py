@@ -40,15 +40,19 @@ def _inputs(cases: Path) -> list[tuple[str, np.ndarray]]:
     return items
 
 
-def record(size: str = "one_inch", cases: Path = CASES) -> dict[str, dict]:
+def record(size: str = "one_inch", cases: Path = CASES, jpeg: int = 0) -> dict[str, dict]:
     """Verdict and planned frame per input image with the ``processors`` on ``sys.path``.
 
     Args:
         size: the ``size`` option of every item.
         cases: the shared cases folder (its portraits are added where present).
+        jpeg: upload each image as a JPEG of this quality (0: lossless, as decoded pixels).
     """
+    import cv2
+
     import processors.idphoto.processor as proc_mod
     from processors.base import Item
+    from processors.decode import DecodeSettings, decode_image
     from processors.idphoto.processor import IdPhotoProcessor
     from processors.idphoto.settings import IdPhotoSettings
     from processors.runtime import RuntimeSettings
@@ -74,8 +78,18 @@ def record(size: str = "one_inch", cases: Path = CASES) -> dict[str, dict]:
     for name, img in _inputs(cases):
         planned.clear()
         heads.clear()
-        make = getattr(Item, "from_array", Item)  # uploads as lossless PNG where Items are bytes
-        (o,) = proc.process_batch([make(name, img, {"size": size})])
+        opts = {"size": size}
+        if jpeg:
+            data = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, jpeg])[1].tobytes()
+            if hasattr(Item, "from_array"):  # Items carry probed bytes
+                from processors.decode import probe_image
+
+                item = Item(name, probe_image(data, DecodeSettings()), opts)
+            else:  # Items carry decoded pixels (before issue 29)
+                item = Item(name, decode_image(data, DecodeSettings()), opts)
+        else:  # lossless: PNG where Items are bytes
+            item = getattr(Item, "from_array", Item)(name, img, opts)
+        (o,) = proc.process_batch([item])
         fr = planned[-1] if planned else None
         g = heads[-1] if heads else None
         out[name] = {"status": str(o.status), "reasons": [str(r) for r in o.reasons],
@@ -151,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--size", default="one_inch")
     r.add_argument("--cases", type=Path, default=CASES, help="shared cases folder")
+    r.add_argument("--jpeg", type=int, default=0, help="upload as JPEG of this quality (0: PNG)")
     c = sub.add_parser("compare")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
@@ -159,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         from streams.logs import configure_logging
 
         configure_logging("WARNING")
-        a.out.write_text(json.dumps(record(a.size, a.cases), indent=1) + "\n")
+        a.out.write_text(json.dumps(record(a.size, a.cases, a.jpeg), indent=1) + "\n")
         print(f"wrote {a.out}")
         return 0
     res = compare(json.loads(a.before.read_text()), json.loads(a.after.read_text()))
