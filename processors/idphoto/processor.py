@@ -250,8 +250,8 @@ class IdPhotoProcessor:
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
         """One outcome per item, in order.
 
-        For the whole batch: one decode (at :data:`WORK_LONG_SIDE`), one matting call, one face
-        search (three MTCNN calls); one more matting call only for people small in their
+        For the whole batch: one decode (at the scale the photos need, :func:`decode_long_side`),
+        one matting call, one face search (three MTCNN calls); one more matting call only for people small in their
         frame, one more face search only for uploads with no face upright; one batched warp of
         the accepted photos. Per item on the host: the verdict, the framing, the alpha of the
         photo from the matte, optional alpha matting, compositing and the JPEG.
