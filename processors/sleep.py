@@ -12,8 +12,10 @@ from collections.abc import Sequence
 import cv2
 
 from processors.base import Artifact, Item, ModelInfo, Outcome
+from processors.decode import DecodeSettings, decode_probed
+from processors.errors import DecodeError
 from processors.runtime import BatchStats
-from schemas.reasons import Status
+from schemas.reasons import ReasonCode, Status
 
 
 class SleepProcessor:
@@ -27,7 +29,10 @@ class SleepProcessor:
 
     Each outcome carries the task's main artifact (``rectified.png`` for cards, ``photo.png`` for
     ID photos): a ``(32, 32, 3) uint8`` PNG thumbnail of the image, and a payload of the task's
-    shape (card: the full frame as quad, confidence 1; id_photo: ``one_inch`` on white).
+    shape (card: the full frame as quad, confidence 1; id_photo: ``one_inch`` on white). Items
+    are probed uploads: each is decoded at full resolution (``decode_probed``), as the worker
+    decoded them before processors took bytes, so the load table keeps the decode in the
+    pipeline; pixel data that fails to decode is ``rejected`` with the decoder's reason.
     """
 
     def __init__(self, task: str, call_ms: float = 20.0, item_ms: float = 2.0,
@@ -38,6 +43,7 @@ class SleepProcessor:
         self.chosen_bucket = bucket
         self.stats = BatchStats()
         self._model = ModelInfo(name="sleep", version="sleep-1", provider="none")
+        self.decode = DecodeSettings()
 
     @property
     def bucket(self) -> int:
@@ -52,8 +58,7 @@ class SleepProcessor:
     def warm_up(self) -> None:
         """Nothing to load."""
 
-    def _payload(self, it: Item) -> dict:
-        h, w = it.image.shape[:2]
+    def _payload(self, h: int, w: int) -> dict:
         if self.task == "card":
             quad = [[0.0, 0.0], [float(w), 0.0], [float(w), float(h)], [0.0, float(h)]]
             return {"quad": quad, "confidence": 1.0, "doc_type": "id_card"}
@@ -70,9 +75,15 @@ class SleepProcessor:
             self.stats.calls += 1
             self.stats.images += len(chunk)
             for it in chunk:
-                thumb = cv2.resize(it.image, (32, 32), interpolation=cv2.INTER_AREA)
+                try:
+                    image, _ = decode_probed(it.image, self.decode)
+                except DecodeError as e:
+                    out.append(Outcome(it.upload_id, Status.REJECTED, (ReasonCode(e.reason),)))
+                    continue
+                thumb = cv2.resize(image, (32, 32), interpolation=cv2.INTER_AREA)
                 ok, png = cv2.imencode(".png", thumb)
                 name = "rectified" if self.task == "card" else "photo"
                 art = Artifact(name, "png", "image/png", png.tobytes(), 32, 32)
-                out.append(Outcome(it.upload_id, Status.ACCEPTED, (), self._payload(it), (art,), ms))
+                out.append(Outcome(it.upload_id, Status.ACCEPTED, (),
+                                   self._payload(*image.shape[:2]), (art,), ms))
         return out
