@@ -6,6 +6,9 @@ Sections (``--sections``, default all):
 ``compare``  end to end through the real stack, batching worker vs naive consumer, interleaved
              with model-only passes at the worker's bucket: ``e2e / model-only`` and
              ``batching / naive`` per task;
+``phone``    per task at 2 MP and 12 MP phone-like uploads: CPU ms per image outside the model
+             (model calls replayed), the bare model's images/s on the same inputs, and end to
+             end / bare model (``benchmarks/phone.py``; end to end only with the stack's env);
 ``load``     the seeds' load table on the sleep processor (10..300 concurrent producers) and P99
              at 50% of measured capacity;
 ``scaling``  1, 2, 4 sleep-processor workers on 6 partitions;
@@ -17,7 +20,7 @@ Usage (the stack's env must be set, as ``make bench`` does)::
     eval "$(scripts/stack env)" && .venv/bin/python -m benchmarks.run [--quick]
     .venv/bin/python -m benchmarks.run --sections model --device cuda --batches 1,8,32,64
 
-Files: ``model_only.json``, ``e2e.json``, ``load.json``, ``scaling.json``, ``summary.json``,
+Files: ``model_only.json``, ``e2e.json``, ``phone.json``, ``load.json``, ``scaling.json``, ``summary.json``,
 ``probe.json``, ``throughput_vs_batch.png``, ``latency_vs_load.png``, ``scaling.png`` and worker logs in
 ``logs/``. Exit status 0 when the run completed (goals not met are reported, not fatal).
 """
@@ -41,7 +44,7 @@ from streams.samples import write_samples
 from streams.settings import Settings, load_settings
 from streams.worker import build_processors
 
-SECTIONS = ("model", "compare", "load", "scaling", "probe")
+SECTIONS = ("model", "compare", "phone", "load", "scaling", "probe")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -57,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="batch sizes of the sweep (default 1,2,4,8,16,32 on a GPU; 1,2,4,8,16 on "
                          "a CPU, where u2netp needs ~260 MiB of activations per image)")
     ap.add_argument("--n", type=int, default=8, help="images per sweep point")
+    ap.add_argument("--phone-images", type=int, default=None,
+                    help="uploads per task and size in the phone section (default 4; --quick 2)")
     ap.add_argument("--e2e-images", type=int, default=None,
                     help="images per model-only / batching / naive pass of compare (default 16)")
     ap.add_argument("--rounds", type=int, default=None, help="interleaved compare rounds (default 3)")
@@ -82,6 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                  else [1, 2, 4, 8, 16])
     a.rounds = a.rounds or (1 if a.quick else 3)
     a.e2e_images = a.e2e_images or (8 if a.quick else 16)
+    a.phone_images = a.phone_images or (2 if a.quick else 4)
     a.load_seconds = a.load_seconds or (4.0 if a.quick else 6.0)
     a.scaling_events = a.scaling_events or (120 if a.quick else 240)
     return a
@@ -95,10 +101,13 @@ def _gpu(device: str | None) -> bool:
     return device != "cpu" and "CUDAExecutionProvider" in ort.get_available_providers()
 
 
-def build(base: Settings, task: str, batches: list[int], device: str | None) -> Processor:
-    """The real processor of ``task``, with the sweep's batch sizes as its buckets, warmed up."""
+def build(base: Settings, task: str, batches: list[int], device: str | None,
+          threads: int | None = None) -> Processor:
+    """The real processor of ``task``, with the sweep's batch sizes as its buckets, warmed up
+    (``threads``: its post-processing threads, None: the settings')."""
     rt = base.runtime.model_copy(update={"buckets": tuple(sorted(set(batches))), "max_bucket": None,
-                                         **({"device": device} if device else {})})
+                                         **({"device": device} if device else {}),
+                                         **({"postprocess_threads": threads} if threads else {})})
     if rt.device != "cpu":
         import onnxruntime as ort
 
@@ -129,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
     a = parse_args(argv)
     configure_logging("WARNING")
-    needs_stack = {"compare", "load", "scaling", "probe"} & set(a.sections)
+    needs_stack = {"compare", "load", "scaling", "probe"} & set(a.sections)  # phone: optional
     if needs_stack and "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS" not in os.environ:
         print("benchmarks need the real stack: run `make bench` "
               "(or `scripts/stack up && eval \"$(scripts/stack env)\"`)", file=sys.stderr)
@@ -148,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         samples = write_samples(Path(tmp))
         small = small_jpegs(Path(tmp) / "small", samples["card"])
         procs: dict[str, Processor] = {}
-        if {"model", "compare"} & set(a.sections):
+        if {"model", "compare", "phone"} & set(a.sections):
             for task in a.tasks:
                 t0 = time.monotonic()
                 procs[task] = build(base, task, a.batches, a.device)
@@ -196,6 +205,24 @@ def main(argv: list[str] | None = None) -> int:
                                                for c in compares.values())
         if sweeps:
             plots.throughput_vs_batch(done, compares, out / "throughput_vs_batch.png", title)
+        if "phone" in a.sections:
+            from benchmarks.model_only import batched_model as bm_of
+            from benchmarks.phone import run_phone
+
+            def one_thread(task: str) -> Processor:  # same bucket, one post-processing thread
+                return build(base, task, [bm_of(procs[task]).chosen_bucket], a.device, threads=1)
+
+            stack = "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS" in os.environ
+            if not stack:
+                print("phone: no stack in the environment, end-to-end figures skipped", flush=True)
+            t0 = time.monotonic()
+            ph = run_phone(base, procs, one_thread, a.phone_images, Path(tmp), e2e=stack)
+            _write(out, "phone.json", {"machine": machine, "tasks": ph,
+                                       "seconds": round(time.monotonic() - t0, 1)})
+            for key in ("cpu_ms_per_image_outside_model", "bare_model_images_per_s",
+                        "e2e_over_bare_model"):
+                summary[key] = {t: {sz: r[key] for sz, r in rows.items() if key in r}
+                                for t, rows in ph.items()}
         if "load" in a.sections:
             from benchmarks.load import run_load
 

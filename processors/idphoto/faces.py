@@ -1,32 +1,54 @@
-"""Frontal face detection for ID-photo framing: OpenCV 4.x Haar cascade (no download).
+"""Faces for ID-photo framing: batched MTCNN landmarks, turned into the framing's face box.
 
-The detector is ``haarcascade_frontalface_alt2.xml`` shipped inside the opencv-python(-headless)
-4.x wheel (``cv2.data.haarcascades``; OpenCV 5 ships none, hence ``opencv-python-headless<5``).
-Why Haar and not MTCNN: see ``processors/idphoto/README.md``. The cascade runs per image (OpenCV
-has no batched Haar call); it takes tens of ms per image at ``detect_max_side`` 640 px on a 2-core CPU.
+The detector is :class:`processors.mtcnn.Mtcnn` (three ONNX calls per batch, see that module),
+run on every upload's matting view scaled to a 320 px canvas. Its five landmarks give the face
+box the framing uses (:func:`box_from_landmarks`): the box is defined as the OpenCV
+``haarcascade_frontalface_alt2`` box the processor used before (brows to mouth; the chin about
+``0.2 h`` below its bottom, ``framing.CHIN_BELOW_BOX``), so the head rule, ``min_face_px`` and the
+``face_box`` of results keep their meaning. Why MTCNN: see ``processors/idphoto/README.md``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
-from processors.cascades import cascade
 from processors.idphoto.settings import IdPhotoSettings
+from processors.mtcnn import Faces, Mtcnn
+from processors.runtime import RuntimeSettings
 
-#: Cascade file inside ``cv2.data.haarcascades`` (OpenCV 4.x, Intel licence / BSD-3).
-CASCADE_FILE = "haarcascade_frontalface_alt2.xml"
+#: Side of the framing's face box per eye-to-mouth distance (eye midpoint to mouth midpoint).
+#: Fitted on 40 variants of scikit-image's astronaut (scaled 0.7-3x, mirrored, turned +-4
+#: degrees, shifted) against the Haar alt2 box the processor used before: mean 2.49, sd 0.06.
+BOX_PER_EYE_MOUTH = 2.49
+#: Top of that box above the eye line, in eye-to-mouth distances (same fit: mean 0.94, sd 0.04).
+BOX_TOP_ABOVE_EYES = 0.94
+#: Largest roll (degrees) of a face that counts as upright: the eye-to-mouth direction within
+#: this angle of straight down. MTCNN also fires on faces turned by a quarter, with landmarks
+#: that do not fit a face; such an upload is searched again turned (``processor.TURNS``).
+MAX_ROLL_DEG = 45.0
+#: Smallest distance between the eyes as a share of MTCNN's box width for an upright face: 0.47
+#: to 0.52 on the 40 astronaut variants; on her face turned by a quarter MTCNN drew a box with
+#: upright-looking landmarks squeezed together at 0.25.
+MIN_EYE_SPAN = 0.35
 
-#: The alt2 cascade's window (px, the ``<size>`` of the XML file): the smallest face it can find.
-CASCADE_WINDOW_PX = 20
-#: CLAHE clip limit and tile grid of the thorough search (OpenCV's usual 2.0 and 8 x 8).
-CLAHE_CLIP = 2.0
-CLAHE_TILES = 8
-#: Largest pyramid step of the thorough search: at 1.1 the cascade missed a 29 px face that
-#: 1.05 finds (astronaut scaled into a 1200 x 900 frame, see the unit tests).
-THOROUGH_SCALE_FACTOR = 1.05
+
+def upright(faces: Faces) -> np.ndarray:
+    """``(K,) bool``: which faces' landmarks are upright: the mouth below the eyes within
+    :data:`MAX_ROLL_DEG`, the right eye right of the left one, the nose between the eye line and
+    the mouth, and the eyes at least :data:`MIN_EYE_SPAN` of the box width apart."""
+    landmarks = faces.landmarks
+    eyes = landmarks[:, 0:2].mean(axis=1)
+    mouth = landmarks[:, 3:5].mean(axis=1)
+    down = mouth - eyes
+    roll_ok = down[:, 1] > np.abs(down[:, 0]) * np.tan(np.radians(90.0 - MAX_ROLL_DEG))
+    eyes_ok = landmarks[:, 1, 0] > landmarks[:, 0, 0]
+    nose_ok = (landmarks[:, 2, 1] > eyes[:, 1]) & (landmarks[:, 2, 1] < mouth[:, 1])
+    span = np.linalg.norm(landmarks[:, 1] - landmarks[:, 0], axis=1)
+    span_ok = span >= MIN_EYE_SPAN * (faces.boxes[:, 2] - faces.boxes[:, 0] + 1.0)
+    return roll_ok & eyes_ok & nose_ok & span_ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,15 +56,15 @@ class FaceBox:
     """A face in source pixels.
 
     Attributes:
-        x, y: top-left corner (px).
-        w, h: width and height (px); the alt2 box spans roughly brows to mouth, the chin lies
+        x, y: top-left corner (px, float).
+        w, h: width and height (px); the box spans roughly brows to mouth, the chin lies
             about ``0.2 h`` below its bottom (see ``framing.CHIN_BELOW_BOX``).
     """
 
-    x: int
-    y: int
-    w: int
-    h: int
+    x: float
+    y: float
+    w: float
+    h: float
 
     def unrotated(self, turns: int, source_hw: tuple[int, int]) -> FaceBox:
         """This box, found in ``np.rot90(source, turns)``, in the source's px.
@@ -59,77 +81,80 @@ class FaceBox:
                 FaceBox(w - x - bw, h - y - bh, bw, bh),
                 FaceBox(y, h - x - bw, bh, bw)][turns % 4]
 
+    def scaled(self, factor: float, dx: float = 0.0, dy: float = 0.0) -> FaceBox:
+        """The box in another image's px: ``p * factor + (dx, dy)``."""
+        return FaceBox(self.x * factor + dx, self.y * factor + dy, self.w * factor,
+                       self.h * factor)
+
     def as_list(self) -> list[int]:
-        """``[x, y, w, h]`` (source px) for result payloads."""
-        return [self.x, self.y, self.w, self.h]
+        """``[x, y, w, h]`` (source px, rounded) for result payloads."""
+        return [round(self.x), round(self.y), round(self.w), round(self.h)]
+
+
+def box_from_landmarks(landmarks: np.ndarray) -> list[FaceBox]:
+    """The framing's face boxes from MTCNN landmarks.
+
+    Args:
+        landmarks: ``(K, 5, 2) float32`` px: left eye, right eye, nose, left and right mouth
+            corner.
+
+    Returns:
+        K square boxes: side :data:`BOX_PER_EYE_MOUTH` times the eye-to-mouth distance, top
+        :data:`BOX_TOP_ABOVE_EYES` of it above the eye line, centred on the mean of the eyes
+        and mouth corners.
+    """
+    eyes = landmarks[:, 0:2].mean(axis=1)
+    mouth = landmarks[:, 3:5].mean(axis=1)
+    d = np.linalg.norm(mouth - eyes, axis=1)
+    cx = landmarks[:, [0, 1, 3, 4], 0].mean(axis=1)
+    side = BOX_PER_EYE_MOUTH * d
+    top = eyes[:, 1] - BOX_TOP_ABOVE_EYES * d
+    return [FaceBox(float(c - s / 2), float(t), float(s), float(s))
+            for c, t, s in zip(cx, top, side, strict=True)]
 
 
 class FaceDetector:
-    """Haar-cascade frontal face detector.
+    """Batched face detection for the ID-photo processor.
 
     Args:
-        settings: ID-photo settings (detection size, cascade parameters).
+        settings: ID-photo settings (canvas size, smallest face searched).
+        runtime: ONNX Runtime settings for the MTCNN graphs.
 
     Raises:
-        ModelError: the cascade file is missing from the installed OpenCV (e.g. OpenCV 5).
+        ModelError: an MTCNN weight file is missing (``make models``) or fails its pin.
     """
 
-    def __init__(self, settings: IdPhotoSettings) -> None:
+    def __init__(self, settings: IdPhotoSettings, runtime: RuntimeSettings) -> None:
         self.settings = settings
-        cascade(CASCADE_FILE)  # fail at start-up, not on the first upload
+        self.mtcnn = Mtcnn(runtime, canvas=settings.detect_canvas_px,
+                           min_face=settings.detect_min_face_px)
 
-    def detect(self, image_bgr: np.ndarray, thorough: bool = False) -> list[FaceBox]:
-        """All frontal faces, largest first.
+    @property
+    def canvas(self) -> int:
+        """Side (px) of the square canvas the images are given at (their longer side)."""
+        return self.mtcnn.canvas
+
+    def detect(self, canvases_rgb: Sequence[np.ndarray]) -> list[list[FaceBox]]:
+        """Faces of every image, largest first, in each image's px (three model calls).
 
         Args:
-            image_bgr: ``(H, W, 3) uint8`` BGR.
-            thorough: the second search, which the processor makes only when the first found
-                no face on the person: faces of any size down to the cascade's window
-                (:data:`CASCADE_WINDOW_PX` in the detection image, not ``haar_min_face_frac``),
-                local contrast (CLAHE, :data:`CLAHE_CLIP`, :data:`CLAHE_TILES`) instead of the
-                global histogram equalisation, and a pyramid step of at most
-                :data:`THOROUGH_SCALE_FACTOR`. A person far from the camera, or on a large
-                plain background (which skews the global histogram until the face loses its
-                contrast), is then told apart from no face at all, at no cost for the usual
-                selfie.
+            canvases_rgb: N images ``(h, w, 3) uint8`` RGB with ``max(h, w) <= canvas``.
 
         Returns:
-            Face boxes in source px. The image is downscaled to ``detect_max_side`` (INTER_AREA)
-            and converted to gray before the cascade.
+            N lists of :class:`FaceBox`, largest first; faces that are not :func:`upright` are
+            left out.
         """
-        s = self.settings
-        h, w = image_bgr.shape[:2]
-        scale = min(1.0, s.detect_max_side / max(h, w))
-        small = image_bgr
-        if scale < 1.0:
-            size = (max(1, round(w * scale)), max(1, round(h * scale)))
-            small = cv2.resize(image_bgr, size, interpolation=cv2.INTER_AREA)
-        gray = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
-        if thorough:
-            clahe = cv2.createCLAHE(clipLimit=CLAHE_CLIP, tileGridSize=(CLAHE_TILES, CLAHE_TILES))
-            found = cascade(CASCADE_FILE).detectMultiScale(
-                clahe.apply(gray), scaleFactor=min(s.haar_scale_factor, THOROUGH_SCALE_FACTOR),
-                minNeighbors=s.haar_min_neighbors, minSize=(CASCADE_WINDOW_PX, CASCADE_WINDOW_PX))
-        else:
-            min_side = max(CASCADE_WINDOW_PX, int(s.haar_min_face_frac * min(gray.shape)))
-            found = cascade(CASCADE_FILE).detectMultiScale(
-                cv2.equalizeHist(gray), scaleFactor=s.haar_scale_factor,
-                minNeighbors=s.haar_min_neighbors, minSize=(min_side, min_side))
-        boxes = [
-            FaceBox(
-                round(x / scale),
-                round(y / scale),
-                round(bw / scale),
-                round(bh / scale),
-            )
-            for (x, y, bw, bh) in (found if len(found) else [])
-        ]
-        return sorted(boxes, key=lambda b: b.w * b.h, reverse=True)
+        found: list[Faces] = self.mtcnn.detect(canvases_rgb)
+        out = []
+        for f in found:
+            marks = f.landmarks[upright(f)] if len(f) else f.landmarks
+            boxes = box_from_landmarks(marks) if len(marks) else []
+            out.append(sorted(boxes, key=lambda b: b.h, reverse=True))
+        return out
 
 
-def faces_on_person(
-    boxes: list[FaceBox], mask: np.ndarray, settings: IdPhotoSettings
-) -> list[FaceBox]:
+def faces_on_person(boxes: list[FaceBox], coverage: Sequence[float],
+                    settings: IdPhotoSettings) -> list[FaceBox]:
     """Keep the faces that count for the verdict.
 
     A face counts when the mean matte inside its box is at least ``face_matte_min`` (it lies on
@@ -138,17 +163,13 @@ def faces_on_person(
 
     Args:
         boxes: detections, largest first (source px).
-        mask: ``(H, W) uint8`` person matte of the same image.
+        coverage: mean matte (0..1) inside each box, same order.
         settings: thresholds.
 
     Returns:
         The counted faces, largest first.
     """
-    on_person = []
-    for b in boxes:
-        roi = mask[max(b.y, 0) : b.y + b.h, max(b.x, 0) : b.x + b.w]
-        if roi.size and float(roi.mean()) / 255.0 >= settings.face_matte_min:
-            on_person.append(b)
+    on_person = [b for b, c in zip(boxes, coverage, strict=True) if c >= settings.face_matte_min]
     if not on_person:
         return []
     top = on_person[0].h

@@ -1,7 +1,8 @@
 """Head geometry, framing to a standard size, compositing on a colour, JPEG at 300 dpi.
 
 The head is measured from two sources: the crown (top of the hair) is the top of the person
-matte above the face, the chin is estimated from the Haar face box (:data:`CHIN_BELOW_BOX`). The
+matte above the face, the chin is estimated from the face box (:data:`CHIN_BELOW_BOX`; the box
+is derived from MTCNN landmarks in ``faces.box_from_landmarks``). The
 output is the similarity transform (uniform scale + shift) that puts the head height at the
 middle of the size's allowed range, the crown at the middle of its allowed margin and the face
 centre on the vertical mid-line. Areas outside the upload become background.
@@ -10,6 +11,7 @@ centre on the vertical mid-line. Areas outside the upload become background.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cv2
@@ -17,10 +19,12 @@ import numpy as np
 from PIL import Image
 
 from processors.idphoto.faces import FaceBox
+from processors.idphoto.matting import Matte
 from processors.idphoto.sizes import DPI, SizeSpec
 
-#: The chin lies this many face-box heights below the bottom of OpenCV's frontalface_alt2 box.
-#: Measured on scikit-image's public-domain astronaut portrait (box h 92 px, chin 18 px below).
+#: The chin lies this many face-box heights below the bottom of the face box (the box OpenCV's
+#: frontalface_alt2 cascade drew, which ``faces.box_from_landmarks`` reproduces). Measured on
+#: scikit-image's public-domain astronaut portrait (box h 92 px, chin 18 px below).
 CHIN_BELOW_BOX = 0.2
 #: Crown estimate (box heights above the box top) when the matte gives no usable column.
 CROWN_ABOVE_BOX_FALLBACK = 0.5
@@ -28,6 +32,10 @@ CROWN_ABOVE_BOX_FALLBACK = 0.5
 CROWN_BAND = (0.25, 0.75)
 #: Share of crown columns whose person pixels reach row 0 from which the head counts as cut.
 CROPPED_COLUMN_SHARE = 0.1
+#: The crown is searched first in the rows up to this many box heights above the forehead row;
+#: only a person run that reaches the top of that window (a raised arm, a tall hat) makes the
+#: search go on to the upload's top edge.
+CROWN_WINDOW_BOXES = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,33 +61,46 @@ class HeadGeometry:
         return self.chin_y - self.crown_y
 
 
-def head_geometry(face: FaceBox, mask: np.ndarray, threshold: int) -> HeadGeometry:
+def head_geometry(face: FaceBox, matte: Matte, threshold: int,
+                  resolution: float = 1.0) -> HeadGeometry:
     """Measure the head of ``face`` with the person matte.
 
     For every column in the middle half of the face box, the crown is the first person row of
     the run of person pixels (``mask >= threshold``) that reaches down to the upper forehead
-    (``y + h/4``); the head's crown is the 10th percentile of those rows.
+    (``y + h/4``); the head's crown is the 10th percentile of those rows. The mask is resampled
+    only over that band (:meth:`Matte.region`), at ``resolution`` px per source px, and first
+    only :data:`CROWN_WINDOW_BOXES` box heights high.
 
     Args:
         face: face box (source px).
-        mask: ``(H, W) uint8`` person matte of the upload.
+        matte: the upload's person matte.
         threshold: matte level (0..255) from which a pixel is person.
+        resolution: band px per source px (<= 1): the frame's scale or more is enough, since
+            the crown is only needed to the output's px.
     """
-    H, W = mask.shape
+    H, W = matte.source_hw
     c0 = int(np.clip(face.x + CROWN_BAND[0] * face.w, 0, W - 1))
     c1 = int(np.clip(face.x + CROWN_BAND[1] * face.w, c0 + 1, W))
     y_start = int(np.clip(face.y + face.h / 4, 1, H))
-    band = mask[:y_start, c0:c1] >= threshold  # (y_start, ncols) bool
-    reliable = band[-1]  # the forehead row is person in this column
-    crowns: list[int] = []
-    for col in band.T[reliable]:
-        bg_rows = np.flatnonzero(~col)
-        crowns.append(int(bg_rows[-1]) + 1 if bg_rows.size else 0)
+    top = max(0, int(y_start - CROWN_WINDOW_BOXES * face.h))
+    r = min(1.0, resolution)
+    while True:
+        size = (max(1, round((c1 - c0) * r)), max(1, round((y_start - top) * r)))
+        band = matte.region(c0, top, c1, y_start, size if r < 1.0 else None) >= threshold
+        reliable = band[-1]  # the forehead row is person in this column
+        cols = band[:, reliable]  # (rows, ncols) bool
+        # first row of the person run ending at the forehead row: after the last background row
+        bg = ~cols
+        last_bg = bg.shape[0] - 1 - np.argmax(bg[::-1], axis=0)
+        runs_top = np.where(bg.any(axis=0), last_bg + 1, 0)
+        if top == 0 or not cols.shape[1] or np.all(runs_top > 0):
+            break
+        top = 0  # a run reaches the window's top: look up to the upload's edge
+    crowns = top + runs_top * ((y_start - top) / band.shape[0])
     chin = face.y + face.h * (1.0 + CHIN_BELOW_BOX)
-    if crowns:
-        arr = np.asarray(crowns)
-        crown = float(np.percentile(arr, 10))
-        top_cut = float(np.mean(arr == 0)) >= CROPPED_COLUMN_SHARE
+    if crowns.size:
+        crown = float(np.percentile(crowns, 10))
+        top_cut = float(np.mean(runs_top == 0)) >= CROPPED_COLUMN_SHARE and top == 0
     else:
         crown = face.y - CROWN_ABOVE_BOX_FALLBACK * face.h
         top_cut = crown <= 0
@@ -107,6 +128,12 @@ class Frame:
     width: int
     height: int
 
+    def in_view(self, factor: float) -> Frame:
+        """This frame on a copy of the upload at ``factor`` px per source px (a JPEG decoded
+        at 1/2, say): the same output from fewer source px."""
+        return Frame(self.x0 * factor, self.y0 * factor, self.scale / factor, self.width,
+                     self.height)
+
 
 def plan_frame(head: HeadGeometry, spec: SizeSpec) -> Frame:
     """The frame that puts ``head`` at ``spec``'s target head height and crown margin, centred."""
@@ -117,8 +144,78 @@ def plan_frame(head: HeadGeometry, spec: SizeSpec) -> Frame:
     return Frame(x0=x0, y0=y0, scale=scale, width=w, height=h)
 
 
+#: ``sample(x0, y0, x1, y1, size)``: the source over source px ``[x0, x1) x [y0, y1)``
+#: (integers) as an array of ``size`` ``(width, height)`` px (area-averaged when smaller).
+Sampler = Callable[[int, int, int, int, tuple[int, int]], np.ndarray]
+
+
+def image_sampler(image: np.ndarray) -> Sampler:
+    """A :data:`Sampler` over ``image``: crop, then INTER_AREA to the size asked (or as is)."""
+
+    def sample(x0: int, y0: int, x1: int, y1: int, size: tuple[int, int]) -> np.ndarray:
+        roi = image[y0:y1, x0:x1]
+        if roi.shape[1] == size[0] and roi.shape[0] == size[1]:
+            return roi
+        return cv2.resize(roi, size, interpolation=cv2.INTER_AREA)
+
+    return sample
+
+
+def matte_sampler(matte: Matte) -> Sampler:
+    """A :data:`Sampler` over the upload's mask (:meth:`Matte.region`: LANCZOS from the model's
+    resolution straight to the size asked)."""
+
+    def sample(x0: int, y0: int, x1: int, y1: int, size: tuple[int, int]) -> np.ndarray:
+        return matte.region(x0, y0, x1, y1, size)
+
+    return sample
+
+
+def cut(sample: Sampler, source_hw: tuple[int, int], frame: Frame, channels: int = 0,
+        interpolation_up: int = cv2.INTER_CUBIC) -> np.ndarray:
+    """Cut ``frame`` out of the upload, reading only the part under the frame; outside is 0.
+
+    Shrinking (scale < 1): the region under the frame (plus a margin) is area-averaged to the
+    output's scale, then shifted into place with INTER_LINEAR. Enlarging: the region at source
+    px is warped with ``interpolation_up``. As :func:`warp` on the whole upload, without the
+    cost of the parts the photo does not show.
+
+    Args:
+        sample: reads the upload (:func:`image_sampler`, :func:`matte_sampler`).
+        source_hw: ``(H, W)`` of the upload (px).
+        frame: the output placement.
+        channels: 3 for colour, 0 for a ``(H, W)`` mask.
+        interpolation_up: OpenCV interpolation when enlarging.
+
+    Returns:
+        ``(frame.height, frame.width[, channels]) uint8``.
+    """
+    s, x0, y0 = frame.scale, frame.x0, frame.y0
+    H, W = source_hw
+    margin = 2.0 + (1.0 / s if s < 1.0 else 0.0)
+    rx0 = int(max(0, np.floor(x0 - margin)))
+    ry0 = int(max(0, np.floor(y0 - margin)))
+    rx1 = int(min(W, np.ceil(x0 + frame.width / s + margin)))
+    ry1 = int(min(H, np.ceil(y0 + frame.height / s + margin)))
+    shape = (frame.height, frame.width, channels) if channels else (frame.height, frame.width)
+    if rx1 <= rx0 or ry1 <= ry0:
+        return np.zeros(shape, np.uint8)
+    if s < 1.0:
+        size = (max(1, round((rx1 - rx0) * s)), max(1, round((ry1 - ry0) * s)))
+        src = sample(rx0, ry0, rx1, ry1, size)
+        sx, sy = size[0] / (rx1 - rx0), size[1] / (ry1 - ry0)
+        m = np.array([[1.0, 0.0, -(x0 - rx0) * sx], [0.0, 1.0, -(y0 - ry0) * sy]], np.float64)
+        flags = cv2.INTER_LINEAR
+    else:
+        src = sample(rx0, ry0, rx1, ry1, (rx1 - rx0, ry1 - ry0))
+        m = np.array([[s, 0.0, -(x0 - rx0) * s], [0.0, s, -(y0 - ry0) * s]], np.float64)
+        flags = interpolation_up
+    return cv2.warpAffine(np.ascontiguousarray(src), m, (frame.width, frame.height), flags=flags,
+                          borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+
+
 def warp(image: np.ndarray, frame: Frame, interpolation_up: int = cv2.INTER_CUBIC) -> np.ndarray:
-    """Cut ``frame`` out of ``image``; outside the upload is 0.
+    """Cut ``frame`` out of ``image`` (the whole upload in memory); outside the upload is 0.
 
     Args:
         image: ``(H, W, C) uint8`` or ``(H, W) uint8``.
@@ -126,30 +223,16 @@ def warp(image: np.ndarray, frame: Frame, interpolation_up: int = cv2.INTER_CUBI
         interpolation_up: OpenCV interpolation when enlarging (INTER_AREA is used to shrink).
 
     Returns:
-        ``(frame.height, frame.width[, C]) uint8``.
+        ``(frame.height, frame.width[, C]) uint8`` (see :func:`cut`).
     """
-    s, x0, y0 = frame.scale, frame.x0, frame.y0
-    src = image
-    if s < 1.0:  # shrink with area averaging first, then place with a pure shift
-        H, W = image.shape[:2]
-        size = (max(1, round(W * s)), max(1, round(H * s)))
-        src = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
-        sx, sy = size[0] / W, size[1] / H
-        m = np.array([[1.0, 0.0, -x0 * sx], [0.0, 1.0, -y0 * sy]], dtype=np.float64)
-        flags = cv2.INTER_LINEAR
-    else:
-        m = np.array([[s, 0.0, -x0 * s], [0.0, s, -y0 * s]], dtype=np.float64)
-        flags = interpolation_up
-    return cv2.warpAffine(
-        src, m, (frame.width, frame.height), flags=flags,
-        borderMode=cv2.BORDER_CONSTANT, borderValue=0,
-    )
+    channels = image.shape[2] if image.ndim == 3 else 0
+    return cut(image_sampler(image), image.shape[:2], frame, channels, interpolation_up)
 
 
 def composite(
     rgb: np.ndarray, alpha: np.ndarray, background_rgb: tuple[int, int, int]
 ) -> np.ndarray:
-    """``rgb * a + background * (1 - a)``.
+    """``rgb * a + background * (1 - a)``, in integers.
 
     Args:
         rgb: ``(H, W, 3) uint8`` foreground colours (RGB).
@@ -157,12 +240,16 @@ def composite(
         background_rgb: background colour (RGB 0..255).
 
     Returns:
-        ``(H, W, 3) uint8`` RGB, rounded.
+        ``(H, W, 3) uint8`` RGB, ``(c * a + bg * (255 - a) + 127) // 255`` (the rounded blend,
+        ties aside; at most 255 * 255 + 127, so uint16 holds it).
     """
-    a = alpha.astype(np.float32)[..., None] / 255.0
-    bg = np.asarray(background_rgb, dtype=np.float32)
-    out = rgb.astype(np.float32) * a + bg * (1.0 - a)
-    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+    a = alpha.astype(np.uint16)[..., None]
+    bg = np.asarray(background_rgb, dtype=np.uint16)
+    out = rgb.astype(np.uint16) * a
+    out += bg * (255 - a)
+    out += 127
+    out //= 255
+    return out.astype(np.uint8)
 
 
 def alpha_matting_rgba(

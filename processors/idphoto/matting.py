@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,13 +23,11 @@ from PIL import Image
 from processors.base import map_in_threads
 from processors.errors import ModelError
 from processors.models import manifest, model_home, model_path
+from processors.pixels import normalise_rgb
 from processors.runtime import BatchedModel, RuntimeSettings
 
 #: U2-Net input side (px); rembg's ``(320, 320)``.
 MATTE_SIDE = 320
-#: ImageNet mean/std on RGB in [0, 1], as passed by rembg's U2-Net sessions.
-MEAN: tuple[float, float, float] = (0.485, 0.456, 0.406)
-STD: tuple[float, float, float] = (0.229, 0.224, 0.225)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,17 +101,30 @@ def preprocess(image_bgr: np.ndarray) -> np.ndarray:
 
     Returns:
         ``(3, 320, 320) float32``: RGB resized with PIL LANCZOS to 320x320, divided by the
-        resized image's maximum, then ``(x - mean) / std`` per channel (ImageNet constants).
+        resized image's maximum, then ``(x - mean) / std`` per channel (ImageNet constants), in
+        float32 (rembg computes in float64 and casts: the same input to 1e-7, the same masks).
     """
-    rgb = np.ascontiguousarray(image_bgr[..., ::-1])
-    im = Image.fromarray(rgb, mode="RGB").resize((MATTE_SIDE, MATTE_SIDE), Image.Resampling.LANCZOS)
-    ary = np.array(im)
-    # same expression and dtypes as rembg: uint8 / uint8-scalar -> float64
-    ary = ary / max(np.max(ary), 1e-6)
-    out = np.empty((3, MATTE_SIDE, MATTE_SIDE), dtype=np.float64)
-    for c in range(3):
-        out[c] = (ary[:, :, c] - MEAN[c]) / STD[c]
-    return out.astype(np.float32)
+    # LANCZOS works per channel: resize the BGR bytes as they are, swap on the small result
+    im = Image.fromarray(np.ascontiguousarray(image_bgr), mode="RGB")
+    return normalise_rgb(np.asarray(im.resize((MATTE_SIDE, MATTE_SIDE), Image.Resampling.LANCZOS)))
+
+
+def normalise(pred: np.ndarray) -> np.ndarray:
+    """rembg's U2-Net ``predict`` output handling, before the resize to the source size.
+
+    Args:
+        pred: ``(320, 320) float32`` first output's channel 0 (``d0``, sigmoid).
+
+    Returns:
+        ``(320, 320) uint8``: per-image min-max to [0, 1], ``* 255`` truncated to uint8; all
+        zero for a constant prediction.
+    """
+    ma = np.max(pred)
+    mi = np.min(pred)
+    if ma > mi:
+        norm = (pred - mi) / (ma - mi)
+        return (norm.clip(0, 1) * 255).astype("uint8")
+    return np.zeros(pred.shape, dtype=np.uint8)
 
 
 def postprocess(pred: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -124,19 +135,106 @@ def postprocess(pred: np.ndarray, width: int, height: int) -> np.ndarray:
         width, height: source size (px).
 
     Returns:
-        ``(height, width) uint8`` mask: per-image min-max to [0, 1], ``* 255`` truncated to uint8,
-        PIL LANCZOS resize to the source size. A constant prediction gives an all-zero mask.
+        ``(height, width) uint8`` mask: :func:`normalise`, then PIL LANCZOS resize to the source
+        size.
     """
-    ma = np.max(pred)
-    mi = np.min(pred)
-    if ma > mi:
-        norm = (pred - mi) / (ma - mi)
-        small = (norm.clip(0, 1) * 255).astype("uint8")
-    else:
-        small = np.zeros(pred.shape, dtype=np.uint8)
-    mask = Image.fromarray(small, mode="L").resize((width, height), Image.Resampling.LANCZOS)
-    return np.asarray(mask)
+    small = Image.fromarray(normalise(pred), mode="L")
+    return np.asarray(small.resize((width, height), Image.Resampling.LANCZOS))
 
+
+@dataclass(frozen=True, slots=True)
+class Matte:
+    """A person matte kept at the model's resolution and placed on the upload.
+
+    The mask rembg would return for the upload is :attr:`small` resized with PIL LANCZOS onto
+    :attr:`box` and 0 elsewhere; nothing here computes it whole: :meth:`region` resamples only
+    the part a step needs, at the resolution it needs.
+
+    Attributes:
+        small: ``(h, w) uint8`` the normalised prediction (:func:`normalise`; 320x320 for U2-Net).
+        box: ``(x0, y0, x1, y1)`` source px (exclusive ends) that ``small`` covers: the whole
+            upload, or the crop of a zoomed second look.
+        source_hw: ``(H, W)`` of the upload (px).
+    """
+
+    small: np.ndarray
+    box: tuple[float, float, float, float]
+    source_hw: tuple[int, int]
+
+    @classmethod
+    def of_mask(cls, mask: np.ndarray) -> Matte:
+        """A matte that is a full-resolution ``(H, W) uint8`` mask (its own box)."""
+        h, w = mask.shape
+        return cls(mask, (0, 0, w, h), (h, w))
+
+    def region(self, x0: float, y0: float, x1: float, y1: float,
+               size: tuple[int, int] | None = None) -> np.ndarray:
+        """The upload's mask over source px ``[x0, x1) x [y0, y1)``, resampled to ``size``.
+
+        With ``size`` None (integer bounds, one px per source px) the values equal those of the
+        full LANCZOS resize at the same pixels (PIL computes each output pixel from its own
+        centre, so a ``box`` resize is a sub-block of the full one). With a smaller ``size`` the
+        same filter resamples straight to it (no full-resolution detour).
+
+        Args:
+            x0, y0, x1, y1: source px (floats allowed; ``x1 > x0``, ``y1 > y0``).
+            size: ``(width, height)`` of the result (px); None: ``(x1 - x0, y1 - y0)`` rounded.
+
+        Returns:
+            ``(height, width) uint8``; 0 outside :attr:`box`.
+        """
+        w, h = size or (max(1, round(x1 - x0)), max(1, round(y1 - y0)))
+        out = np.zeros((h, w), np.uint8)
+        bx0, by0, bx1, by1 = self.box
+        ix0, iy0, ix1, iy1 = max(x0, bx0), max(y0, by0), min(x1, bx1), min(y1, by1)
+        kx, ky = w / (x1 - x0), h / (y1 - y0)  # result px per source px
+        ox0, oy0 = round((ix0 - x0) * kx), round((iy0 - y0) * ky)
+        ox1, oy1 = round((ix1 - x0) * kx), round((iy1 - y0) * ky)
+        if ox1 <= ox0 or oy1 <= oy0:
+            return out
+        # source px of the result's pixel edges inside the box, then small px
+        sx, sy = self.small.shape[1] / (bx1 - bx0), self.small.shape[0] / (by1 - by0)
+        ex0, ex1 = x0 + ox0 / kx, x0 + ox1 / kx
+        ey0, ey1 = y0 + oy0 / ky, y0 + oy1 / ky
+        sbox = (min(max((ex0 - bx0) * sx, 0.0), self.small.shape[1]),
+                min(max((ey0 - by0) * sy, 0.0), self.small.shape[0]),
+                min(max((ex1 - bx0) * sx, 0.0), self.small.shape[1]),
+                min(max((ey1 - by0) * sy, 0.0), self.small.shape[0]))
+        im = Image.fromarray(self.small, mode="L")
+        out[oy0:oy1, ox0:ox1] = np.asarray(
+            im.resize((ox1 - ox0, oy1 - oy0), Image.Resampling.LANCZOS, box=sbox))
+        return out
+
+    def full(self) -> np.ndarray:
+        """The whole ``(H, W) uint8`` mask (rembg's; for tests and tools, not the hot path)."""
+        h, w = self.source_hw
+        return self.region(0, 0, w, h)
+
+    def coverage(self, x: float, y: float, w: float, h: float) -> float:
+        """Mean matte (0..1) inside a source-px box, on :attr:`small` (nearest px rows and
+        columns; 0 outside :attr:`box`)."""
+        bx0, by0, bx1, by1 = self.box
+        sx, sy = self.small.shape[1] / (bx1 - bx0), self.small.shape[0] / (by1 - by0)
+        c0, c1 = round((x - bx0) * sx), round((x + w - bx0) * sx)
+        r0, r1 = round((y - by0) * sy), round((y + h - by0) * sy)
+        area = max(1, (c1 - c0) * (r1 - r0))
+        roi = self.small[max(r0, 0):max(r1, 0), max(c0, 0):max(c1, 0)]
+        return float(roi.sum(dtype=np.int64)) / 255.0 / area
+
+    def rot90(self, turns: int) -> Matte:
+        """This matte for ``np.rot90(upload, turns)`` (quarter turns counter-clockwise)."""
+        k = turns % 4
+        h, w = self.source_hw
+        x0, y0, x1, y1 = self.box
+        box = [(x0, y0, x1, y1), (y0, w - x1, y1, w - x0), (w - x1, h - y1, w - x0, h - y0),
+               (h - y1, x0, h - y0, x1)][k]
+        hw = (h, w) if k % 2 == 0 else (w, h)
+        return Matte(np.ascontiguousarray(np.rot90(self.small, k)), box, hw)
+
+
+#: ``crop_input([(upload index, (x0, y0, x1, y1) source px), ...])``: the ``(K, 3, 320, 320)
+#: float32`` model input of those boxes, each resized to 320x320 as a whole image would be.
+CropInput = Callable[[Sequence[tuple[int, tuple[int, int, int, int]]]], np.ndarray]
 
 ZOOM_PAD = 0.15
 """Margin added on every side of the person's box for the zoomed second look, as a share of
@@ -146,11 +244,11 @@ ZOOM_FLOOR = 32
 faint hair and arms stay inside the zoomed crop."""
 
 
-def zoom_box(mask: np.ndarray, max_share: float) -> tuple[int, int, int, int] | None:
+def zoom_box(matte: Matte, max_share: float) -> tuple[int, int, int, int] | None:
     """The crop for a second, zoomed matte when the person is small in the frame.
 
     Args:
-        mask: ``(H, W) uint8`` first matte of the whole image.
+        matte: first matte of the whole image (measured on its model-resolution :attr:`~Matte.small`).
         max_share: zoom only when the padded box's longer side is at most this share of the
             image's longer side (the second look then has at least ``1 / max_share`` times the
             model's resolution on the person); 0 never zooms.
@@ -162,12 +260,14 @@ def zoom_box(mask: np.ndarray, max_share: float) -> tuple[int, int, int, int] | 
     """
     if max_share <= 0:
         return None
-    person = mask >= ZOOM_FLOOR
+    person = matte.small >= ZOOM_FLOOR
     rows, cols = np.flatnonzero(person.any(axis=1)), np.flatnonzero(person.any(axis=0))
     if not len(rows):
         return None
-    h, w = mask.shape
-    bx0, bx1, by0, by1 = int(cols[0]), int(cols[-1]) + 1, int(rows[0]), int(rows[-1]) + 1
+    h, w = matte.source_hw
+    sx, sy = w / matte.small.shape[1], h / matte.small.shape[0]  # source px per small px
+    bx0, bx1 = int(cols[0]) * sx, (int(cols[-1]) + 1) * sx
+    by0, by1 = int(rows[0]) * sy, (int(rows[-1]) + 1) * sy
     side = max(bx1 - bx0, by1 - by0) * (1 + 2 * ZOOM_PAD)
     if side > max_share * max(h, w):
         return None
@@ -208,52 +308,74 @@ class U2NetMatting:
         """Run every batch bucket once and choose the best; returns the chosen bucket."""
         return self.model.warm_up((3, MATTE_SIDE, MATTE_SIDE))
 
+    def predict_input(self, x: np.ndarray, boxes: Sequence[tuple[float, float, float, float]],
+                      source_hws: Sequence[tuple[int, int]]) -> list[Matte]:
+        """Mattes from a prepared batch with one batched model call (split only by the bucket).
+
+        Args:
+            x: ``(N, 3, 320, 320) float32`` model input (:func:`preprocess` per image, or a pixel
+                backend's ``model_input``).
+            boxes: source px ``(x0, y0, x1, y1)`` each input image covers.
+            source_hws: ``(H, W)`` of each upload (px).
+
+        Returns:
+            N :class:`Matte` at the model's resolution. ``last_inference_ms`` holds the wall
+            time (ms) of the model call.
+        """
+        t0 = time.perf_counter()
+        d0 = self.model.run(x)[0]
+        self.last_inference_ms = (time.perf_counter() - t0) * 1000.0
+        return [Matte(normalise(d0[i, 0]), boxes[i], source_hws[i]) for i in range(len(boxes))]
+
+    def host_input(self, images_bgr: Sequence[np.ndarray]) -> np.ndarray:
+        """rembg's input for host images: :func:`preprocess` each (on the thread pool), stacked
+        ``(N, 3, 320, 320) float32``."""
+        return np.stack(map_in_threads(preprocess, images_bgr, self.threads))
+
     def predict(self, images_bgr: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Masks for N images with one batched model call (split only by the chosen bucket).
+        """Full-size masks for N host images with one batched model call.
 
         Args:
             images_bgr: N >= 1 images, each ``(H_i, W_i, 3) uint8`` BGR.
 
         Returns:
             N masks, each ``(H_i, W_i) uint8`` (0 background .. 255 person), equal to rembg's
-            ``remove(..., only_mask=True)`` per image within 1 level. ``last_inference_ms`` holds
-            the wall time (ms) of the model call.
+            ``remove(..., only_mask=True)`` per image within 1 level.
         """
         if not images_bgr:
             return []
-        x = np.stack(map_in_threads(preprocess, images_bgr, self.threads))
-        t0 = time.perf_counter()
-        d0 = self.model.run(x)[0]
-        self.last_inference_ms = (time.perf_counter() - t0) * 1000.0
-        return map_in_threads(
-            lambda i: postprocess(d0[i, 0], images_bgr[i].shape[1], images_bgr[i].shape[0]),
-            range(len(images_bgr)), self.threads)
+        hws = [im.shape[:2] for im in images_bgr]
+        mattes = self.predict_input(self.host_input(images_bgr),
+                                    [(0, 0, w, h) for h, w in hws], hws)
+        return [m.full() for m in mattes]
 
-    def predict_zoomed(self, images_bgr: Sequence[np.ndarray], max_share: float) -> list[np.ndarray]:
-        """:meth:`predict`, then a second look at the people who are small in their frame.
+    def predict_zoomed(self, x: np.ndarray, source_hws: Sequence[tuple[int, int]],
+                       max_share: float, crop_input: CropInput) -> list[Matte]:
+        """Mattes of N uploads, then a second look at the people who are small in their frame.
 
-        The model sees every image at 320x320 px, so a person filling a fifth of a 2400 px
-        frame gets about 64 px of it and a soft, haloed edge. For those images (see
+        The model sees every upload at 320x320 px, so a person filling a fifth of a 2400 px
+        frame gets about 64 px of it and a soft, haloed edge. For those uploads (see
         :func:`zoom_box`), the padded box around the person is matted again in one more batched
-        call, and that matte replaces the first inside the box (outside it the person is not:
-        0). Images whose person is already large cost nothing more.
+        call, and that matte replaces the first (outside the box the person is not: 0). Uploads
+        whose person is already large cost nothing more.
 
         Args:
-            images_bgr: N >= 1 images, each ``(H_i, W_i, 3) uint8`` BGR.
-            max_share: see :func:`zoom_box` (0: never zoom, the plain :meth:`predict`).
+            x: ``(N, 3, 320, 320) float32`` model input of the whole uploads.
+            source_hws: ``(H, W)`` of each upload (px).
+            max_share: see :func:`zoom_box` (0: never zoom).
+            crop_input: the model input of boxes of some uploads (:data:`CropInput`).
 
         Returns:
-            N masks, each ``(H_i, W_i) uint8``. ``last_inference_ms`` adds both calls (ms).
+            N :class:`Matte` in source px. ``last_inference_ms`` adds both calls (ms).
         """
-        masks = self.predict(images_bgr)
-        boxes = {i: b for i, m in enumerate(masks) if (b := zoom_box(m, max_share)) is not None}
+        mattes = self.predict_input(x, [(0, 0, w, h) for h, w in source_hws], source_hws)
+        boxes = [(i, b) for i, m in enumerate(mattes) if (b := zoom_box(m, max_share)) is not None]
         if not boxes:
-            return masks
+            return mattes
         first_ms = self.last_inference_ms
-        crops = [images_bgr[i][y0:y1, x0:x1] for i, (x0, y0, x1, y1) in boxes.items()]
-        for (i, (x0, y0, x1, y1)), m in zip(boxes.items(), self.predict(crops), strict=True):
-            full = np.zeros_like(masks[i])
-            full[y0:y1, x0:x1] = m
-            masks[i] = full
+        zoomed = self.predict_input(crop_input(boxes), [b for _, b in boxes],
+                                    [source_hws[i] for i, _ in boxes])
+        for (i, _), m in zip(boxes, zoomed, strict=True):
+            mattes[i] = m
         self.last_inference_ms += first_ms
-        return masks
+        return mattes

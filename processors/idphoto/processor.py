@@ -1,36 +1,163 @@
-"""The ``id_photo`` processor: one batched U2-Net matting call per batch, then per-image faces,
-framing, optional alpha matting on the framed crop, compositing and JPEG encoding."""
+"""The ``id_photo`` processor: per batch one decode at a working size, one U2-Net matting call,
+one MTCNN face search and one warp of the photos (each plus one more only where needed), then
+per image the framing, the photo's alpha from the matte, optional alpha matting, compositing and
+JPEG encoding."""
 
 from __future__ import annotations
 
-import time
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import cv2
 import numpy as np
 import structlog
 
-from processors.base import Artifact, Item, ModelInfo, Outcome, outcomes_per_item
+from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads, outcomes_per_item
 from processors.decode import DecodeSettings
 from processors.errors import DecodeError
 from processors.idphoto.faces import FaceBox, FaceDetector, faces_on_person
 from processors.idphoto.framing import (
+    Frame,
     alpha_matting_rgba,
     composite,
+    cut,
     encode_jpeg,
     head_geometry,
+    matte_sampler,
     plan_frame,
-    warp,
 )
-from processors.idphoto.matting import U2NetMatting
+from processors.idphoto.matting import MATTE_SIDE, Matte, U2NetMatting
 from processors.idphoto.settings import IdPhotoSettings
 from processors.idphoto.sizes import InvalidOptionError, SizeSpec, get_size, parse_background
-from processors.pixels import Decoded, PixelBackend, pixel_backend
+from processors.pixels import Decoded, PixelBackend, pixel_backend, shrink
 from processors.runtime import BatchStats, RuntimeSettings, sha256_file
 from schemas.reasons import ReasonCode, Status, Task
 
 log = structlog.get_logger("cardstream.idphoto")
+
+#: Shorter side (px) of the working copy that matting and face search read: twice the model's
+#: 320 px, so rembg's LANCZOS resize to 320x320 is a shrink and the crop around a person small
+#: in the frame keeps the model's resolution. At 480 px the LANCZOS costs half, but the crown
+#: of the benchmarks' portraits moved by up to 23 px (median 0) against main; at 640, 2.3 px.
+WORK_MIN_SIDE = 2 * MATTE_SIDE
+#: Uploads are decoded once at the scale the photo of a head this tall (share of the upload's
+#: shorter side) needs at the requested size, rounded up to a fast DCT scale (a 1600x1200 selfie
+#: for a one-inch photo: full; 4032x3024: 1/2), never below the working copy's. A smaller head
+#: needs more px: that upload is decoded again at the scale its frame needs (a second decode).
+HEAD_SHARE_MIN = 0.3
+#: A photo may enlarge its decoded source by up to this factor before the upload is decoded
+#: again at the scale its frame needs (5 %: invisible in the print, and a second decode of a
+#: 12 MP JPEG costs tens of ms).
+UPSCALE_TOLERANCE = 1.05
+#: Quarter turns tried, in this order, when no face is found upright (sideways is more common
+#: than upside down).
+TURNS = (1, 3, 2)
+
+
+#: DCT scales libjpeg-turbo decodes fastest (SIMD reduced IDCTs): the other M/8 cost more than a
+#: full decode (7/8 of a 2 MP JPEG 9.6 ms against 4.8 ms for 8/8, 3/8 of 12 MP 23 ms against
+#: 21 ms for 1/2; ``benchmarks`` of issue 29, load average 13 on 2 cores).
+FAST_SCALES = (0.125, 0.25, 0.5, 1.0)
+
+
+def decode_side(width: int, height: int, scale: float) -> int:
+    """Long side (px) to ask ``pixels.decode`` for, so a JPEG is decoded at the smallest of
+    :data:`FAST_SCALES` that is at least ``scale`` (decoded px per upload px)."""
+    long_ = max(width, height)
+    f = next((v for v in FAST_SCALES if v >= scale), 1.0)
+    return long_ if f >= 1.0 else max(1, math.floor(long_ * f))
+
+
+def decode_long_side(width: int, height: int, target_head_px: float) -> int:
+    """Long side (px) to decode a ``width x height`` upload at for a photo whose head is
+    ``target_head_px`` tall (:data:`HEAD_SHARE_MIN`, :data:`WORK_MIN_SIDE`, :func:`decode_side`)."""
+    short = min(width, height)
+    return decode_side(width, height, max(target_head_px / (HEAD_SHARE_MIN * short),
+                                          WORK_MIN_SIDE / short))
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """The host working copy of one upload that matting and face search read.
+
+    Attributes:
+        image: ``(h, w, 3) uint8`` BGR, the upload at :attr:`factor` px per source px.
+        factor: px of :attr:`image` per source px (<= 1).
+    """
+
+    image: np.ndarray
+    factor: float
+
+
+def work_view(decoded_host: np.ndarray, scale: float) -> View:
+    """The working copy of a decoded upload (``scale`` decoded px per upload px): shrunk
+    (``pixels.shrink``) so its shorter side is :data:`WORK_MIN_SIDE`, or as is when smaller."""
+    h, w = decoded_host.shape[:2]
+    f = WORK_MIN_SIDE / min(h, w)
+    if f >= 1.0:
+        return View(decoded_host, scale)
+    size = (max(1, round(w * f)), max(1, round(h * f)))
+    return View(shrink(decoded_host, size), scale * size[0] / w)
+
+
+def _crop(view: View, box: tuple[float, float, float, float]) -> np.ndarray:
+    """The working copy's px under source px ``box`` ``(x0, y0, x1, y1)`` (at least 1 x 1)."""
+    f = view.factor
+    x0, y0, x1, y1 = (round(v * f) for v in box)
+    return view.image[y0:max(y1, y0 + 1), x0:max(x1, x0 + 1)]
+
+
+def upload_to_decoded(d: Decoded) -> np.ndarray:
+    """``3 x 3`` map from upload px to ``d``'s px (pixel centres at integers)."""
+    k = d.scale
+    return np.array([[k, 0.0, 0.5 * k - 0.5], [0.0, k, 0.5 * k - 0.5], [0.0, 0.0, 1.0]])
+
+
+def turned_to_upload(turns: int, source_hw: tuple[int, int]) -> np.ndarray:
+    """``3 x 3`` map from px of ``np.rot90(upload, turns)`` to the upload's px."""
+    h, w = source_hw
+    return [np.eye(3),
+            np.array([[0.0, -1.0, w - 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]),
+            np.array([[-1.0, 0.0, w - 1.0], [0.0, -1.0, h - 1.0], [0.0, 0.0, 1.0]]),
+            np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, h - 1.0], [0.0, 0.0, 1.0]])][turns % 4]
+
+
+def frame_to_turned(frame: Frame) -> np.ndarray:
+    """``3 x 3`` map from output px to px of the (turned) upload, as ``framing.cut`` places it."""
+    s = frame.scale
+    return np.array([[1.0 / s, 0.0, frame.x0], [0.0, 1.0 / s, frame.y0], [0.0, 0.0, 1.0]])
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The faces counted on one upload, and the turn they were found at.
+
+    Attributes:
+        faces: counted faces (source px of the turned upload), largest first.
+        turns: quarter turns counter-clockwise (``np.rot90``'s ``k``) of the upload.
+        matte: the person matte of the turned upload.
+    """
+
+    faces: list[FaceBox]
+    turns: int
+    matte: Matte
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """An accepted item's photo, planned: the frame and what it reads.
+
+    Attributes:
+        frame: output placement on the turned upload.
+        found: faces, turn and matte.
+        payload: the result's task fields.
+    """
+
+    frame: Frame
+    found: Found
+    payload: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +202,11 @@ class IdPhotoProcessor:
         settings: ID-photo settings (matting model, face thresholds, defaults).
         runtime: ONNX Runtime settings.
         decode: decode limits (those the uploads were probed with; default
-            :class:`DecodeSettings`); uploads are decoded at full resolution by the pixel
+            :class:`DecodeSettings`); uploads are decoded, resized and warped by the pixel
             backend (``processors.pixels``).
 
     Raises:
-        ModelError: the matting model file is missing (named) or fails its pin; the Haar cascade
-            is missing from OpenCV.
+        ModelError: the matting model or an MTCNN file is missing (named) or fails its pin.
         ProviderError: CUDA requested but not active.
     """
 
@@ -92,12 +218,12 @@ class IdPhotoProcessor:
         self.threads = runtime.postprocess_threads
         self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
         self.matting = U2NetMatting(settings.model, runtime)
-        self.faces = FaceDetector(settings)
-        self._version = f"{settings.model}.{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}.haar-alt2"
+        self.faces = FaceDetector(settings, runtime)
+        self._version = f"{settings.model}.{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}.mtcnn"
 
     @property
     def model(self) -> ModelInfo:
-        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.haar-alt2``, active provider."""
+        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.mtcnn``, active provider."""
         return ModelInfo(
             name=f"idphoto-{self.settings.model}",
             version=self._version,
@@ -117,12 +243,18 @@ class IdPhotoProcessor:
     def warm_up(self) -> None:
         """Run every matting batch bucket once (choosing the best) and the face detector."""
         bucket = self.matting.warm_up()
-        self.faces.detect(np.zeros((64, 64, 3), np.uint8))
+        self.faces.detect([np.zeros((self.faces.canvas, self.faces.canvas, 3), np.uint8)])
         log.info("idphoto_warm", model=self.settings.model, bucket=bucket,
                  provider=self.matting.provider)
 
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
-        """One outcome per item, in order, with one batched matting call for the whole batch.
+        """One outcome per item, in order.
+
+        For the whole batch: one decode (at the scale the photos need, :func:`decode_long_side`),
+        one matting call, one face search (three MTCNN calls); one more matting call only for people small in their
+        frame, one more face search only for uploads with no face upright; one batched warp of
+        the accepted photos. Per item on the host: the verdict, the framing, the alpha of the
+        photo from the matte, optional alpha matting, compositing and the JPEG.
 
         Args:
             items: N >= 1 items (encoded uploads); options ``size``, ``background``,
@@ -131,11 +263,11 @@ class IdPhotoProcessor:
         Returns:
             N outcomes: ``rejected`` (``NO_FACE``, ``MULTIPLE_FACES``, ``FACE_TOO_SMALL``,
             ``HEAD_CROPPED``; the decoder's reason, e.g. ``CORRUPT_IMAGE``, for pixel data
-            that fails to decode), ``failed`` (``INTERNAL_ERROR`` for options the UploadEvent schema
-            forbids, payload ``{"error"}``; or for an item whose post-processing raised, which
-            leaves the others unaffected: :func:`processors.base.outcomes_per_item`), or
-            ``accepted`` with a ``photo`` JPEG artifact
-            (300 dpi). Accepted and rejected payloads carry ``size``, ``background``,
+            that fails to decode), ``failed`` (``INTERNAL_ERROR`` for options the UploadEvent
+            schema forbids, payload ``{"error"}``; or for an item whose post-processing raised,
+            which leaves the others unaffected: :func:`processors.base.outcomes_per_item`), or
+            ``accepted`` with a ``photo`` JPEG artifact (300 dpi). Accepted and rejected
+            payloads carry ``size``, ``background``,
             ``face_box`` (``[x, y, w, h]`` source px, None without a single face), ``width`` and
             ``height`` (px of the requested size).
         """
@@ -148,71 +280,125 @@ class IdPhotoProcessor:
             except InvalidOptionError as e:
                 requests.append(e)
         valid = [i for i, r in enumerate(requests) if isinstance(r, PhotoRequest)]
-        decoded = dict(zip(valid, self.pixels.decode([items[i].image for i in valid], None),
-                           strict=True))
+        decoded = self._decode(items, {i: decode_long_side(
+            items[i].image.width, items[i].image.height,
+            requests[i].size.target_head_px) for i in valid})  # type: ignore[union-attr]
         valid = [i for i in valid if isinstance(decoded[i], Decoded)]
-        images = dict(zip(valid, self.pixels.to_host([decoded[i].pixels for i in valid]),
-                          strict=True))
-        masks = dict(zip(valid, self.matting.predict_zoomed(
-            [images[i] for i in valid], self.settings.matte_zoom_max_share), strict=True))
-        ms = self.matting.last_inference_ms if valid else 0.0
+        found: dict[int, Found] = {}
+        ms = 0.0
+        if valid:
+            ds: list[Decoded] = [decoded[i] for i in valid]  # type: ignore[misc]
+            hws = [self._source_hw(items[i], decoded[i]) for i in valid]  # type: ignore[arg-type]
+            host = self.pixels.to_host([d.pixels for d in ds])
+            views = map_in_threads(lambda k: work_view(host[k], ds[k].scale), range(len(ds)),
+                                   self.threads)
+            mattes = self.matting.predict_zoomed(
+                self.matting.host_input([v.image for v in views]), hws,
+                self.settings.matte_zoom_max_share,
+                lambda boxes: self.matting.host_input([_crop(views[i], b) for i, b in boxes]))
+            faces, face_ms = self._faces(views, mattes)
+            found = dict(zip(valid, faces, strict=True))
+            ms = self.matting.last_inference_ms + face_ms
 
-        def one(i: int) -> Outcome:
+        def verdict(i: int) -> Outcome | Plan:
             it, req = items[i], requests[i]
-            t0 = time.perf_counter()
             if isinstance(req, InvalidOptionError):
                 log.warning("idphoto_bad_options", upload_id=it.upload_id, error=str(req))
-                out = Outcome(it.upload_id, Status.FAILED, (ReasonCode.INTERNAL_ERROR,),
-                              {"error": str(req)})
-            elif isinstance(bad := decoded[i], DecodeError):
-                out = Outcome(it.upload_id, Status.REJECTED, (ReasonCode(bad.reason),),
-                              {"size": req.size.name, "background": req.background,
-                               "face_box": None})
-            else:
-                out = self._one(it, images[i], req, masks[i], ms)
-            log.debug("idphoto_item", upload_id=it.upload_id, status=str(out.status),
-                      reasons=[str(r) for r in out.reasons],
-                      ms=round((time.perf_counter() - t0) * 1e3, 1))
-            return out
+                return Outcome(it.upload_id, Status.FAILED, (ReasonCode.INTERNAL_ERROR,),
+                               {"error": str(req)})
+            if isinstance(bad := decoded[i], DecodeError):
+                return Outcome(it.upload_id, Status.REJECTED, (ReasonCode(bad.reason),),
+                               {"size": req.size.name, "background": req.background,
+                                "face_box": None})
+            return self._plan(it, req, found[i], ms)
 
-        return outcomes_per_item(one, items, self.threads, task=self.task, inference_ms=ms)
+        planned = outcomes_per_item(verdict, items, self.threads, task=self.task, inference_ms=ms)
+        todo = [i for i, p in enumerate(planned) if isinstance(p, Plan)]
+        photos = dict(zip(todo, self._photos(items, decoded, planned, todo), strict=True))
 
-    def _faces(self, image: np.ndarray, mask: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, list[FaceBox], int]:
-        """The counted faces, and the image turned upright if it had to be.
+        def finish(i: int) -> Outcome:
+            p = planned[i]
+            if not isinstance(p, Plan):
+                return p
+            return self._finish(items[i], requests[i], p, photos[i], ms)  # type: ignore[arg-type]
 
-        In this order, stopping at the first that finds a face on the person: the regular
-        search; the thorough one (a face far from the camera, see ``FaceDetector.detect``); the
-        regular search on the image turned by a quarter, a half and three quarters (a selfie
-        stored sideways or upside down without EXIF orientation; the cascade sees upright faces
-        only).
+        outs = outcomes_per_item(finish, items, self.threads, task=self.task, inference_ms=ms)
+        for o in outs:
+            log.debug("idphoto_item", upload_id=o.upload_id, status=str(o.status),
+                      reasons=[str(r) for r in o.reasons])
+        return outs
 
-        Args:
-            image: ``(H, W, 3) uint8`` BGR upload.
-            mask: ``(H, W) uint8`` its person matte.
+    @staticmethod
+    def _source_hw(it: Item, d: Decoded) -> tuple[int, int]:
+        """``(H, W)`` of the upload as displayed: the decoded size at scale 1 (Pillow applies
+        a TIFF's or HEIF's orientation itself), else the JPEG header's."""
+        return (d.height, d.width) if d.scale == 1.0 else (it.image.height, it.image.width)
 
-        Returns:
-            ``(image, mask, faces, turns)``: ``np.rot90(image, turns)`` (a view) and its mask
-            (contiguous), the faces in it (largest first; empty when none was found) and the
-            quarter turns counter-clockwise.
-        """
-        s = self.settings
-        faces = faces_on_person(self.faces.detect(image), mask, s)
-        if not faces:
-            faces = faces_on_person(self.faces.detect(image, thorough=True), mask, s)
-        if faces:
-            return image, mask, faces, 0
-        for turns in (1, 3, 2):  # sideways is more common than upside down
-            turned = np.rot90(image, turns)
-            turned_mask = np.ascontiguousarray(np.rot90(mask, turns))
-            faces = faces_on_person(self.faces.detect(np.ascontiguousarray(turned)),
-                                    turned_mask, s)
+    def _decode(self, items: Sequence[Item], long_sides: Mapping[int, int]
+                ) -> dict[int, Decoded | DecodeError]:
+        """``pixels.decode`` of the items ``long_sides`` names, at those long sides (one batched
+        call per distinct side)."""
+        out: dict[int, Decoded | DecodeError] = {}
+        for side in sorted(set(long_sides.values())):
+            idx = [i for i, v in long_sides.items() if v == side]
+            out.update(zip(idx, self.pixels.decode([items[i].image for i in idx], side),
+                           strict=True))
+        return out
+
+    def _canvases(self, views: Sequence[View], mattes: Sequence[Matte]
+                  ) -> tuple[list[np.ndarray], list[float]]:
+        """The face-search canvases (RGB) of each matte's box: its longer side scaled to the
+        detector's canvas (INTER_AREA from the working copy); and canvas px per source px."""
+        out, ks = [], []
+        for v, m in zip(views, mattes, strict=True):
+            roi = _crop(v, m.box)
+            k = self.faces.canvas / max(roi.shape[:2])
+            size = (max(1, round(roi.shape[1] * k)), max(1, round(roi.shape[0] * k)))
+            interp = cv2.INTER_AREA if k < 1.0 else cv2.INTER_LINEAR
+            out.append(cv2.cvtColor(cv2.resize(roi, size, interpolation=interp),
+                                    cv2.COLOR_BGR2RGB))
+            ks.append(size[0] / (m.box[2] - m.box[0]))
+        return out, ks
+
+    def _count(self, boxes: list[FaceBox], k: float, matte: Matte) -> list[FaceBox]:
+        """Canvas boxes -> source px of ``matte``'s upload, then the ones that count."""
+        bx0, by0 = matte.box[0], matte.box[1]
+        src = [b.scaled(1.0 / k, bx0, by0) for b in boxes]
+        cover = [matte.coverage(b.x, b.y, b.w, b.h) for b in src]
+        return faces_on_person(src, cover, self.settings)
+
+    def _faces(self, views: Sequence[View], mattes: Sequence[Matte]
+               ) -> tuple[list[Found], float]:
+        """The counted faces of every upload, with one batched search, and one more for the
+        uploads where none was found upright: each turned by :data:`TURNS` (a selfie stored
+        sideways or upside down without EXIF orientation; MTCNN sees upright faces only). The
+        first turn with a face on the person wins. The search reads each matte's box (the
+        upload, or the crop around a person small in the frame). Returns the faces per upload
+        and the wall time of the model calls (ms)."""
+        canvases, ks = self._canvases(views, mattes)
+        boxes = self.faces.detect(canvases)
+        face_ms = self.faces.mtcnn.last_inference_ms
+        out = [Found(self._count(b, k, m), 0, m)
+               for b, k, m in zip(boxes, ks, mattes, strict=True)]
+        missing = [i for i, f in enumerate(out) if not f.faces]
+        if not missing:
+            return out, face_ms
+        turned = [(i, t) for i in missing for t in TURNS]
+        found = self.faces.detect([np.ascontiguousarray(np.rot90(canvases[i], t))
+                                   for i, t in turned])
+        face_ms += self.faces.mtcnn.last_inference_ms
+        for (i, t), b in zip(turned, found, strict=True):
+            if out[i].faces or not b:
+                continue
+            m = mattes[i].rot90(t)
+            faces = self._count(b, ks[i], m)
             if faces:
-                return turned, turned_mask, faces, turns
-        return image, mask, [], 0
+                out[i] = Found(faces, t, m)
+        return out, face_ms
 
-    def _one(self, it: Item, upload: np.ndarray, req: PhotoRequest, mask: np.ndarray,
-             inference_ms: float) -> Outcome:
+    def _plan(self, it: Item, req: PhotoRequest, found: Found,
+              inference_ms: float) -> Outcome | Plan:
+        """The verdict, and for an accepted item its frame (host work on the matte only)."""
         spec = req.size
         payload: dict[str, Any] = {"size": spec.name, "background": req.background,
                                    "face_box": None, "width": spec.width_px,
@@ -222,21 +408,53 @@ class IdPhotoProcessor:
             return Outcome(it.upload_id, Status.REJECTED, (code,), {**payload, **extra},
                            inference_ms=inference_ms)
 
-        image, mask, faces, turns = self._faces(upload, mask)
+        faces, turns, matte = found.faces, found.turns, found.matte
         if not faces:
             return reject(ReasonCode.NO_FACE)
         if len(faces) > 1:
             return reject(ReasonCode.MULTIPLE_FACES, faces=len(faces))
         face: FaceBox = faces[0]
-        payload["face_box"] = face.unrotated(turns, upload.shape[:2]).as_list()
+        hw = matte.rot90(-turns).source_hw if turns else matte.source_hw
+        payload["face_box"] = face.unrotated(turns, hw).as_list()
         if face.h < self.settings.min_face_px:
             return reject(ReasonCode.FACE_TOO_SMALL)
-        head = head_geometry(face, mask, self.settings.matte_threshold)
+        head = head_geometry(face, matte, self.settings.matte_threshold,
+                             resolution=spec.target_head_px / face.h)
         if head.cropped:
             return reject(ReasonCode.HEAD_CROPPED)
-        frame = plan_frame(head, req.size)
-        rgb = warp(np.ascontiguousarray(image[..., ::-1]), frame)
-        alpha = warp(mask, frame)
+        return Plan(plan_frame(head, spec), found, payload)
+
+    def _photos(self, items: Sequence[Item], decoded: Mapping[int, Decoded | DecodeError],
+                planned: Sequence[Outcome | Plan], todo: Sequence[int]) -> list[np.ndarray]:
+        """The colour photos of the planned items, ``(h, w, 3) uint8`` BGR host arrays, by one
+        batched warp of the decoded uploads; an upload decoded at fewer px than its frame needs
+        is decoded again at the scale it needs (one more batched decode)."""
+        if not todo:
+            return []
+        srcs: dict[int, Decoded] = {i: decoded[i] for i in todo}  # type: ignore[misc]
+        need = {i: p.frame.scale for i in todo if (p := planned[i]).frame.scale  # type: ignore[union-attr]
+                > srcs[i].scale * UPSCALE_TOLERANCE}
+        if need:
+            again = self._decode(items, {i: decode_side(items[i].image.width,
+                                                         items[i].image.height, s)
+                                         for i, s in need.items()})
+            srcs.update({i: d for i, d in again.items() if isinstance(d, Decoded)})
+        hm, sizes = [], []
+        for i in todo:
+            p: Plan = planned[i]  # type: ignore[assignment]
+            m = p.found.matte
+            hw = m.rot90(-p.found.turns).source_hw if p.found.turns else m.source_hw
+            hm.append(upload_to_decoded(srcs[i]) @ turned_to_upload(p.found.turns, hw)
+                      @ frame_to_turned(p.frame))
+            sizes.append((p.frame.width, p.frame.height))
+        return self.pixels.to_host(self.pixels.warp([srcs[i] for i in todo], np.stack(hm), sizes))
+
+    def _finish(self, it: Item, req: PhotoRequest, plan: Plan, bgr: np.ndarray,
+                inference_ms: float) -> Outcome:
+        """Alpha of the photo from the matte, optional alpha matting, compositing, JPEG."""
+        frame, matte = plan.frame, plan.found.matte
+        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        alpha = cut(matte_sampler(matte), matte.source_hw, frame)
         if req.alpha_matting:
             s = self.settings
             rgb, alpha = alpha_matting_rgba(
@@ -247,5 +465,5 @@ class IdPhotoProcessor:
         data = encode_jpeg(photo, self.settings.jpeg_quality)
         art = Artifact(name="photo", ext="jpg", content_type="image/jpeg", data=data,
                        width=frame.width, height=frame.height)
-        return Outcome(it.upload_id, Status.ACCEPTED, (), payload, (art,),
+        return Outcome(it.upload_id, Status.ACCEPTED, (), plan.payload, (art,),
                        inference_ms=inference_ms)

@@ -27,14 +27,12 @@ class IdPhotoSettings(BaseModel):
             ignored.
         face_matte_min: a detected face counts only where the mean matte (0..1) inside its box
             reaches this value; removes detections on the background (posters, patterns).
-        detect_max_side: images are downscaled so their longer side is at most this many px
-            for face detection (boxes are mapped back to source px).
-        haar_scale_factor: OpenCV ``detectMultiScale`` scaleFactor (pyramid step).
-        haar_min_neighbors: OpenCV ``detectMultiScale`` minNeighbors (higher: fewer false faces).
-        haar_min_face_frac: smallest face searched first, as a fraction of the detection
-            image's shorter side. When that search finds no face on the person, a thorough one
-            (``faces.FaceDetector.detect``) looks again down to the cascade's 20 px window;
-            what it finds is ``FACE_TOO_SMALL`` below ``min_face_px`` or framed as usual.
+        detect_canvas_px: faces are searched on each upload's matting view (the upload, or the
+            crop around a person small in the frame) scaled so its longer side is this many px
+            (MTCNN, ``faces.FaceDetector``); face boxes are mapped back to source px.
+        detect_min_face_px: smallest face searched, in px of that canvas (>= 12, P-Net's
+            window). At 24 px on a 320 px canvas a 1600x1200 upload's faces from 120 px are
+            found, and smaller ones where the person is small enough to be matted from a crop.
         matte_threshold: matte value (0..255) from which a pixel is person, for finding the crown.
         matte_zoom_max_share: a person whose padded box spans at most this share of the frame's
             longer side is matted a second time from a crop around them, in one more batched
@@ -53,10 +51,8 @@ class IdPhotoSettings(BaseModel):
     min_face_px: int = Field(default=80, ge=8)
     secondary_face_ratio: float = Field(default=0.5, gt=0.0, le=1.0)
     face_matte_min: float = Field(default=0.5, ge=0.0, le=1.0)
-    detect_max_side: int = Field(default=640, ge=128)
-    haar_scale_factor: float = Field(default=1.1, gt=1.0)
-    haar_min_neighbors: int = Field(default=5, ge=1)
-    haar_min_face_frac: float = Field(default=0.1, gt=0.0, lt=1.0)
+    detect_canvas_px: int = Field(default=320, ge=64, le=1024)
+    detect_min_face_px: float = Field(default=24.0, ge=12.0)
     matte_threshold: int = Field(default=128, ge=1, le=254)
     matte_zoom_max_share: float = Field(default=0.6, ge=0.0, le=1.0)
     alpha_matting_foreground_threshold: int = Field(default=240, ge=0, le=255)

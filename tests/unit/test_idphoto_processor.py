@@ -12,7 +12,7 @@ from PIL import Image
 from skimage import data
 
 from processors.base import Item, Processor
-from processors.idphoto.faces import FaceDetector
+from processors.idphoto.faces import FaceBox
 from processors.idphoto.framing import CHIN_BELOW_BOX
 from processors.idphoto.processor import IdPhotoProcessor, parse_options
 from processors.idphoto.settings import IdPhotoSettings
@@ -86,12 +86,15 @@ def _photo(outcome) -> np.ndarray:
 
 
 def _measure_head(photo_rgb: np.ndarray, bg_rgb: tuple[int, int, int]) -> tuple[float, float]:
-    """Re-measure (head height, crown margin) in px on the output photo: face box from the Haar
-    detector, chin = box bottom + CHIN_BELOW_BOX * h, crown = first non-background row above the
-    face in its middle columns."""
-    boxes = FaceDetector(IdPhotoSettings()).detect(_bgr(photo_rgb))
-    assert len(boxes) == 1
-    b = boxes[0]
+    """Re-measure (head height, crown margin) in px on the output photo, independently of the
+    processor's own detector: face box from OpenCV's Haar alt2 cascade (what the framing's box
+    reproduces), chin = box bottom + CHIN_BELOW_BOX * h, crown = first non-background row above
+    the face in its middle columns."""
+    haar = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_alt2.xml")
+    gray = cv2.equalizeHist(cv2.cvtColor(photo_rgb, cv2.COLOR_RGB2GRAY))
+    found = haar.detectMultiScale(gray, scaleFactor=1.1, minNeighbors=5, minSize=(40, 40))
+    assert len(found) == 1, found
+    b = FaceBox(*(int(v) for v in found[0]))
     cols = photo_rgb[: b.y, b.x + b.w // 4 : b.x + 3 * b.w // 4].astype(np.int16)
     differs = np.abs(cols - np.asarray(bg_rgb, np.int16)).max(axis=2) > 40
     rows = np.flatnonzero(differs.mean(axis=1) > 0.2)
@@ -151,8 +154,8 @@ def test_small_face_rejected(outcomes) -> None:
 
 
 def test_face_far_from_camera_is_too_small_not_missing(outcomes) -> None:
-    """Below ``haar_min_face_frac`` of the frame the regular search finds nothing; the second
-    search for small faces tells a face too small from no face (it was NO_FACE)."""
+    """A face far from the camera is told apart from no face: the person is small in the frame,
+    so matting and the face search read the crop around her, where her face has the px."""
     o = outcomes["far_tiny"]
     assert o.reasons == (ReasonCode.FACE_TOO_SMALL,)
     x, y, w, h = o.payload["face_box"]
@@ -247,18 +250,20 @@ def test_bad_option_is_an_outcome_not_an_exception(proc) -> None:
     assert o.status == Status.FAILED and o.reasons == (ReasonCode.INTERNAL_ERROR,)
 
 
-def test_a_failing_item_is_failed_and_its_batch_goes_on(proc, monkeypatch) -> None:
+@pytest.mark.parametrize("step", ["_plan", "_finish"])
+def test_a_failing_item_is_failed_and_its_batch_goes_on(proc, monkeypatch, step) -> None:
     """The rule every processor follows (``processors.base.outcomes_per_item``): one item
-    whose post-processing raises is ``failed`` / INTERNAL_ERROR, its batch is not (this
-    processor used to raise for the whole batch)."""
-    one = IdPhotoProcessor._one
+    whose post-processing raises (in either per-item step: the verdict and frame, or the
+    photo) is ``failed`` / INTERNAL_ERROR, its batch is not (this processor used to raise for
+    the whole batch)."""
+    one = getattr(IdPhotoProcessor, step)
 
     def poisoned(self, it, *a, **kw):
         if it.upload_id == "poison":
             raise ZeroDivisionError("a bug on one image")
         return one(self, it, *a, **kw)
 
-    monkeypatch.setattr(IdPhotoProcessor, "_one", poisoned)
+    monkeypatch.setattr(IdPhotoProcessor, step, poisoned)
     calls = proc.stats.calls
     out = proc.process_batch([Item.from_array("ok", ASTRO), Item.from_array("poison", ASTRO)])
     assert [(o.upload_id, str(o.status)) for o in out] == [("ok", "accepted"), ("poison", "failed")]
