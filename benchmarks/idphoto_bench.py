@@ -50,7 +50,7 @@ def time_config(proc: IdPhotoProcessor, imgs: list[np.ndarray], batch: int, size
                 alpha_matting: bool) -> tuple[float, float, int]:
     """One timed pass: ``(processor images/s, model-only images/s, accepted count)``."""
     proc.matting.model.chosen_bucket = batch  # force the batch (warm-up on a CPU may pick 1)
-    items = [Item(f"b{i}", im, {"size": size, "alpha_matting": alpha_matting})
+    items = [Item.from_array(f"b{i}", im, {"size": size, "alpha_matting": alpha_matting})
              for i, im in enumerate(imgs)]
     t0 = time.perf_counter()
     accepted = 0
@@ -70,7 +70,7 @@ def run(proc: IdPhotoProcessor, imgs: list[np.ndarray], size: str, rounds: int) 
     configs = [(b, am) for am in (False, True) for b in BATCHES]
     for b, am in configs:  # untimed: ORT kernels per shape, numba JIT of pymatting
         proc.matting.model.chosen_bucket = b
-        proc.process_batch([Item("w", im, {"size": size, "alpha_matting": am})
+        proc.process_batch([Item.from_array("w", im, {"size": size, "alpha_matting": am})
                             for im in imgs[:b]])
     runs: dict[tuple[int, bool], list[tuple[float, float, int]]] = {c: [] for c in configs}
     for _ in range(rounds):

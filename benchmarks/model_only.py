@@ -1,7 +1,7 @@
 """Model-only ceiling: images/s of a processor without Kafka or MinIO.
 
-One timed pass per batch size: safe decode (``processors.decode.decode_image``) of the JPEG
-bytes, then ``process_batch`` per chunk of ``batch`` items, with the model's bucket forced to
+One timed pass per batch size: the header probe (``processors.decode.probe_image``) of the JPEG
+bytes, then ``process_batch`` (which decodes) per chunk of ``batch`` items, with the model's bucket forced to
 ``batch`` so each chunk is one inference call (pre-processing, inference, post-processing and
 output encoding included). This is the most the pipeline could deliver at that batch size on
 this machine.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from processors.base import Item, Processor
-from processors.decode import DecodeSettings, decode_image
+from processors.decode import DecodeSettings, probe_image
 from processors.runtime import BatchedModel
 
 
@@ -51,7 +51,7 @@ def measure(proc: Processor, blobs: Sequence[bytes], batch: int, n: int,
     t0 = time.perf_counter()
     for k in range(0, count, batch):
         chunk = range(k, min(k + batch, count))
-        items = [Item(f"m{i:05d}", decode_image(blobs[i % len(blobs)], dec)) for i in chunk]
+        items = [Item(f"m{i:05d}", probe_image(blobs[i % len(blobs)], dec)) for i in chunk]
         accepted += sum(str(o.status) == "accepted" for o in proc.process_batch(items))
     sec = time.perf_counter() - t0
     return {"batch": batch, "images": count, "seconds": round(sec, 3),

@@ -15,7 +15,7 @@ from confluent_kafka import TopicPartition
 
 from benchmarks.common import epoch_ms
 from processors.base import Item, Processor
-from processors.decode import decode_image
+from processors.decode import probe_image
 from schemas import codec
 from schemas.models import ModelRef, ObjectRef, SourceRef, Timings, VerificationResult
 from streams.kafka import consumer, transactional_producer
@@ -88,7 +88,7 @@ class NaiveConsumer:
         if data is None:
             data = self.storage.get(ev.image.ref.bucket, ev.image.ref.key,
                                     max_bytes=s.decode.max_bytes)
-        image = decode_image(data, s.decode)
+        image = probe_image(data, s.decode)
         o = self.proc.process_batch([Item(ev.upload_id, image, ev.options_dict())])[0]
         info = self.proc.model
         refs = {}

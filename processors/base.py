@@ -1,7 +1,9 @@
-"""The processor protocol: decoded items in, outcomes out, one batched inference call per model.
+"""The processor protocol: probed uploads in, outcomes out, one batched inference call per model.
 
-``streams`` decodes uploads (``processors.decode``), groups them by task and calls
-``Processor.process_batch``; processors never touch Kafka or MinIO.
+``streams`` probes uploads (``processors.decode.probe_image``: format, size and limits from the
+header, no pixel decoded), groups them by task and calls ``Processor.process_batch``; each
+processor decodes at the size its steps need through its pixel backend (``processors.pixels``).
+Processors never touch Kafka or MinIO.
 """
 
 from __future__ import annotations
@@ -15,24 +17,39 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from processors.decode import EncodedImage
 from processors.runtime import BatchStats
 from schemas.reasons import ReasonCode, Status
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One decoded upload handed to a processor.
+    """One upload handed to a processor, not yet decoded.
 
     Attributes:
         upload_id: the upload's id (``[A-Za-z0-9._-]{1,128}``), used for logs and outcomes only.
-        image: ``(H, W, 3) uint8`` BGR pixels, EXIF orientation already applied.
+        image: the encoded bytes with their validated header (:class:`EncodedImage`: format,
+            displayed width and height in px, EXIF orientation); the processor decodes them. Bad
+            pixel data found then (``CORRUPT_IMAGE``...) is a ``rejected`` outcome with that
+            reason.
         options: the task's options from the UploadEvent (``doc_type`` for cards; ``size``,
             ``background``, ``alpha_matting`` for ID photos); missing keys take the defaults.
     """
 
     upload_id: str
-    image: np.ndarray
+    image: EncodedImage
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_array(cls, upload_id: str, image: np.ndarray,
+                   options: Mapping[str, Any] | None = None) -> Item:
+        """An item from pixels (tests, benchmarks): ``image`` ``(H, W, 3) uint8`` BGR stored as a
+        lossless PNG (:meth:`EncodedImage.from_array`), so decoding gives it back exactly.
+
+        Raises:
+            DecodeError: the image breaks the default decode limits (e.g. a side under 32 px).
+        """
+        return cls(upload_id, EncodedImage.from_array(image), dict(options or {}))
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,12 @@ frame larger than its screen, WebP canvases, TIFF tiles); its ``DecompressionBom
 and reported as ``IMAGE_TOO_LARGE``, never raised untyped. A ``max_pixels`` above ~179 MP is thus
 capped by Pillow.
 
+Probe, then decode (issue 29): :func:`probe_image` applies rules 1-3 (and reads the EXIF
+orientation of a JPEG) without decoding a pixel, so the worker can hand processors an
+:class:`EncodedImage` (the bytes plus the validated header) and each processor decodes at the
+size its work needs with :func:`decode_probed` (JPEG: libjpeg-turbo's DCT scaling by M/8);
+rules 4-6 apply there. :func:`decode_image` is the two in a row at full resolution.
+
 Thread safety: :func:`decode_image` keeps no state between calls; the only process-wide Pillow
 settings (``ImageFile.LOAD_TRUNCATED_IMAGES = False``, the HEIF opener) are set once at import of
 this module.
@@ -45,8 +51,10 @@ this module.
 from __future__ import annotations
 
 import io
+import math
 import re
 import struct
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -58,7 +66,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from processors.errors import DecodeError
 from schemas.reasons import ReasonCode
 
-__all__ = ["DecodeSettings", "decode_image", "sniff_format"]
+__all__ = ["DecodeSettings", "EncodedImage", "decode_image", "decode_probed", "probe_image",
+           "sniff_format"]
 
 _EXIF_ORIENTATION = 0x0112  # EXIF 2.32 / TIFF 6.0 tag 274
 # libjpeg's JWRN_EXTRANEOUS_DATA met at the EOI marker (0xFFD9), see _decode_jpeg.
@@ -269,8 +278,9 @@ def _apply_orientation(bgr: np.ndarray, orientation: int) -> np.ndarray:
     return bgr
 
 
-def _decode_jpeg(data: bytes, size: tuple[int, int]) -> np.ndarray:
-    """JPEG pixels with libjpeg-turbo (simplejpeg) in strict mode → ``(H, W, 3) uint8`` BGR.
+def _decode_jpeg(data: bytes, size: tuple[int, int], long_side: int | None = None
+                 ) -> tuple[np.ndarray, float]:
+    """JPEG pixels with libjpeg-turbo (simplejpeg) in strict mode → (``(h, w, 3) uint8`` BGR, scale).
 
     Strict mode (libjpeg-turbo's ``TJFLAG_STOPONWARNING``) turns libjpeg's recoverable warnings
     ("Premature end of JPEG file", "Corrupt JPEG data: premature end of data segment", bad
@@ -279,22 +289,31 @@ def _decode_jpeg(data: bytes, size: tuple[int, int]) -> np.ndarray:
     before marker 0xd9"), which libjpeg only meets after every scan is complete, so no later
     warning can be hidden by it. Bytes after EOI (MPO pictures, motion-photo videos) are never
     read. Grayscale, YCbCr, CMYK and YCCK (Adobe's inverted CMYK convention) become BGR.
+
+    ``size`` is the stored ``(width, height)`` from the header. With ``long_side``, libjpeg-turbo
+    scales in the DCT domain by the smallest factor M/8 (M = 1..8) that keeps the stored long side
+    at least ``long_side`` px; every coefficient is still entropy-decoded, so corrupt data is
+    found as at full size. The scale returned is M/8 (1.0 at full size); the array is
+    ``ceil(size * M / 8)`` px per side, as libjpeg rounds.
     """
+    w, h = size
+    kw: dict[str, int] = {}
+    if long_side is not None and max(w, h) > long_side:
+        kw = {"min_width": long_side} if w >= h else {"min_height": long_side}
     try:
         try:
-            bgr = simplejpeg.decode_jpeg(data, colorspace="BGR", strict=True)
+            bgr = simplejpeg.decode_jpeg(data, colorspace="BGR", strict=True, **kw)
         except ValueError as exc:
             if not _JUNK_BEFORE_EOI.search(str(exc)):
                 raise
-            bgr = simplejpeg.decode_jpeg(data, colorspace="BGR", strict=False)
+            bgr = simplejpeg.decode_jpeg(data, colorspace="BGR", strict=False, **kw)
     except ValueError as exc:
         raise DecodeError(ReasonCode.CORRUPT_IMAGE, f"jpeg data undecodable: {exc}") from None
-    if bgr.shape[:2] != (size[1], size[0]):
-        raise DecodeError(
-            ReasonCode.CORRUPT_IMAGE,
-            f"jpeg decoded {bgr.shape[1]}x{bgr.shape[0]} != header {size[0]}x{size[1]}",
-        )
-    return bgr
+    dh, dw = bgr.shape[:2]
+    for m in range(8, 0, -1) if kw else (8,):
+        if (math.ceil(w * m / 8), math.ceil(h * m / 8)) == (dw, dh):
+            return bgr, m / 8.0
+    raise DecodeError(ReasonCode.CORRUPT_IMAGE, f"jpeg decoded {dw}x{dh} != header {w}x{h}")
 
 
 def _decode_pillow(
@@ -320,8 +339,120 @@ def _decode_pillow(
     return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), orientation
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedImage:
+    """An upload's bytes with their validated header: what the worker hands a processor.
+
+    Made by :func:`probe_image` (rules 1-3 of the module docstring passed, no pixel decoded).
+
+    Attributes:
+        data: the encoded file, as uploaded.
+        format: the sniffed format (:func:`sniff_format`): ``jpeg``, ``png``, ``webp``, ``bmp``,
+            ``gif``, ``tiff`` or ``heif``.
+        width: displayed width (px): after the EXIF orientation for JPEG (read from the header),
+            the header's width for the other formats (Pillow and pillow-heif apply their
+            orientation while decoding, so a turned TIFF or PNG may decode with width and height
+            swapped; :func:`decode_probed` returns the truth).
+        height: displayed height (px), as ``width``.
+        orientation: EXIF Orientation (1..8) that :func:`decode_probed` applies to JPEG pixels;
+            1 for the other formats.
+    """
+
+    data: bytes
+    format: str
+    width: int
+    height: int
+    orientation: int = 1
+
+    @classmethod
+    def from_array(cls, image: np.ndarray, settings: DecodeSettings | None = None) -> EncodedImage:
+        """A lossless PNG of ``image`` (``(H, W, 3) uint8`` BGR), probed: for tests, benchmarks and
+        tools that hold pixels rather than an upload. Decoding gives ``image`` back exactly.
+
+        Raises:
+            DecodeError: ``image`` breaks ``settings``' limits (default :class:`DecodeSettings`).
+            ValueError: ``image`` is not ``(H, W, 3) uint8``.
+        """
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+            raise ValueError(f"expected (H, W, 3) uint8, got {image.shape} {image.dtype}")
+        ok, buf = cv2.imencode(".png", image, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+        if not ok:
+            raise ValueError("PNG encoding failed")
+        return probe_image(buf.tobytes(), settings or DecodeSettings())
+
+
+def probe_image(data: bytes, settings: DecodeSettings) -> EncodedImage:
+    """Validate an upload's header without decoding pixels (rules 1-3; about 0.05 ms).
+
+    Args:
+        data: the uploaded file's bytes.
+        settings: limits (:class:`DecodeSettings`).
+
+    Returns:
+        The :class:`EncodedImage` (bytes, format, displayed size, JPEG orientation).
+
+    Raises:
+        DecodeError: ``UNSUPPORTED_FORMAT`` (empty or unknown magic bytes), ``IMAGE_TOO_LARGE``
+            (more than ``max_bytes`` bytes or ``max_pixels`` px declared), ``IMAGE_TOO_SMALL``
+            (``min(H, W) < min_side``) or ``CORRUPT_IMAGE`` (header unreadable). Corrupt pixel
+            data is only found by :func:`decode_probed`.
+    """
+    if len(data) > settings.max_bytes:
+        raise DecodeError(
+            ReasonCode.IMAGE_TOO_LARGE,
+            f"{len(data)} bytes > max_bytes {settings.max_bytes}",
+        )
+    fmt = sniff_format(data)
+    if fmt is None:
+        raise DecodeError(
+            ReasonCode.UNSUPPORTED_FORMAT,
+            (f"unknown magic bytes ({len(data)} bytes)" if data else "empty input (0 bytes)")
+            + "; expected JPEG, PNG, WebP, BMP, GIF, TIFF or HEIF",
+        )
+    with _open_checked(data, fmt, settings) as im:
+        w, h = im.size
+        orientation = _orientation(im) if fmt == "jpeg" else 1
+    if orientation >= 5:  # 5-8 swap width and height (EXIF 2.32)
+        w, h = h, w
+    return EncodedImage(data=data, format=fmt, width=w, height=h, orientation=orientation)
+
+
+def decode_probed(image: EncodedImage, settings: DecodeSettings,
+                  long_side: int | None = None) -> tuple[np.ndarray, float]:
+    """Decode a probed upload into an upright 8-bit BGR array, scaled down when that is cheap.
+
+    Args:
+        image: from :func:`probe_image` (or :meth:`EncodedImage.from_array`).
+        settings: limits and the flatten colour (:class:`DecodeSettings`).
+        long_side: the long side (px) the caller needs at least; None for full resolution.
+            JPEG is decoded at the smallest DCT scale M/8 that keeps it (libjpeg-turbo); other
+            formats always decode at full resolution (scale 1.0).
+
+    Returns:
+        ``(pixels, scale)``: ``(h, w, 3) uint8`` C-contiguous BGR, EXIF orientation applied, alpha
+        flattened against ``settings.flatten_bgr``; ``scale`` is decoded px per displayed px (M/8
+        for a scaled JPEG, else 1.0), so a point ``p`` of the array is ``(p + 0.5) / scale - 0.5``
+        in the upload's px.
+
+    Raises:
+        DecodeError: ``CORRUPT_IMAGE`` (truncated or undecodable data), ``IMAGE_TOO_LARGE``
+            (Pillow's second-line limit, module docstring).
+    """
+    with _open_checked(image.data, image.format, settings) as im:
+        if image.format == "jpeg":
+            stored = im.size
+            bgr, scale = _decode_jpeg(image.data, stored, long_side)
+            orientation = image.orientation
+        else:
+            (bgr, orientation), scale = _decode_pillow(im, image.format,
+                                                       settings.flatten_bgr[::-1]), 1.0
+    return np.ascontiguousarray(_apply_orientation(bgr, orientation)), scale
+
+
 def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
-    """Decode untrusted image bytes into an upright 8-bit BGR array.
+    """Decode untrusted image bytes into an upright 8-bit BGR array at full resolution.
+
+    :func:`probe_image` then :func:`decode_probed`.
 
     Args:
         data: the uploaded file's bytes (JPEG, PNG, WebP, BMP, GIF, TIFF or HEIC/HEIF).
@@ -338,22 +469,4 @@ def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
             ``max_pixels`` pixels; decided before decoding), ``IMAGE_TOO_SMALL``
             (``min(H, W) < min_side``) or ``CORRUPT_IMAGE`` (truncated or undecodable data).
     """
-    if len(data) > settings.max_bytes:
-        raise DecodeError(
-            ReasonCode.IMAGE_TOO_LARGE,
-            f"{len(data)} bytes > max_bytes {settings.max_bytes}",
-        )
-    fmt = sniff_format(data)
-    if fmt is None:
-        raise DecodeError(
-            ReasonCode.UNSUPPORTED_FORMAT,
-            (f"unknown magic bytes ({len(data)} bytes)" if data else "empty input (0 bytes)")
-            + "; expected JPEG, PNG, WebP, BMP, GIF, TIFF or HEIF",
-        )
-    with _open_checked(data, fmt, settings) as im:
-        if fmt == "jpeg":
-            orientation = _orientation(im)
-            bgr = _decode_jpeg(data, im.size)
-        else:
-            bgr, orientation = _decode_pillow(im, fmt, settings.flatten_bgr[::-1])
-    return np.ascontiguousarray(_apply_orientation(bgr, orientation))
+    return decode_probed(probe_image(data, settings), settings)[0]

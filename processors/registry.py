@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from processors.base import Processor
 from processors.card.settings import CardSettings
+from processors.decode import DecodeSettings
 from processors.errors import ProcessorError
 from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
@@ -12,7 +13,8 @@ PROCESSORS = ("card", "id_photo", "sleep")
 
 
 def build_processor(name: str, task: str, *, card: CardSettings, idphoto: IdPhotoSettings,
-                    runtime: RuntimeSettings, sleep_ms: float = 20.0) -> Processor:
+                    runtime: RuntimeSettings, sleep_ms: float = 20.0,
+                    decode: DecodeSettings | None = None) -> Processor:
     """Build the processor ``name`` serving ``task``.
 
     Args:
@@ -20,6 +22,8 @@ def build_processor(name: str, task: str, *, card: CardSettings, idphoto: IdPhot
         task: the task it will serve (``sleep`` may serve either).
         card / idphoto / runtime: their settings.
         sleep_ms: per-call latency of the ``sleep`` processor (ms).
+        decode: the decode limits the uploads are probed with (None: the defaults); the
+            processors decode the pixels with them.
 
     Raises:
         ProcessorError: unknown name, or a real processor asked to serve another task.
@@ -33,9 +37,9 @@ def build_processor(name: str, task: str, *, card: CardSettings, idphoto: IdPhot
     if name == "card":
         from processors.card import CardProcessor
 
-        return CardProcessor(card, runtime)
+        return CardProcessor(card, runtime, decode=decode)
     if name == "id_photo":
         from processors.idphoto import IdPhotoProcessor
 
-        return IdPhotoProcessor(idphoto, runtime)
+        return IdPhotoProcessor(idphoto, runtime, decode)
     raise ProcessorError(f"unknown processor {name!r}; known: {', '.join(PROCESSORS)}")

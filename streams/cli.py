@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from processors.decode import DecodeSettings
+    from processors.decode import DecodeSettings, EncodedImage
     from processors.runtime import RuntimeSettings
 
 T = TypeVar("T")
@@ -97,39 +95,41 @@ def output_path(out_dir: Path, src: Path, tail: str, taken: set[Path]) -> Path:
     return path
 
 
-def decode_files(files: list[Path], dec: DecodeSettings
-                 ) -> tuple[list[tuple[int, np.ndarray]], dict[int, tuple[str, str | None]]]:
-    """Read and safely decode image files for the processor commands (``card``, ``idphoto``).
+def probe_files(files: list[Path], dec: DecodeSettings
+                ) -> tuple[list[tuple[int, EncodedImage]], dict[int, tuple[str, str | None]]]:
+    """Read image files for the processor commands (``card``, ``idphoto``) and probe their
+    headers as the worker does (the processor decodes the pixels).
 
     Args:
         files: image paths, in command-line order.
         dec: decode limits (``Settings.decode``).
 
     Returns:
-        ``(decoded, refused)``: ``(index, (H, W, 3) uint8 BGR)`` per decoded file, and per
-        refused index ``(reason code, error)``: the decoding reason (``UNSUPPORTED_FORMAT``,
-        ``CORRUPT_IMAGE``...) with the decoder's message (e.g. ``empty input (0 bytes); ...``),
-        or ``OBJECT_NOT_FOUND`` for a file that cannot be read, as the stream says for a missing
+        ``(probed, refused)``: ``(index, EncodedImage)`` per accepted file, and per refused
+        index ``(reason code, error)``: the probe's reason (``UNSUPPORTED_FORMAT``,
+        ``CORRUPT_IMAGE``...) with its message (e.g. ``empty input (0 bytes); ...``), or
+        ``OBJECT_NOT_FOUND`` for a file that cannot be read, as the stream says for a missing
         claim-check object, with the ``OSError`` class name and its text (``FileNotFoundError:
         No such file or directory``; ``not a regular file`` for a folder, FIFO or device, which
-        is not opened).
+        is not opened). Pixel data that then fails to decode is the processor's ``rejected``
+        outcome (``CORRUPT_IMAGE``).
     """
-    from processors.decode import decode_image
+    from processors.decode import probe_image
     from processors.errors import DecodeError
 
-    decoded: list[tuple[int, np.ndarray]] = []
+    probed: list[tuple[int, EncodedImage]] = []
     refused: dict[int, tuple[str, str]] = {}
     for i, f in enumerate(files):
         if f.exists() and not f.is_file():  # a folder, FIFO or device: reading may never end
             refused[i] = ("OBJECT_NOT_FOUND", "not a regular file")
             continue
         try:
-            decoded.append((i, decode_image(f.read_bytes(), dec)))
+            probed.append((i, probe_image(f.read_bytes(), dec)))
         except DecodeError as e:
             refused[i] = (str(e.reason), str(e))
         except OSError as e:
             refused[i] = ("OBJECT_NOT_FOUND", f"{type(e).__name__}: {e.strerror or e}")
-    return decoded, refused
+    return probed, refused
 
 
 def status_text(row: dict) -> str:
@@ -141,7 +141,7 @@ def status_text(row: dict) -> str:
 
 def error_note(row: dict) -> str:
     """The text-line suffix ``" (error)"`` of a ``card``/``idphoto`` row refused with an
-    ``"error"`` (:func:`decode_files`), else ``""``."""
+    ``"error"`` (:func:`probe_files`), else ``""``."""
     return f" ({row['error']})" if row.get("error") else ""
 
 

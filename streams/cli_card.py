@@ -24,7 +24,7 @@ def _processor(device: str, batch: int, model: Path | None = None):
 
     s = load_settings()
     rt = runtime_for(s.runtime, device, batch)
-    return build_processor(lambda: CardProcessor(s.card, rt, model_file=model),
+    return build_processor(lambda: CardProcessor(s.card, rt, model_file=model, decode=s.decode),
                            "--model" if model is not None else None), s
 
 
@@ -57,18 +57,18 @@ def card(
     ``cardstream idphoto``).
     """
     from processors.base import Item, process_in_chunks
-    from streams.cli import decode_files, error_note, make_out_dir, output_path, status_text
+    from streams.cli import error_note, make_out_dir, output_path, probe_files, status_text
 
     if out is not None:
         make_out_dir(out)
     proc, s = _processor(device, batch, model)
-    decoded, refused = decode_files(images, s.decode)
+    probed, refused = probe_files(images, s.decode)
     rows: dict[int, dict] = {
         i: {"file": str(images[i]), "status": "rejected", "reasons": [code], "quad": None,
             "confidence": None, "doc_type": "unknown", "rectified": None, "error": err}
         for i, (code, err) in refused.items()}
     items = [(i, Item(upload_id=f"cli-{i}", image=img, options={"doc_type": str(doc_type)}))
-             for i, img in decoded]
+             for i, img in probed]
     taken: set[Path] = set()
     for (i, _it), o in zip(items, process_in_chunks(proc, [it for _, it in items], batch),
                            strict=True):
@@ -121,7 +121,7 @@ def eval_card(
     """
     from processors.base import Item, process_in_chunks
     from processors.card.metrics import quad_iou, summarise
-    from processors.decode import decode_image
+    from processors.decode import probe_image
     from processors.errors import DecodeError
 
     try:
@@ -151,7 +151,7 @@ def eval_card(
     loaded = []
     for c in cases:
         try:
-            img = decode_image((set_dir / c["file"]).read_bytes(), s.decode)
+            img = probe_image((set_dir / c["file"]).read_bytes(), s.decode)
         except DecodeError:
             continue
         except OSError as e:

@@ -50,10 +50,10 @@ def idphoto(
     from processors.idphoto.sizes import InvalidOptionError
     from streams.cli import (
         build_processor,
-        decode_files,
         error_note,
         make_out_dir,
         output_path,
+        probe_files,
         runtime_for,
         status_text,
     )
@@ -70,15 +70,15 @@ def idphoto(
     rt = runtime_for(s.runtime, device, batch)
     if out is not None:
         make_out_dir(out)  # a bad --out is refused before the model loads
-    proc = build_processor(lambda: IdPhotoProcessor(s.idphoto, rt))
+    proc = build_processor(lambda: IdPhotoProcessor(s.idphoto, rt, s.decode))
     # the temporary folder only once the options and the processor are good
     out_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="cardstream-idphoto-"))
 
-    decoded, refused = decode_files(images, s.decode)
+    probed, refused = probe_files(images, s.decode)
     rows: dict[int, dict[str, Any]] = {
         i: _row(images[i], "rejected", [code], error=err)
         for i, (code, err) in refused.items()}
-    pending = [(i, Item(upload_id=f"cli-{i}", image=img, options=options)) for i, img in decoded]
+    pending = [(i, Item(upload_id=f"cli-{i}", image=img, options=options)) for i, img in probed]
     written: set[Path] = set()
     for (i, _), o in zip(pending, process_in_chunks(proc, [it for _, it in pending], batch),
                          strict=True):

@@ -128,7 +128,8 @@ def replay(
         raise typer.BadParameter("--to must be after --from")
     s = load_settings()
     configure_logging("WARNING")
-    procs = {task: build_processor(task, task, card=s.card, idphoto=s.idphoto, runtime=s.runtime)
+    procs = {task: build_processor(task, task, card=s.card, idphoto=s.idphoto, runtime=s.runtime,
+                                   decode=s.decode)
              for task in s.worker.tasks}
     bars: list[tqdm] = []  # one bar, made once the window's size is known (no empty bar before it)
     try:

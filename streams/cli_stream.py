@@ -133,7 +133,8 @@ def worker(
     configure_logging(s.log_level)
     override = dict(p.split("=", 1) for p in processor.split(",") if "=" in p)
     procs = {t: build_processor(override.get(t, t), t, card=s.card, idphoto=s.idphoto,
-                                runtime=s.runtime, sleep_ms=sleep_ms) for t in s.worker.tasks}
+                                runtime=s.runtime, sleep_ms=sleep_ms, decode=s.decode)
+             for t in s.worker.tasks}
     wk = Worker(s, procs, Storage(s.s3))
     if s.worker.http_port:
         try:

@@ -1,10 +1,11 @@
-"""The worker loop: poll batch -> fetch + decode -> one batched call per model -> store -> transaction.
+"""The worker loop: poll batch -> fetch + probe -> one batched call per model -> store -> transaction.
 
 Checkpoint order per batch (exactly-once results):
 
 1. consume up to ``max_batch`` events or ``max_wait_ms``, whichever first (dynamic batching);
 2. parse each event (contract errors -> dead letter), fetch its image (MinIO claim check or
-   inline) and decode it on a bounded thread pool (bad images -> ``rejected`` result);
+   inline) and probe its header on a bounded thread pool (bad images -> ``rejected`` result);
+   the processor decodes the pixels at the size it needs (corrupt data -> ``rejected``);
 3. group by task and call each processor once per batch (it splits into its best bucket);
 4. PUT every output object to MinIO under deterministic keys (retries with backoff);
 5. in ONE Kafka transaction: produce results + dead letters, ``send_offsets_to_transaction``,
@@ -46,11 +47,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from processors.base import Item, Outcome, Processor
-from processors.decode import decode_image
+from processors.decode import EncodedImage, probe_image
 from processors.errors import DecodeError
 from schemas import codec
 from schemas.errors import ContractError
@@ -100,7 +100,7 @@ class _Entry:
 
     msg: Message
     event: UploadEvent | None = None
-    image: np.ndarray | None = None
+    image: EncodedImage | None = None
     dead: DeadLetter | None = None
     reason: ReasonCode | None = None  # rejected before processing
     outcome: Outcome | None = None
@@ -663,9 +663,9 @@ class Worker:
             e.event = None
         return e
 
-    def _load(self, ev: UploadEvent) -> np.ndarray:
+    def _load(self, ev: UploadEvent) -> EncodedImage:
         """Image bytes (inline or claim check, verified against the ref's size and sha256 when
-        given) decoded to ``(H, W, 3) uint8`` BGR.
+        given) with their header probed (format, size, limits; no pixel decoded).
 
         Raises:
             ObjectNotFound / ObjectTooLarge / StorageError: from the store.
@@ -681,7 +681,7 @@ class Worker:
                                   f"object is {len(data)} bytes, the event says {ref.size_bytes}")
             if ref.sha256 is not None and hashlib.sha256(data).hexdigest() != ref.sha256:
                 raise DecodeError(ReasonCode.CHECKSUM_MISMATCH, "object sha256 differs from the event's")
-        return decode_image(data, self.s.decode)
+        return probe_image(data, self.s.decode)
 
     def _run_processor(self, task: str, group: list[_Entry]) -> None:
         """Run the task's processor on ``group`` in chunks of its batch bucket: one model call each."""

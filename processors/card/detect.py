@@ -8,7 +8,9 @@ saliency) is min-max normalised per image, as rembg does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import cv2
 import numpy as np
@@ -218,9 +220,10 @@ def _neighbours_continue(gx: np.ndarray, gy: np.ndarray, q: np.ndarray, lines: l
     return True
 
 
-def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSettings,
-                     gray: np.ndarray | None = None) -> Detection:
-    """Turn one raw saliency map into a refined quad in source px (hypothesise and verify).
+def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
+                     size: tuple[int, int] | None = None,
+                     sample: Callable[[np.ndarray], np.ndarray] | None = None) -> Detection:
+    """Turn one raw saliency map into a refined quad (hypothesise and verify).
 
     1. Hypotheses: the 2 largest components of the mask thresholded at 0.15, 0.3, 0.5, 0.7 and
        ``mask_threshold``, each fitted with a 4-gon (:func:`geometry.quads_from_mask`); at 0.3
@@ -238,26 +241,32 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
        lines at full resolution.
 
     Args:
-        image_bgr: ``(H, W, 3) uint8`` source image.
+        grey: ``(h, w) uint8`` (or float32) grey working copy of the photo, long side at most
+            ``settings.work_max_side`` (:meth:`processors.pixels.PixelBackend.working_grey`).
         raw: ``(320, 320) float32`` u2netp output 0 for this image (sigmoid, not normalised).
         settings: card settings (threshold, working size, refinement band).
-        gray: optional ``(H, W) float32`` grey of ``image_bgr`` (computed when None).
+        size: ``(width, height)`` px of the full-resolution image the quad is returned in
+            (None: ``grey``'s own size).
+        sample: bilinear grey sampler of that image for the sub-pixel fit
+            (:func:`geometry.refine_quad`); None samples ``grey`` (then ``size`` must be None).
 
     Returns:
-        A :class:`Detection` (quad None when no component exists at any threshold).
+        A :class:`Detection` in ``size`` px (quad None when no component exists at any
+        threshold).
     """
-    h, w = image_bgr.shape[:2]
+    wh, ww = grey.shape[:2]
+    w, h = size if size is not None else (ww, wh)
+    if sample is None:
+        if (w, h) != (ww, wh):
+            raise ValueError("detect_from_mask: a sampler is needed when size differs from grey's")
+        sample = partial(_sample_plane, grey.astype(np.float32))
     m = normalise_mask(raw)
-    scale = min(1.0, settings.work_max_side / max(h, w))
-    ww, wh = max(1, round(w * scale)), max(1, round(h * scale))
+    scale = max(ww, wh) / max(w, h)  # working px per full px
     # components are found on a mask of at most MASK_SIDE px (the map is 320 px anyway)
     ms = min(1.0, MASK_SIDE / max(ww, wh))
     mw = cv2.resize(m, (max(1, round(ww * ms)), max(1, round(wh * ms))),
                     interpolation=cv2.INTER_LINEAR)
-    if gray is None:
-        gray = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2GRAY).astype(np.float32)
-    gw = cv2.resize(gray, (ww, wh), interpolation=cv2.INTER_AREA) if scale < 1.0 else gray
-    gx, gy = geo.gradients(gw, 1.0)
+    gx, gy = geo.gradients(grey.astype(np.float32), 1.0)
     mask_px = max(ww, wh) / INPUT_SIZE  # working px per model px
     min_area = 0.002 * ww * wh
     hyps = []
@@ -321,7 +330,7 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
         frame = [snapped.get(i, f) for i, f in enumerate(_frame_sides(q, ww, wh, 2.0 * mask_px))]
     quad = (q + 0.5) / scale - 0.5
     if settings.refine:
-        quad, _ = geo.refine_quad(gray, quad, max(2.0 / scale, 3.0))
+        quad, _ = geo.refine_quad(sample, (w, h), quad, max(2.0 / scale, 3.0))
     if any(f is not None for f in frame):  # sides cut by the frame lie on the frame
         cut = [_border_line(k, w, h) if k is not None
                else geo.line_through(quad[i], quad[(i + 1) % 4]) for i, k in enumerate(frame)]
@@ -339,6 +348,15 @@ def detect_from_mask(image_bgr: np.ndarray, raw: np.ndarray, settings: CardSetti
         raw_max=float(raw.max()),
         second_quad=None if second is None else (second + 0.5) / scale - 0.5,
     )
+
+
+def _sample_plane(plane: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Bilinear samples of a ``(H, W) float32`` plane at ``(..., 2)`` points (border replicated)."""
+    pts = np.asarray(points, np.float32)
+    flat = pts.reshape(-1, 1, 2)
+    out = cv2.remap(plane, flat[..., 0], flat[..., 1], cv2.INTER_LINEAR,
+                    borderMode=cv2.BORDER_REPLICATE)
+    return out.reshape(pts.shape[:-1])
 
 
 def _second_card(hyps: list, q: np.ndarray, min_confidence: float) -> np.ndarray | None:

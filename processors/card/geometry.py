@@ -7,6 +7,7 @@ and ``a**2 + b**2 = 1``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cv2
@@ -232,19 +233,23 @@ def quad_from_mask(mask: np.ndarray) -> MaskQuad | None:
     return qs[0] if qs else None
 
 
-def refine_quad(gray: np.ndarray, quad: np.ndarray, band: float,
-                samples: int = 48) -> tuple[np.ndarray, float]:
+def refine_quad(sample: Callable[[np.ndarray], np.ndarray], size: tuple[int, int],
+                quad: np.ndarray, band: float, samples: int = 48) -> tuple[np.ndarray, float]:
     """Refine a coarse quad against the card's edges at full resolution.
 
     For each side, ``samples`` points between 10 % and 90 % of the side are probed along the
-    side's normal over ``[-band, +band]`` px (bilinear samples of ``gray``, averaged over 3
-    parallel offsets); the position of the largest absolute derivative (with sub-pixel
-    parabola fit) is an edge point. Edge points whose strength is below half the median are
-    dropped; the rest are fitted with a Huber line. A side keeps its coarse line when fewer
-    than 40 % of its probes give edge points or when the new line turns more than 6 degrees.
+    side's normal over ``[-band, +band]`` px (bilinear grey samples, averaged over 3
+    parallel offsets; all sides in one ``sample`` call); the position of the largest absolute
+    derivative (with sub-pixel parabola fit) is an edge point. Edge points whose strength is
+    below half the median are dropped; the rest are fitted with a Huber line. A side keeps its
+    coarse line when fewer than 40 % of its probes give edge points or when the new line turns
+    more than 6 degrees.
 
     Args:
-        gray: ``(H, W) float32`` grey image (full resolution).
+        sample: bilinear grey sampler of the full-resolution image: ``(..., 2) float32`` points
+            (x, y px, clamped to the image) -> ``(...) float32`` grey levels
+            (:meth:`processors.pixels.PixelBackend.sample_grey`).
+        size: ``(width, height)`` px of that image.
         quad: ``(4, 2)`` coarse TL, TR, BR, BL in the same px.
         band: search half-width (px).
         samples: probes per side.
@@ -257,21 +262,19 @@ def refine_quad(gray: np.ndarray, quad: np.ndarray, band: float,
     band = max(float(band), 3.0)
     offs = np.arange(-band, band + 1.0, 1.0)
     t = np.linspace(0.1, 0.9, samples)
+    w, h = size
+    d = np.roll(quad, -1, axis=0) - quad  # (4, 2) side vectors
+    u = d / np.maximum(np.hypot(d[:, 0], d[:, 1]), 1e-9)[:, None]
+    n = np.stack([-u[:, 1], u[:, 0]], axis=1)
+    base = quad[:, None, :] + t[None, :, None] * d[:, None, :]  # (4, S, 2)
+    tang = np.array([-1.5, 0.0, 1.5])
+    pts = (base[:, None, :, None, :] + offs[None, None, None, :, None] * n[:, None, None, None, :]
+           + tang[None, :, None, None, None] * u[:, None, None, None, :])  # (4, 3, S, O, 2)
+    prof_all = sample(pts.astype(np.float32)).sum(axis=1)  # (4, S, O)
     lines, support = [], 0
-    h, w = gray.shape
     for i in range(4):
         p, q = quad[i], quad[(i + 1) % 4]
-        d = q - p
-        length = max(float(np.hypot(*d)), 1e-9)
-        u = d / length
-        n = np.array([-u[1], u[0]])
-        base = p[None, :] + t[:, None] * d[None, :]  # (S, 2)
-        prof = np.zeros((samples, len(offs)), np.float32)
-        for tang in (-1.5, 0.0, 1.5):
-            pts = base[:, None, :] + offs[None, :, None] * n + tang * u  # (S, O, 2)
-            mx = pts[..., 0].astype(np.float32)
-            my = pts[..., 1].astype(np.float32)
-            prof += cv2.remap(gray, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        prof = prof_all[i]
         der = np.abs(np.diff(prof, axis=1))  # (S, O-1), position j+0.5
         j = np.argmax(der, axis=1)
         strength = der[np.arange(samples), j]
@@ -283,7 +286,7 @@ def refine_quad(gray: np.ndarray, quad: np.ndarray, band: float,
         sub = np.where(np.abs(denom) > 1e-6, 0.5 * (y0 - y2) / np.where(denom == 0, 1, denom), 0.0)
         sub = np.clip(sub, -0.5, 0.5)
         pos = offs[0] + jj + 0.5 + sub
-        edge = base + pos[:, None] * n
+        edge = base[i] + pos[:, None] * n[i]
         inside = (edge[:, 0] >= 0) & (edge[:, 0] <= w - 1) & (edge[:, 1] >= 0) & (edge[:, 1] <= h - 1)
         good = inside & (strength >= 0.5 * np.median(strength)) & (strength > 2.0)
         coarse = line_through(p, q)

@@ -4,27 +4,32 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-import cv2
 import numpy as np
 import structlog
 
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads
 from processors.card import geometry as geo
-from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask, preprocess
+from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask
 from processors.card.rectify import (
     FACE_CASCADE,
+    canonical_size,
     choose_doc_type,
     direction_detail_ratio,
+    face_upright,
+    homography,
     laplacian_variance,
-    rectify,
+    reading,
     saturated_fraction,
 )
 from processors.card.settings import CardSettings
 from processors.cascades import cascade
-from processors.errors import ModelError
+from processors.decode import DecodeSettings
+from processors.errors import DecodeError, ModelError
 from processors.models import manifest, model_path
+from processors.pixels import Decoded, PixelBackend, pixel_backend
 from processors.runtime import BatchedModel, BatchStats, RuntimeSettings
 from schemas.reasons import ReasonCode, Status
 
@@ -68,11 +73,18 @@ class CardProcessor:
         ``GLARE``: share of saturated pixels in the rectified card above the threshold.
     An accepted outcome carries one artifact ``rectified.jpg``; rejected ones carry none.
 
+    Pixels: each upload is decoded once, at ``decode_side`` (:class:`CardSettings`), by the
+    pixel backend (``processors.pixels``, chosen by ``runtime.device``); the geometry runs on its
+    grey working copy (long side ``work_max_side``) and grey samples along the card's edges; the
+    backend warps and encodes the card.
+
     Args:
         settings: card settings.
         runtime: ONNX Runtime settings (device, buckets).
         model_file: override of the model file (tests, ``--model``); None uses the pinned,
             verified ``model_path("card_u2netp")`` (fine-tuned u2netp, shipped in the package).
+        decode: decode limits (those the uploads were probed with; default
+            :class:`DecodeSettings`).
 
     Raises:
         ModelError: the model file is missing or fails its SHA-256 pin, or the Haar cascade
@@ -83,9 +95,10 @@ class CardProcessor:
     task = "card"
 
     def __init__(self, settings: CardSettings, runtime: RuntimeSettings,
-                 model_file: Path | None = None) -> None:
+                 model_file: Path | None = None, decode: DecodeSettings | None = None) -> None:
         self.settings = settings
         self.threads = runtime.postprocess_threads
+        self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
         if settings.orient_by_face:
             cascade(FACE_CASCADE)  # fail at start-up, not on the first upload
         if model_file is None:
@@ -124,29 +137,36 @@ class CardProcessor:
         log.info("card_warm_up", bucket=b, provider=self._model.provider,
                  bucket_ips={k: round(v, 2) for k, v in self._model.stats.bucket_ips.items()})
 
-    def locate(self, images: Sequence[np.ndarray]) -> tuple[list[Detection], float]:
+    def locate(self, images: Sequence[Decoded]
+               ) -> tuple[list[Detection], float, list[np.ndarray]]:
         """Localise cards in a batch with one batched model call per chunk.
 
         Args:
-            images: ``(H, W, 3) uint8`` BGR images (sizes may differ).
+            images: decoded uploads (:meth:`processors.pixels.PixelBackend.decode`).
 
         Returns:
-            ``(detections, inference_ms)``: one :class:`Detection` per image (quad in source px)
-            and the wall time (ms) of the model call(s).
+            ``(detections, inference_ms, greys)``: one :class:`Detection` per image (quad in
+            decoded px), the wall time (ms) of the model call(s) and the grey working copies
+            (``(h, w) uint8``, long side ``work_max_side``) the quads were found on.
 
         Raises:
             ModelError: ONNX Runtime failed on the batch.
         """
-        x = np.stack(map_in_threads(preprocess, images, self.threads))
+        x = self.pixels.model_input(images, INPUT_SIZE)
         t0 = time.perf_counter()
         try:
             raw = self._model.run(x)[0][:, 0]
         except Exception as e:  # onnxruntime raises untyped errors
             raise ModelError(f"u2netp inference failed: {e}") from e
         ms = (time.perf_counter() - t0) * 1000.0
-        dets = map_in_threads(lambda k: detect_from_mask(images[k], raw[k], self.settings),
-                              range(len(images)), self.threads)
-        return dets, ms
+        greys = self.pixels.working_grey(images, self.settings.work_max_side)
+
+        def one(k: int) -> Detection:
+            d = images[k]
+            return detect_from_mask(greys[k], raw[k], self.settings, (d.width, d.height),
+                                    lambda pts: self.pixels.sample_grey(d, pts))
+
+        return map_in_threads(one, range(len(images)), self.threads), ms, greys
 
     def _no_card(self, det: Detection, min_area_frac: float | None = None) -> bool:
         """The NO_CARD rules (class doc); ``min_area_frac`` overrides the setting's."""
@@ -185,15 +205,18 @@ class CardProcessor:
                                 "doc_type": None, "width": None, "height": None},
                        inference_ms=inference_ms)
 
-    def decide(self, item: Item, det: Detection, inference_ms: float = 0.0) -> Outcome:
-        """Verdict, payload and artifact for one item given its detection (see class doc)."""
+    def decide(self, item: Item, image: Decoded, det: Detection, grey: np.ndarray,
+               inference_ms: float = 0.0) -> Outcome:
+        """Verdict, payload and artifact for one item given its decoded image, its detection in
+        decoded px and its grey working copy (see class doc); the payload's quad is in the
+        upload's px."""
         s = self.settings
-        image = item.image
         requested = str(item.options.get("doc_type") or s.doc_type)
+        det = _to_upload_px(det, image.scale)
         if self._no_card(det):
             if det.quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
                 return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
-            blurred = self._blurry(image)
+            blurred = self._blurry(grey)
             return self._unread(item, det, (ReasonCode.NO_CARD,)
                                 + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
         quad = det.quad
@@ -203,25 +226,32 @@ class CardProcessor:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
         doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
         reasons: list[ReasonCode] = []
-        if self._partial(quad, image.shape):
+        if self._partial(quad, _upload_shape(item, image)):
             reasons.append(ReasonCode.PARTIAL_CARD)
-        rect = rectify(image, quad, doc_type, s.dpi, s.orient_by_face)
-        if self._blurry(rect.image):
+        size = canonical_size(doc_type, s.dpi)
+        k = reading(quad)
+        q_dec = (np.roll(quad, -k, axis=0) + 0.5) * image.scale - 0.5  # upload px -> decoded px
+        (out,) = self.pixels.warp([image], homography(q_dec, size)[None], [size])
+        (card,) = self.pixels.to_host([out])
+        turn, _ = face_upright(card) if s.orient_by_face else (False, False)
+        if turn:
+            card = np.ascontiguousarray(card[::-1, ::-1])
+            out = card
+            k += 2
+        if self._blurry(card):
             reasons.append(ReasonCode.BLURRY)
-        if saturated_fraction(rect.image, s.glare_level, s.quality_width) > s.glare_max_fraction:
+        if saturated_fraction(card, s.glare_level, s.quality_width) > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
-        h, w = rect.image.shape[:2]
+        h, w = card.shape[:2]
         # the card's own corners: quad[0] is the corner that became the upright output's top-left
-        payload = {"quad": _quad_list(np.roll(quad, -rect.rotation, axis=0)),
+        payload = {"quad": _quad_list(np.roll(quad, -(k % 4), axis=0)),
                    "confidence": round(det.confidence, 4), "doc_type": doc_type,
                    "width": w, "height": h}
         if reasons:
             return Outcome(upload_id=item.upload_id, status=Status.REJECTED, reasons=tuple(reasons),
                            payload=payload, inference_ms=inference_ms)
-        ok, buf = cv2.imencode(".jpg", rect.image, [cv2.IMWRITE_JPEG_QUALITY, s.jpeg_quality])
-        if not ok:
-            raise RuntimeError("JPEG encoding failed")
-        art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=buf.tobytes(),
+        (data,) = self.pixels.encode_jpeg([out], s.jpeg_quality)
+        art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=data,
                        width=w, height=h)
         return Outcome(upload_id=item.upload_id, status=Status.ACCEPTED, payload=payload,
                        artifacts=(art,), inference_ms=inference_ms)
@@ -229,21 +259,29 @@ class CardProcessor:
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
         """Process ``items`` (N >= 1) with one batched localisation call; N outcomes in order.
 
-        Bad content gives ``rejected`` outcomes; an unexpected error while post-processing one
-        item gives that item ``failed`` / ``INTERNAL_ERROR`` (logged with its upload id) and
-        leaves the others unaffected.
+        Bad content gives ``rejected`` outcomes (pixel data that fails to decode: the decoder's
+        reason, e.g. ``CORRUPT_IMAGE``); an unexpected error while post-processing one item
+        gives that item ``failed`` / ``INTERNAL_ERROR`` (logged with its upload id) and leaves
+        the others unaffected.
 
         Raises:
             ModelError: the batched model call failed (the whole batch is affected).
         """
         if not items:
             return []
-        dets, ms = self.locate([it.image for it in items])
+        decoded = self.pixels.decode([it.image for it in items], self.settings.decode_side)
+        ok = [k for k, d in enumerate(decoded) if isinstance(d, Decoded)]
+        images = [decoded[k] for k in ok]
+        dets, ms, greys = self.locate(images) if ok else ([], 0.0, [])
+        where = {k: j for j, k in enumerate(ok)}
 
         def one(k: int) -> Outcome:
-            it = items[k]
+            it, d = items[k], decoded[k]
+            if isinstance(d, DecodeError):
+                return Outcome(upload_id=it.upload_id, status=Status.REJECTED,
+                               reasons=(ReasonCode(d.reason),))
             try:
-                return self.decide(it, dets[k], ms)
+                return self.decide(it, d, dets[where[k]], greys[where[k]], ms)
             except Exception as e:  # isolate one item's failure from the batch
                 log.error("card_postprocess_failed", upload_id=it.upload_id,
                           error=type(e).__name__)
@@ -251,6 +289,25 @@ class CardProcessor:
                                reasons=(ReasonCode.INTERNAL_ERROR,), inference_ms=ms)
 
         return map_in_threads(one, range(len(items)), self.threads)
+
+
+def _upload_shape(item: Item, image: Decoded) -> tuple[int, int]:
+    """``(height, width)`` px of the upload as displayed: the decoded size at full resolution,
+    else the probe's (a DCT-scaled JPEG, whose probe size is exact)."""
+    if image.scale == 1.0:
+        return image.height, image.width
+    return item.image.height, item.image.width
+
+
+def _to_upload_px(det: Detection, scale: float) -> Detection:
+    """``det`` (decoded px at ``scale`` decoded px per upload px) in the upload's px."""
+    if scale == 1.0:
+        return det
+
+    def up(q: np.ndarray | None) -> np.ndarray | None:
+        return None if q is None else (np.asarray(q, np.float64) + 0.5) / scale - 0.5
+
+    return replace(det, quad=up(det.quad), second_quad=up(det.second_quad))
 
 
 def _long_side(quad: np.ndarray) -> float:

@@ -24,6 +24,7 @@ import numpy as np
 
 from processors.card import geometry as geo
 from processors.cascades import cascade
+from processors.pixels import warp_host
 
 DocType = Literal["id_card", "passport"]
 
@@ -99,32 +100,47 @@ class Rectified:
     by_face: bool
 
 
-def warp(image: np.ndarray, quad: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Warp the quad (TL, TR, BR, BL, px) of ``image`` to a ``size`` = ``(w, h)`` image.
-
-    When the card is more than twice the output size in the source, the source is first
-    downscaled (area interpolation) to avoid aliasing.
-
-    Returns:
-        ``(h, w, 3) uint8``.
-    """
+def homography(quad: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The ``(3, 3) float64`` homography mapping output px of a ``size`` = ``(w, h)`` image to the
+    quad (TL, TR, BR, BL, px): output corner ``(0, 0)`` goes to TL, ``(w - 1, 0)`` to TR and so
+    on (the inverse map :meth:`processors.pixels.PixelBackend.warp` takes)."""
     w, h = size
-    q = np.asarray(quad, np.float64)
-    src_w = float(np.mean(geo.side_lengths(q)[[0, 2]]))
-    s = min(1.0, 2.0 * w / max(src_w, 1.0))
-    img = image
-    if s < 1.0:
-        img = cv2.resize(image, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
-        q = (q + 0.5) * s - 0.5
     dst = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float32)
-    M = cv2.getPerspectiveTransform(q.astype(np.float32), dst)
-    return cv2.warpPerspective(img, M, (w, h), flags=cv2.INTER_LINEAR,
-                               borderMode=cv2.BORDER_REPLICATE)
+    return cv2.getPerspectiveTransform(dst, np.asarray(quad, np.float32)).astype(np.float64)
+
+
+def reading(quad: np.ndarray) -> int:
+    """Quarter turns (0 or 1) from the quad's TL-first reading to its landscape reading: 1 when
+    the quad is taller than wide (read from its TR corner, so the output is landscape)."""
+    s = geo.side_lengths(np.asarray(quad, np.float64))
+    return 1 if (s[1] + s[3]) > (s[0] + s[2]) else 0
+
+
+def face_upright(card: np.ndarray) -> tuple[bool, bool]:
+    """The Haar upright decision on a rectified landscape card (``(h, w, 3) uint8`` BGR):
+    ``(turn, by_face)``: ``turn`` when the card reads upright after a half turn, ``by_face``
+    when a face decided it (``FACE_PASSES``, ``FACE_MIN_EVIDENCE``)."""
+    h, w = card.shape[:2]
+    s0 = s180 = 0.0
+    for small_w, min_frac in FACE_PASSES:
+        small = cv2.resize(card, (small_w, int(round(small_w * h / w))),
+                           interpolation=cv2.INTER_AREA)
+        g = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
+        s0 = _face_score(g, min_frac)
+        # enough upright evidence decides alone: an upside-down face gathers 2-7, so the
+        # turned reading cannot win (it never did on the tuning set and the real checks at
+        # 4 rotations; this skips 31 % of the cascade calls, the card's costliest CPU step)
+        s180 = (0.0 if s0 >= FACE_MIN_EVIDENCE
+                else _face_score(g[::-1, ::-1].copy(), min_frac))
+        if max(s0, s180) >= FACE_MIN_EVIDENCE:
+            return s180 > s0, True
+    return False, False
 
 
 def rectify(image: np.ndarray, quad: np.ndarray, doc_type: DocType, dpi: int,
             orient_by_face: bool = True) -> Rectified:
-    """Warp the card to its canonical landscape size and turn it upright.
+    """Warp the card of a host image to its canonical landscape size and turn it upright (the
+    processor's steps on one ``(H, W, 3) uint8`` BGR array, for tools and tests).
 
     Args:
         image: ``(H, W, 3) uint8`` BGR source.
@@ -137,29 +153,13 @@ def rectify(image: np.ndarray, quad: np.ndarray, doc_type: DocType, dpi: int,
         A :class:`Rectified`.
     """
     q = np.asarray(quad, np.float64)
-    s = geo.side_lengths(q)
-    portrait = (s[1] + s[3]) > (s[0] + s[2])
-    k = 1 if portrait else 0  # start the reading at TR for a card standing on its side
+    k = reading(q)
     size = canonical_size(doc_type, dpi)
-    out = warp(image, np.roll(q, -k, axis=0), size)
-    by_face = False
-    if orient_by_face:
-        for small_w, min_frac in FACE_PASSES:
-            small = cv2.resize(out, (small_w, int(round(small_w * size[1] / size[0]))),
-                               interpolation=cv2.INTER_AREA)
-            g = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
-            s0 = _face_score(g, min_frac)
-            # enough upright evidence decides alone: an upside-down face gathers 2-7, so the
-            # turned reading cannot win (it never did on the tuning set and the real checks at
-            # 4 rotations; this skips 31 % of the cascade calls, the card's costliest CPU step)
-            s180 = (0.0 if s0 >= FACE_MIN_EVIDENCE
-                    else _face_score(g[::-1, ::-1].copy(), min_frac))
-            by_face = max(s0, s180) >= FACE_MIN_EVIDENCE
-            if by_face:
-                break
-        if by_face and s180 > s0:
-            out = out[::-1, ::-1].copy()
-            k += 2
+    out = warp_host(image, homography(np.roll(q, -k, axis=0), size), size)
+    turn, by_face = face_upright(out) if orient_by_face else (False, False)
+    if turn:
+        out = out[::-1, ::-1].copy()
+        k += 2
     return Rectified(image=out, doc_type=doc_type, rotation=k % 4, by_face=by_face)
 
 
@@ -170,9 +170,10 @@ def laplacian_variance(image: np.ndarray, width: int) -> float:
 
 
 def _grey_at_width(image: np.ndarray, width: int) -> np.ndarray:
-    """``image`` (BGR) in grey, resized to ``width`` px wide (area interpolation), uint8."""
+    """``image`` (BGR, or already grey) in grey, resized to ``width`` px wide (area
+    interpolation), uint8."""
     h, w = image.shape[:2]
-    g = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    g = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY) if image.ndim == 3 else image
     return cv2.resize(g, (width, max(1, round(h * width / w))), interpolation=cv2.INTER_AREA)
 
 

@@ -11,6 +11,10 @@ class CardSettings(BaseModel):
     """Settings of the card processor (frozen; part of the app settings).
 
     Localisation:
+        decode_side: long side (px) each upload is decoded at, at least: a JPEG is decoded at
+            the smallest libjpeg-turbo DCT scale M/8 that keeps it (a 4032 x 3024 photo at 1/2,
+            2016 x 1512: a card then has up to twice the 1011 px of its output), other formats
+            and smaller photos at full resolution; None: always full resolution.
         mask_threshold: u2netp saliency (min-max normalised to [0,1]) above which a pixel
             belongs to the card mask.
         work_max_side: longest side (px) of the working copy used for the coarse quad; the
@@ -68,6 +72,7 @@ class CardSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    decode_side: int | None = Field(None, ge=320)
     mask_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     work_max_side: int = Field(1024, ge=256)
     refine: bool = True

@@ -12,6 +12,8 @@ import numpy as np
 import structlog
 
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads
+from processors.decode import DecodeSettings
+from processors.errors import DecodeError
 from processors.idphoto.faces import FaceBox, FaceDetector, faces_on_person
 from processors.idphoto.framing import (
     alpha_matting_rgba,
@@ -24,6 +26,7 @@ from processors.idphoto.framing import (
 from processors.idphoto.matting import U2NetMatting
 from processors.idphoto.settings import IdPhotoSettings
 from processors.idphoto.sizes import InvalidOptionError, SizeSpec, get_size, parse_background
+from processors.pixels import Decoded, PixelBackend, pixel_backend
 from processors.runtime import BatchStats, RuntimeSettings, sha256_file
 from schemas.reasons import ReasonCode, Status, Task
 
@@ -71,6 +74,9 @@ class IdPhotoProcessor:
     Args:
         settings: ID-photo settings (matting model, face thresholds, defaults).
         runtime: ONNX Runtime settings.
+        decode: decode limits (those the uploads were probed with; default
+            :class:`DecodeSettings`); uploads are decoded at full resolution by the pixel
+            backend (``processors.pixels``).
 
     Raises:
         ModelError: the matting model file is missing (named) or fails its pin; the Haar cascade
@@ -80,9 +86,11 @@ class IdPhotoProcessor:
 
     task = Task.ID_PHOTO.value
 
-    def __init__(self, settings: IdPhotoSettings, runtime: RuntimeSettings) -> None:
+    def __init__(self, settings: IdPhotoSettings, runtime: RuntimeSettings,
+                 decode: DecodeSettings | None = None) -> None:
         self.settings = settings
         self.threads = runtime.postprocess_threads
+        self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
         self.matting = U2NetMatting(settings.model, runtime)
         self.faces = FaceDetector(settings)
         self._version = f"{settings.model}.{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}.haar-alt2"
@@ -117,12 +125,13 @@ class IdPhotoProcessor:
         """One outcome per item, in order, with one batched matting call for the whole batch.
 
         Args:
-            items: N >= 1 items; ``image`` ``(H, W, 3) uint8`` BGR; options ``size``,
-                ``background``, ``alpha_matting``.
+            items: N >= 1 items (encoded uploads); options ``size``, ``background``,
+                ``alpha_matting``.
 
         Returns:
             N outcomes: ``rejected`` (``NO_FACE``, ``MULTIPLE_FACES``, ``FACE_TOO_SMALL``,
-            ``HEAD_CROPPED``), ``failed`` (``INTERNAL_ERROR`` for options the UploadEvent schema
+            ``HEAD_CROPPED``; the decoder's reason, e.g. ``CORRUPT_IMAGE``, for pixel data
+            that fails to decode), ``failed`` (``INTERNAL_ERROR`` for options the UploadEvent schema
             forbids; payload ``{"error"}``), or ``accepted`` with a ``photo`` JPEG artifact
             (300 dpi). Accepted and rejected payloads carry ``size``, ``background``,
             ``face_box`` (``[x, y, w, h]`` source px, None without a single face), ``width`` and
@@ -137,8 +146,13 @@ class IdPhotoProcessor:
             except InvalidOptionError as e:
                 requests.append(e)
         valid = [i for i, r in enumerate(requests) if isinstance(r, PhotoRequest)]
+        decoded = dict(zip(valid, self.pixels.decode([items[i].image for i in valid], None),
+                           strict=True))
+        valid = [i for i in valid if isinstance(decoded[i], Decoded)]
+        images = dict(zip(valid, self.pixels.to_host([decoded[i].pixels for i in valid]),
+                          strict=True))
         masks = dict(zip(valid, self.matting.predict_zoomed(
-            [items[i].image for i in valid], self.settings.matte_zoom_max_share), strict=True))
+            [images[i] for i in valid], self.settings.matte_zoom_max_share), strict=True))
         ms = self.matting.last_inference_ms if valid else 0.0
 
         def one(i: int) -> Outcome:
@@ -148,8 +162,12 @@ class IdPhotoProcessor:
                 log.warning("idphoto_bad_options", upload_id=it.upload_id, error=str(req))
                 out = Outcome(it.upload_id, Status.FAILED, (ReasonCode.INTERNAL_ERROR,),
                               {"error": str(req)})
+            elif isinstance(bad := decoded[i], DecodeError):
+                out = Outcome(it.upload_id, Status.REJECTED, (ReasonCode(bad.reason),),
+                              {"size": req.size.name, "background": req.background,
+                               "face_box": None})
             else:
-                out = self._one(it, req, masks[i], ms)
+                out = self._one(it, images[i], req, masks[i], ms)
             log.debug("idphoto_item", upload_id=it.upload_id, status=str(out.status),
                       reasons=[str(r) for r in out.reasons],
                       ms=round((time.perf_counter() - t0) * 1e3, 1))
@@ -191,7 +209,8 @@ class IdPhotoProcessor:
                 return turned, turned_mask, faces, turns
         return image, mask, [], 0
 
-    def _one(self, it: Item, req: PhotoRequest, mask: np.ndarray, inference_ms: float) -> Outcome:
+    def _one(self, it: Item, upload: np.ndarray, req: PhotoRequest, mask: np.ndarray,
+             inference_ms: float) -> Outcome:
         spec = req.size
         payload: dict[str, Any] = {"size": spec.name, "background": req.background,
                                    "face_box": None, "width": spec.width_px,
@@ -201,13 +220,13 @@ class IdPhotoProcessor:
             return Outcome(it.upload_id, Status.REJECTED, (code,), {**payload, **extra},
                            inference_ms=inference_ms)
 
-        image, mask, faces, turns = self._faces(it.image, mask)
+        image, mask, faces, turns = self._faces(upload, mask)
         if not faces:
             return reject(ReasonCode.NO_FACE)
         if len(faces) > 1:
             return reject(ReasonCode.MULTIPLE_FACES, faces=len(faces))
         face: FaceBox = faces[0]
-        payload["face_box"] = face.unrotated(turns, it.image.shape[:2]).as_list()
+        payload["face_box"] = face.unrotated(turns, upload.shape[:2]).as_list()
         if face.h < self.settings.min_face_px:
             return reject(ReasonCode.FACE_TOO_SMALL)
         head = head_geometry(face, mask, self.settings.matte_threshold)

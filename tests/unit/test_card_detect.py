@@ -9,6 +9,7 @@ saliency and whether the card's sides run across it decide whether the top side 
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -51,7 +52,7 @@ def test_top_side_does_not_move_over_a_dimly_salient_strip():
     ``geo5`` the gate was 0.25 and the side moved onto the strip's far edge (IoU 0.83)."""
     assert detect.OUTWARD_STRIP_MIN == 0.5
     img, raw = _photo_and_map(0.29, inset=30)
-    det = detect_from_mask(img, raw, CardSettings())
+    det = detect_from_mask(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), raw, CardSettings())
     assert det.quad is not None
     assert quad_iou(det.quad, _rect(*CARD)) > 0.97
     assert abs(det.quad[:2, 1].mean() - CARD[1]) < 2.0  # the top side, px
@@ -65,7 +66,7 @@ def test_top_side_moves_over_a_dim_band_the_card_sides_run_across(band_sides_min
     monkeypatch.setattr(detect, "BAND_SIDES_MIN", band_sides_min)
     img, raw = _photo_and_map(0.29)
     x0, y0, x1, y1 = CARD
-    det = detect_from_mask(img, raw, CardSettings())
+    det = detect_from_mask(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), raw, CardSettings())
     assert det.quad is not None
     top = y0 - STRIP if np.isfinite(band_sides_min) else y0
     assert quad_iou(det.quad, _rect(x0, top, x1, y1)) > 0.97
@@ -78,7 +79,7 @@ def test_top_side_moves_over_a_salient_strip(strip_saliency):
     taken into the card: the top side moves out to the strip's far edge."""
     img, raw = _photo_and_map(strip_saliency)
     x0, y0, x1, y1 = CARD
-    det = detect_from_mask(img, raw, CardSettings())
+    det = detect_from_mask(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), raw, CardSettings())
     assert det.quad is not None
     assert quad_iou(det.quad, _rect(x0, y0 - STRIP, x1, y1)) > 0.97
     assert abs(det.quad[:2, 1].mean() - (y0 - STRIP)) < 2.0

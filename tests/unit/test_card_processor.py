@@ -62,14 +62,14 @@ QUADS = [
 
 def test_known_corners_detected_with_iou_above_0_9(proc):
     for seed, q in enumerate(QUADS):
-        out = proc.process_batch([Item(f"u{seed}", _scene(seed, q))])[0]
+        out = proc.process_batch([Item.from_array(f"u{seed}", _scene(seed, q))])[0]
         assert out.payload["quad"] is not None, out
         assert quad_iou(out.payload["quad"], q) >= 0.9
         assert 0.0 <= out.payload["confidence"] <= 1.0
 
 
 def test_batched_and_one_by_one_quads_agree_within_half_pixel(proc):
-    items = [Item(f"u{i}", _scene(10 + i, q)) for i, q in enumerate(QUADS)]
+    items = [Item.from_array(f"u{i}", _scene(10 + i, q)) for i, q in enumerate(QUADS)]
     single = _processor(1)
     batched = proc.process_batch(items)
     calls0 = proc.batched_model.stats.calls
@@ -84,8 +84,8 @@ def test_batched_and_one_by_one_quads_agree_within_half_pixel(proc):
 
 
 def test_post_processing_on_threads_gives_the_same_outcomes_as_one_thread(proc):
-    items = [Item(f"u{i}", _scene(20 + i, q)) for i, q in enumerate(QUADS)]
-    items.append(Item("blank", _bg(3)))
+    items = [Item.from_array(f"u{i}", _scene(20 + i, q)) for i, q in enumerate(QUADS)]
+    items.append(Item.from_array("blank", _bg(3)))
     serial = _processor(4, threads=1).process_batch(items)
     parallel = _processor(4, threads=3).process_batch(items)
     assert [o.upload_id for o in parallel] == [it.upload_id for it in items]
@@ -96,7 +96,7 @@ def test_post_processing_on_threads_gives_the_same_outcomes_as_one_thread(proc):
 
 
 def test_accepted_card_is_rectified_to_id1_size_as_jpeg(proc):
-    out = proc.process_batch([Item("a", _scene(1, QUADS[0]), {"doc_type": "id_card"})])[0]
+    out = proc.process_batch([Item.from_array("a", _scene(1, QUADS[0]), {"doc_type": "id_card"})])[0]
     assert out.status == Status.ACCEPTED, out.reasons
     (art,) = out.artifacts
     assert (art.name, art.ext, art.content_type) == ("rectified", "jpg", "image/jpeg")
@@ -126,7 +126,7 @@ def test_rotated_card_is_rectified_upright(angle):
 @pytest.mark.parametrize("angle", [0, 90, 180, 270])
 def test_accepted_quad_starts_at_the_card_own_top_left(proc, angle):
     q = _card_quad(400, 300, 440, angle + 5)  # q[0] is the card's own top-left corner
-    out = proc.process_batch([Item(f"r{angle}", _scene(4, q))])[0]
+    out = proc.process_batch([Item.from_array(f"r{angle}", _scene(4, q))])[0]
     assert out.status == Status.ACCEPTED, out
     got = np.asarray(out.payload["quad"])
     assert quad_iou(got, q) >= 0.9
@@ -142,7 +142,7 @@ def test_card_cut_by_the_frame_is_partial_with_its_side_on_the_frame(proc, past)
     img = _scene(5, q)
     top, bottom = int(q[:, 1].min()) + 4, int(q[:, 1].max()) - 4
     img[top:bottom, W - 13:W - 10] = 40  # a printed line on the card, parallel to the cut
-    out = proc.process_batch([Item("p", img)])[0]
+    out = proc.process_batch([Item.from_array("p", img)])[0]
     assert out.status == Status.REJECTED
     assert ReasonCode.PARTIAL_CARD in out.reasons
     assert not out.artifacts
@@ -153,9 +153,9 @@ def test_card_cut_by_the_frame_is_partial_with_its_side_on_the_frame(proc, past)
 
 def test_blurred_card_is_blurry(proc):
     img = cv2.GaussianBlur(_scene(6, QUADS[0]), (0, 0), 6)
-    out = proc.process_batch([Item("b", img)])[0]
+    out = proc.process_batch([Item.from_array("b", img)])[0]
     assert ReasonCode.BLURRY in out.reasons
-    sharp = proc.process_batch([Item("s", _scene(6, QUADS[0]))])[0]
+    sharp = proc.process_batch([Item.from_array("s", _scene(6, QUADS[0]))])[0]
     assert ReasonCode.BLURRY not in sharp.reasons
 
 
@@ -166,7 +166,7 @@ def test_motion_blurred_card_is_blurry(proc):
     kernel = np.full((1, 25), 1 / 25, np.float32)  # a 25 px horizontal motion blur
     moved = cv2.filter2D(sharp, -1, kernel)
     assert direction_detail_ratio(moved, 512) < 0.15 <= direction_detail_ratio(sharp, 512)
-    out = proc.process_batch([Item("m", moved)])[0]
+    out = proc.process_batch([Item.from_array("m", moved)])[0]
     assert ReasonCode.BLURRY in out.reasons and out.status == Status.REJECTED
 
 
@@ -175,7 +175,7 @@ def test_no_card_in_a_blurred_photo_also_says_blurry(proc, blur):
     bg = _bg(9)
     img = (cv2.GaussianBlur(bg, (0, 0), 8) if blur == "gaussian"
            else cv2.filter2D(bg, -1, np.full((1, 31), 1 / 31, np.float32)))
-    out = proc.process_batch([Item("nb", img)])[0]
+    out = proc.process_batch([Item.from_array("nb", img)])[0]
     assert out.reasons == (ReasonCode.NO_CARD, ReasonCode.BLURRY)
     assert out.payload["quad"] is None
 
@@ -184,21 +184,21 @@ def test_saturated_spot_is_glare(proc):
     img = _scene(7, QUADS[0]).astype(np.float32)
     yy, xx = np.mgrid[0:H, 0:W]
     img += 600 * np.exp(-((xx - 420) ** 2 + (yy - 300) ** 2) / (2 * 50.0**2))[..., None]
-    out = proc.process_batch([Item("g", np.clip(img, 0, 255).astype(np.uint8))])[0]
+    out = proc.process_batch([Item.from_array("g", np.clip(img, 0, 255).astype(np.uint8))])[0]
     assert ReasonCode.GLARE in out.reasons
     assert out.status == Status.REJECTED
 
 
 def test_card_found_below_the_area_share_is_too_small_not_no_card(proc):
     q = _card_quad(400, 300, 125, 6)  # 125 x 79 px: 2.0 % of 800 x 600 > 1.6 % > 0.2 %
-    out = proc.process_batch([Item("small", _scene(5, q))])[0]
+    out = proc.process_batch([Item.from_array("small", _scene(5, q))])[0]
     assert out.status == Status.REJECTED and out.reasons == (ReasonCode.CARD_TOO_SMALL,)
     # located, if not to the pixel, at this size (79 px of card height at the model's 320 px)
     assert quad_iou(out.payload["quad"], q) >= 0.8 and out.payload["doc_type"] is None
     assert not out.artifacts
     # the same card with the area and size rules lowered below it is an ordinary accepted card
     assert _processor(4, min_area_frac=0.01, min_card_px=100).process_batch(
-        [Item("s", _scene(5, q))])[0].status == Status.ACCEPTED
+        [Item.from_array("s", _scene(5, q))])[0].status == Status.ACCEPTED
 
 
 @pytest.mark.parametrize("width", [120, 150])
@@ -208,11 +208,11 @@ def test_card_filling_a_small_photo_is_too_small_below_min_card_px(width):
     w, h = int(width * 1.5), int(width * 1.2)
     q = _card_quad(w / 2, h / 2, width, 4)
     img, _ = synth.card_on_texture(np.random.default_rng(2), q, (w, h))
-    out = _processor(2).process_batch([Item("tiny", img)])[0]
+    out = _processor(2).process_batch([Item.from_array("tiny", img)])[0]
     assert out.status == Status.REJECTED and out.reasons == (ReasonCode.CARD_TOO_SMALL,)
     assert quad_iou(out.payload["quad"], q) >= 0.8 and not out.artifacts
     # found as a card: with the size rule lowered it is judged like any other
-    assert _processor(2, min_card_px=100).process_batch([Item("t", img)])[0].reasons \
+    assert _processor(2, min_card_px=100).process_batch([Item.from_array("t", img)])[0].reasons \
         != (ReasonCode.CARD_TOO_SMALL,)
 
 
@@ -223,18 +223,18 @@ def test_two_cards_in_one_photo_are_multiple_cards(proc, seed):
     inside_b = np.zeros((H, W), np.uint8)
     cv2.fillPoly(inside_b, [np.round(qb).astype(np.int32)], 1)
     photo = np.where(inside_b[..., None] > 0, _scene(seed + 50, qb), _scene(seed, qa))
-    out = proc.process_batch([Item("two", photo)])[0]
+    out = proc.process_batch([Item.from_array("two", photo)])[0]
     assert out.status == Status.REJECTED and out.reasons == (ReasonCode.MULTIPLE_CARDS,)
     assert max(quad_iou(out.payload["quad"], qa), quad_iou(out.payload["quad"], qb)) >= 0.9
     assert not out.artifacts
     # either card alone is accepted
-    assert proc.process_batch([Item("one", _scene(seed, qa))])[0].status == Status.ACCEPTED
+    assert proc.process_batch([Item.from_array("one", _scene(seed, qa))])[0].status == Status.ACCEPTED
 
 
 def test_scene_without_card_is_no_card(proc):
     rng = np.random.default_rng(8)
     imgs = [_bg(8), synth.background(rng, W, H)]
-    for out in proc.process_batch([Item(f"n{i}", im) for i, im in enumerate(imgs)]):
+    for out in proc.process_batch([Item.from_array(f"n{i}", im) for i, im in enumerate(imgs)]):
         assert out.status == Status.REJECTED
         assert out.reasons == (ReasonCode.NO_CARD,)
         assert out.payload["quad"] is None and not out.artifacts
@@ -253,3 +253,33 @@ def test_small_portrait_still_turns_the_card_upright():
     assert rect.by_face and rect.rotation == 2
     diff = np.abs(rect.image.astype(np.int16) - card.astype(np.int16)).mean()
     assert diff < 3.0
+
+
+def test_corrupt_pixel_data_is_rejected_in_place_and_the_rest_processed(proc):
+    """A JPEG whose header is whole but whose data is cut passes the worker's probe; the
+    processor's decode finds it (CORRUPT_IMAGE) without failing the batch."""
+    from processors.decode import DecodeSettings, probe_image
+
+    ok, buf = cv2.imencode(".jpg", _scene(30, QUADS[0]), [cv2.IMWRITE_JPEG_QUALITY, 92])
+    data = buf.tobytes()
+    items = [Item("cut", probe_image(data[: len(data) // 2], DecodeSettings())),
+             Item("whole", probe_image(data, DecodeSettings()))]
+    cut, whole = proc.process_batch(items)
+    assert (cut.upload_id, cut.status, cut.reasons) == ("cut", Status.REJECTED,
+                                                        (ReasonCode.CORRUPT_IMAGE,))
+    assert not cut.artifacts
+    assert whole.status == Status.ACCEPTED, whole.reasons
+    assert quad_iou(whole.payload["quad"], QUADS[0]) > 0.9
+
+
+def test_scaled_decode_reports_the_quad_in_upload_px():
+    """With ``decode_side`` a large JPEG is decoded at a DCT scale; the quad still comes back in
+    the upload's px (scaled up by the generator's 2x of the same scene)."""
+    from processors.decode import DecodeSettings, probe_image
+
+    big = cv2.resize(_scene(31, QUADS[2]), (2 * W, 2 * H), interpolation=cv2.INTER_CUBIC)
+    ok, buf = cv2.imencode(".jpg", big, [cv2.IMWRITE_JPEG_QUALITY, 92])
+    item = Item("big", probe_image(buf.tobytes(), DecodeSettings()))
+    out = _processor(1, decode_side=W).process_batch([item])[0]
+    assert out.payload["quad"] is not None
+    assert quad_iou(out.payload["quad"], (QUADS[2] + 0.5) * 2 - 0.5) > 0.95

@@ -52,21 +52,21 @@ def _on_canvas(img: np.ndarray, size: tuple[int, int], grey: int = 128) -> np.nd
 def outcomes(proc):
     brick = cv2.cvtColor(data.brick(), cv2.COLOR_GRAY2BGR)
     items = [
-        Item("astro", ASTRO, {"size": "one_inch", "background": "white"}),
-        Item("two", np.concatenate([ASTRO, ASTRO], axis=1)),
-        Item("brick", brick),
-        Item("top", np.ascontiguousarray(ASTRO[60:])),  # hair cut by the top edge
-        Item("tiny", cv2.resize(ASTRO, (200, 200), interpolation=cv2.INTER_AREA)),
-        Item("blue", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": False}),
+        Item.from_array("astro", ASTRO, {"size": "one_inch", "background": "white"}),
+        Item.from_array("two", np.concatenate([ASTRO, ASTRO], axis=1)),
+        Item.from_array("brick", brick),
+        Item.from_array("top", np.ascontiguousarray(ASTRO[60:])),  # hair cut by the top edge
+        Item.from_array("tiny", cv2.resize(ASTRO, (200, 200), interpolation=cv2.INTER_AREA)),
+        Item.from_array("blue", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": False}),
         # far from the camera: a 55 px face in a 1200x900 frame (28 px where faces are searched)
-        Item("far_tiny", _on_canvas(cv2.resize(ASTRO, (300, 300), interpolation=cv2.INTER_AREA),
+        Item.from_array("far_tiny", _on_canvas(cv2.resize(ASTRO, (300, 300), interpolation=cv2.INTER_AREA),
                                     (1200, 900))),
         # a small share of a big frame but enough px: a 95 px face in a 2400x1800 frame
-        Item("far_big", _on_canvas(ASTRO, (2400, 1800))),
+        Item.from_array("far_big", _on_canvas(ASTRO, (2400, 1800))),
         # a 92 px face on a bright wall: the global histogram equalisation hid it
-        Item("wall", _on_canvas(ASTRO, (1200, 900), 220)),
+        Item.from_array("wall", _on_canvas(ASTRO, (1200, 900), 220)),
         # stored sideways / upside down without EXIF orientation
-        *(Item(f"turned{k}", np.ascontiguousarray(np.rot90(ASTRO, k))) for k in (1, 2, 3)),
+        *(Item.from_array(f"turned{k}", np.ascontiguousarray(np.rot90(ASTRO, k))) for k in (1, 2, 3)),
     ]
     calls0, images0 = proc.matting.model.stats.calls, proc.matting.model.stats.images
     outs = proc.process_batch(items)
@@ -206,7 +206,7 @@ def test_schengen_on_blue(outcomes) -> None:
 
 def test_alpha_matting_changes_edges_not_size(proc, outcomes) -> None:
     (o,) = proc.process_batch(
-        [Item("am", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": True})]
+        [Item.from_array("am", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": True})]
     )
     assert o.status == Status.ACCEPTED
     with_am, without = _photo(o), _photo(outcomes["blue"])
@@ -243,7 +243,7 @@ def test_backgrounds_and_options() -> None:
 
 
 def test_bad_option_is_an_outcome_not_an_exception(proc) -> None:
-    (o,) = proc.process_batch([Item("bad", ASTRO, {"background": "chartreuse"})])
+    (o,) = proc.process_batch([Item.from_array("bad", ASTRO, {"background": "chartreuse"})])
     assert o.status == Status.FAILED and o.reasons == (ReasonCode.INTERNAL_ERROR,)
 
 
@@ -252,11 +252,11 @@ def test_shared_portrait_case(proc, name) -> None:
     path = CASES / "images" / name
     if not path.is_file():
         pytest.skip(f"{path} absent: the shared cases folder (../shared/cases) is not here")
-    from processors.decode import DecodeSettings, decode_image
+    from processors.decode import DecodeSettings, probe_image
     from processors.errors import DecodeError
 
     try:
-        img = decode_image(path.read_bytes(), DecodeSettings())
+        img = probe_image(path.read_bytes(), DecodeSettings())
     except DecodeError as e:
         assert name.endswith(".heic") and e.reason == "UNSUPPORTED_FORMAT"
         return

@@ -30,7 +30,7 @@ class _Recorder:
 @pytest.mark.parametrize(("n", "batch", "calls"), [(0, 4, []), (3, 4, [3]), (9, 4, [4, 4, 1]),
                                                    (2, 0, [1, 1])])
 def test_process_in_chunks_calls_once_per_chunk_and_keeps_order(n, batch, calls):
-    items = [Item(f"u{i}", np.zeros((4, 4, 3), np.uint8)) for i in range(n)]
+    items = [Item.from_array(f"u{i}", np.zeros((32, 32, 3), np.uint8)) for i in range(n)]
     rec = _Recorder()
     out = list(process_in_chunks(rec, items, batch))
     assert rec.calls == calls
