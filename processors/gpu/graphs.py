@@ -31,7 +31,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["OPSET", "prep_graph", "resample_graph", "warp_graph"]
+__all__ = ["OPSET", "copy_graph", "orient_graph", "prep_graph", "resample_graph", "sample_graph",
+           "shrink_graph", "warp_graph"]
 
 OPSET = 17
 """ONNX opset of the graphs: GridSample-16, ReduceMax-13 with an ``axes`` attribute."""
@@ -69,9 +70,11 @@ class _Builder:
         return model
 
 
-def _round_u8(b: _Builder, x: str) -> str:
-    """Round half to even and clip to 0..255 (still float): what a uint8 result holds."""
-    return b.op("Clip", b.op("Round", x), b.const(0.0), b.const(255.0))
+def _round_u8(b: _Builder, x: str, half_up: bool = False) -> str:
+    """Round (half to even, or half up as OpenCV's fixed-point paths) and clip to 0..255 (still
+    float): what a uint8 result holds."""
+    r = b.op("Floor", b.op("Add", x, b.const(0.5))) if half_up else b.op("Round", x)
+    return b.op("Clip", r, b.const(0.0), b.const(255.0))
 
 
 def _resize(b: _Builder, x: str, round_between: bool) -> str:
@@ -123,23 +126,153 @@ def prep_graph(side: int = 320, mean: Sequence[float] = (0.485, 0.456, 0.406),
     return b.model("cardstream_prep", _resize_inputs(3), x, out)
 
 
-def resample_graph(channels: int = 3, round_between: bool = False) -> onnx.ModelProto:
+def shrink_graph(halvings: int, final: bool, grey: Sequence[float] | None = None,
+                 mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
+                 swap_rb: bool = False) -> onnx.ModelProto:
+    """:func:`processors.pixels.shrink` stage by stage, rounded like OpenCV after each stage.
+
+    Graph inputs: ``image`` ``(N, H, W, 3) uint8``; with ``halvings`` > 0, ``crops``
+    ``(halvings, 2) int64``: the rows and columns each halving reads (``2 * round(side / 2)``
+    capped at the side: OpenCV's ``fx = 0.5`` drops an odd last line when the half rounds down
+    and averages it alone when it rounds up); with ``final``, ``ry`` ``(h, H') float32`` and
+    ``rxt`` ``(W', w) float32``: the closing ``INTER_LINEAR`` (:func:`resample.linear_weights`).
+    Each halving is a 2 x 2 ``AveragePool`` (``ceil_mode``, padding not counted) rounded half
+    up as OpenCV's ``(a + b + c + d + 2) >> 2``; the bilinear stage is rounded half up too.
+
+    Output: with ``mean``/``std``, ``input`` ``(N, 3, h, w) float32`` (``/ max`` then ImageNet
+    normalisation, channels reversed with ``swap_rb``: the U²-Net input); with ``grey`` (applied
+    first, rounded half up as ``COLOR_BGR2GRAY``), ``resized`` ``(N, h, w, 1) uint8``; else
+    ``resized`` ``(N, h, w, 3) uint8``.
+    """
+    b = _Builder()
+    x = b.op("Cast", "image", to=_F)
+    channels: int | str = 3
+    if grey is not None:
+        x = _round_u8(b, b.op("MatMul", x, b.const(np.reshape(grey, (3, 1)))), half_up=True)
+        channels = 1
+    x = b.op("Transpose", x, perm=[0, 3, 1, 2])
+    if swap_rb:
+        x = b.op("Gather", x, b.const([2, 1, 0], np.int64), axis=1)
+    inputs = [helper.make_tensor_value_info("image", _U8, ["N", "H", "W", 3])]
+    if halvings:
+        inputs.append(helper.make_tensor_value_info("crops", _I64, [halvings, 2]))
+    for k in range(halvings):
+        ends = b.op("Gather", "crops", b.const(k, np.int64), axis=0)
+        x = b.op("Slice", x, b.const([0, 0], np.int64), ends, b.const([2, 3], np.int64))
+        x = b.op("AveragePool", x, kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
+                 count_include_pad=0)
+        x = _round_u8(b, x, half_up=True)
+    if final:
+        x = _round_u8(b, b.op("MatMul", "ry", b.op("MatMul", x, "rxt")), half_up=True)
+        inputs += [helper.make_tensor_value_info("ry", _F, ["h", "H2"]),
+                   helper.make_tensor_value_info("rxt", _F, ["W2", "w"])]
+    if mean is not None and std is not None:
+        peak = b.op("Max", b.op("ReduceMax", x, axes=[1, 2, 3], keepdims=1), b.const(1e-6))
+        shape = (1, 3, 1, 1)
+        x = b.op("Div", b.op("Sub", b.op("Div", x, peak), b.const(np.reshape(mean, shape))),
+                 b.const(np.reshape(std, shape)))
+        out = helper.make_tensor_value_info("input", _F, ["N", 3, "h", "w"])
+    else:
+        x = b.op("Transpose", b.op("Cast", x, to=_U8), perm=[0, 2, 3, 1])
+        out = helper.make_tensor_value_info("resized", _U8, ["N", "h", "w", channels])
+    return b.model(f"cardstream_shrink{halvings}", inputs, x, out)
+
+
+def resample_graph(channels: int = 3, round_between: bool = False,
+                   grey: Sequence[float] | None = None) -> onnx.ModelProto:
     """Separable resize of uint8 pixels.
 
     Graph inputs: ``image`` ``(N, H, W, channels) uint8``, ``ry`` ``(h, H) float32``, ``rxt``
     ``(W, w) float32``. Graph output: ``resized`` ``(N, h, w, channels) uint8`` (rounded half to
-    even, clipped).
+    even, clipped), or ``(N, h, w, 1)`` with ``grey``.
 
     Args:
         channels: channel count (3 for colour, 1 for a matte).
         round_between: round after the horizontal pass too (Pillow's two-pass 8-bit resize).
+        grey: per-channel weights (e.g. BT.601 in B, G, R order): the image is first turned grey
+            and rounded to 0..255, as ``cv2.cvtColor(..., COLOR_BGR2GRAY)``, then resized.
     """
     b = _Builder()
-    x = b.op("Transpose", b.op("Cast", "image", to=_F), perm=[0, 3, 1, 2])
+    x = b.op("Cast", "image", to=_F)
+    if grey is not None:
+        x = _round_u8(b, b.op("MatMul", x, b.const(np.reshape(grey, (channels, 1)))))
+    x = b.op("Transpose", x, perm=[0, 3, 1, 2])
     x = _round_u8(b, _resize(b, x, round_between))
     x = b.op("Transpose", b.op("Cast", x, to=_U8), perm=[0, 2, 3, 1])
-    out = helper.make_tensor_value_info("resized", _U8, ["N", "h", "w", channels])
+    out = helper.make_tensor_value_info("resized", _U8, ["N", "h", "w", channels if grey is None else 1])
     return b.model("cardstream_resample", _resize_inputs(channels), x, out)
+
+
+def sample_graph(weights: Sequence[float]) -> onnx.ModelProto:
+    """Bilinear samples of a weighted channel sum (a grey level) at given points.
+
+    Graph inputs: ``image`` ``(1, H, W, C) uint8``; ``points`` ``(P, 2) float32`` (x, y px,
+    pixel centres at integers). Graph output: ``samples`` ``(P,) float32``: the image
+    interpolated bilinearly at each point, coordinates clamped to the image (``border``),
+    then ``sum_c weights[c] * value_c``, not rounded (:func:`processors.pixels.bilinear_grey`).
+
+    Args:
+        weights: ``C`` channel weights (:data:`processors.pixels.GREY_BGR`).
+    """
+    b = _Builder()
+    shape = b.op("Cast", b.op("Shape", "image"), to=_F)  # 1, H, W, C
+    size = b.op("Slice", shape, b.const([1], np.int64), b.const([3], np.int64))  # H, W
+    wh = b.op("Gather", size, b.const([1, 0], np.int64), axis=0)  # W, H
+    span = b.op("Max", b.op("Sub", wh, b.const(1.0)), b.const(1.0))
+    grid = b.op("Sub", b.op("Div", b.op("Mul", "points", b.const(2.0)), span), b.const(1.0))
+    grid = b.op("Reshape", grid, b.const([1, 1, -1, 2], np.int64))
+    x = b.op("Transpose", b.op("Cast", "image", to=_F), perm=[0, 3, 1, 2])
+    x = b.op("GridSample", x, grid, mode="bilinear", padding_mode="border", align_corners=1)
+    x = b.op("Reshape", x, b.const([len(weights), -1], np.int64))  # (C, P)
+    x = b.op("Reshape", b.op("MatMul", b.const(np.reshape(weights, (1, -1))), x),
+             b.const([-1], np.int64))
+    inputs = [helper.make_tensor_value_info("image", _U8, [1, "H", "W", len(weights)]),
+              helper.make_tensor_value_info("points", _F, ["P", 2])]
+    out = helper.make_tensor_value_info("samples", _F, ["P"])
+    return b.model("cardstream_sample", inputs, x, out)
+
+
+ORIENTATIONS = {1: (False, False, False), 2: (False, False, True), 3: (False, True, True),
+                4: (False, True, False), 5: (True, False, False), 6: (True, False, True),
+                7: (True, True, True), 8: (True, True, False)}
+"""EXIF 2.32 Orientation -> (transpose, flip rows, flip columns), applied in that order: the
+displayed image from the stored one, as ``PIL.ImageOps.exif_transpose``."""
+
+
+def orient_graph(orientation: int, channels: int = 3) -> onnx.ModelProto:
+    """The stored pixels of an upload turned to their displayed form (EXIF Orientation 1..8).
+
+    Graph input: ``image`` ``(N, H, W, channels) uint8``; output: ``oriented`` ``(N, H', W',
+    channels) uint8`` (``H'`` and ``W'`` swapped for 5..8).
+
+    Raises:
+        ValueError: an orientation outside 1..8.
+    """
+    if orientation not in ORIENTATIONS:
+        raise ValueError(f"EXIF orientation must be 1..8, not {orientation!r}")
+    transpose, flip_rows, flip_cols = ORIENTATIONS[orientation]
+    b = _Builder()
+    x = "image"
+    if transpose:
+        x = b.op("Transpose", x, perm=[0, 2, 1, 3])
+    for axis, flip in ((1, flip_rows), (2, flip_cols)):
+        if flip:  # Slice with step -1 from the end to before the start
+            x = b.op("Slice", x, b.const([-1], np.int64), b.const([-(2**62)], np.int64),
+                     b.const([axis], np.int64), b.const([-1], np.int64))
+    x = b.op("Identity", x)
+    inputs = [helper.make_tensor_value_info("image", _U8, ["N", "H", "W", channels])]
+    out = helper.make_tensor_value_info("oriented", _U8, ["N", "h", "w", channels])
+    return b.model("cardstream_orient", inputs, x, out)
+
+
+def copy_graph(dtype: int = _U8) -> onnx.ModelProto:
+    """``Identity``: with its output bound to the host, the device-to-host copy of any bound
+    buffer. Graph input ``x``, output ``y``: 4-D of ``dtype`` (an ONNX element type)."""
+    b = _Builder()
+    dims = ["a", "b", "c", "d"]
+    inputs = [helper.make_tensor_value_info("x", dtype, dims)]
+    return b.model("cardstream_copy", inputs, b.op("Identity", "x"),
+                   helper.make_tensor_value_info("y", dtype, dims))
 
 
 def warp_graph(channels: int = 3, mode: str = "bilinear", padding: str = "border") -> onnx.ModelProto:

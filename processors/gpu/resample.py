@@ -11,6 +11,13 @@ coefficients (float64 here; the graphs use float32):
   linearly with the ``INTER_AREA`` coefficients ``fx = (dx + 1) - (sx + 1) / scale``, taken
   modulo 1). OpenCV accumulates in float and rounds once (``saturate_cast<uchar>``), so the
   graph rounds once after both products.
+- :func:`linear_weights`: OpenCV ``INTER_LINEAR`` (half-pixel centres, edge samples clamped).
+- :func:`shrink_plan`: the inputs of :func:`processors.gpu.graphs.shrink_graph`, which runs
+  :func:`processors.pixels.shrink` (the CPU backend's model-input and working-copy resize) stage
+  by stage: ``k`` 2 x 2 area halvings, then ``INTER_LINEAR`` (:func:`linear_weights`) to the
+  target, rounded after each stage. OpenCV's bilinear uint8 path (fixed-point coefficients, and
+  Intel IPP in the opencv-python wheels) rounds differently from float: about 12 % of pixels
+  differ by one level.
 - :func:`lanczos_weights`: Pillow's ``Image.resize(..., Resampling.LANCZOS)``
   (``libImaging/Resample.c``, ``precompute_coeffs``: support 3 scaled by the reduction factor,
   ``sinc(x) * sinc(x / 3)``, each row normalised to sum 1). Pillow rounds to uint8 after the
@@ -30,7 +37,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["area_shrinks", "area_weights", "lanczos_weights", "resize_weights"]
+__all__ = ["area_shrinks", "area_weights", "lanczos_weights", "linear_weights", "resize_weights",
+           "shrink_halvings", "shrink_plan"]
 
 
 def area_shrinks(src_hw: tuple[int, int], dst_hw: tuple[int, int]) -> bool:
@@ -40,9 +48,8 @@ def area_shrinks(src_hw: tuple[int, int], dst_hw: tuple[int, int]) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _area_weights(n_in: int, n_out: int, shrink: bool) -> np.ndarray:
+def _area_weights(n_in: int, n_out: int, shrink: bool, scale: float) -> np.ndarray:
     w = np.zeros((n_out, n_in), np.float64)
-    scale = n_in / n_out
     if shrink:
         for dx in range(n_out):
             fsx1 = dx * scale
@@ -57,7 +64,7 @@ def _area_weights(n_in: int, n_out: int, shrink: bool) -> np.ndarray:
             if fsx2 - sx2 > 1e-3:
                 w[dx, sx2] = np.float32(min(min(fsx2 - sx2, 1.0), cell) / cell)
     else:
-        inv = n_out / n_in
+        inv = 1.0 / scale
         for dx in range(n_out):
             sx = math.floor(dx * scale)
             fx = (dx + 1) - (sx + 1) * inv
@@ -73,7 +80,8 @@ def _area_weights(n_in: int, n_out: int, shrink: bool) -> np.ndarray:
     return w
 
 
-def area_weights(n_in: int, n_out: int, shrink: bool | None = None) -> np.ndarray:
+def area_weights(n_in: int, n_out: int, shrink: bool | None = None,
+                 scale: float | None = None) -> np.ndarray:
     """OpenCV ``INTER_AREA`` weights of one axis.
 
     Args:
@@ -82,6 +90,9 @@ def area_weights(n_in: int, n_out: int, shrink: bool | None = None) -> np.ndarra
         shrink: which of OpenCV's two paths (see the module doc): None means ``n_in >= n_out``,
             which is right when both axes shrink or both grow; pass :func:`area_shrinks` of the
             whole image when one axis shrinks and the other grows.
+        scale: source px per destination px; None means ``n_in / n_out``. OpenCV uses the
+            factor it is given (``cv2.resize(img, None, fx=0.5, fy=0.5)`` has scale 2 even for an
+            odd length, whose last output pixel then averages one source column).
 
     Returns:
         ``(n_out, n_in) float64`` read-only matrix; each row sums to 1 (cached per arguments).
@@ -91,7 +102,71 @@ def area_weights(n_in: int, n_out: int, shrink: bool | None = None) -> np.ndarra
     """
     if n_in < 1 or n_out < 1:
         raise ValueError(f"lengths must be >= 1, got {n_in} -> {n_out}")
-    return _area_weights(n_in, n_out, n_in >= n_out if shrink is None else shrink)
+    return _area_weights(n_in, n_out, n_in >= n_out if shrink is None else shrink,
+                         n_in / n_out if scale is None else float(scale))
+
+
+@lru_cache(maxsize=256)
+def linear_weights(n_in: int, n_out: int) -> np.ndarray:
+    """OpenCV ``INTER_LINEAR`` weights of one axis: output ``x`` samples source
+    ``(x + 0.5) * n_in / n_out - 0.5``, the two neighbours weighted linearly, clamped at the
+    edges. Returns ``(n_out, n_in) float64`` read-only; rows sum to 1.
+
+    Raises:
+        ValueError: a length below 1.
+    """
+    if n_in < 1 or n_out < 1:
+        raise ValueError(f"lengths must be >= 1, got {n_in} -> {n_out}")
+    w = np.zeros((n_out, n_in), np.float64)
+    scale = n_in / n_out
+    for dx in range(n_out):
+        fx = (dx + 0.5) * scale - 0.5
+        sx = math.floor(fx)
+        fx -= sx
+        if sx < 0:
+            sx, fx = 0, 0.0
+        if sx >= n_in - 1:
+            sx, fx = n_in - 1, 0.0
+        w[dx, sx] += 1.0 - fx
+        if fx:
+            w[dx, sx + 1] += fx
+    w.setflags(write=False)
+    return w
+
+
+def shrink_halvings(src_wh: tuple[int, int], dst_wh: tuple[int, int]) -> list[tuple[int, int]]:
+    """The sizes ``(w, h)`` :func:`processors.pixels.shrink` passes through: it halves (2 x 2
+    area, OpenCV's ``fx = fy = 0.5``, each side ``round(side / 2)``) while both sides stay at or
+    above twice the target. Returns the sizes after each halving (empty when none)."""
+    (w, h), out = src_wh, []
+    while w >= 2 * dst_wh[0] and h >= 2 * dst_wh[1] and (w, h) != tuple(dst_wh):
+        w, h = round(w * 0.5), round(h * 0.5)  # OpenCV's cvRound: half to even, as Python's
+        out.append((w, h))
+    return out
+
+
+def shrink_plan(src_wh: tuple[int, int], dst_wh: tuple[int, int]
+                ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """The inputs of :func:`processors.gpu.graphs.shrink_graph` for a ``src_wh`` -> ``dst_wh``
+    (``(w, h)`` px) :func:`processors.pixels.shrink`.
+
+    Returns:
+        ``(crops, final)``: ``crops`` ``(k, 2) int64``, the rows and columns each of the ``k``
+        halvings reads (``min(side, 2 * half)``); ``final`` the ``(ry (h, H'), rxt (W', w))``
+        float32 ``INTER_LINEAR`` weights from the halved size, or None when the halvings land
+        on ``dst_wh``.
+    """
+    sizes = shrink_halvings(src_wh, dst_wh)
+    crops, (w, h) = [], src_wh
+    for hw, hh in sizes:
+        crops.append((min(h, 2 * hh), min(w, 2 * hw)))
+        w, h = hw, hh
+    c = np.asarray(crops, np.int64).reshape(-1, 2)
+    if (w, h) == tuple(dst_wh):
+        return c, None
+    ry = np.ascontiguousarray(linear_weights(h, dst_wh[1]), np.float32)
+    rxt = np.ascontiguousarray(linear_weights(w, dst_wh[0]).T, np.float32)
+    return c, (ry, rxt)
 
 
 def _lanczos(x: np.ndarray) -> np.ndarray:
@@ -131,14 +206,15 @@ def lanczos_weights(n_in: int, n_out: int) -> np.ndarray:
     return w
 
 
-def resize_weights(kind: str, src_hw: tuple[int, int], dst_hw: tuple[int, int]
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def resize_weights(kind: str, src_hw: tuple[int, int], dst_hw: tuple[int, int],
+                   scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The two inputs ``ry`` and ``rxt`` of the resize graphs (:mod:`processors.gpu.graphs`).
 
     Args:
         kind: ``area`` (OpenCV ``INTER_AREA``) or ``lanczos`` (Pillow ``LANCZOS``).
         src_hw: source ``(height, width)`` px.
         dst_hw: destination ``(height, width)`` px.
+        scale: ``area`` only: OpenCV's factor when it was given one (``fx = 1 / scale``).
 
     Returns:
         ``(ry (h, H) float32, rxt (W, w) float32)``, C-contiguous.
@@ -149,7 +225,7 @@ def resize_weights(kind: str, src_hw: tuple[int, int], dst_hw: tuple[int, int]
     (H, W), (h, w) = src_hw, dst_hw
     if kind == "area":
         shrink = area_shrinks(src_hw, dst_hw)
-        ry, rx = area_weights(H, h, shrink), area_weights(W, w, shrink)
+        ry, rx = area_weights(H, h, shrink, scale), area_weights(W, w, shrink, scale)
     elif kind == "lanczos":
         ry, rx = lanczos_weights(H, h), lanczos_weights(W, w)
     else:

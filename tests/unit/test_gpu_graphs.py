@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from processors.card.detect import preprocess as card_preprocess
-from processors.card.rectify import warp as card_warp
+from processors.card.rectify import homography
 from processors.card.training.synth import sample
 from processors.gpu.graphs import prep_graph, warp_graph
 from processors.gpu.ops import GraphOps
@@ -20,6 +20,7 @@ from processors.gpu.resample import area_weights, lanczos_weights, resize_weight
 from processors.idphoto.framing import Frame
 from processors.idphoto.framing import warp as frame_warp
 from processors.idphoto.matting import preprocess as matte_preprocess
+from processors.pixels import warp_host
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +107,11 @@ def test_prep_graph_divides_by_the_image_maximum() -> None:
     np.testing.assert_allclose(x[0, 1], 50 / peak, rtol=1e-6)  # the whole image's maximum
 
 
-def test_warp_graph_matches_card_rectify_warp(ops: GraphOps) -> None:
+def test_warp_graph_matches_the_cpu_card_warp(ops: GraphOps) -> None:
     s = sample(np.random.default_rng(5), size=(800, 600), doc_type="id_card")
     size = (505, 318)
-    ref = card_warp(s.image, s.quad, size)
-    dst = np.array([[0, 0], [size[0] - 1, 0], [size[0] - 1, size[1] - 1], [0, size[1] - 1]],
-                   np.float32)
-    hom = cv2.getPerspectiveTransform(dst, s.quad.astype(np.float32))
+    hom = homography(s.quad, size)
+    ref = warp_host(s.image, hom, size)
     got = ops.warp(s.image, hom, (size[1], size[0]))
     assert got.shape == ref.shape
     mad = np.abs(got.astype(np.int16) - ref.astype(np.int16)).mean() / 255.0
