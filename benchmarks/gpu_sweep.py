@@ -111,17 +111,22 @@ def _model(proc: Any) -> Any:
     return proc.batched_model if hasattr(proc, "batched_model") else proc.matting.model
 
 
-def timed(proc: Any, items: list[Item], batch: int, seconds: float) -> float:
-    """images/s of ``process_batch`` on chunks of ``batch`` cycled from ``items``: one untimed
-    chunk, then chunks until ``seconds`` have passed (at least two)."""
-    _model(proc).chosen_bucket = batch
-    chunk = [items[k % len(items)] for k in range(batch)]
-    proc.process_batch(chunk)
+def rate(step: Any, batch: int, seconds: float) -> float:
+    """images/s of ``step()`` (one batch of ``batch`` images): one untimed call, then calls until
+    ``seconds`` have passed (at least two)."""
+    step()
     n, t0 = 0, time.perf_counter()
     while n < 2 * batch or time.perf_counter() - t0 < seconds:
-        proc.process_batch(chunk)
+        step()
         n += batch
     return n / (time.perf_counter() - t0)
+
+
+def timed(proc: Any, items: list[Item], batch: int, seconds: float) -> float:
+    """images/s of ``process_batch`` on chunks of ``batch`` cycled from ``items``."""
+    _model(proc).chosen_bucket = batch
+    chunk = [items[k % len(items)] for k in range(batch)]
+    return rate(lambda: proc.process_batch(chunk), batch, seconds)
 
 
 def bare_model_ips(proc: Any, items: list[Item], batch: int, seconds: float) -> float:
@@ -131,12 +136,7 @@ def bare_model_ips(proc: Any, items: list[Item], batch: int, seconds: float) -> 
     m.chosen_bucket = batch
     decoded = proc.pixels.decode([items[k % len(items)].image for k in range(batch)], None)
     x = proc.pixels.model_input(decoded, 320)
-    m.run(x)
-    n, t0 = 0, time.perf_counter()
-    while n < 2 * batch or time.perf_counter() - t0 < seconds:
-        m.run(x)
-        n += batch
-    return n / (time.perf_counter() - t0)
+    return rate(lambda: m.run(x), batch, seconds)
 
 
 def _worker(task: str, a: argparse.Namespace, batch: int, barrier: Any, queue: Any) -> None:

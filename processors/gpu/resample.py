@@ -41,6 +41,11 @@ __all__ = ["area_shrinks", "area_weights", "lanczos_weights", "linear_weights", 
            "shrink_halvings", "shrink_plan"]
 
 
+def _check_lengths(n_in: int, n_out: int) -> None:
+    if n_in < 1 or n_out < 1:
+        raise ValueError(f"lengths must be >= 1, got {n_in} -> {n_out}")
+
+
 def area_shrinks(src_hw: tuple[int, int], dst_hw: tuple[int, int]) -> bool:
     """True when OpenCV's ``INTER_AREA`` takes its area-averaging path: the image shrinks (or
     keeps its size) on both axes. Otherwise both axes are interpolated linearly."""
@@ -65,19 +70,29 @@ def _area_weights(n_in: int, n_out: int, shrink: bool, scale: float) -> np.ndarr
                 w[dx, sx2] = np.float32(min(min(fsx2 - sx2, 1.0), cell) / cell)
     else:
         inv = 1.0 / scale
+        taps = []
         for dx in range(n_out):
             sx = math.floor(dx * scale)
             fx = (dx + 1) - (sx + 1) * inv
-            fx = 0.0 if fx <= 0 else fx - math.floor(fx)
-            if sx < 0:
-                sx, fx = 0, 0.0
-            if sx >= n_in - 1:
-                sx, fx = n_in - 1, 0.0
-            w[dx, sx] += 1.0 - fx
-            if fx:
-                w[dx, sx + 1] += fx
+            taps.append((sx, 0.0 if fx <= 0 else fx - math.floor(fx)))
+        _two_taps(w, taps)
     w.setflags(write=False)
     return w
+
+
+def _two_taps(w: np.ndarray, taps: list[tuple[int, float]]) -> None:
+    """Fill row ``dx`` of ``w`` ``(n_out, n_in)`` with ``1 - fx`` at ``sx`` and ``fx`` at
+    ``sx + 1``, clamped as OpenCV clamps its linear taps (a tap off either edge becomes the edge
+    pixel with weight 1)."""
+    n_in = w.shape[1]
+    for dx, (sx, fx) in enumerate(taps):
+        if sx < 0:
+            sx, fx = 0, 0.0
+        if sx >= n_in - 1:
+            sx, fx = n_in - 1, 0.0
+        w[dx, sx] += 1.0 - fx
+        if fx:
+            w[dx, sx + 1] += fx
 
 
 def area_weights(n_in: int, n_out: int, shrink: bool | None = None,
@@ -100,8 +115,7 @@ def area_weights(n_in: int, n_out: int, shrink: bool | None = None,
     Raises:
         ValueError: a length below 1.
     """
-    if n_in < 1 or n_out < 1:
-        raise ValueError(f"lengths must be >= 1, got {n_in} -> {n_out}")
+    _check_lengths(n_in, n_out)
     return _area_weights(n_in, n_out, n_in >= n_out if shrink is None else shrink,
                          n_in / n_out if scale is None else float(scale))
 
@@ -115,21 +129,11 @@ def linear_weights(n_in: int, n_out: int) -> np.ndarray:
     Raises:
         ValueError: a length below 1.
     """
-    if n_in < 1 or n_out < 1:
-        raise ValueError(f"lengths must be >= 1, got {n_in} -> {n_out}")
+    _check_lengths(n_in, n_out)
     w = np.zeros((n_out, n_in), np.float64)
     scale = n_in / n_out
-    for dx in range(n_out):
-        fx = (dx + 0.5) * scale - 0.5
-        sx = math.floor(fx)
-        fx -= sx
-        if sx < 0:
-            sx, fx = 0, 0.0
-        if sx >= n_in - 1:
-            sx, fx = n_in - 1, 0.0
-        w[dx, sx] += 1.0 - fx
-        if fx:
-            w[dx, sx + 1] += fx
+    centres = [(dx + 0.5) * scale - 0.5 for dx in range(n_out)]
+    _two_taps(w, [(math.floor(c), c - math.floor(c)) for c in centres])
     w.setflags(write=False)
     return w
 
@@ -176,20 +180,13 @@ def _lanczos(x: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=256)
 def lanczos_weights(n_in: int, n_out: int) -> np.ndarray:
-    """Pillow ``LANCZOS`` weights of one axis (``precompute_coeffs`` of Pillow's Resample.c).
-
-    Args:
-        n_in: source length (px), >= 1.
-        n_out: destination length (px), >= 1.
-
-    Returns:
-        ``(n_out, n_in) float64`` read-only matrix; each row sums to 1 (cached per arguments).
+    """Pillow ``LANCZOS`` weights of one axis (``precompute_coeffs`` of Pillow's Resample.c):
+    ``(n_out, n_in) float64`` read-only, rows summing to 1, for lengths (px) >= 1.
 
     Raises:
         ValueError: a length below 1.
     """
-    if n_in < 1 or n_out < 1:
-        raise ValueError(f"lengths must be >= 1, got {n_in} -> {n_out}")
+    _check_lengths(n_in, n_out)
     scale = n_in / n_out
     filterscale = max(scale, 1.0)
     support = 3.0 * filterscale

@@ -171,12 +171,17 @@ def test_batched_model_runs_a_device_batch_in_place_with_padding(backends, scene
     np.testing.assert_allclose(got4, ref, atol=1e-4)
 
 
-def test_card_processor_on_graph_pixels_matches_the_cpu_path() -> None:
-    ups = synthetic_uploads("card", 3, (800, 600), seed=7)
-    items = [Item(f"c{i}", probe_image(u, DS), {}) for i, u in enumerate(ups)]
-    ref = CardProcessor(CardSettings(), RT)
-    test = CardProcessor(CardSettings(), RT)
+def _ref_and_graph(make, task: str, n: int, seed: int):
+    """Uploads of ``task`` and two processors: the CPU path, and the graph backend's."""
+    items = [Item(f"{task[0]}{i}", probe_image(u, DS), {})
+             for i, u in enumerate(synthetic_uploads(task, n, (800, 600), seed=seed))]
+    ref, test = make(), make()
     test.pixels = GraphPixels(RT, DS, device="cpu")
+    return items, ref, test
+
+
+def test_card_processor_on_graph_pixels_matches_the_cpu_path() -> None:
+    items, ref, test = _ref_and_graph(lambda: CardProcessor(CardSettings(), RT), "card", 3, 7)
     r = card_parity(items, ref, test)
     assert r["n"] == 3 and r["same_status"] == 3
     assert r["ok"], r
@@ -184,11 +189,8 @@ def test_card_processor_on_graph_pixels_matches_the_cpu_path() -> None:
 
 
 def test_idphoto_processor_on_graph_pixels_matches_the_cpu_path() -> None:
-    ups = synthetic_uploads("id_photo", 2, (800, 600), seed=8)
-    items = [Item(f"p{i}", probe_image(u, DS), {}) for i, u in enumerate(ups)]
-    ref = IdPhotoProcessor(IdPhotoSettings(), RT)
-    test = IdPhotoProcessor(IdPhotoSettings(), RT)
-    test.pixels = GraphPixels(RT, DS, device="cpu")
+    items, ref, test = _ref_and_graph(lambda: IdPhotoProcessor(IdPhotoSettings(), RT),
+                                      "id_photo", 2, 8)
     r = idphoto_parity(items, ref, test)
     assert r["same_status"] == 2 and r["ok"], r
     assert r["alpha_mad_max"] == 0.0  # the host codec decodes exactly as the CPU backend
