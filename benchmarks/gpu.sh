@@ -106,6 +106,9 @@ print(":".join(dict.fromkeys(dirs)))
 PY
 )
 export LD_LIBRARY_PATH="${NV_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# load a kernel's module when it is first used (CUDA's default since 12.2): the kit's ONNX
+# Runtime keeps only the sm_90 images, and nothing else should ever be read
+export CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-LAZY}
 
 # --- CUDA must be the active provider of a real session (ORT falls back to the CPU silently) ---
 "$PY" - >&2 <<'PY' || { log "CUDAExecutionProvider is not active"; exit 5; }

@@ -8,7 +8,7 @@ reaches no package index. What it lacks is downloaded here (``pip download``, cp
 x86-64), then:
 
 - ``onnxruntime-gpu`` 1.31.1 (CUDA 13, cuDNN 9; 256 MB): the CUDA kernels of every GPU
-  architecture but Hopper's (sm_90) are zeroed in ``libonnxruntime_providers_cuda.so`` (its
+  architecture but Hopper's (sm_90; ``--keep-arch``, 0 keeps them all) are zeroed in ``libonnxruntime_providers_cuda.so`` (its
   ``.nv_fatbin`` section: 218 MB of cubins, 77 MB of them sm_90, already compressed). Each entry
   header stays, so the CUDA runtime still finds the sm_90 image of every kernel by architecture
   and never reads a zeroed one on an H100/H200; the zeros compress away in the wheel. Built for
@@ -160,7 +160,9 @@ def build(part_mib: float, keep_arch: int, kit: Path = KIT) -> dict:
             stats = {}
 
             def edit(name: str, payload: bytes, stats=stats) -> bytes:
-                if not name.endswith("libonnxruntime_providers_cuda.so"):
+                if not name.endswith("libonnxruntime_providers_cuda.so") or keep_arch == 0:
+                    stats.setdefault("kept", 0)
+                    stats.setdefault("zeroed", 0)
                     return payload
                 buf = bytearray(payload)
                 stats["kept"], stats["zeroed"] = prune_fatbins(buf, keep_arch)
@@ -283,7 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--part-mib", type=float, default=52.0,
                    help="largest part (MiB); the transfer limit is 64 MiB with the working tree")
     b.add_argument("--keep-arch", type=int, default=90,
-                   help="SM architecture whose CUDA kernels are kept (90: H100/H200)")
+                   help="SM architecture whose CUDA kernels are kept (90: H100/H200; "
+                        "0: keep every architecture, about 5 parts)")
     s = sub.add_parser("stage", help="put part N into .whl/ for the next device call")
     s.add_argument("n", type=int)
     r = sub.add_parser("assemble", help="(device) rebuild and check the kit's files in KIT")
