@@ -146,7 +146,7 @@ def _worker(task: str, a: argparse.Namespace, batch: int, barrier: Any, queue: A
     items = items_for(task, min(a.unique, batch), a.size)
     chunk = [items[k % len(items)] for k in range(batch)]
     proc.process_batch(chunk)  # warm: kernels, arenas
-    barrier.wait()
+    barrier.wait(timeout=180)
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < a.seconds * 2:
         proc.process_batch(chunk)
@@ -154,17 +154,25 @@ def _worker(task: str, a: argparse.Namespace, batch: int, barrier: Any, queue: A
     queue.put((n, time.perf_counter() - t0))
 
 
-def multi_process_ips(task: str, a: argparse.Namespace, batch: int, k: int) -> float:
-    """Summed images/s of ``k`` processes at ``batch`` (spawned: each has its own CUDA context)."""
+def multi_process_ips(task: str, a: argparse.Namespace, batch: int, k: int) -> float | None:
+    """Summed images/s of ``k`` processes at ``batch`` (spawned: each has its own CUDA context);
+    None when one of them failed or did not report within 4 minutes (they are then stopped)."""
+    import queue as queue_mod
+
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(k), ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(task, a, batch, barrier, queue)) for _ in range(k)]
     for p in procs:
         p.start()
-    results = [queue.get(timeout=600) for _ in procs]
+    try:
+        results = [queue.get(timeout=240) for _ in procs]
+    except queue_mod.Empty:
+        results = None
     for p in procs:
-        p.join(timeout=60)
-    return sum(n / s for n, s in results)
+        p.join(timeout=30)
+        if p.is_alive():
+            p.terminate()
+    return None if results is None else sum(n / s for n, s in results)
 
 
 def sweep_task(task: str, a: argparse.Namespace, t_start: float) -> dict[str, Any]:
@@ -186,7 +194,8 @@ def sweep_task(task: str, a: argparse.Namespace, t_start: float) -> dict[str, An
     multi = {}
     for k in a.procs:
         if k > 1 and time.perf_counter() - t_start < a.budget_s:
-            multi[k] = round(multi_process_ips(task, a, best, k), 2)
+            ips_k = multi_process_ips(task, a, best, k)
+            multi[k] = None if ips_k is None else round(ips_k, 2)
     if multi:
         out["procs_images_per_s"] = {1: ips[best], **multi}
     return out

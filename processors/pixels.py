@@ -342,6 +342,8 @@ def pixel_backend(runtime: RuntimeSettings, decode: DecodeSettings) -> PixelBack
     except Exception as e:  # noqa: BLE001 - NVIDIA libraries raise their own types without a GPU
         failure = e
     if runtime.device == "cuda":
+        if isinstance(failure, ProviderError):
+            raise failure
         raise ProviderError(f"GPU pixel backend unavailable: {type(failure).__name__}: {failure}")
     log.info("pixels_backend_cpu", device=runtime.device, why=type(failure).__name__)
     return cpu

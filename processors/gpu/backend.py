@@ -137,9 +137,10 @@ class GraphPixels:
     def __init__(self, runtime: RuntimeSettings, decode: DecodeSettings, device: str = "cpu",
                  codec: Codec | None = None) -> None:
         if device == "cuda":
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise ProviderError("the GPU pixel backend needs ONNX Runtime's "
-                                    "CUDAExecutionProvider (the `gpu` extra)")
+            available = ort.get_available_providers()
+            if "CUDAExecutionProvider" not in available:
+                raise ProviderError(f"device=cuda requested but ONNX Runtime's providers are "
+                                    f"{available}; install the `gpu` extra (CUDAExecutionProvider)")
             self.providers: list = [("CUDAExecutionProvider",
                                      {"device_id": runtime.cuda_device_id}), "CPUExecutionProvider"]
         elif device == "cpu":

@@ -199,8 +199,8 @@ def test_idphoto_processor_on_graph_pixels_matches_the_cpu_path() -> None:
 def test_the_cuda_backend_refuses_to_start_without_the_cuda_provider() -> None:
     if "CUDAExecutionProvider" in ort.get_available_providers():
         pytest.skip("this machine has ONNX Runtime's CUDA provider")
-    with pytest.raises(ProviderError, match="CUDAExecutionProvider"):
+    with pytest.raises(ProviderError, match="device=cuda requested.*CUDAExecutionProvider"):
         CudaPixels(RuntimeSettings(device="cuda"), DS)
-    with pytest.raises(ProviderError, match="GPU pixel backend unavailable"):
+    with pytest.raises(ProviderError, match="device=cuda requested"):
         pixel_backend(RuntimeSettings(device="cuda"), DS)
     assert isinstance(pixel_backend(RuntimeSettings(device="auto"), DS), CpuPixels)
