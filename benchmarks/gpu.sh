@@ -1,81 +1,155 @@
 #!/usr/bin/env bash
-# Benchmarks on a machine with an NVIDIA GPU: one prepared script, one JSON summary on stdout.
+# The one prepared script for a GPU machine: install from carried wheels, parity tests (GPU path
+# against CPU path), then the processor-level sweep; ONE JSON line on stdout, last.
 #
-#   benchmarks/gpu.sh                      # from the repository root or anywhere
-#   BATCHES=1,2,4,8,16,32,64 N=64 benchmarks/gpu.sh
+#   benchmarks/gpu.sh stage        # keep the carried part of the kit (.whl/) for a later call
+#   benchmarks/gpu.sh              # install, check CUDA, parity, sweep (~4-7 min on an H200)
+#   benchmarks/gpu.sh --dry-run    # no GPU: the CPU half of everything, at tiny sizes (~3 min)
+#   benchmarks/gpu.sh --help
 #
-# 1. checks the driver (nvidia-smi);
-# 2. installs the project with the `gpu` extra into .venv: onnxruntime-gpu (pinned in
-#    pyproject.toml, CUDA 13 / cuDNN 9 build). The CPU wheel `onnxruntime` is removed first:
-#    both wheels install the same `onnxruntime` module and must not coexist. The CUDA and cuDNN
-#    user-space libraries come from the machine (e.g. the CUDA 13 + cuDNN 9 base image of the
-#    Dockerfile) or, if absent, from NVIDIA's wheels through onnxruntime-gpu's `cuda`/`cudnn`
-#    extras, which `onnxruntime.preload_dlls()` loads (onnxruntime >= 1.21; benchmarks/run.py
-#    calls it before creating sessions);
-# 3. puts the model files in place (scripts/models; needs the package index or a warm cache);
-# 4. checks that CUDAExecutionProvider is the *active* provider of a real session (ONNX Runtime
-#    silently falls back to the CPU when the CUDA provider cannot load) — stops if not;
-# 5. runs benchmarks 1-3 (model-only sweep with larger batches; end to end + naive baseline when
-#    the local Kafka/MinIO stack can be started here) and prints summary.json.
+# The device machine reaches no package index. Build the kit here first:
+#   python -m benchmarks.gpu_kit build      # .gpukit/: trimmed wheels + model-home files, in parts
+#   python -m benchmarks.gpu_kit stage N    # .whl/ <- part N; carry .whl in that call
+# one call per part: `benchmarks/gpu.sh stage` for all but the last, `benchmarks/gpu.sh` with
+# the last (calls in a row keep the machine warm, and its /tmp). Details: benchmarks/README.md.
 #
-# Results: benchmarks/results/gpu/*.json + PNGs. Environment: BATCHES, N (images per point),
-# ROUNDS, OUT, PY (python3.11). Keep BATCHES at 128 or below: at 256 ONNX Runtime 1.31's CUDA
-# Concat fails on u2netp. Measured on an H200 on 2026-11-30, with steps 2-3 done by hand from
-# carried wheels (that machine had no network): benchmarks/README.md, "GPU".
+# Environment: PY (python3), KIT_DIR (/tmp/cardstream-kit), OUT (results; the device tool sets
+# it; default benchmarks/results/gpu), BATCHES (1,2,4,8,16,32,64,128), SIZE (1600x1200),
+# SECONDS_PER_POINT (3), PROCS (1,2,4), PRECISION (fp32|fp16), TENSORRT (0|1), BUDGET_S (480:
+# the whole script's target; each step gets a timeout within it), PARITY (1).
+# Exit codes: 0 done (parity failures are reported in the JSON, not fatal), 2 usage,
+# 3 no CUDA device, 4 kit incomplete or install failed, 5 the CUDA provider is not active.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PY=${PY:-python3.11}
-BATCHES=${BATCHES:-1,2,4,8,16,32,64}
-N=${N:-64}
-ROUNDS=${ROUNDS:-2}
-OUT=${OUT:-benchmarks/results/gpu}
-VPY=.venv/bin/python
-
 log() { echo "gpu.sh: $*" >&2; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; }
 
-command -v nvidia-smi >/dev/null || { log "nvidia-smi not found: no NVIDIA driver on this machine"; exit 2; }
+mode=run
+case "${1:-}" in
+  "" | run) mode=run ;;
+  stage) mode=stage ;;
+  --dry-run) mode=dry ;;
+  -h | --help) usage; exit 0 ;;
+  *) log "unknown argument '$1'"; usage; exit 2 ;;
+esac
+
+T0=$(date +%s)
+BUDGET_S=${BUDGET_S:-480}
+KIT_DIR=${KIT_DIR:-/tmp/cardstream-kit}
+RESULTS=${OUT:-benchmarks/results/gpu}
+BATCHES=${BATCHES:-1,2,4,8,16,32,64,128}
+SIZE=${SIZE:-1600x1200}
+SECONDS_PER_POINT=${SECONDS_PER_POINT:-3}
+PROCS=${PROCS:-1,2,4}
+PRECISION=${PRECISION:-fp32}
+PARITY=${PARITY:-1}
+left() { echo $((BUDGET_S - ($(date +%s) - T0))); }
+mkdir -p "$RESULTS"
+
+# --- the kit: keep this call's part, reassemble, install --------------------------------------
+stage_part() {
+  mkdir -p "$KIT_DIR"
+  if [ -d .whl ] && [ -n "$(ls -A .whl 2>/dev/null)" ]; then
+    cp -f .whl/* "$KIT_DIR"/
+    log "kept $(ls .whl | wc -l) file(s) of this call in $KIT_DIR"
+  fi
+}
+
+install_kit() {  # reassemble chunked files, check SHA-256, pip install into $SITE
+  local py=$1
+  [ -f "$KIT_DIR/manifest.json" ] || return 1
+  SITE=$KIT_DIR/site
+  "$py" -m benchmarks.gpu_kit assemble "$KIT_DIR" >&2 || exit 4
+  if [ ! -f "$SITE/.installed" ]; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target "$SITE" "$KIT_DIR"/assembled/*.whl >&2 || { log "pip install failed"; exit 4; }
+    touch "$SITE/.installed"
+  fi
+  export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  export U2NET_HOME="$KIT_DIR/assembled/models"
+  return 0
+}
+
+if [ "$mode" = stage ]; then
+  stage_part
+  exit 0
+fi
+
+if [ "$mode" = dry ]; then
+  PY=${PY:-.venv/bin/python}
+  log "dry run on the CPU: graph backend on ONNX Runtime's CPU provider against the CPU path"
+  "$PY" -m pytest tests/unit/test_gpu_parity.py -q -rs -p no:cacheprovider >&2 || true
+  exec timeout "$(left)" "$PY" -m benchmarks.gpu_sweep --device cpu --parity --parity-n 3 \
+    --batches 1,2 --size 480x360 --unique 2 --seconds 0.5 --procs 1 --out "$RESULTS"
+fi
+
+# --- a CUDA device, or stop --------------------------------------------------------------------
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  log "no CUDA device: nvidia-smi is missing or lists no GPU (use --dry-run on a CPU machine)"
+  exit 3
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >&2
 
-# 2. the gpu extra (never both ONNX Runtime wheels at once)
-[ -x "$VPY" ] || "$PY" -m venv .venv
-"$VPY" -m pip install -q --upgrade pip >&2
-"$VPY" -m pip uninstall -y -q onnxruntime >&2 2>/dev/null || true
-"$VPY" -m pip install -q -e ".[gpu,dev]" >&2
-if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9'; then
-  ver=$("$VPY" -c 'import importlib.metadata as m; print(m.version("onnxruntime-gpu"))')
-  log "no system cuDNN 9: adding NVIDIA's CUDA/cuDNN wheels (onnxruntime-gpu[cuda,cudnn]==$ver)"
-  "$VPY" -m pip install -q "onnxruntime-gpu[cuda,cudnn]==$ver" >&2 || log "extras not installed"
+PY=${PY:-python3}
+stage_part
+if ! install_kit "$PY"; then
+  log "no kit in $KIT_DIR: using $PY's own packages (they must include onnxruntime-gpu)"
 fi
-"$VPY" -m pip install -q "matplotlib>=3.8" >&2
+# CUDA 13 / cuDNN 9 user-space libraries of NVIDIA's wheels (the image's PyTorch ones)
+NV_LIBS=$("$PY" - <<'PY'
+import glob, os, site
+dirs = []
+for sp in site.getsitepackages() + [site.getusersitepackages()] + os.environ.get("PYTHONPATH", "").split(":"):
+    dirs += sorted(d for d in glob.glob(os.path.join(sp, "nvidia", "*", "lib")) if os.path.isdir(d))
+print(":".join(dict.fromkeys(dirs)))
+PY
+)
+export LD_LIBRARY_PATH="${NV_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# load a kernel's module when it is first used (CUDA's default since 12.2): the kit's ONNX
+# Runtime keeps only the sm_90 images, and nothing else should ever be read
+export CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-LAZY}
 
-# 3. models (verified by SHA-256)
-scripts/models >&2
-
-# 4. CUDA must be the active provider
-"$VPY" - >&2 <<'PY'
+# --- CUDA must be the active provider of a real session (ORT falls back to the CPU silently) ---
+"$PY" - >&2 <<'PY' || { log "CUDAExecutionProvider is not active"; exit 5; }
 import onnxruntime as ort
-if hasattr(ort, "preload_dlls"):
-    ort.preload_dlls()
 from processors.models import manifest, model_path
 from processors.runtime import BatchedModel, RuntimeSettings
-print("onnxruntime", ort.__version__, "available providers:", ort.get_available_providers())
-# device="cuda" raises ProviderError unless CUDAExecutionProvider is active in the session
+print("onnxruntime", ort.__version__, "providers:", ort.get_available_providers())
 m = BatchedModel(model_path("u2netp"), manifest()["u2netp"]["sha256"],
-                 RuntimeSettings(device="cuda"), "u2netp", make_batch_symbolic=True)
-active = m.session.get_providers()
-assert active[0] == "CUDAExecutionProvider", f"active providers {active}"
-print("active providers:", active)
+                 RuntimeSettings(device="cuda"), "u2netp", make_batch_symbolic=True, outputs=1)
+assert m.session.get_providers()[0] == "CUDAExecutionProvider", m.session.get_providers()
+print("active:", m.session.get_providers())
 PY
 
-# 5. benchmarks 1-3 (2 and 3 need Kafka + MinIO on 127.0.0.1: scripts/stack, Java and cached builds)
-sections=model
-if scripts/stack up >&2 2>&1; then
-  eval "$(scripts/stack env)"
-  sections=model,compare
-else
-  log "local stack not available here: model-only sweep only (end to end and naive skipped)"
+# --- parity tests, then the sweep ---------------------------------------------------------------
+PARITY_JSON="$RESULTS/parity.json"
+parity_rc=skipped
+if [ "$PARITY" = 1 ]; then
+  rm -f "$PARITY_JSON"
+  set +e
+  CARDSTREAM_PARITY_JSON="$PARITY_JSON" timeout $(( $(left) / 3 )) "$PY" -m pytest \
+    tests/unit/test_gpu_parity.py -q -rs -p no:cacheprovider -o addopts="" >&2
+  parity_rc=$?
+  set -e
+  log "parity tests exit status $parity_rc (0: all bounds met)"
 fi
-"$VPY" -m benchmarks.run --device cuda --sections "$sections" --batches "$BATCHES" --n "$N" \
-  --rounds "$ROUNDS" --out "$OUT" >&2
-"$VPY" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$OUT/summary.json"
+extra=()
+[ "${TENSORRT:-0}" = 1 ] && extra+=(--tensorrt)
+sweep_budget=$(( $(left) - 60 ))
+if [ "$sweep_budget" -lt 60 ]; then
+  log "no time left for the sweep ($(left) s of BUDGET_S=$BUDGET_S)"
+  sweep_budget=60
+fi
+timeout $(( sweep_budget + 90 )) "$PY" -m benchmarks.gpu_sweep --device cuda --batches "$BATCHES" \
+  --size "$SIZE" --seconds "$SECONDS_PER_POINT" --procs "$PROCS" --precision "$PRECISION" \
+  --budget-s "$sweep_budget" --out "$RESULTS" "${extra[@]}" > "$RESULTS/sweep.line"
+"$PY" - "$RESULTS/sweep.line" "$PARITY_JSON" "$parity_rc" "$(( $(date +%s) - T0 ))" <<'PY'
+import json, os, sys
+line, parity, rc, wall = sys.argv[1:]
+out = json.loads(open(line).read().strip().splitlines()[-1])
+out["parity_tests"] = {"exit_status": rc,
+                       "results": json.load(open(parity)) if os.path.isfile(parity) else None}
+out["gpu_sh_wall_s"] = int(wall)
+print(json.dumps(out))
+PY

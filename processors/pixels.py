@@ -21,8 +21,9 @@ Everything else (quad geometry, verdicts, the orientation decision on a small ho
 runs on host arrays of at most ``max_side`` px and never touches the full-resolution pixels.
 
 Backends: ``cpu`` (:class:`CpuPixels`, OpenCV/NumPy/libjpeg-turbo, always available) and
-``cuda`` (module ``processors.pixels_cuda``, class ``CudaPixels``: nvImageCodec/CV-CUDA; its
-NVIDIA packages need a CUDA device even to import, so the module is imported only when chosen).
+``cuda`` (:class:`processors.gpu.backend.CudaPixels`: nvImageCodec decode/encode, the resize,
+grey, sampling and warp steps as ONNX graphs on the CUDA execution provider; nvImageCodec needs
+a CUDA device even to import, so it is imported only when the backend is built).
 :func:`pixel_backend` picks one from ``RuntimeSettings.device``. To add a backend: implement the
 protocol in its own module (same shapes, dtypes and sampling rules, checked by the parity tests
 against :class:`CpuPixels`), import its third-party packages inside that module only, and add it
@@ -59,7 +60,7 @@ GREY_BGR = np.array([0.114, 0.587, 0.299], np.float32)
 """ITU-R BT.601 luma weights in B, G, R order (OpenCV's ``COLOR_BGR2GRAY``)."""
 
 BACKENDS: dict[str, str] = {"cpu": "processors.pixels:CpuPixels",
-                            "cuda": "processors.pixels_cuda:CudaPixels"}
+                            "cuda": "processors.gpu.backend:CudaPixels"}
 """Backend name -> ``module:class``; the module is imported only when the backend is chosen."""
 
 
@@ -224,16 +225,27 @@ def antialias_factor(homography: np.ndarray, size: tuple[int, int]) -> int:
     return max(1, math.ceil(src_w / (2.0 * w))) if src_w > 2.0 * w else 1
 
 
+def antialias_plan(homography: np.ndarray, size: tuple[int, int], src_size: tuple[int, int]
+                   ) -> tuple[int, tuple[int, int], np.ndarray]:
+    """How :meth:`PixelBackend.warp` runs for one image: ``(f, reduced_size, H)`` where ``f`` is
+    :func:`antialias_factor`, ``reduced_size`` the ``(w, h)`` the source of ``src_size`` =
+    ``(W, H)`` px is area-averaged to first (OpenCV's ``fx = fy = 1 / f``: each side
+    ``round(side / f)``; ``src_size`` itself when ``f`` is 1) and ``H`` the homography from output
+    px to reduced px (``(p + 0.5) / f - 0.5`` after ``homography``)."""
+    hm = np.asarray(homography, np.float64)
+    f = antialias_factor(hm, size)
+    if f == 1:
+        return 1, src_size, hm
+    down = np.array([[1.0 / f, 0, 0.5 / f - 0.5], [0, 1.0 / f, 0.5 / f - 0.5], [0, 0, 1]])
+    return f, (round(src_size[0] / f), round(src_size[1] / f)), down @ hm
+
+
 def warp_host(image: np.ndarray, homography: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """:meth:`PixelBackend.warp` of one host ``(H, W, 3) uint8`` BGR array: ``(h, w, 3) uint8``
     for ``size`` = ``(w, h)``, ``homography`` mapping output px to ``image`` px."""
-    hm = np.asarray(homography, np.float64)
-    f = antialias_factor(hm, size)
+    f, _, hm = antialias_plan(homography, size, (image.shape[1], image.shape[0]))
     if f > 1:
         image = cv2.resize(image, None, fx=1.0 / f, fy=1.0 / f, interpolation=cv2.INTER_AREA)
-        # output px -> full px -> reduced px: (p + 0.5) / f - 0.5
-        down = np.array([[1.0 / f, 0, 0.5 / f - 0.5], [0, 1.0 / f, 0.5 / f - 0.5], [0, 0, 1]])
-        hm = down @ hm
     return cv2.warpPerspective(image, hm, size, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                                borderMode=cv2.BORDER_REPLICATE)
 
@@ -333,6 +345,8 @@ def pixel_backend(runtime: RuntimeSettings, decode: DecodeSettings) -> PixelBack
     except Exception as e:  # noqa: BLE001 - NVIDIA libraries raise their own types without a GPU
         failure = e
     if runtime.device == "cuda":
+        if isinstance(failure, ProviderError):
+            raise failure
         raise ProviderError(f"GPU pixel backend unavailable: {type(failure).__name__}: {failure}")
     log.info("pixels_backend_cpu", device=runtime.device, why=type(failure).__name__)
     return cpu

@@ -10,18 +10,22 @@ largest, on a 2-core CPU it may be 1.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnxruntime as ort
 from pydantic import BaseModel, ConfigDict
 
 from processors.errors import ModelError, ProviderError
+
+if TYPE_CHECKING:
+    from processors.gpu.device import DeviceBatch
 
 DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 _SHARED: dict[tuple, BatchedModel] = {}
@@ -48,6 +52,17 @@ class RuntimeSettings(BaseModel):
         cpu_max_bucket: bucket cap when the session runs on the CPU EP. u2netp needs about
             260 MiB of activations per image, and on a CPU a batch above 8 only costs memory
             (measured in ``benchmarks/``: no throughput gain past 2-4 on 2 cores).
+        precision: ``fp32``, or ``fp16``: the model's weights and activations in float16 with
+            float32 inputs and outputs (ONNX Runtime's ``transformers.float16``
+            ``convert_float_to_float16(keep_io_types=True)``); with ``tensorrt`` the fp32 graph
+            is kept and TensorRT builds fp16 kernels (``trt_fp16_enable``). u2netp's mask moves by
+            well under one level of 255 (``tests/unit/test_gpu_model.py``).
+        tensorrt: put ONNX Runtime's TensorRT execution provider first (CUDA, then CPU, behind
+            it) with an engine cache and one explicit optimisation profile for the batch axis
+            (``trt_profile_min/opt/max_shapes``: 1, the largest bucket, the largest bucket).
+            Needs TensorRT 10 (``libnvinfer.so.10``, what onnxruntime-gpu 1.31's provider links).
+        trt_cache_dir: folder of TensorRT engine and timing caches (created); None: a
+            ``cardstream-trt`` folder in the user cache (``$XDG_CACHE_HOME`` or ``~/.cache``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -60,6 +75,9 @@ class RuntimeSettings(BaseModel):
     cuda_device_id: int = 0
     postprocess_threads: int = 0
     cpu_max_bucket: int = 8
+    precision: Literal["fp32", "fp16"] = "fp32"
+    tensorrt: bool = False
+    trt_cache_dir: Path | None = None
 
 
 def bucket_slices(n: int, bucket: int) -> list[slice]:
@@ -102,15 +120,58 @@ def verify_sha256(path: Path, expected: str) -> None:
         raise ModelError(f"model file {path} has sha256 {got}, expected {expected}")
 
 
-def providers_for(settings: RuntimeSettings) -> list[str | tuple[str, dict]]:
-    """Execution providers to request, in priority order, for ``settings.device``."""
+def trt_cache_dir(settings: RuntimeSettings) -> Path:
+    """The TensorRT cache folder of ``settings`` (see :class:`RuntimeSettings`), not created."""
+    if settings.trt_cache_dir is not None:
+        return Path(settings.trt_cache_dir)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cardstream-trt"
+
+
+def tensorrt_options(settings: RuntimeSettings, input_name: str, sample_shape: Sequence[int],
+                     max_batch: int) -> dict[str, str]:
+    """ONNX Runtime TensorRT provider options (names as in ONNX Runtime 1.31's
+    ``tensorrt_execution_provider_info.cc``): fp16 per ``settings.precision``, engine and timing
+    caches under :func:`trt_cache_dir`, one profile for ``input_name`` with batch 1..``max_batch``
+    (optimised for ``max_batch``) and the per-image ``sample_shape`` ``(C, H, W)``."""
+    cache = str(trt_cache_dir(settings))
+    dims = "x".join(str(d) for d in sample_shape)
+    return {
+        "device_id": str(settings.cuda_device_id),
+        "trt_fp16_enable": "1" if settings.precision == "fp16" else "0",
+        "trt_engine_cache_enable": "1",
+        "trt_engine_cache_path": cache,
+        "trt_timing_cache_enable": "1",
+        "trt_timing_cache_path": cache,
+        "trt_profile_min_shapes": f"{input_name}:1x{dims}",
+        "trt_profile_opt_shapes": f"{input_name}:{max_batch}x{dims}",
+        "trt_profile_max_shapes": f"{input_name}:{max_batch}x{dims}",
+    }
+
+
+def providers_for(settings: RuntimeSettings, trt: dict[str, str] | None = None
+                  ) -> list[str | tuple[str, dict]]:
+    """Execution providers to request, in priority order, for ``settings.device``: CUDA then
+    CPU on a GPU (TensorRT first when ``trt`` options are given, from :func:`tensorrt_options`),
+    else the CPU alone."""
     available = ort.get_available_providers()
     cuda = ("CUDAExecutionProvider", {"device_id": settings.cuda_device_id})
-    if settings.device == "cuda":
-        return [cuda, "CPUExecutionProvider"]
-    if settings.device == "auto" and "CUDAExecutionProvider" in available:
-        return [cuda, "CPUExecutionProvider"]
+    if settings.device == "cuda" or (settings.device == "auto"
+                                     and "CUDAExecutionProvider" in available):
+        gpu: list[str | tuple[str, dict]] = [cuda, "CPUExecutionProvider"]
+        return [("TensorrtExecutionProvider", trt), *gpu] if trt is not None else gpu
     return ["CPUExecutionProvider"]
+
+
+def to_fp16(model_bytes: bytes) -> bytes:
+    """The model with float16 weights and activations and float32 inputs and outputs (ONNX
+    Runtime's ``onnxruntime.transformers.float16.convert_float_to_float16``, ``keep_io_types``;
+    its default list of operators kept in float32). Returns the serialised model."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    m = convert_float_to_float16(onnx.load_model_from_string(model_bytes), keep_io_types=True)
+    return m.SerializeToString()
 
 
 def symbolic_batch(model_bytes: bytes, batch_name: str = "batch") -> bytes:
@@ -194,8 +255,13 @@ class BatchedModel:
         if on_cpu:
             # the CPU arena keeps its peak for the life of the process (GBs after one big batch)
             so.enable_cpu_mem_arena = False
+        trt = None
         try:
-            self.session = ort.InferenceSession(data, so, providers=providers_for(settings))
+            if settings.tensorrt and not on_cpu:
+                trt = self._trt_options(data, settings)
+            elif settings.precision == "fp16":
+                data = to_fp16(data)
+            self.session = ort.InferenceSession(data, so, providers=providers_for(settings, trt))
         except Exception as e:  # onnxruntime raises its own untyped errors
             raise ModelError(f"cannot load {path}: {e}") from e
         active = self.session.get_providers()
@@ -216,6 +282,17 @@ class BatchedModel:
         self.chosen_bucket = self.buckets[-1]
         self.stats = BatchStats()
         self._lock = threading.Lock()
+
+    @staticmethod
+    def _trt_options(data: bytes, settings: RuntimeSettings) -> dict[str, str]:
+        """TensorRT options for this graph: its first input's name and per-image shape."""
+        import onnx
+
+        first = onnx.load_model_from_string(data).graph.input[0]
+        dims = [d.dim_value for d in first.type.tensor_type.shape.dim][1:]
+        trt_cache_dir(settings).mkdir(parents=True, exist_ok=True)
+        cap = min(settings.max_bucket or max(settings.buckets), max(settings.buckets))
+        return tensorrt_options(settings, first.name, dims, cap)
 
     @classmethod
     def shared(cls, path: Path, sha256: str | None, settings: RuntimeSettings, name: str,
@@ -253,20 +330,48 @@ class BatchedModel:
             self.stats.padded += b - n
         return [o[:n] for o in outs]
 
-    def run(self, x: np.ndarray) -> list[np.ndarray]:
+    def _run_bound(self, batch: DeviceBatch, start: int, n: int) -> list[np.ndarray]:
+        """Rows ``[start, start + n)`` of a device batch, bound in place (no copy) and padded up
+        to their bucket with the batch's spare rows when it has them; outputs to the host."""
+        b = self.bucket_for(n)
+        rows = b if start + b <= batch.capacity else n
+        io = self.session.io_binding()
+        io.bind_input(self.input_name, batch.device, batch.device_id, np.float32,
+                      [rows, 3, batch.side, batch.side], batch.row_ptr(start))
+        for name in self.output_names:
+            io.bind_output(name, "cpu")
+        with self._lock:
+            self.session.run_with_iobinding(io)
+            self.stats.calls += 1
+            self.stats.images += n
+            self.stats.padded += rows - n
+        return [o[:n] for o in io.copy_outputs_to_cpu()]
+
+    def run(self, x: np.ndarray | DeviceBatch) -> list[np.ndarray]:
         """Run a batch.
 
         Args:
-            x: ``(N, C, H, W) float32`` input, any N >= 1.
+            x: ``(N, C, H, W) float32`` host input, any N >= 1; or a
+                :class:`processors.gpu.device.DeviceBatch` (the GPU pixel backend's model input),
+                bound where it lies with ONNX Runtime's IOBinding, each chunk padded with the
+                batch's spare rows (its capacity is a power of two, so they suffice for
+                power-of-two buckets; otherwise the chunk runs unpadded).
 
         Returns:
-            The fetched graph outputs (all, or the first ``outputs``), each with leading dim N
-            (padding removed). The batch is split into ``ceil(N / chosen_bucket)`` calls, the
-            last one padded up to a bucket.
+            The fetched graph outputs (all, or the first ``outputs``) as host arrays, each with
+            leading dim N (padding removed). The batch is split into ``ceil(N / chosen_bucket)``
+            calls, the last one padded up to a bucket.
         """
-        if x.ndim < 1 or x.shape[0] == 0:
-            raise ValueError("empty batch")
-        parts = [self._run_padded(x[part]) for part in bucket_slices(x.shape[0], self.chosen_bucket)]
+        if not isinstance(x, np.ndarray):
+            if x.n == 0:
+                raise ValueError("empty batch")
+            parts = [self._run_bound(x, part.start, part.stop - part.start)
+                     for part in bucket_slices(x.n, self.chosen_bucket)]
+        else:
+            if x.ndim < 1 or x.shape[0] == 0:
+                raise ValueError("empty batch")
+            parts = [self._run_padded(x[part])
+                     for part in bucket_slices(x.shape[0], self.chosen_bucket)]
         return [np.concatenate([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
 
     def warm_up(self, sample_shape: Sequence[int], repeats: int = 2) -> int:

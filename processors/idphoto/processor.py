@@ -287,15 +287,8 @@ class IdPhotoProcessor:
         found: dict[int, Found] = {}
         ms = 0.0
         if valid:
-            ds: list[Decoded] = [decoded[i] for i in valid]  # type: ignore[misc]
-            hws = [self._source_hw(items[i], decoded[i]) for i in valid]  # type: ignore[arg-type]
-            host = self.pixels.to_host([d.pixels for d in ds])
-            views = map_in_threads(lambda k: work_view(host[k], ds[k].scale), range(len(ds)),
-                                   self.threads)
-            mattes = self.matting.predict_zoomed(
-                self.matting.host_input([v.image for v in views]), hws,
-                self.settings.matte_zoom_max_share,
-                lambda boxes: self.matting.host_input([_crop(views[i], b) for i, b in boxes]))
+            views, mattes = self.person_mattes([items[i] for i in valid],
+                                               [decoded[i] for i in valid])  # type: ignore[misc]
             faces, face_ms = self._faces(views, mattes)
             found = dict(zip(valid, faces, strict=True))
             ms = self.matting.last_inference_ms + face_ms
@@ -327,6 +320,30 @@ class IdPhotoProcessor:
             log.debug("idphoto_item", upload_id=o.upload_id, status=str(o.status),
                       reasons=[str(r) for r in o.reasons])
         return outs
+
+    def person_mattes(self, items: Sequence[Item], decoded: Sequence[Decoded]
+                      ) -> tuple[list[View], list[Matte]]:
+        """The working copies and person mattes of decoded uploads: one matting call on the
+        working copies, one more for the people small in their frame
+        (``U2NetMatting.predict_zoomed``); ``matting.last_inference_ms`` holds both calls (ms).
+
+        Args:
+            items: the uploads (their probed size, for a DCT-scaled JPEG).
+            decoded: each item's pixels from ``pixels.decode`` (any scale).
+
+        Returns:
+            ``(views, mattes)``, one each per item: the host working copy (:func:`work_view`)
+            and the :class:`Matte` in the upload's px.
+        """
+        hws = [self._source_hw(it, d) for it, d in zip(items, decoded, strict=True)]
+        host = self.pixels.to_host([d.pixels for d in decoded])
+        views = map_in_threads(lambda k: work_view(host[k], decoded[k].scale),
+                               range(len(decoded)), self.threads)
+        mattes = self.matting.predict_zoomed(
+            self.matting.host_input([v.image for v in views]), hws,
+            self.settings.matte_zoom_max_share,
+            lambda boxes: self.matting.host_input([_crop(views[i], b) for i, b in boxes]))
+        return views, mattes
 
     @staticmethod
     def _source_hw(it: Item, d: Decoded) -> tuple[int, int]:

@@ -1,0 +1,424 @@
+"""The pixel backend on ONNX graphs: :class:`GraphPixels` and, on a GPU, :class:`CudaPixels`.
+
+Every step of :class:`processors.pixels.PixelBackend` runs as one of the graphs of
+:mod:`processors.gpu.graphs` in an ONNX Runtime session, its inputs and outputs bound by pointer
+(:mod:`processors.gpu.device`) so that pixels stay where they are:
+
+==================  ========================================================================
+decode              JPEG: the codec's batched decode (nvImageCodec on a GPU), EXIF orientation
+                    by the ``orient`` graph; other formats and what the codec refuses: the CPU
+                    decoder (strict), then uploaded
+model_input         ``shrink`` graph per image (:func:`processors.pixels.shrink` stage by stage),
+                    written into row ``k`` of one :class:`~processors.gpu.device.DeviceBatch`
+                    that ``BatchedModel.run`` binds in place; only the masks come back
+working_grey        ``shrink`` graph with BT.601 grey first, output bound to the host
+sample_grey         ``sample`` graph (GridSample), points in, grey levels out (host)
+warp                ``resample`` (area, :func:`processors.pixels.antialias_plan`) when the card
+                    is large, then ``warp`` (GridSample bilinear, border replicated); on device
+to_host             ``copy`` graph with its output bound to the host
+encode_jpeg         the codec's batched encode (nvImageCodec on a GPU); host arrays on the CPU
+==================  ========================================================================
+
+``GraphPixels(device="cpu")`` runs the very same code on ONNX Runtime's CPU provider with host
+memory and a host codec (libjpeg-turbo): that is how it is tested without a GPU
+(``tests/unit/test_gpu_backend.py``), against :class:`processors.pixels.CpuPixels`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from typing import Any, Protocol
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import structlog
+
+from processors.base import map_in_threads
+from processors.decode import DecodeSettings, EncodedImage
+from processors.errors import DecodeError, ProviderError
+from processors.gpu.device import DeviceBatch, DeviceImage, next_pow2
+from processors.gpu.graphs import (
+    copy_graph,
+    orient_graph,
+    resample_graph,
+    sample_graph,
+    shrink_graph,
+    warp_graph,
+)
+from processors.gpu.resample import resize_weights, shrink_plan
+from processors.pixels import (
+    GREY_BGR,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    CpuPixels,
+    Decoded,
+    antialias_plan,
+    working_size,
+)
+from processors.runtime import RuntimeSettings
+from schemas.reasons import ReasonCode
+
+log = structlog.get_logger("cardstream.pixels")
+
+__all__ = ["Codec", "CudaPixels", "GraphPixels", "HostCodec"]
+
+WEIGHT_CACHE = 64
+"""Resize weight pairs kept on the device, by (kind, source size, output size, factor): uploads
+of one app mostly share a size, so the model input's weights are uploaded once."""
+
+
+class Codec(Protocol):
+    """Batched JPEG decode and encode where the backend's pixels live."""
+
+    oriented: bool
+    """True when :meth:`decode` already applies the EXIF orientation."""
+
+    def decode(self, datas: Sequence[bytes]) -> list[DeviceImage | None]:
+        """``(h, w, 3) uint8`` BGR per JPEG, None where the codec cannot decode it."""
+        ...
+
+    def encode(self, images: Sequence[DeviceImage], quality: int) -> list[bytes | None]:
+        """Baseline 4:2:0 JPEG bytes per BGR image, None where encoding failed."""
+        ...
+
+
+class HostCodec:
+    """:class:`Codec` in host memory: libjpeg-turbo through :class:`CpuPixels` (full resolution,
+    strict, orientation applied). For ``GraphPixels(device="cpu")``, and as the GPU backend's
+    codec when nvImageCodec is not installed (decoded on the CPU, then uploaded)."""
+
+    oriented = True
+
+    def __init__(self, cpu: CpuPixels, upload: Callable[[np.ndarray], DeviceImage],
+                 download: Callable[[Sequence[DeviceImage]], list[np.ndarray]]) -> None:
+        self.cpu = cpu
+        self.upload = upload
+        self.download = download
+
+    def decode(self, datas: Sequence[bytes]) -> list[DeviceImage | None]:
+        """See :class:`Codec`; corrupt data gives None (the backend then asks the CPU again,
+        which names the reason)."""
+        from processors.decode import probe_image
+
+        out: list[DeviceImage | None] = []
+        for data in datas:
+            try:
+                (d,) = self.cpu.decode([probe_image(data, self.cpu.settings)], None)
+            except DecodeError:
+                d = None
+            out.append(self.upload(d.pixels) if isinstance(d, Decoded) else None)
+        return out
+
+    def encode(self, images: Sequence[DeviceImage], quality: int) -> list[bytes | None]:
+        """See :class:`Codec` (OpenCV's libjpeg-turbo)."""
+        return list(self.cpu.encode_jpeg(self.download(images), quality))
+
+
+class GraphPixels:
+    """:class:`processors.pixels.PixelBackend` on ONNX graphs, pixels in ``device`` memory.
+
+    Args:
+        runtime: runtime settings (``cuda_device_id``, ``postprocess_threads``).
+        decode: decode limits (the probe's).
+        device: ``cuda`` (the CUDA execution provider, device memory) or ``cpu`` (the CPU
+            provider, host memory: the same code path, for tests and parity checks).
+        codec: JPEG codec in ``device`` memory (default :class:`HostCodec`).
+
+    Raises:
+        ProviderError: ``device="cuda"`` without ONNX Runtime's CUDA execution provider.
+    """
+
+    name = "graphs"
+
+    def __init__(self, runtime: RuntimeSettings, decode: DecodeSettings, device: str = "cpu",
+                 codec: Codec | None = None) -> None:
+        if device == "cuda":
+            available = ort.get_available_providers()
+            if "CUDAExecutionProvider" not in available:
+                raise ProviderError(f"device=cuda requested but ONNX Runtime's providers are "
+                                    f"{available}; install the `gpu` extra (CUDAExecutionProvider)")
+            self.providers: list = [("CUDAExecutionProvider",
+                                     {"device_id": runtime.cuda_device_id}), "CPUExecutionProvider"]
+        elif device == "cpu":
+            self.providers = ["CPUExecutionProvider"]
+        else:
+            raise ValueError(f"device must be cuda or cpu, not {device!r}")
+        self.device = device
+        self.device_id = runtime.cuda_device_id if device == "cuda" else 0
+        self.threads = runtime.postprocess_threads
+        self.cpu = CpuPixels(decode, runtime.postprocess_threads)
+        self.codec: Codec = codec or HostCodec(self.cpu, self.upload, self.to_host)
+        self._weights: OrderedDict[tuple, tuple[ort.OrtValue, ort.OrtValue]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._orient: dict[int, ort.InferenceSession] = {}
+        self._shrinks: dict[tuple[int, bool, bool], ort.InferenceSession] = {}
+
+    # sessions ------------------------------------------------------------------------------
+    def _session(self, model: onnx.ModelProto) -> ort.InferenceSession:
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=self.providers)
+        if self.device == "cuda" and sess.get_providers()[0] != "CUDAExecutionProvider":
+            raise ProviderError(f"pixel graph {model.graph.name} runs on {sess.get_providers()}")
+        return sess
+
+    def _shrink_session(self, halvings: int, final: bool, grey: bool) -> ort.InferenceSession:
+        """The :func:`shrink_graph` for model input (``grey`` False) or a grey working copy."""
+        key = (halvings, final, grey)
+        with self._lock:
+            sess = self._shrinks.get(key)
+        if sess is None:
+            model = (shrink_graph(halvings, final, grey=GREY_BGR.tolist()) if grey else
+                     shrink_graph(halvings, final, mean=IMAGENET_MEAN.tolist(),
+                                  std=IMAGENET_STD.tolist(), swap_rb=True))
+            sess = self._session(model)
+            with self._lock:
+                sess = self._shrinks.setdefault(key, sess)
+        return sess
+
+    @cached_property
+    def _sample(self) -> ort.InferenceSession:
+        return self._session(sample_graph(GREY_BGR.tolist()))
+
+    @cached_property
+    def _area(self) -> ort.InferenceSession:
+        return self._session(resample_graph(3))
+
+    @cached_property
+    def _warp(self) -> ort.InferenceSession:
+        return self._session(warp_graph(3, "bilinear", "border"))
+
+    @cached_property
+    def _copy(self) -> ort.InferenceSession:
+        return self._session(copy_graph())
+
+    def _orient_session(self, orientation: int) -> ort.InferenceSession:
+        with self._lock:
+            sess = self._orient.get(orientation)
+            if sess is None:
+                sess = self._orient[orientation] = self._session(orient_graph(orientation))
+            return sess
+
+    # memory --------------------------------------------------------------------------------
+    def upload(self, image: np.ndarray) -> DeviceImage:
+        """A host ``(h, w, c) uint8`` array copied into ``device`` memory."""
+        arr = np.ascontiguousarray(image[..., None] if image.ndim == 2 else image, np.uint8)
+        return DeviceImage.of_ortvalue(ort.OrtValue.ortvalue_from_numpy(arr, self.device,
+                                                                        self.device_id),
+                                       self.device_id)
+
+    def _bind_image(self, io: ort.IOBinding, name: str, img: DeviceImage) -> None:
+        io.bind_input(name, img.device, img.device_id, np.uint8, [1, *img.shape], img.ptr)
+
+    def _cached(self, key: tuple, make: Callable[[], tuple[np.ndarray, np.ndarray]]
+                ) -> tuple[ort.OrtValue, ort.OrtValue]:
+        """A pair of host arrays uploaded once per ``key`` (at most :data:`WEIGHT_CACHE`)."""
+        with self._lock:
+            hit = self._weights.get(key)
+            if hit is not None:
+                self._weights.move_to_end(key)
+                return hit
+        ry, rxt = make()
+        pair = (ort.OrtValue.ortvalue_from_numpy(ry, self.device, self.device_id),
+                ort.OrtValue.ortvalue_from_numpy(rxt, self.device, self.device_id))
+        with self._lock:
+            self._weights[key] = pair
+            while len(self._weights) > WEIGHT_CACHE:
+                self._weights.popitem(last=False)
+        return pair
+
+    def _resize(self, sess: ort.InferenceSession, img: DeviceImage, kind: str,
+                dst_hw: tuple[int, int], scale: float | None = None, io: ort.IOBinding | None = None
+                ) -> ort.IOBinding:
+        """Bind ``img`` and its resize weights on ``sess``; the caller binds the output."""
+        io = io or sess.io_binding()
+        self._bind_image(io, "image", img)
+        src_hw = (img.height, img.width)
+        ry, rxt = self._cached((kind, src_hw, dst_hw, scale),
+                               lambda: resize_weights(kind, src_hw, dst_hw, scale))
+        io.bind_ortvalue_input("ry", ry)
+        io.bind_ortvalue_input("rxt", rxt)
+        return io
+
+    def _shrunk(self, img: DeviceImage, dst_wh: tuple[int, int], grey: bool
+                ) -> tuple[ort.InferenceSession, ort.IOBinding]:
+        """Bind ``img`` for :func:`processors.pixels.shrink` to ``dst_wh`` (stage sizes on the
+        host, the closing bilinear weights cached); the caller binds the output."""
+        crops, final = shrink_plan((img.width, img.height), dst_wh)
+        sess = self._shrink_session(len(crops), final is not None, grey)
+        io = sess.io_binding()
+        self._bind_image(io, "image", img)
+        if len(crops):
+            io.bind_cpu_input("crops", crops)
+        if final is not None:
+            ry, rxt = self._cached(("linear", final[0].shape[1], final[1].shape[0], dst_wh),
+                                   lambda: final)
+            io.bind_ortvalue_input("ry", ry)
+            io.bind_ortvalue_input("rxt", rxt)
+        return sess, io
+
+    def _device_output(self, sess: ort.InferenceSession, io: ort.IOBinding, name: str) -> DeviceImage:
+        io.bind_output(name, self.device, self.device_id)
+        sess.run_with_iobinding(io)
+        return DeviceImage.of_ortvalue(io.get_outputs()[0], self.device_id)
+
+    def synchronize(self) -> None:
+        """Wait for all work on the device (``cudaDeviceSynchronize`` through ONNX Runtime's
+        ``IOBinding.synchronize_inputs``): a codec may write on another stream than ONNX
+        Runtime's. Nothing to wait for on the CPU."""
+        if self.device == "cuda":
+            self._copy.io_binding().synchronize_inputs()
+
+    # PixelBackend --------------------------------------------------------------------------
+    def decode(self, images: Sequence[EncodedImage], long_side: int | None
+               ) -> list[Decoded | DecodeError]:
+        """See :meth:`processors.pixels.PixelBackend.decode`: always full resolution (scale 1.0;
+        nvJPEG has no DCT scaling). JPEGs go to the codec in one batch; EXIF orientation by the
+        ``orient`` graph; a JPEG the codec refuses and every other format are decoded by the CPU
+        backend (its strict rules and reasons) and uploaded."""
+        out: list[Decoded | DecodeError | None] = [None] * len(images)
+        jpegs = [i for i, im in enumerate(images) if im.format == "jpeg"]
+        decoded = self.codec.decode([images[i].data for i in jpegs]) if jpegs else []
+        for i, dev in zip(jpegs, decoded, strict=True):
+            if dev is None:
+                continue
+            im = images[i]
+            if not self.codec.oriented and im.orientation != 1:
+                io = self._orient_session(im.orientation).io_binding()
+                self._bind_image(io, "image", dev)
+                dev = self._device_output(self._orient_session(im.orientation), io, "oriented")
+            if (dev.width, dev.height) != (im.width, im.height):
+                out[i] = DecodeError(ReasonCode.CORRUPT_IMAGE,
+                                     f"jpeg decoded {dev.width}x{dev.height} != header "
+                                     f"{im.width}x{im.height}")
+                continue
+            out[i] = Decoded(dev, dev.width, dev.height, 1.0)
+        rest = [i for i in range(len(images)) if out[i] is None]
+        for i, d in zip(rest, self.cpu.decode([images[i] for i in rest], None), strict=True):
+            out[i] = Decoded(self.upload(d.pixels), d.width, d.height, 1.0) \
+                if isinstance(d, Decoded) else d
+        self.synchronize()
+        return out  # type: ignore[return-value]
+
+    def model_input(self, images: Sequence[Decoded], side: int) -> DeviceBatch:
+        """See :meth:`processors.pixels.PixelBackend.model_input`: a
+        :class:`~processors.gpu.device.DeviceBatch` of capacity :func:`next_pow2` ``(N)``, row
+        ``k`` written by the ``shrink`` graph (area halvings then bilinear as
+        :func:`processors.pixels.shrink`, each stage rounded)."""
+        n = len(images)
+        value = ort.OrtValue.ortvalue_from_shape_and_type([next_pow2(n), 3, side, side],
+                                                          np.float32, self.device, self.device_id)
+        batch = DeviceBatch(value, n, side, self.device, self.device_id)
+
+        def one(k: int) -> None:
+            sess, io = self._shrunk(images[k].pixels, (side, side), grey=False)
+            io.bind_output("input", self.device, self.device_id, np.float32, [1, 3, side, side],
+                           batch.row_ptr(k))
+            sess.run_with_iobinding(io)
+
+        map_in_threads(one, range(n), self.threads)
+        return batch
+
+    def working_grey(self, images: Sequence[Decoded], max_side: int | None) -> list[np.ndarray]:
+        """See :meth:`processors.pixels.PixelBackend.working_grey` (grey rounded, then
+        :func:`processors.pixels.shrink` stage by stage)."""
+
+        def one(d: Decoded) -> np.ndarray:
+            sess, io = self._shrunk(d.pixels, working_size(d.width, d.height, max_side), grey=True)
+            io.bind_output("resized", "cpu")
+            sess.run_with_iobinding(io)
+            return io.copy_outputs_to_cpu()[0][0, ..., 0]
+
+        return map_in_threads(one, images, self.threads)
+
+    def sample_grey(self, image: Decoded, points: np.ndarray) -> np.ndarray:
+        """See :meth:`processors.pixels.PixelBackend.sample_grey` (``sample`` graph)."""
+        pts = np.ascontiguousarray(points, np.float32)
+        io = self._sample.io_binding()
+        self._bind_image(io, "image", image.pixels)
+        io.bind_cpu_input("points", pts.reshape(-1, 2))
+        io.bind_output("samples", "cpu")
+        self._sample.run_with_iobinding(io)
+        return io.copy_outputs_to_cpu()[0].reshape(pts.shape[:-1])
+
+    def warp(self, images: Sequence[Decoded], homographies: np.ndarray,
+             sizes: Sequence[tuple[int, int]]) -> list[DeviceImage]:
+        """See :meth:`processors.pixels.PixelBackend.warp`: the area pre-filter of
+        :func:`processors.pixels.antialias_plan` by the ``resample`` graph, then the ``warp``
+        graph; the outputs stay in ``device`` memory."""
+
+        def one(k: int) -> DeviceImage:
+            src = images[k].pixels
+            f, (rw, rh), hm = antialias_plan(homographies[k], sizes[k], (src.width, src.height))
+            if f > 1:
+                io = self._resize(self._area, src, "area", (rh, rw), scale=float(f))
+                src = self._device_output(self._area, io, "resized")
+            io = self._warp.io_binding()
+            self._bind_image(io, "image", src)
+            io.bind_cpu_input("homography", np.asarray(hm, np.float32)[None])
+            io.bind_cpu_input("out_hw", np.array([sizes[k][1], sizes[k][0]], np.int64))
+            return self._device_output(self._warp, io, "warped")
+
+        return map_in_threads(one, range(len(images)), self.threads)
+
+    def to_host(self, images: Sequence[Any]) -> list[np.ndarray]:
+        """See :meth:`processors.pixels.PixelBackend.to_host` (``copy`` graph to the host; host
+        arrays are returned as they are)."""
+
+        def one(img: Any) -> np.ndarray:
+            if isinstance(img, np.ndarray):
+                return img
+            io = self._copy.io_binding()
+            self._bind_image(io, "x", img)
+            io.bind_output("y", "cpu")
+            self._copy.run_with_iobinding(io)
+            return io.copy_outputs_to_cpu()[0][0]
+
+        return map_in_threads(one, images, self.threads)
+
+    def encode_jpeg(self, images: Sequence[Any], quality: int) -> list[bytes]:
+        """See :meth:`processors.pixels.PixelBackend.encode_jpeg`: device images in one batch
+        of the codec; host arrays (a card turned on the host) by the CPU backend.
+
+        Raises:
+            RuntimeError: the codec failed on an image.
+        """
+        out: list[bytes | None] = [None] * len(images)
+        dev = [i for i, im in enumerate(images) if isinstance(im, DeviceImage)]
+        host = [i for i in range(len(images)) if i not in set(dev)]
+        for i, data in zip(dev, self.codec.encode([images[i] for i in dev], quality), strict=True):
+            out[i] = data
+        for i, data in zip(host, self.cpu.encode_jpeg([images[i] for i in host], quality),
+                           strict=True):
+            out[i] = data
+        if any(o is None for o in out):
+            raise RuntimeError("JPEG encoding failed")
+        return out  # type: ignore[return-value]
+
+
+class CudaPixels(GraphPixels):
+    """:class:`GraphPixels` on the GPU: ``device="cuda"``, nvImageCodec as the codec
+    (:class:`processors.gpu.nvcodec.NvImageCodec`) when it is installed, else the CPU decoder
+    with an upload (logged once as ``pixels_codec_host``).
+
+    Raises:
+        ProviderError: no CUDA execution provider, or nvImageCodec is installed but fails to
+            start (no CUDA device, driver too old).
+    """
+
+    name = "cuda"
+
+    def __init__(self, runtime: RuntimeSettings, decode: DecodeSettings) -> None:
+        super().__init__(runtime, decode, device="cuda")
+        try:
+            from processors.gpu.nvcodec import NvImageCodec
+
+            self.codec = NvImageCodec(runtime.cuda_device_id, runtime.postprocess_threads)
+        except ModuleNotFoundError as e:
+            log.warning("pixels_codec_host", why=f"no module {e.name}")
+        except Exception as e:  # noqa: BLE001 - nvImageCodec raises its own types without a GPU
+            raise ProviderError(f"nvImageCodec unavailable: {type(e).__name__}: {e}") from e
