@@ -1,4 +1,5 @@
-"""The worker's compute part (unit tier): dead letters and the quarantine of their values."""
+"""The worker's compute part (unit tier): the load step (probe, not decode), dead letters and the
+quarantine of their values."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import base64
 import hashlib
 from concurrent.futures import wait
 
+import cv2
+import numpy as np
 import pytest
 
-from schemas.reasons import DeadLetterCode
+from processors.decode import EncodedImage
+from schemas import codec
+from schemas.reasons import DeadLetterCode, ReasonCode, Status
 from streams.errors import StorageUnavailable
 from streams.metrics import WorkerMetrics
 from streams.settings import Settings, load_settings
-from streams.worker.compute import Compute, DeadLettered
+from streams.worker.compute import Compute, DeadLettered, Processed
 from tests.doubles import Msg, StoreDouble, stand_ins
 
 NOT_JSON = b"\xff\xd8\xff\xe0 a JPEG sent as the event itself"
@@ -73,3 +78,35 @@ def test_dlq_value_max_bytes_keeps_bytes_on_the_topic_instead() -> None:
         c.close()
     assert store.objects == {}
     assert (base64.b64decode(d.value_b64), d.value_truncated, d.quarantine) == (NOT_JSON[:4], True, None)
+
+
+def _inline_card(upload_id: str, data: bytes) -> bytes:
+    return codec.dumps({"schema_version": 1, "upload_id": upload_id, "task": "card",
+                        "image": {"inline_b64": base64.b64encode(data).decode()}})
+
+
+def test_load_probes_and_the_processor_decodes() -> None:
+    """The load step hands the processor a probed upload (bytes + validated header, no pixel
+    decoded); pixel data that fails then is the processor's ``rejected`` CORRUPT_IMAGE, a
+    result with its verdict, as before the processors took bytes."""
+    noisy = np.random.default_rng(0).integers(0, 256, (120, 160, 3), dtype=np.uint8)
+    jpeg = cv2.imencode(".jpg", noisy)[1].tobytes()
+    cut = jpeg[: len(jpeg) * 6 // 10]  # the header survives, the scan data does not
+    c = _compute(StoreDouble())
+    try:
+        ev = codec.decode_upload(b"whole", _inline_card("whole", jpeg), None)
+        probed = c.load(ev)
+        assert isinstance(probed, EncodedImage) and probed.data == jpeg
+        assert (probed.format, probed.width, probed.height) == ("jpeg", 160, 120)
+        assert isinstance(c.load(codec.decode_upload(b"cut", _inline_card("cut", cut), None)),
+                          EncodedImage)  # the probe does not read the scan data
+        computed = c.run([Msg(0, 1, topic="t.uploads", key=b"whole",
+                              value=_inline_card("whole", jpeg)),
+                          Msg(0, 2, topic="t.uploads", key=b"cut", value=_inline_card("cut", cut))])
+    finally:
+        c.close()
+    whole, bad = computed.fates
+    assert isinstance(whole, Processed) and whole.outcome.status == Status.ACCEPTED
+    assert whole.outcome.payload["quad"][2] == [160.0, 120.0]  # the stand-in's frame, probed size
+    assert isinstance(bad, Processed) and bad.outcome.status == Status.REJECTED
+    assert bad.outcome.reasons == (ReasonCode.CORRUPT_IMAGE,)
