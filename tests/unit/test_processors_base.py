@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 
 from processors.base import Item, Outcome, map_in_threads, outcomes_per_item, process_in_buckets
-from processors.cascades import cascade
-from processors.errors import ModelError
 from schemas.reasons import ReasonCode, Status
 
 
@@ -81,17 +79,3 @@ def test_map_in_threads_with_one_thread_runs_inline_and_raises_the_first_error()
     for threads in (1, 4):
         with pytest.raises(ValueError, match="item 2"):
             map_in_threads(f, range(6), threads)
-
-
-def test_cascade_is_one_instance_per_thread_and_file():
-    file = "haarcascade_frontalface_default.xml"
-    mine = cascade(file)
-    assert cascade(file) is mine and not mine.empty()
-    assert cascade("haarcascade_frontalface_alt2.xml") is not mine
-    other: list = []
-    t = threading.Thread(target=lambda: other.append(cascade(file)))
-    t.start()
-    t.join()
-    assert other[0] is not mine and not other[0].empty()
-    with pytest.raises(ModelError, match="nope.xml"):
-        cascade("nope.xml")
