@@ -62,6 +62,15 @@ TURNS = (1, 3, 2)
 FAST_SCALES = (0.125, 0.25, 0.5, 1.0)
 
 
+def base_payload(req: PhotoRequest) -> dict[str, Any]:
+    """The payload fields every outcome of a valid request carries, rejected ones included:
+    ``size`` (name), ``background``, ``face_box`` None, ``width`` / ``height`` (px of the
+    requested size; the contract's ``IdPhotoPayload`` requires them positive)."""
+    spec = req.size
+    return {"size": spec.name, "background": req.background, "face_box": None,
+            "width": spec.width_px, "height": spec.height_px}
+
+
 def decode_side(width: int, height: int, scale: float) -> int:
     """Long side (px) to ask ``pixels.decode`` for, so a JPEG is decoded at the smallest of
     :data:`FAST_SCALES` that is at least ``scale`` (decoded px per upload px)."""
@@ -301,8 +310,7 @@ class IdPhotoProcessor:
                                {"error": str(req)})
             if isinstance(bad := decoded[i], DecodeError):
                 return Outcome(it.upload_id, Status.REJECTED, (ReasonCode(bad.reason),),
-                               {"size": req.size.name, "background": req.background,
-                                "face_box": None})
+                               base_payload(req))
             return self._plan(it, req, found[i], ms)
 
         planned = outcomes_per_item(verdict, items, self.threads, task=self.task, inference_ms=ms)
@@ -417,9 +425,7 @@ class IdPhotoProcessor:
               inference_ms: float) -> Outcome | Plan:
         """The verdict, and for an accepted item its frame (host work on the matte only)."""
         spec = req.size
-        payload: dict[str, Any] = {"size": spec.name, "background": req.background,
-                                   "face_box": None, "width": spec.width_px,
-                                   "height": spec.height_px}
+        payload = base_payload(req)
 
         def reject(code: ReasonCode, **extra: Any) -> Outcome:
             return Outcome(it.upload_id, Status.REJECTED, (code,), {**payload, **extra},

@@ -289,3 +289,23 @@ def test_shared_portrait_case(proc, name) -> None:
     head, _ = _measure_head(_photo(o), (255, 255, 255))
     lo, hi = SIZES["one_inch"].head_range_px
     assert lo <= head <= hi
+
+
+def test_corrupt_pixel_data_is_rejected_with_a_payload_the_contract_accepts(proc):
+    """A JPEG whose header is whole but whose scan data is cut passes the worker's probe; the
+    processor rejects it (CORRUPT_IMAGE) with the size's px like any other rejection, so the
+    worker can build the contract's ``IdPhotoPayload`` (a payload without ``width`` / ``height``
+    broke the contract, and the stream turned the rejection into ``failed INTERNAL_ERROR``)."""
+    from processors import registry
+    from processors.decode import DecodeSettings, probe_image
+
+    ok, buf = cv2.imencode(".jpg", ASTRO, [cv2.IMWRITE_JPEG_QUALITY, 92])
+    data = buf.tobytes()
+    item = Item("cut", probe_image(data[: len(data) // 2], DecodeSettings()),
+                {"size": "two_inch", "background": "blue"})
+    out = proc.process_batch([item])[0]
+    assert (out.status, out.reasons) == (Status.REJECTED, (ReasonCode.CORRUPT_IMAGE,))
+    payload = registry.spec("id_photo").payload(out.payload, {})
+    two_inch = SIZES["two_inch"]
+    assert (payload.size, payload.background, payload.width, payload.height, payload.photo) == (
+        "two_inch", "blue", two_inch.width_px, two_inch.height_px, None)
