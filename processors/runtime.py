@@ -53,8 +53,10 @@ class RuntimeSettings(BaseModel):
             waiting threads spin on the very cores that decode, post-process and serve Kafka
             and MinIO. ID photos at 2 MP, bucket 4, on the 2-core box (load 2-5): the bare
             models' process CPU per image 569 -> 509 ms with it off, the worker end to end
-            669 -> 575 ms, wall times within the load's noise (``benchmarks/README.md``, issue
-            29). The outputs are the same (same kernels; only idle threads wait differently).
+            669 -> 575 ms, wall times within the load's noise; cards at 2 MP, bucket 1: the bare
+            model 621 -> 476 ms of CPU, the worker 2.68 -> 3.08 images/s (``benchmarks/README.md``,
+            issue 29). The outputs are the same (same kernels; only idle threads wait
+            differently).
         cuda_device_id: GPU index for the CUDA EP.
         postprocess_threads: threads for per-item pre- and post-processing around the model call
             (decode, quad fit, warp, face search, mattes, JPEG encode; 0: ``os.cpu_count()``). OpenCV
