@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from processors.gpu.device import DeviceBatch
 
 DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+#: ONNX Runtime's session option for busy-waiting intra-op threads
+#: (``onnxruntime_session_options_config_keys.h``: ``kOrtSessionOptionsConfigAllowIntraOpSpinning``).
+SPINNING_KEY = "session.intra_op.allow_spinning"
 _SHARED: dict[tuple, BatchedModel] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -44,6 +47,16 @@ class RuntimeSettings(BaseModel):
         max_bucket: cap on the bucket warm-up may choose (None: the largest of ``buckets``).
         latency_budget_ms: a bucket whose single call takes longer than this is not chosen.
         intra_op_threads: ONNX Runtime intra-op threads (0: ORT's default = physical cores).
+        intra_op_spinning: whether ONNX Runtime's intra-op threads busy-wait for work between
+            operators (its ``session.intra_op.allow_spinning``, on by default in ONNX Runtime).
+            Applies to sessions on the CPU provider only, where it is off by default: the
+            waiting threads spin on the very cores that decode, post-process and serve Kafka
+            and MinIO. ID photos at 2 MP, bucket 4, on the 2-core box (load 2-5): the bare
+            models' process CPU per image 569 -> 509 ms with it off, the worker end to end
+            669 -> 575 ms, wall times within the load's noise; cards at 2 MP, bucket 1: the bare
+            model 621 -> 476 ms of CPU, the worker 2.68 -> 3.08 images/s (``benchmarks/README.md``,
+            issue 29). The outputs are the same (same kernels; only idle threads wait
+            differently).
         cuda_device_id: GPU index for the CUDA EP.
         postprocess_threads: threads for per-item pre- and post-processing around the model call
             (decode, quad fit, warp, face search, mattes, JPEG encode; 0: ``os.cpu_count()``). OpenCV
@@ -72,6 +85,7 @@ class RuntimeSettings(BaseModel):
     max_bucket: int | None = None
     latency_budget_ms: float = 2000.0
     intra_op_threads: int = 0
+    intra_op_spinning: bool = False
     cuda_device_id: int = 0
     postprocess_threads: int = 0
     cpu_max_bucket: int = 8
@@ -255,6 +269,7 @@ class BatchedModel:
         if on_cpu:
             # the CPU arena keeps its peak for the life of the process (GBs after one big batch)
             so.enable_cpu_mem_arena = False
+            so.add_session_config_entry(SPINNING_KEY, "1" if settings.intra_op_spinning else "0")
         trt = None
         try:
             if settings.tensorrt and not on_cpu:

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from processors.errors import ModelError, ProviderError
-from processors.runtime import BatchedModel, RuntimeSettings, sha256_file
+from processors.runtime import SPINNING_KEY, BatchedModel, RuntimeSettings, sha256_file
 
 
 def _model(path: Path, batch: int | str = 1) -> Path:
@@ -115,3 +115,20 @@ def test_cuda_requested_without_cuda_fails_loudly(tmp_path: Path) -> None:
     p = _model(tmp_path / "m.onnx")
     with pytest.raises(ProviderError, match="CUDA"):
         BatchedModel(p, None, RuntimeSettings(device="cuda"), "t", make_batch_symbolic=True)
+
+
+def test_cpu_sessions_do_not_spin_by_default_and_give_the_same_outputs(tmp_path: Path) -> None:
+    """Intra-op spinning off (the default on the CPU provider) changes how idle threads wait,
+    not what the kernels compute: the outputs equal a spinning session's, bit for bit."""
+    p = _model(tmp_path / "m.onnx")
+    quiet = BatchedModel(p, None, RuntimeSettings(device="cpu", intra_op_threads=2), "t",
+                         make_batch_symbolic=True)
+    spinning = BatchedModel(p, None, RuntimeSettings(device="cpu", intra_op_threads=2,
+                                                     intra_op_spinning=True), "t",
+                            make_batch_symbolic=True)
+    assert quiet.session.get_session_options().get_session_config_entry(SPINNING_KEY) == "0"
+    assert spinning.session.get_session_options().get_session_config_entry(SPINNING_KEY) == "1"
+    x = np.random.default_rng(3).random((5, 3, 4, 4), dtype=np.float32)
+    (a,), (b,) = quiet.run(x), spinning.run(x)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a, x * 2 + 1, rtol=1e-6)
