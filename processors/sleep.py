@@ -2,10 +2,16 @@
 
 It exercises the whole pipeline (decode, one "inference call" per chunk, an artifact to store)
 without a model, so throughput is bounded by the sleep, not by this machine's cores.
+
+It also plays the failures of a real model runtime on marked inputs (:data:`POISON_SIZES`), so
+the fault suite (``benchmarks/faults``) and the poison tests can send a record that crashes,
+raises in or hangs the processor through the real worker process.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Sequence
 
@@ -14,6 +20,14 @@ import cv2
 from processors.base import Artifact, Item, ModelInfo, Outcome
 from processors.runtime import BatchStats
 from schemas.reasons import Status
+
+POISON_SIZES: dict[tuple[int, int], str] = {(61, 67): "crash", (67, 61): "raise",
+                                            (71, 73): "hang"}
+"""Test poison: an image of exactly these ``(height, width)`` px makes :class:`SleepProcessor`
+fail as a model runtime can: ``crash`` sends SIGSEGV to its own process (a native crash in ONNX
+Runtime or a decoder: the whole process dies), ``raise`` raises ``RuntimeError`` for the call (a
+processor exception), ``hang`` blocks the call for ``hang_s`` (a stuck CUDA call or a
+pathological decode). Odd prime sizes that no camera or sample produces."""
 
 
 class SleepProcessor:
@@ -24,6 +38,7 @@ class SleepProcessor:
         call_ms: fixed cost of one batched call (ms), like a GPU kernel launch + transfer.
         item_ms: marginal cost per item in a call (ms).
         bucket: largest batch per call; a batch of N makes ``ceil(N / bucket)`` calls.
+        hang_s: how long a call holding a ``hang`` poison image blocks (s, default 1 h).
 
     Each outcome carries the task's main artifact (``rectified.png`` for cards, ``photo.png`` for
     ID photos): a ``(32, 32, 3) uint8`` PNG thumbnail of the image, and a payload of the task's
@@ -31,8 +46,9 @@ class SleepProcessor:
     """
 
     def __init__(self, task: str, call_ms: float = 20.0, item_ms: float = 2.0,
-                 bucket: int = 32) -> None:
+                 bucket: int = 32, hang_s: float = 3600.0) -> None:
         self.task = task
+        self.hang_s = hang_s
         self.call_ms = call_ms
         self.item_ms = item_ms
         self.chosen_bucket = bucket
@@ -59,11 +75,28 @@ class SleepProcessor:
             return {"quad": quad, "confidence": 1.0, "doc_type": "id_card"}
         return {"size": "one_inch", "background": "white", "face_box": None, "width": 32, "height": 32}
 
+    def _poison(self, chunk: Sequence[Item]) -> None:
+        """Fail as :data:`POISON_SIZES` says for the first marked item of ``chunk``, if any."""
+        for it in chunk:
+            what = POISON_SIZES.get(tuple(it.image.shape[:2]))
+            if what == "crash":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            elif what == "raise":
+                raise RuntimeError("sleep processor: poison item (test input)")
+            elif what == "hang":
+                time.sleep(self.hang_s)
+
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
-        """Sleep per chunk, then return one accepted outcome with a thumbnail per item."""
+        """Sleep per chunk, then return one accepted outcome with a thumbnail per item.
+
+        Raises:
+            RuntimeError: a chunk holds a ``raise`` poison image (:data:`POISON_SIZES`); a
+                ``crash`` one kills the process, a ``hang`` one blocks for ``hang_s``.
+        """
         out: list[Outcome] = []
         for i in range(0, len(items), self.chosen_bucket):
             chunk = items[i : i + self.chosen_bucket]
+            self._poison(chunk)
             t0 = time.perf_counter()
             time.sleep((self.call_ms + self.item_ms * len(chunk)) / 1000.0)
             ms = (time.perf_counter() - t0) * 1000.0

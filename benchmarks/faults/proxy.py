@@ -1,0 +1,168 @@
+"""An HTTP reverse proxy in front of MinIO that can answer like a failing load balancer.
+
+Why not toxiproxy: toxiproxy is a TCP proxy; its toxics (latency, bandwidth, slow_close,
+timeout, reset_peer, slicer, limit_data, and ``enabled: false`` for "down") act on bytes and
+connections and none answers an HTTP request with a status code. Protocol-aware (HTTP) toxics
+are an open request there (Shopify/toxiproxy #50; #160 asked for 4xx/5xx answers and was closed
+in its favour; in #404 a maintainer answers that toxiproxy "is only TCP proxy"). The fault the
+worker must survive is an HTTP answer: a proxy or load balancer in front of the store answering
+``503 Service Unavailable`` (or 502) with an HTML or empty body, which the minio client raises
+as ``InvalidResponseError`` / ``ServerError`` rather than ``S3Error``. So this module is a small
+real reverse proxy: a threaded HTTP/1.1 server that forwards each request byte for byte (the
+``Host`` header kept, so AWS Signature V4 still verifies) to the upstream MinIO and relays the
+answer, or, in a fault mode, answers the fault itself.
+
+Modes (:attr:`FaultProxy.mode`, switchable at any time from another thread):
+
+* ``pass``: forward.
+* ``503`` / ``502``: answer that status with ``Content-Type: text/html`` and a one-line HTML
+  body (what nginx or an ELB sends), without contacting the upstream.
+* ``503-empty``: 503 with no body and no content type.
+* ``reset``: close the client connection without answering (a connection reset / bad status
+  line for the client).
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODES = ("pass", "503", "502", "503-empty", "reset")
+
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
+               "trailer", "upgrade"}
+_HTML = {502: b"<html><body><h1>502 Bad Gateway</h1></body></html>\n",
+         503: b"<html><body><h1>503 Service Unavailable</h1></body></html>\n"}
+
+
+class FaultProxy:
+    """A reverse proxy on ``127.0.0.1:port`` forwarding to ``upstream`` (``host:port``).
+
+    Use as a context manager, or call :meth:`start` / :meth:`close`. ``counts`` holds how many
+    requests each mode has answered (``pass`` counts forwarded ones).
+
+    Args:
+        upstream: ``host:port`` of the real server (MinIO).
+        port: port to listen on (0: a free one; read it back from :attr:`port`).
+        timeout_s: connect/read timeout towards the upstream (s); an upstream that does not
+            answer in time is relayed as a closed connection.
+
+    Raises:
+        ValueError: ``mode`` set to something not in :data:`MODES`.
+    """
+
+    def __init__(self, upstream: str, port: int = 0, timeout_s: float = 30.0) -> None:
+        host, _, p = upstream.rpartition(":")
+        self.upstream = (host, int(p))
+        self.timeout_s = timeout_s
+        self._mode = "pass"
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = dict.fromkeys(MODES, 0)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        return int(self._server.server_address[1])
+
+    @property
+    def endpoint(self) -> str:
+        """``127.0.0.1:port``, for ``S3Settings.endpoint``."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def mode(self) -> str:
+        """The current mode (one of :data:`MODES`)."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        if value not in MODES:
+            raise ValueError(f"mode {value!r} is not one of {MODES}")
+        self._mode = value
+
+    def start(self) -> FaultProxy:
+        """Serve on a daemon thread; returns self."""
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving and close the listening socket."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _count(self, mode: str) -> None:
+        with self._lock:
+            self.counts[mode] += 1
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _any(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                mode = proxy.mode
+                proxy._count(mode)
+                if mode == "reset":
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if mode != "pass":
+                    status = int(mode.split("-")[0])
+                    page = b"" if mode.endswith("-empty") else _HTML[status]
+                    self.send_response(status)
+                    if page:
+                        self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(page)
+                    return
+                self._forward(body)
+
+            def _forward(self, body: bytes) -> None:
+                conn = http.client.HTTPConnection(*proxy.upstream, timeout=proxy.timeout_s)
+                try:
+                    conn.putrequest(self.command, self.path, skip_host=True,
+                                    skip_accept_encoding=True)
+                    for k, v in self.headers.items():
+                        if k.lower() not in _HOP_BY_HOP:
+                            conn.putheader(k, v)
+                    conn.endheaders(body if body or "Content-Length" in self.headers else None)
+                    r = conn.getresponse()
+                    data = r.read()
+                    self.send_response_only(r.status, r.reason)
+                    for k, v in r.getheaders():
+                        if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length":
+                            self.send_header(k, v)
+                    length = r.getheader("Content-Length") if self.command == "HEAD" else None
+                    self.send_header("Content-Length", length or str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                except OSError:  # upstream down or too slow: the client sees a dropped connection
+                    self.close_connection = True
+                finally:
+                    conn.close()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any  # noqa: N815 (http.server API)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        return Handler
