@@ -18,7 +18,8 @@ from streams.settings import Settings
 
 def settings_env(s: Settings) -> dict[str, str]:
     """The current environment plus ``CARDSTREAM_*`` variables making a ``cardstream`` subprocess
-    use ``s``'s topics, consumer group, transactional-id prefix and buckets."""
+    use ``s``'s broker, topics, consumer group, transactional-id prefix, object store endpoint and
+    buckets (credentials stay those of the environment)."""
     k, s3 = s.kafka, s.s3
     env = dict(os.environ)
     env.update({
@@ -28,6 +29,7 @@ def settings_env(s: Settings) -> dict[str, str]:
         "CARDSTREAM_KAFKA__DLQ_TOPIC": k.dlq_topic,
         "CARDSTREAM_KAFKA__GROUP_ID": k.group_id,
         "CARDSTREAM_KAFKA__TRANSACTIONAL_ID_PREFIX": k.transactional_id_prefix,
+        "CARDSTREAM_S3__ENDPOINT": s3.endpoint,
         "CARDSTREAM_S3__UPLOADS_BUCKET": s3.uploads_bucket,
         "CARDSTREAM_S3__RESULTS_BUCKET": s3.results_bucket,
         "CARDSTREAM_S3__ALLOWED_BUCKETS": "[" + ",".join(f'"{b}"' for b in s3.allowed_buckets) + "]",
