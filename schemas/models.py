@@ -448,6 +448,11 @@ class DeadLetter(_Model):
         error: one line (at most 500 chars) saying what was wrong, without personal data.
         failed_at: RFC 3339 time the worker gave up on the event.
         upload_id: the upload id when it could be read.
+        key_truncated: True when ``key_b64`` holds only the first bytes of the key (the dead
+            letter's size budget); ``None`` otherwise.
+        key_size: the original key's size in bytes when ``key_truncated``.
+        headers_truncated: True when ``headers`` holds only the first headers, the last kept
+            one possibly cut (the size budget); ``None`` otherwise.
     """
 
     schema_version: SchemaVersion = SCHEMA_VERSION
@@ -461,3 +466,6 @@ class DeadLetter(_Model):
     error: OneLine
     failed_at: Rfc3339
     upload_id: UploadId | None = None
+    key_truncated: Annotated[bool, Strict()] | None = None
+    key_size: NonNegInt | None = None
+    headers_truncated: Annotated[bool, Strict()] | None = None

@@ -147,8 +147,6 @@ EXPECT = {
     "hang": (1, "dead_letter", "POISON", 90),
 }
 FAILS_TODAY = {
-    "big_key": "issue 31: a dead letter copying a 700 KB key is over the producer's message limit "
-               "(MSG_SIZE_TOO_LARGE) and the batch is redone for ever",
     "refused_key": "issue 31: a key MinIO refuses (400 XMinioInvalidObjectName) is taken for an "
                    "outage and the batch is redone for ever",
     "huge_image": "issue 31: a batch decodes all its images at once; over the memory limit the "
