@@ -18,6 +18,8 @@ Modes (:attr:`FaultProxy.mode`, switchable at any time from another thread):
 * ``503`` / ``502``: answer that status with ``Content-Type: text/html`` and a one-line HTML
   body (what nginx or an ELB sends), without contacting the upstream.
 * ``503-empty``: 503 with no body and no content type.
+* ``500-xml-cut``: 500 with ``Content-Type: application/xml`` and an XML error document cut
+  short (a truncated answer: the minio client's XML parser raises ``ParseError``).
 * ``reset``: close the client connection without answering (a connection reset / bad status
   line for the client).
 """
@@ -29,12 +31,15 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("pass", "503", "502", "503-empty", "reset")
+MODES = ("pass", "503", "502", "503-empty", "500-xml-cut", "reset")
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
                "trailer", "upgrade"}
-_HTML = {502: b"<html><body><h1>502 Bad Gateway</h1></body></html>\n",
-         503: b"<html><body><h1>503 Service Unavailable</h1></body></html>\n"}
+_PAGES = {"502": ("text/html", b"<html><body><h1>502 Bad Gateway</h1></body></html>\n"),
+          "503": ("text/html", b"<html><body><h1>503 Service Unavailable</h1></body></html>\n"),
+          "503-empty": (None, b""),
+          "500-xml-cut": ("application/xml", b'<?xml version="1.0" encoding="UTF-8"?>\n'
+                                             b"<Error><Code>InternalError</Code><Mess")}
 
 
 class FaultProxy:
@@ -123,11 +128,10 @@ class FaultProxy:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if mode != "pass":
-                    status = int(mode.split("-")[0])
-                    page = b"" if mode.endswith("-empty") else _HTML[status]
-                    self.send_response(status)
-                    if page:
-                        self.send_header("Content-Type", "text/html")
+                    ctype, page = _PAGES[mode]
+                    self.send_response(int(mode.split("-")[0]))
+                    if ctype:
+                        self.send_header("Content-Type", ctype)
                     self.send_header("Content-Length", str(len(page)))
                     self.end_headers()
                     if self.command != "HEAD":

@@ -208,8 +208,6 @@ def test_one_poison_record_does_not_stop_its_partition(settings: Settings, tmp_p
 
 # --- store errors ------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="issue 31: an answer that is not S3 XML (a proxy's 503) "
-                   "raises InvalidResponseError, which escapes the retry and ends the worker loop")
 def test_store_answering_503_without_xml_pauses_and_recovers(settings: Settings) -> None:
     """A proxy in front of MinIO answers 503 with an HTML body for 5 s (the minio client raises
     InvalidResponseError / ServerError, not S3Error): the worker must pause and retry, not die."""
