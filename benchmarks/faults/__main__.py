@@ -33,6 +33,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, st.OwnStack, boo
     ap.add_argument("--soak-minutes", type=float, default=30.0, help="soak length (min)")
     ap.add_argument("--soak-load", type=float, default=d.soak_load,
                     help="share of the measured capacity offered during the soak")
+    ap.add_argument("--soak-sleep-ms", type=float, default=d.soak_sleep_ms,
+                    help="sleep processor ms per call during the soak")
+    ap.add_argument("--soak-max-batch", type=int, default=d.soak_max_batch,
+                    help="events per poll batch during the soak")
     ap.add_argument("--out", type=Path, default=d.out, help="folder of summary.json and logs")
     ap.add_argument("--kafka-port", type=int, default=st.KAFKA_PORT)
     ap.add_argument("--controller-port", type=int, default=st.CONTROLLER_PORT)
@@ -48,7 +52,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, st.OwnStack, boo
     o = Options(workers=a.workers, rate=a.rate, seconds=a.seconds, sleep_ms=a.sleep_ms,
                 max_batch=a.max_batch, drain_idle_s=a.drain_idle_s, drain_max_s=a.drain_max_s,
                 faults=faults, out=a.out, soak_minutes=a.soak_minutes if a.soak else 0.0,
-                soak_load=a.soak_load)
+                soak_load=a.soak_load, soak_sleep_ms=a.soak_sleep_ms,
+                soak_max_batch=a.soak_max_batch)
     stack = st.OwnStack(kafka_port=a.kafka_port, controller_port=a.controller_port,
                      minio_port=a.minio_port, console_port=a.minio_console_port)
     return o, stack, a.keep_stack

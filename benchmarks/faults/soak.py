@@ -50,13 +50,13 @@ def run_soak(base: Settings, o: Options) -> dict[str, Any]:
         ``last_mib``, ``growth``, ``restarts``) and ``goals_met``.
     """
     with fresh_stack(base, PARTITIONS) as s, FaultProxy(s.s3.endpoint) as proxy:
-        group = Group(s, proxy.endpoint, o.out / "logs", worker_args(o))
+        group = Group(s, proxy.endpoint, o.out / "logs", worker_args(o, soak=True))
         for slot in range(o.workers):
             group.start(slot)
         wait_group(s, o.workers, PARTITIONS, timeout_s=120.0)
         outputs, uploads = Outputs(s), Uploads(s)
         try:
-            backlog = max(200, int(o.workers * 60))
+            backlog = max(600, o.workers * 200)
             t0 = time.time()
             for i in range(backlog):
                 uploads.good(i)

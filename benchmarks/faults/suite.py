@@ -81,6 +81,9 @@ class Options:
         out: folder of ``summary.json`` and the worker logs.
         soak_minutes: 0 for the fault table; otherwise the soak's length (min).
         soak_load: share of the measured capacity offered during the soak.
+        soak_sleep_ms / soak_max_batch: the soak's sleep per call and poll batch: a capacity
+            set by the sleep (3 workers x 4 items / 208 ms, about 58/s) rather than by the two
+            cores the whole stack shares here.
     """
 
     workers: int = 3
@@ -94,6 +97,8 @@ class Options:
     out: Path = Path("out/faults")
     soak_minutes: float = 0.0
     soak_load: float = 0.7
+    soak_sleep_ms: float = 200.0
+    soak_max_batch: int = 4
 
 
 # --- worker processes ------------------------------------------------------------------------
@@ -356,24 +361,25 @@ def _fault_sigkill(r: Run) -> float:
     return time.time()
 
 
-def _fault_broker(r: Run) -> float:
-    r.at(r.opts.seconds / 3)
-    r.stack.kill("kafka")
-    r.notes.append(f"kafka kill -9 at {time.time() - r.t0:.1f} s")
-    r.at(r.opts.seconds / 3 + 5)
+def _kill_and_up(r: Run, service: str, at: float, down_s: float) -> float:
+    """``kill -9`` the stack's ``service`` at ``at`` s, ``scripts/stack up`` ``down_s`` later;
+    returns when it is back."""
+    r.at(at)
+    r.stack.kill(service)
+    r.notes.append(f"{service} kill -9 at {time.time() - r.t0:.1f} s")
+    r.at(at + down_s)
     took = r.stack.up()
-    r.notes.append(f"kafka back (scripts/stack up took {took:.1f} s) at {time.time() - r.t0:.1f} s")
+    r.notes.append(f"{service} back (scripts/stack up took {took:.1f} s) at "
+                   f"{time.time() - r.t0:.1f} s")
     return time.time()
+
+
+def _fault_broker(r: Run) -> float:
+    return _kill_and_up(r, "kafka", r.opts.seconds / 3, 5.0)
 
 
 def _fault_minio_down(r: Run) -> float:
-    r.at(r.opts.seconds / 4)
-    r.stack.kill("minio")
-    r.notes.append(f"minio kill -9 at {time.time() - r.t0:.1f} s")
-    r.at(r.opts.seconds / 4 + 30)
-    took = r.stack.up()
-    r.notes.append(f"minio back (scripts/stack up took {took:.1f} s) at {time.time() - r.t0:.1f} s")
-    return time.time()
+    return _kill_and_up(r, "minio", r.opts.seconds / 4, 30.0)
 
 
 def _fault_minio_503(r: Run) -> float:
@@ -402,10 +408,11 @@ ACTIONS: dict[str, Callable[[Run], float]] = {
     "minio_down": _fault_minio_down, "minio_503": _fault_minio_503, "scale": _fault_scale}
 
 
-def worker_args(o: Options) -> list[str]:
-    """``cardstream worker`` arguments of the suite's workers."""
-    return ["--tasks", "card", "--processor", "card=sleep", "--sleep-ms", str(o.sleep_ms),
-            "--max-batch", str(o.max_batch), "--max-wait-ms", "10"]
+def worker_args(o: Options, soak: bool = False) -> list[str]:
+    """``cardstream worker`` arguments of the suite's workers (of the soak's with ``soak``)."""
+    sleep_ms, batch = (o.soak_sleep_ms, o.soak_max_batch) if soak else (o.sleep_ms, o.max_batch)
+    return ["--tasks", "card", "--processor", "card=sleep", "--sleep-ms", str(sleep_ms),
+            "--max-batch", str(batch), "--max-wait-ms", "10"]
 
 
 def run_fault(name: str, base: Settings, stack: OwnStack, o: Options) -> dict[str, Any]:

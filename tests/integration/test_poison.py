@@ -58,6 +58,14 @@ def _good(prod: UploadProducer, n: int = GOOD, partition: int | None = 0, tag: s
     return ids
 
 
+def _uploaded(settings: Settings, n: int, partition: int | None = None) -> list[str]:
+    """``n`` good uploads (:func:`_good`), delivered; their upload ids."""
+    prod = UploadProducer(settings)
+    ids = _good(prod, n, partition)
+    assert prod.flush() == []
+    return ids
+
+
 def _procs(**kw: float) -> dict[str, SleepProcessor]:
     return {t: SleepProcessor(t, **{"call_ms": 5.0, **kw}) for t in ("card", "id_photo")}
 
@@ -75,6 +83,21 @@ def _run(w: Worker) -> tuple[threading.Thread, list[BaseException]]:
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t, errors
+
+
+def _finish(w: Worker, t: threading.Thread, errors: list[BaseException]) -> None:
+    """Stop ``w`` (run by :func:`_run`) and fail on anything that escaped its loop."""
+    w.stop()
+    t.join(30)
+    assert not errors, errors
+
+
+def _exactly_once(rs: list, good: list[str], why: str = "") -> None:
+    """One committed result per upload of ``good``, none lost, none doubled."""
+    ids = Counter(r.upload_id for r in rs)
+    assert set(ids) == set(good)
+    assert max(ids.values()) == 1, (f"{sum(v - 1 for v in ids.values())} duplicate results of "
+                                    f"{len(good)}{why}")
 
 
 def _batches_started(w: Worker) -> float:
@@ -208,23 +231,30 @@ def test_one_poison_record_does_not_stop_its_partition(settings: Settings, tmp_p
 
 # --- store errors ------------------------------------------------------------------------------
 
-def test_store_answering_503_without_xml_pauses_and_recovers(settings: Settings) -> None:
-    """A proxy in front of MinIO answers 503 with an HTML body for 5 s (the minio client raises
-    InvalidResponseError / ServerError, not S3Error): the worker must pause and retry, not die."""
-    prod = UploadProducer(settings)
-    good = _good(prod, 10, partition=None)
-    assert prod.flush() == []
-    with FaultProxy(settings.s3.endpoint) as px:
-        px.mode = "503"
-        s3 = settings.s3.model_copy(update={"endpoint": px.endpoint})
-        w = Worker(settings, _procs(), Storage(s3, retries=2, backoff_s=0.05, timeout_s=2.0))
+def _through_a_blip(settings: Settings, s3, mode: str, blip_s: float) -> tuple[list, list]:
+    """Run a worker whose store (``s3``, reached through the fault proxy) answers in ``mode``
+    until the worker has met it twice and ``blip_s`` more, then normally; read up to 10 results
+    for 30 s. Returns ``(results, what escaped the worker loop)``."""
+    with FaultProxy(s3.endpoint) as px:
+        px.mode = mode
+        store = Storage(s3.model_copy(update={"endpoint": px.endpoint}), retries=2,
+                        backoff_s=0.05, timeout_s=2.0)
+        w = Worker(settings, _procs(), store)
         t, errors = _run(w)
-        _wait_for(lambda: px.counts["503"] >= 2 or errors, 30, "the worker to meet the 503s")
-        time.sleep(5)
+        _wait_for(lambda: px.counts[mode] >= 2 or errors, 30, f"the worker to meet the {mode}s")
+        time.sleep(blip_s)
         px.mode = "pass"
         rs = results(settings, 10, timeout_s=30)
         w.stop()
         t.join(30)
+    return rs, errors  # the caller asserts on errors with its own message
+
+
+def test_store_answering_503_without_xml_pauses_and_recovers(settings: Settings) -> None:
+    """A proxy in front of MinIO answers 503 with an HTML body for 5 s (the minio client raises
+    InvalidResponseError / ServerError, not S3Error): the worker must pause and retry, not die."""
+    good = _uploaded(settings, 10)
+    rs, errors = _through_a_blip(settings, settings.s3, "503", 5.0)
     assert not errors, f"{type(errors[0]).__name__} escaped the worker loop: {errors[0]}"[:300]
     assert sorted(r.upload_id for r in rs) == sorted(good)
 
@@ -253,21 +283,9 @@ def test_least_privilege_worker_recovers_after_a_store_blip(settings: Settings, 
          "Resource": [f"arn:aws:s3:::{s3.results_bucket}/*"]}]})
     adm.policy_set(user, user=user)
     try:
-        prod = UploadProducer(settings)
-        good = _good(prod, 10, partition=None)
-        assert prod.flush() == []
-        with FaultProxy(s3.endpoint) as px:
-            px.mode = "reset"
-            lp = s3.model_copy(update={"endpoint": px.endpoint, "access_key": user,
-                                       "secret_key": SecretStr(password)})
-            w = Worker(settings, _procs(), Storage(lp, retries=2, backoff_s=0.05, timeout_s=2.0))
-            t, errors = _run(w)
-            _wait_for(lambda: px.counts["reset"] >= 2 or errors, 30, "the worker to meet the blip")
-            time.sleep(3)
-            px.mode = "pass"
-            rs = results(settings, 10, timeout_s=30)
-            w.stop()
-            t.join(30)
+        good = _uploaded(settings, 10)
+        lp = s3.model_copy(update={"access_key": user, "secret_key": SecretStr(password)})
+        rs, errors = _through_a_blip(settings, lp, "reset", 3.0)
         assert not errors, errors
         assert len(rs) == 10, f"{len(rs)} of 10 uploads got a result in 30 s after the blip"
         assert sorted(r.upload_id for r in rs) == sorted(good)
@@ -285,9 +303,7 @@ def test_partition_revoked_and_assigned_back_in_flight_is_not_committed_twice(
         settings: Settings) -> None:
     """Two uploads on each of 6 partitions in one batch that computes for 8 s; meanwhile a second
     member joins the group (takes some partitions) and leaves (they come back)."""
-    prod = UploadProducer(settings)
-    good = [u for p in range(6) for u in _good(prod, 2, partition=p)]
-    assert prod.flush() == []
+    good = [u for p in range(6) for u in _uploaded(settings, 2, partition=p)]
     s = settings.model_copy(update={"worker": settings.worker.model_copy(
         update={"max_batch": 32, "max_wait_ms": 2000})})
     w = Worker(s, _procs(call_ms=8000.0, item_ms=0.0), Storage(s.s3))
@@ -305,13 +321,8 @@ def test_partition_revoked_and_assigned_back_in_flight_is_not_committed_twice(
         other.close()
     assert taken, "the second member got no partition while the batch computed"
     rs = results(s, 12, timeout_s=60, settle_s=8)
-    w.stop()
-    t.join(30)
-    assert not errors, errors
-    ids = Counter(r.upload_id for r in rs)
-    assert set(ids) == set(good)
-    assert max(ids.values()) == 1, (f"{sum(v - 1 for v in ids.values())} duplicate results "
-                                    f"of 12 (partitions {sorted(taken)} moved and came back)")
+    _finish(w, t, errors)
+    _exactly_once(rs, good, f" (partitions {sorted(taken)} moved and came back)")
 
 
 class _LostCommitAnswer:
@@ -344,18 +355,12 @@ class _CommitOutcomeUnknown(Worker):
 @pytest.mark.xfail(strict=True, reason="issue 31: commit_transaction timing out five times is "
                    "followed by a redo although the commit may have succeeded (duplicates)")
 def test_commit_of_unknown_outcome_is_never_committed_twice(settings: Settings) -> None:
-    prod = UploadProducer(settings)
-    good = _good(prod, 8, partition=None)
-    assert prod.flush() == []
+    good = _uploaded(settings, 8)
     w = _CommitOutcomeUnknown(settings, _procs(), Storage(settings.s3))
     t, errors = _run(w)
     rs = results(settings, 8, timeout_s=45, settle_s=8)
-    w.stop()
-    t.join(30)
-    assert not errors, errors
-    ids = Counter(r.upload_id for r in rs)
-    assert set(ids) == set(good)
-    assert max(ids.values()) == 1, f"{sum(v - 1 for v in ids.values())} duplicate results of 8"
+    _finish(w, t, errors)
+    _exactly_once(rs, good)
 
 
 # --- the processor -------------------------------------------------------------------------------
@@ -379,17 +384,13 @@ class _FailsFirst(SleepProcessor):
 @pytest.mark.xfail(strict=True, reason="issue 31: a processor failing on every call turns every "
                    "upload of the batch into a committed PROCESSING_ERROR dead letter (no breaker)")
 def test_transient_processor_failure_does_not_dead_letter_good_uploads(settings: Settings) -> None:
-    prod = UploadProducer(settings)
-    good = _good(prod, 10, partition=None)
-    assert prod.flush() == []
+    good = _uploaded(settings, 10)
     procs = {t: _FailsFirst(t, fail_s=4.0) for t in ("card", "id_photo")}
     w = Worker(settings, procs, Storage(settings.s3))
     t, errors = _run(w)
     rs = results(settings, 10, timeout_s=45, settle_s=3)
     ds = dead_letters(settings, 0, timeout_s=3)
-    w.stop()
-    t.join(30)
-    assert not errors, errors
+    _finish(w, t, errors)
     assert procs["card"].failed > 0
     assert (len(ds), len(rs)) == (0, 10), (
         f"{len(ds)} of 10 good uploads became {sorted({str(d.error_code) for d in ds})} dead "
@@ -403,9 +404,7 @@ def test_transient_processor_failure_does_not_dead_letter_good_uploads(settings:
 def test_liveness_fails_while_a_compute_hangs(settings: Settings) -> None:
     """The processor's first call blocks for 12 s; /live must fail before it returns (the
     health's stall bound is 3 s here)."""
-    prod = UploadProducer(settings)
-    _good(prod, 3, partition=0)
-    assert prod.flush() == []
+    _uploaded(settings, 3, partition=0)
     w = Worker(settings, _procs(call_ms=12_000.0), Storage(settings.s3), health=Health(stall_s=3.0))
     t, errors = _run(w)
     _wait_for(lambda: _batches_started(w) >= 1, 30, "the first batch to start")
@@ -414,9 +413,7 @@ def test_liveness_fails_while_a_compute_hangs(settings: Settings) -> None:
     while time.monotonic() - t0 < 8:
         seen_dead = seen_dead or not w.health.live()
         time.sleep(0.1)
-    w.stop()
-    t.join(30)
-    assert not errors, errors
+    _finish(w, t, errors)
     assert seen_dead, "/live stayed 200 for 8 s while the batch's compute was stuck"
 
 
