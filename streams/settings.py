@@ -39,6 +39,9 @@ class TopicSettings(_Frozen):
         replication_factor: replicas per partition (1 on the local one-node stack).
         uploads_retention_ms / results_retention_ms: retention (ms); 7 days by default so a
             replay window of a week is possible.
+        dlq_max_message_bytes: ``max.message.bytes`` of the dead-letter topic (1 MiB), above
+            the dead letters' size budget (``schemas.codec.DLQ_RECORD_MAX_BYTES``, 256 KiB), so
+            a dead letter always fits.
     """
 
     uploads_partitions: int = 6
@@ -47,6 +50,7 @@ class TopicSettings(_Frozen):
     replication_factor: int = 1
     uploads_retention_ms: int = 7 * 24 * 3600 * 1000
     results_retention_ms: int = 7 * 24 * 3600 * 1000
+    dlq_max_message_bytes: int = Field(1024 * 1024, ge=64 * 1024)
 
 
 #: librdkafka properties that hold a secret: refused in ``KafkaSettings.config`` (a ConfigMap or a
