@@ -546,6 +546,37 @@ def make_dead_letter(*, key: bytes | None, value: bytes | None, headers: Headers
     return d
 
 
+def minimal_dead_letter(d: DeadLetter, why: str) -> DeadLetter:
+    """The smallest form of dead letter ``d``, for when the full one cannot be produced (e.g.
+    the broker refuses it as too large, ``MSG_SIZE_TOO_LARGE``): its ``error_code``, ``source``
+    (topic, partition, offset), ``upload_id``, ``failed_at``, ``value_size`` and ``quarantine``
+    reference are kept; the key, the value bytes and the headers are dropped (``key_b64`` null,
+    ``value_b64`` null, ``headers`` empty, ``key_truncated`` / ``value_truncated`` /
+    ``headers_truncated`` true where something was dropped; the record key is then null). Its
+    ``error`` starts with ``minimal dead letter (why):``. At most about 1.5 KB whatever ``d``
+    held.
+
+    Args:
+        d: the full dead letter.
+        why: why the full one could not be produced (one line, no personal data), e.g.
+            ``"MSG_SIZE_TOO_LARGE"``.
+    """
+    key = None if d.key_b64 is None else base64.b64decode(d.key_b64)
+    obj = d.model_dump(mode="json", exclude_none=True)
+    obj.update({
+        "key_b64": None, "value_b64": None, "headers": [],
+        "value_truncated": d.value_size > 0,
+        "error": one_line(f"minimal dead letter ({why}): {d.error}"),
+    })
+    if key:
+        obj.update({"key_truncated": True, "key_size": d.key_size or len(key)})
+    if d.headers:
+        obj["headers_truncated"] = True
+    m = validate_obj("DeadLetter", obj)
+    assert isinstance(m, DeadLetter)
+    return m
+
+
 def encode_dead_letter(d: DeadLetter) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
     """``(key, value, headers)`` of a dead-letter record: key = the original key (so it lands
     with its upload's partition order), value = compact canonical JSON."""

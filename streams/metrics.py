@@ -11,6 +11,8 @@ class WorkerMetrics:
     Metrics:
         cardstream_results_total{task,status}: results committed.
         cardstream_dead_letters_total{code}: dead letters committed.
+        cardstream_minimal_dead_letters_total: dead letters refused for their size (by the
+            producer or the broker) and sent in their minimal form instead (code and source).
         cardstream_poll_batch_size: events per poll batch (histogram).
         cardstream_inference_calls_total{task}: batched model calls.
         cardstream_queue_wait_seconds: the event's Kafka timestamp (CreateTime, the producer's
@@ -36,6 +38,9 @@ class WorkerMetrics:
         lat = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
         self.results = Counter("cardstream_results", "Results committed", ["task", "status"], registry=r)
         self.dead_letters = Counter("cardstream_dead_letters", "Dead letters committed", ["code"], registry=r)
+        self.minimal_dead_letters = Counter(
+            "cardstream_minimal_dead_letters", "Dead letters refused and sent in their minimal "
+            "form (code and source only)", registry=r)
         self.batch_size = Histogram("cardstream_poll_batch_size", "Events per poll batch",
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
         self.inference_calls = Counter("cardstream_inference_calls", "Batched model calls", ["task"], registry=r)

@@ -22,6 +22,7 @@ from processors.card.settings import CardSettings
 from processors.decode import DecodeSettings
 from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
+from schemas.codec import DLQ_RECORD_MAX_BYTES, DLQ_RECORD_MIN_BYTES
 from streams.status_settings import StatusSettings
 
 
@@ -264,6 +265,11 @@ class WorkerSettings(_Frozen):
             and a reference. Above 0: the dead letter keeps up to that many bytes of the value
             itself and nothing is quarantined (only for a dead-letter topic as closed as the
             uploads bucket).
+        dlq_record_max_bytes: size budget of one dead-letter record (key + value + headers,
+            bytes; ``schemas.codec.make_dead_letter``): 256 KiB by default, at least 16 KiB
+            (``schemas.codec.DLQ_RECORD_MIN_BYTES``) and at most the dead-letter topic's
+            ``kafka.topics.dlq_max_message_bytes``. A dead letter the broker still refuses is
+            replaced by its minimal form (``schemas.codec.minimal_dead_letter``).
         shutdown_timeout_s: bound on graceful SIGTERM handling.
     """
 
@@ -277,6 +283,7 @@ class WorkerSettings(_Frozen):
     max_poll_interval_ms: int = Field(300_000, ge=10_000)
     inline_max_bytes: int = Field(512 * 1024, ge=0)
     dlq_value_max_bytes: int = Field(0, ge=0)
+    dlq_record_max_bytes: int = Field(DLQ_RECORD_MAX_BYTES, ge=DLQ_RECORD_MIN_BYTES)
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
 
@@ -297,6 +304,15 @@ class Settings(BaseSettings):
     idphoto: IdPhotoSettings = Field(default_factory=IdPhotoSettings)
     status: StatusSettings = Field(default_factory=StatusSettings)
     log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _dead_letters_fit(self) -> Settings:
+        """A dead letter's size budget must fit the dead-letter topic's message limit."""
+        limit = self.kafka.topics.dlq_max_message_bytes
+        if self.worker.dlq_record_max_bytes > limit:
+            raise ValueError(f"worker.dlq_record_max_bytes {self.worker.dlq_record_max_bytes} is "
+                             f"above kafka.topics.dlq_max_message_bytes {limit}")
+        return self
 
 
 def load_settings(**overrides: Any) -> Settings:

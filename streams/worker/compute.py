@@ -6,8 +6,8 @@ The steps of :meth:`Compute.run` (on the worker's batch thread; GETs and PUTs on
    :class:`~schemas.models.UploadEvent`, or a dead letter (``NOT_JSON``, ``SCHEMA_INVALID``...,
    or a task this worker does not serve);
 2. **load** its image (:meth:`Compute.load`: inline or claim check, verified, safely decoded):
-   pixels, or a rejection (``OBJECT_NOT_FOUND``, ``IMAGE_TOO_LARGE``, ``CHECKSUM_MISMATCH``, a
-   bad image), or a dead letter (a contract error found only now, e.g. ``BAD_BASE64``); the
+   pixels, or a rejection (``OBJECT_NOT_FOUND``, ``OBJECT_REFUSED``, ``IMAGE_TOO_LARGE``,
+   ``CHECKSUM_MISMATCH``, a bad image), or a dead letter (a contract error found only now, e.g. ``BAD_BASE64``); the
    store not answering is :class:`~streams.errors.StorageUnavailable` (the whole batch waits);
 3. **process** the loaded events task by task, cut into the processor's batch buckets (one
    model call per bucket): the processor's outcome, or a dead letter ``PROCESSING_ERROR`` for an
@@ -57,7 +57,13 @@ from schemas.models import (
     VerificationResult,
 )
 from schemas.reasons import DeadLetterCode, ReasonCode, Status
-from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError, StorageUnavailable
+from streams.errors import (
+    ObjectNotFound,
+    ObjectRefused,
+    ObjectTooLarge,
+    StorageError,
+    StorageUnavailable,
+)
 from streams.kafka import timestamp_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
@@ -186,6 +192,7 @@ class Compute:
         self.s3 = settings.s3
         self.inline_max_bytes = settings.worker.inline_max_bytes
         self.dlq_value_max_bytes = settings.worker.dlq_value_max_bytes
+        self.dlq_record_max_bytes = settings.worker.dlq_record_max_bytes
         self.finished_at = 0.0  # perf_counter when the last batch finished computing
         self._io = ThreadPoolExecutor(max_workers=settings.worker.io_threads,
                                       thread_name_prefix="io")
@@ -298,6 +305,9 @@ class Compute:
             return Rejected(m, ev, ReasonCode.OBJECT_NOT_FOUND, t_batch)
         except ObjectTooLarge:
             return Rejected(m, ev, ReasonCode.IMAGE_TOO_LARGE, t_batch)
+        except ObjectRefused as orf:  # this ref, not the store: no retry changes it
+            log.warning("object_refused", upload_id=ev.upload_id, code=orf.code, status=orf.status)
+            return Rejected(m, ev, ReasonCode.OBJECT_REFUSED, t_batch)
         except DecodeError as de:
             return Rejected(m, ev, ReasonCode(de.reason), t_batch)
         except ContractError as ce:
@@ -430,7 +440,8 @@ class Compute:
         record's value is PUT to the quarantine bucket under ``{topic}/{partition}/{offset}`` (a
         redone batch rewrites the same object) and the letter keeps its size and that
         reference; with ``dlq_value_max_bytes`` above 0 the letter keeps up to that many bytes
-        of the value itself and nothing is quarantined.
+        of the value itself and nothing is quarantined. Either way the whole dead-letter record
+        stays within ``dlq_record_max_bytes``.
 
         Raises:
             StorageError: the quarantine PUT failed after its retries.
@@ -438,7 +449,8 @@ class Compute:
         m = f.msg
         record = {"key": m.key(), "value": m.value(), "headers": m.headers(), "topic": m.topic(),
                   "partition": m.partition(), "offset": m.offset(), "code": f.code,
-                  "error": f.error, "upload_id": f.upload_id}
+                  "error": f.error, "upload_id": f.upload_id,
+                  "max_record_bytes": self.dlq_record_max_bytes}
         if self.dlq_value_max_bytes > 0:
             return codec.make_dead_letter(max_value_bytes=self.dlq_value_max_bytes, **record)
         return quarantined_dead_letter(self.storage, self.s3, **record)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -41,7 +42,7 @@ from streams.settings import Settings
 from streams.storage import Storage
 from streams.worker import Worker
 
-from .helpers import dead_letters, results, write_images
+from .helpers import dead_letters, read_committed, results, write_images
 
 pytestmark = pytest.mark.integration
 
@@ -172,8 +173,6 @@ EXPECT = {
     "hang": (1, "dead_letter", "POISON", 90),
 }
 FAILS_TODAY = {
-    "refused_key": "issue 31: a key MinIO refuses (400 XMinioInvalidObjectName) is taken for an "
-                   "outage and the batch is redone for ever",
     "huge_image": "issue 31: a batch decodes all its images at once; over the memory limit the "
                   "worker dies, restarts at the same offset and dies again",
     "crash": "issue 31: a native crash on one input kills the worker, which restarts on the same "
@@ -229,6 +228,63 @@ def test_one_poison_record_does_not_stop_its_partition(settings: Settings, tmp_p
     if kind == "big_key":
         (d,) = ds
         assert (d.key_truncated, d.key_size) == (True, poison.BIG_KEY_BYTES)
+
+
+def test_a_dead_letter_the_broker_refuses_goes_out_minimal(settings: Settings) -> None:
+    """The dead-letter topic's own limit (20 000 bytes) is below the dead letter of a record
+    with a 30 KB random key and a value that is not JSON (its dead letter keeps the key, about 70 KB as a record): the
+    broker refuses it, which fails the transaction. Before: the batch was redone for ever and
+    the five good uploads behind it waited (0 of 5). Now the dead letter goes out in its minimal
+    form (code, source, no key, value or headers) and the partition moves on."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from streams.kafka import admin
+
+    a = admin(settings.kafka)
+    res = ConfigResource(ConfigResource.Type.TOPIC, settings.kafka.dlq_topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", "20000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for f in a.incremental_alter_configs([res]).values():
+        f.result(30)
+    prod = UploadProducer(settings)
+    poison.send(prod, os.urandom(30_000), b"\x00not json{", partition=0)  # incompressible
+    good = _good(prod)
+    assert prod.flush() == []
+    w = Worker(settings, _procs(), Storage(settings.s3))
+    t, errors = _run(w)
+    rs = results(settings, GOOD, timeout_s=45)
+    ds = dead_letters(settings, 1, timeout_s=10)
+    _finish(w, t, errors)
+    assert sorted(r.upload_id for r in rs) == sorted(good), (
+        f"{len(rs)} of {GOOD} good uploads got a result behind a dead letter the broker refuses")
+    (d,) = ds
+    assert (str(d.error_code), d.source.partition, d.source.offset) == ("NOT_JSON", 0, 0)
+    assert (d.key_b64, d.value_b64, tuple(d.headers)) == (None, None, ())
+    assert (d.key_truncated, d.key_size, d.value_size) == (True, 30_000, 10)
+    assert d.error.startswith("minimal dead letter (MSG_SIZE_TOO_LARGE): value is not JSON")
+    assert d.quarantine is not None and d.quarantine.size_bytes == 10
+    assert w.metrics.minimal_dead_letters._value.get() == 1
+
+
+def test_the_dead_letter_budget_is_a_setting(settings: Settings) -> None:
+    """``CARDSTREAM_WORKER__DLQ_RECORD_MAX_BYTES`` at its 16 KiB minimum: the 30 KB key of a
+    record that is not JSON is cut to 2 KiB (an eighth) and the whole dead letter fits 16 KiB."""
+    s = settings.model_copy(update={"worker": settings.worker.model_copy(
+        update={"dlq_record_max_bytes": 16 * 1024})})
+    prod = UploadProducer(s)
+    poison.send(prod, b"k" * 30_000, b"\x00not json{", partition=0)
+    good = _good(prod)
+    assert prod.flush() == []
+    w = Worker(s, _procs(), Storage(s.s3))
+    t, errors = _run(w)
+    rs = results(s, GOOD, timeout_s=45)
+    msgs = read_committed(s, s.kafka.dlq_topic, 1, 10)
+    _finish(w, t, errors)
+    assert sorted(r.upload_id for r in rs) == sorted(good)
+    (m,) = msgs
+    d = codec.decode_dead_letter(m.value())
+    assert (d.key_truncated, d.key_size, len(m.key())) == (True, 30_000, 2048)
+    assert codec.dead_letter_record_size(d) <= 16 * 1024
 
 
 # --- store errors ------------------------------------------------------------------------------

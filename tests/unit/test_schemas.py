@@ -505,3 +505,19 @@ def test_cli_validate(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     r = runner.invoke(app, ["schemas", "validate", str(missing)])
     assert r.exit_code == 1 and "UNREADABLE" in r.output
+
+
+def test_minimal_dead_letter_keeps_code_source_and_sizes_only() -> None:
+    d = codec.make_dead_letter(key=b"k" * 5000, value=b"v" * 100, headers=[("trace", b"t" * 900)],
+                               topic="up", partition=3, offset=41, code="SCHEMA_INVALID",
+                               error="required property 'task' is missing", upload_id="u-1",
+                               max_value_bytes=100)
+    m = codec.minimal_dead_letter(d, "MSG_SIZE_TOO_LARGE")
+    assert (m.key_b64, m.value_b64, tuple(m.headers)) == (None, None, ())
+    assert (m.key_truncated, m.key_size, m.value_truncated, m.value_size, m.headers_truncated) == (
+        True, 5000, True, 100, True)
+    assert (str(m.error_code), m.upload_id, m.failed_at) == ("SCHEMA_INVALID", "u-1", d.failed_at)
+    assert (m.source.topic, m.source.partition, m.source.offset) == ("up", 3, 41)
+    assert m.error == "minimal dead letter (MSG_SIZE_TOO_LARGE): required property 'task' is missing"
+    key, _, _ = codec.encode_dead_letter(m)
+    assert key is None and codec.dead_letter_record_size(m) < 1500
