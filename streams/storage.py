@@ -242,14 +242,23 @@ class Storage:
         return out
 
     def healthy(self) -> bool:
-        """True when the uploads and results buckets answer a HEAD now (no retries).
+        """True when the store answers now: a HEAD of the uploads and results buckets (no
+        retries) gets an S3 answer, whatever it says.
 
-        A HEAD per bucket needs only ``s3:ListBucket`` on those buckets, which the worker's role
-        has (:mod:`streams.access`); listing all buckets would need ``s3:ListAllMyBuckets``.
+        The question is whether the store is back after an outage, not whether these
+        credentials may do everything: a 403 ``AccessDenied`` (credentials for the data path
+        only, without ``s3:ListBucket``) or a 404 is the store's own answer, so it counts.
+        Only what says nothing about the store counts as down: connection and TLS errors,
+        timeouts, a proxy's 5xx (``ServerError``, ``InvalidResponseError``). A HEAD per bucket
+        needs only ``s3:ListBucket`` on those buckets when allowed at all, which the worker's
+        role has (:mod:`streams.access`); listing all buckets would need
+        ``s3:ListAllMyBuckets``.
         """
         try:
-            return all(self.client.bucket_exists(b)
-                       for b in (self.s3.uploads_bucket, self.s3.results_bucket))
+            for b in (self.s3.uploads_bucket, self.s3.results_bucket):
+                self.client.bucket_exists(b)
+        except S3Error:
+            return True  # the store answered (AccessDenied, NoSuchBucket...)
         except Exception:
             return False
-
+        return True

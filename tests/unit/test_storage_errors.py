@@ -52,3 +52,36 @@ def _s3(code: str, status: int) -> S3Error:
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_classify(exc: BaseException, want: StoreFault | None) -> None:
     assert classify(exc) == want
+
+
+class _HeadClient:
+    """A minio client double whose ``bucket_exists`` raises ``exc`` (or answers True)."""
+
+    def __init__(self, exc: BaseException | None) -> None:
+        self.exc = exc
+
+    def bucket_exists(self, bucket: str) -> bool:
+        if self.exc is not None:
+            raise self.exc
+        return True
+
+
+@pytest.mark.parametrize(("exc", "want"), [
+    (None, True),
+    (_s3("AccessDenied", 403), True),  # data-path-only credentials: the store still answers
+    (_s3("NoSuchBucket", 404), True),
+    (ServerError("server failed with HTTP status code 503", 503), False),  # a proxy's HEAD 503
+    (InvalidResponseError(502, "text/html", "<html>502</html>"), False),
+    (urllib3.exceptions.MaxRetryError(None, "/b", "refused"), False),
+    (ConnectionRefusedError(), False),
+])
+def test_health_check_counts_any_s3_answer_as_the_store_answering(
+        exc: BaseException | None, want: bool) -> None:
+    from pydantic import SecretStr
+
+    from streams.settings import S3Settings
+    from streams.storage import Storage
+
+    st = Storage(S3Settings(access_key="k", secret_key=SecretStr("s")))
+    st.client = _HeadClient(exc)
+    assert st.healthy() is want
