@@ -270,6 +270,9 @@ class WorkerSettings(_Frozen):
             (``schemas.codec.DLQ_RECORD_MIN_BYTES``) and at most the dead-letter topic's
             ``kafka.topics.dlq_max_message_bytes``. A dead letter the broker still refuses is
             replaced by its minimal form (``schemas.codec.minimal_dead_letter``).
+        poison_attempts: starts of the worker at a partition's committed offset after which
+            the record there is not tried again but dead-lettered ``POISON`` (a record that
+            crashes, blows up or hangs the process every time; ``streams.worker.attempts``).
         shutdown_timeout_s: bound on graceful SIGTERM handling.
     """
 
@@ -284,6 +287,7 @@ class WorkerSettings(_Frozen):
     inline_max_bytes: int = Field(512 * 1024, ge=0)
     dlq_value_max_bytes: int = Field(0, ge=0)
     dlq_record_max_bytes: int = Field(DLQ_RECORD_MAX_BYTES, ge=DLQ_RECORD_MIN_BYTES)
+    poison_attempts: int = Field(2, ge=1, le=100)
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
 

@@ -194,6 +194,9 @@ class Compute:
         self.dlq_value_max_bytes = settings.worker.dlq_value_max_bytes
         self.dlq_record_max_bytes = settings.worker.dlq_record_max_bytes
         self.finished_at = 0.0  # perf_counter when the last batch finished computing
+        #: record -> starts it was tried in without being committed, above the limit (it is
+        #: then a POISON dead letter, not tried again); the loop sets the intake's
+        self.poisoned: Callable[[Message], int] = lambda m: 0
         self._io = ThreadPoolExecutor(max_workers=settings.worker.io_threads,
                                       thread_name_prefix="io")
 
@@ -226,7 +229,7 @@ class Compute:
         fates: dict[int, Fate] = {}
         events: dict[int, UploadEvent] = {}
         for i, m in enumerate(msgs):  # 1. parse
-            got = self.parse(m)
+            got = self._poison(m) or self.parse(m)
             if isinstance(got, DeadLettered):
                 fates[i] = got
             else:
@@ -272,6 +275,18 @@ class Compute:
             return self.dead_letter(m, DeadLetterCode.PROCESSING_ERROR,
                                     f"task {ev.task} not served by this worker", ev.upload_id)
         return ev
+
+    def _poison(self, m: Message) -> DeadLettered | None:
+        """``m``'s ``POISON`` dead letter when the worker was started on it too often without
+        committing it (:mod:`streams.worker.attempts`); else None."""
+        tries = self.poisoned(m)
+        if not tries:
+            return None
+        log.error("poison_record", partition=m.partition(), offset=m.offset(), attempts=tries)
+        return self.dead_letter(m, DeadLetterCode.POISON,
+                                f"the worker stopped {tries} times while this record's batch "
+                                "computed (a crash, an out-of-memory kill or a hang past the "
+                                "compute deadline); not tried again", _readable_upload_id(m.value()))
 
     def load(self, ev: UploadEvent) -> np.ndarray:
         """Step 2, the one place an upload's image is fetched and decoded: image bytes (inline

@@ -21,6 +21,7 @@ from streams.kafka import timestamp_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings, WorkerSettings
+from streams.worker.attempts import AttemptLedger
 
 Key = tuple[str, int]
 """A partition as ``(topic, partition)``."""
@@ -123,6 +124,11 @@ class Intake:
         ranges: replay mode: uploads-topic partition -> ``[start, end)`` offsets. The consumer
             is assigned these instead of subscribing, events at or past ``end`` are left alone,
             and :meth:`ranges_done` says when every partition reached its end.
+
+    Attributes:
+        ledger: the starts counted per partition (:mod:`streams.worker.attempts`): an event of
+            a partition restarted at the same offset runs in a batch of its own, and one tried
+            ``poison_attempts`` times is a ``POISON`` dead letter. None in replay mode.
     """
 
     def __init__(self, kafka: KafkaSettings, worker: WorkerSettings, metrics: WorkerMetrics,
@@ -142,6 +148,8 @@ class Intake:
         self._carry_since = 0.0  # monotonic time the oldest carried event arrived
         self._done_parts: set[int] = set()
         self._last_lag = 0.0
+        self.ledger = (AttemptLedger(worker.poison_attempts, worker.max_batch)
+                       if ranges is None else None)
 
     # --- the consumer and its assignment -----------------------------------------------------
     def open(self, consumer: Any = None) -> None:
@@ -162,9 +170,12 @@ class Intake:
             self.consumer.assign([TopicPartition(k.uploads_topic, p, a)
                                   for p, (a, b) in self.ranges.items() if a < b])
 
-    def close(self) -> None:
-        """Leave the group."""
+    def close(self, clean: bool = True) -> None:
+        """Leave the group; after a clean stop, release the attempt marks of the partitions
+        held (:meth:`AttemptLedger.release`; after a crash they stay, to be counted)."""
         if self.consumer is not None:
+            if clean and self.ledger is not None:
+                self.ledger.release(self.consumer, list(self.ledger.marks))
             self.consumer.close()
 
     def on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
@@ -178,7 +189,14 @@ class Intake:
 
     def on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
         """Rebalance callback: ``parts`` went to another member; their carried events are
-        dropped (their new owner starts at the committed offset)."""
+        dropped (their new owner starts at the committed offset) and their attempt marks
+        released (a handover is no crash)."""
+        if self.ledger is not None:
+            self.ledger.release(consumer, [(tp.topic, tp.partition) for tp in parts])
+        self._drop(parts)
+
+    def _drop(self, parts: list[TopicPartition]) -> None:
+        """``parts`` are no longer this worker's: forget their carried events."""
         for tp in parts:
             key = (tp.topic, tp.partition)
             self._revoked.add(key)
@@ -187,8 +205,11 @@ class Intake:
         log.info("partitions_revoked", partitions=[tp.partition for tp in parts])
 
     def on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        """Rebalance callback: ``parts`` were lost (session timeout): revoked, out of the group."""
-        self.on_revoke(consumer, parts)
+        """Rebalance callback: ``parts`` were lost (session timeout): revoked, out of the group
+        (their marks are dropped unwritten: the group is no longer ours to write to)."""
+        if self.ledger is not None:
+            self.ledger.forget([(tp.topic, tp.partition) for tp in parts])
+        self._drop(parts)
         self.health.in_group = False
 
     def owns(self, m: Message) -> bool:
@@ -233,7 +254,43 @@ class Intake:
             msgs += got
         if msgs and wait:
             self.metrics.stage.labels("fill").observe(time.perf_counter() - t0)
-        return self._usable(msgs)
+        return self._isolate(self._usable(msgs))
+
+    def _isolate(self, msgs: list[Message]) -> list[Message]:
+        """Count this start on the partitions seen for the first time since their assignment
+        (:meth:`AttemptLedger.assign`); if an event must run alone (its partition restarted at
+        the same offset), the batch is that event and the others go back in front of the carry
+        list, in fetch order."""
+        if self.ledger is None or not msgs:
+            return msgs
+        self.ledger.assign(self.consumer, dict.fromkeys(key_of(m) for m in msgs))
+        alone = next((i for i, m in enumerate(msgs) if self.ledger.isolated(m)), None)
+        if alone is None or len(msgs) == 1:
+            return msgs
+        if not self._carry:
+            self._carry_since = time.monotonic()
+        self._carry = msgs[:alone] + msgs[alone + 1:] + self._carry
+        return [msgs[alone]]
+
+    def poisoned(self, m: Message) -> int:
+        """Starts ``m`` was tried in without being committed, when above ``poison_attempts``
+        (it is then a ``POISON`` dead letter); else 0."""
+        return 0 if self.ledger is None else self.ledger.poisoned(m)
+
+    def commit_marks(self, offsets: list[TopicPartition]) -> list[TopicPartition]:
+        """The offsets a transaction commits, with their attempt marks as metadata."""
+        return offsets if self.ledger is None else self.ledger.commit_marks(offsets)
+
+    def committed(self, offsets: list[TopicPartition]) -> None:
+        """A transaction committed ``offsets`` (from :meth:`commit_marks`)."""
+        if self.ledger is not None:
+            self.ledger.committed(offsets)
+
+    @property
+    def isolating(self) -> bool:
+        """Whether events run one per batch now (a partition restarted at the same offset):
+        the loop then starts no batch while another commits."""
+        return self.ledger is not None and self.ledger.isolating
 
     def prefetch(self, timeout_s: float) -> None:
         """Poll while a batch computes: move what is fetched into the carry list (up to

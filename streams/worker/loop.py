@@ -25,6 +25,7 @@ nothing is committed: the loop puts the batch back, pauses, and goes on once the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import threading
 import time
@@ -96,6 +97,7 @@ class Worker:
         self._batch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
         self._stop = threading.Event()
         self._inflight: _Batch | None = None  # the batch computing on the batch thread
+        self.compute.poisoned = self.intake.poisoned
 
     @property
     def computing(self) -> bool:
@@ -121,10 +123,11 @@ class Worker:
         self.intake.open()
         self.health.ready = True
 
-    def close(self) -> None:
-        """Leave the group and flush; bounded by ``shutdown_timeout_s``."""
+    def close(self, clean: bool = True) -> None:
+        """Leave the group and flush; bounded by ``shutdown_timeout_s``. ``clean``: the loop
+        stopped as asked (the attempt marks are released; after an error they stay)."""
         self.health.ready = False
-        self.intake.close()
+        self.intake.close(clean)
         self.committer.close(self.settings.worker.shutdown_timeout_s)
         self.compute.close()
         self._batch_thread.shutdown(wait=False, cancel_futures=True)
@@ -135,6 +138,7 @@ class Worker:
         and committed before leaving."""
         self.start()
         idle_since = time.monotonic()
+        clean = False
         try:
             while not self._stop.is_set():
                 self.health.tick()
@@ -152,8 +156,9 @@ class Worker:
                 self._step(start_next=max_batches is None or self.batches + 1 < max_batches)
             while self._inflight is not None:  # stopping: finish the batch in flight, commit it
                 self._step(start_next=False)
+            clean = True
         finally:
-            self.close()
+            self.close(clean)
 
     # --- two batches -----------------------------------------------------------------------
     def _submit(self, msgs: list[Message]) -> None:
@@ -190,7 +195,7 @@ class Worker:
                 return
             self._inflight = None
             self.batches += 1
-            if start_next and not self._stop.is_set():
+            if start_next and not self._stop.is_set() and not self.intake.isolating:
                 nxt = self.intake.next_batch(wait=False)
                 if nxt:
                     self._submit(nxt)
@@ -208,7 +213,11 @@ class Worker:
     def _commit(self, fates: list, stage_ms: dict[str, float]) -> bool:
         results, dead_letters = self.compute.records(fates)
         cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stage_ms)
-        return self.committer.commit(cp, self.intake.group_metadata())
+        cp = dataclasses.replace(cp, offsets=self.intake.commit_marks(cp.offsets))
+        if not self.committer.commit(cp, self.intake.group_metadata()):
+            return False
+        self.intake.committed(cp.offsets)
+        return True
 
     def _abandon(self, b: _Batch) -> list[Message]:
         """``b`` failed: await and discard the batch computing behind it; the events of both,

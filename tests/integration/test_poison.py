@@ -175,8 +175,6 @@ EXPECT = {
 FAILS_TODAY = {
     "huge_image": "issue 31: a batch decodes all its images at once; over the memory limit the "
                   "worker dies, restarts at the same offset and dies again",
-    "crash": "issue 31: a native crash on one input kills the worker, which restarts on the same "
-             "batch for ever (no attempt count)",
     "hang": "issue 31: a hung compute stops the partition for ever (no compute deadline)",
 }
 #: RLIMIT_DATA of the worker processes: a sleep-processor worker's data segment is about 390 MB
@@ -285,6 +283,37 @@ def test_the_dead_letter_budget_is_a_setting(settings: Settings) -> None:
     d = codec.decode_dead_letter(m.value())
     assert (d.key_truncated, d.key_size, len(m.key())) == (True, 30_000, 2048)
     assert codec.dead_letter_record_size(d) <= 16 * 1024
+
+
+def test_a_crash_in_the_middle_of_a_batch_is_found_and_dead_lettered(settings: Settings,
+                                                                    tmp_path: Path) -> None:
+    """Three good uploads, one that kills the worker process (SIGSEGV), three more, all on
+    partition 0 and in one batch: the restarted worker runs the batch's events one by one from
+    the committed offset, finds the record, and after its second crash alone dead-letters it
+    POISON; the six good ones are accepted once each, within four restarts."""
+    prod = UploadProducer(settings)
+    before = _good(prod, 3, tag="before")
+    poison.send(prod, *poison.record("crash", prod, "crash-mid"), partition=0)
+    after = _good(prod, 3, tag="after")
+    assert prod.flush() == []
+    args = ["--processor", "card=sleep,id_photo=sleep", "--sleep-ms", "5", "--max-batch", "16",
+            "--max-wait-ms", "500"]
+    with ResultWatcher(settings) as rw:
+        sup = _Supervised(settings, tmp_path / "worker.log", args, DATA_LIMIT)
+        try:
+            end = time.monotonic() + 120
+            while time.monotonic() < end and len(rw.results) < 7:
+                sup.poll()
+                time.sleep(0.2)
+        finally:
+            sup.stop()
+    rs, ds = results(settings, 6, timeout_s=10), dead_letters(settings, 1, timeout_s=10)
+    assert sorted(r.upload_id for r in rs) == sorted(before + after), (
+        f"{len(rs)} of 6 good uploads got a result; {sup.restarts} restarts")
+    assert {str(r.status) for r in rs} == {"accepted"}
+    assert [(_dl_id(d), str(d.error_code), d.source.offset) for d in ds] == [
+        ("crash-mid", "POISON", 3)]
+    assert 2 <= sup.restarts <= 4
 
 
 # --- store errors ------------------------------------------------------------------------------
