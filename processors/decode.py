@@ -320,6 +320,45 @@ def _decode_pillow(
     return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), orientation
 
 
+def _sniffed(data: bytes, settings: DecodeSettings) -> str:
+    """The sniffed format of ``data`` within ``max_bytes`` (steps 1-2 of the module doc).
+
+    Raises:
+        DecodeError: ``IMAGE_TOO_LARGE`` (too many bytes) or ``UNSUPPORTED_FORMAT``.
+    """
+    if len(data) > settings.max_bytes:
+        raise DecodeError(
+            ReasonCode.IMAGE_TOO_LARGE,
+            f"{len(data)} bytes > max_bytes {settings.max_bytes}",
+        )
+    fmt = sniff_format(data)
+    if fmt is None:
+        raise DecodeError(
+            ReasonCode.UNSUPPORTED_FORMAT,
+            (f"unknown magic bytes ({len(data)} bytes)" if data else "empty input (0 bytes)")
+            + "; expected JPEG, PNG, WebP, BMP, GIF, TIFF or HEIF",
+        )
+    return fmt
+
+
+DECODE_PEAK_FACTOR = 2
+"""Peak memory of a decode, in decoded images: the ``(H, W, 3) uint8`` result plus one
+conversion copy (alpha flattening, colour conversion, rotation)."""
+
+
+def decoded_bytes(data: bytes, settings: DecodeSettings) -> int:
+    """Memory (bytes) :func:`decode_image` will need at its peak for ``data``, from its header
+    only (no pixel decoded): ``width * height * 3 * DECODE_PEAK_FACTOR``.
+
+    Raises:
+        DecodeError: what :func:`decode_image` would raise before decoding (too many bytes,
+            unknown magic bytes, a header that is unreadable, too large or too small).
+    """
+    with _open_checked(data, _sniffed(data, settings), settings) as im:
+        width, height = im.size
+    return width * height * 3 * DECODE_PEAK_FACTOR
+
+
 def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
     """Decode untrusted image bytes into an upright 8-bit BGR array.
 
@@ -338,18 +377,7 @@ def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
             ``max_pixels`` pixels; decided before decoding), ``IMAGE_TOO_SMALL``
             (``min(H, W) < min_side``) or ``CORRUPT_IMAGE`` (truncated or undecodable data).
     """
-    if len(data) > settings.max_bytes:
-        raise DecodeError(
-            ReasonCode.IMAGE_TOO_LARGE,
-            f"{len(data)} bytes > max_bytes {settings.max_bytes}",
-        )
-    fmt = sniff_format(data)
-    if fmt is None:
-        raise DecodeError(
-            ReasonCode.UNSUPPORTED_FORMAT,
-            (f"unknown magic bytes ({len(data)} bytes)" if data else "empty input (0 bytes)")
-            + "; expected JPEG, PNG, WebP, BMP, GIF, TIFF or HEIF",
-        )
+    fmt = _sniffed(data, settings)
     with _open_checked(data, fmt, settings) as im:
         if fmt == "jpeg":
             orientation = _orientation(im)

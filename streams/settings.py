@@ -273,6 +273,11 @@ class WorkerSettings(_Frozen):
         poison_attempts: starts of the worker at a partition's committed offset after which
             the record there is not tried again but dead-lettered ``POISON`` (a record that
             crashes, blows up or hangs the process every time; ``streams.worker.attempts``).
+        decode_budget_bytes: memory a batch's decoded images may take at once (bytes, 1 GiB by
+            default; as each header declares, ``processors.decode.decoded_bytes``): a batch
+            decodes and processes its images in chunks within it, instead of all at once
+            (``max_batch`` x ``decode.max_pixels`` x 3 bytes: 3.8 GB at 32 x 40 MP). Size it to
+            the pod's memory limit less the worker's own (~0.4 GB with the sleep processor).
         shutdown_timeout_s: bound on graceful SIGTERM handling.
     """
 
@@ -288,6 +293,7 @@ class WorkerSettings(_Frozen):
     dlq_value_max_bytes: int = Field(0, ge=0)
     dlq_record_max_bytes: int = Field(DLQ_RECORD_MAX_BYTES, ge=DLQ_RECORD_MIN_BYTES)
     poison_attempts: int = Field(2, ge=1, le=100)
+    decode_budget_bytes: int = Field(1024**3, ge=1024**2)
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
 

@@ -59,8 +59,12 @@ from streams.settings import Settings, load_settings
 FAULTS = ("poison", "sigkill", "broker", "minio_down", "minio_503", "scale")
 PARTITIONS = 6
 #: RLIMIT_DATA of each worker process: its pod memory limit. A sleep-processor worker's data
-#: segment is about 390 MB, a decoded 40 MP image 120 MB: a batch of 8 of them does not fit.
+#: segment is about 390 MB (measured: VmData 387 MB), a decoded 40 MP image 120 MB: a batch of 8
+#: of them does not fit.
 DATA_LIMIT = 1024 * 1024 * 1024
+#: the workers' settings for that limit: a decode budget of 256 MiB per batch, one 40 MP image
+#: (240 MB at its decode peak) at a time (``CARDSTREAM_WORKER__DECODE_BUDGET_BYTES``)
+POD_ENV = {"CARDSTREAM_WORKER__DECODE_BUDGET_BYTES": str(256 * 1024 * 1024)}
 #: a worker slot's RSS may grow by less than this during the soak (issue 31)
 SOAK_RSS_GROWTH_MAX = 0.05
 
@@ -136,8 +140,8 @@ class Group:
         self.logs.mkdir(parents=True, exist_ok=True)
         with open(self.logs / f"{self.s.kafka.group_id}-slot{slot}.log", "ab") as f:
             p = subprocess.Popen([str(exe), "worker", "--slot", str(slot), "--http-port",
-                                  str(port), *self.args], env=settings_env(self.s), stdout=f,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+                                  str(port), *self.args], env={**settings_env(self.s), **POD_ENV},
+                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         resource.prlimit(p.pid, resource.RLIMIT_DATA, (DATA_LIMIT, DATA_LIMIT))
         return p
 

@@ -40,7 +40,7 @@ import numpy as np
 from confluent_kafka import Message
 
 from processors.base import Artifact, Item, Outcome, Processor
-from processors.decode import decode_image
+from processors.decode import decode_image, decoded_bytes
 from processors.errors import DecodeError
 from processors.registry import spec
 from processors.runtime import bucket_slices
@@ -193,6 +193,7 @@ class Compute:
         self.inline_max_bytes = settings.worker.inline_max_bytes
         self.dlq_value_max_bytes = settings.worker.dlq_value_max_bytes
         self.dlq_record_max_bytes = settings.worker.dlq_record_max_bytes
+        self.decode_budget = settings.worker.decode_budget_bytes
         self.finished_at = 0.0  # perf_counter when the last batch finished computing
         #: record -> starts it was tried in without being committed, above the limit (it is
         #: then a POISON dead letter, not tried again); the loop sets the intake's
@@ -234,23 +235,18 @@ class Compute:
                 fates[i] = got
             else:
                 events[i] = got
-        loads = {i: self._io.submit(self.load, ev) for i, ev in events.items()}
-        loaded: dict[str, list[tuple[int, _Loaded]]] = {}
-        for i, fut in loads.items():  # 2. load
+        fetched = {i: self._io.submit(self.fetch, ev) for i, ev in events.items()}
+        ready: list[tuple[int, bytes, int]] = []
+        for i, fut in fetched.items():  # 2. load: GET and read the header
             got = self._loaded(msgs[i], events[i], fut, t_batch)
-            if isinstance(got, _Loaded):
-                loaded.setdefault(str(got.event.task), []).append((i, got))
+            if isinstance(got, tuple):
+                ready.append((i, *got))
             else:
                 fates[i] = got
             if not isinstance(got, DeadLettered):
                 self.metrics.queue_wait.observe(max(t_batch - timestamp_ms(msgs[i]), 0.0) / 1000.0)
-        for task, group in loaded.items():  # 3. process
-            proc = self.processors[task]
-            for part in bucket_slices(len(group), proc.bucket):
-                chunk = group[part]
-                for (i, _), fate in zip(chunk, self._process(task, proc, [x for _, x in chunk],
-                                                             t_batch), strict=True):
-                    fates[i] = fate
+        for part in memory_chunks([cost for _, _, cost in ready], self.decode_budget):
+            self._decode_and_process(msgs, events, ready[part], fates, t_batch)
         ordered = [fates[i] for i in range(len(msgs))]
         t_put = time.perf_counter()  # 4. PUT
         puts = [(f, a, self._io.submit(self.storage.put, self.results_bucket,
@@ -261,6 +257,29 @@ class Compute:
         letters = [(f, self._io.submit(self._letter, f)) for f in ordered
                    if isinstance(f, DeadLettered)]
         return Computed(ordered, puts, t_put, letters)
+
+    def _decode_and_process(self, msgs: Sequence[Message], events: Mapping[int, UploadEvent],
+                            chunk: Sequence[tuple[int, bytes, int]], fates: dict[int, Fate],
+                            t_batch: float) -> None:
+        """Steps 2-3 for events whose decoded images fit the decode budget together: decode
+        them (the I/O pool), then process them task by task in the processor's batch buckets;
+        their pixels are dropped before the next chunk decodes."""
+        decodes = {i: self._io.submit(decode_image, data, self.decode) for i, data, _ in chunk}
+        loaded: dict[str, list[tuple[int, _Loaded]]] = {}
+        for i, fut in decodes.items():
+            got = self._loaded(msgs[i], events[i], fut, t_batch)
+            if isinstance(got, np.ndarray):
+                loaded.setdefault(str(events[i].task), []).append(
+                    (i, _Loaded(msgs[i], events[i], got)))
+            else:
+                fates[i] = got
+        for task, group in loaded.items():  # 3. process
+            proc = self.processors[task]
+            for part in bucket_slices(len(group), proc.bucket):
+                items = group[part]
+                for (i, _), fate in zip(items, self._process(task, proc, [x for _, x in items],
+                                                             t_batch), strict=True):
+                    fates[i] = fate
 
     def parse(self, m: Message) -> UploadEvent | DeadLettered:
         """Step 1: the record as an upload this worker serves, or its dead letter."""
@@ -289,15 +308,25 @@ class Compute:
                                 "compute deadline); not tried again", _readable_upload_id(m.value()))
 
     def load(self, ev: UploadEvent) -> np.ndarray:
-        """Step 2, the one place an upload's image is fetched and decoded: image bytes (inline
-        or claim check, verified against the ref's size and sha256 when given) decoded to
-        ``(H, W, 3) uint8`` BGR.
+        """Step 2, the one place an upload's image is fetched and decoded: image bytes
+        (:meth:`fetch`) decoded to ``(H, W, 3) uint8`` BGR. (A batch fetches all its images
+        first and decodes them in chunks within the decode budget: :meth:`run`.)
 
         Raises:
-            ObjectNotFound / ObjectTooLarge / StorageError: from the store.
+            ObjectNotFound / ObjectRefused / ObjectTooLarge / StorageError: from the store.
             DecodeError: bad image, or ``CHECKSUM_MISMATCH`` when the object is not the one the
                 event describes.
             ContractError: the inline image is not valid base64.
+        """
+        return decode_image(self.fetch(ev)[0], self.decode)
+
+    def fetch(self, ev: UploadEvent) -> tuple[bytes, int]:
+        """The upload's image bytes (inline or claim check, verified against the ref's size and
+        sha256 when given) and the memory their decode will need (bytes, from the header:
+        :func:`processors.decode.decoded_bytes`).
+
+        Raises:
+            the errors of :meth:`load`, but a pixel's decode error.
         """
         data = codec.inline_bytes(ev)
         if data is None:
@@ -308,14 +337,15 @@ class Compute:
                                   f"object is {len(data)} bytes, the event says {ref.size_bytes}")
             if ref.sha256 is not None and hashlib.sha256(data).hexdigest() != ref.sha256:
                 raise DecodeError(ReasonCode.CHECKSUM_MISMATCH, "object sha256 differs from the event's")
-        return decode_image(data, self.decode)
+        return data, decoded_bytes(data, self.decode)
 
     def _loaded(self, m: Message, ev: UploadEvent, fut: Future,
-                t_batch: float) -> _Loaded | Rejected | DeadLettered:
-        """What a load's errors mean for the event: a rejection or a dead letter; the store not
-        answering is the whole batch's (raised)."""
+                t_batch: float) -> Any | Rejected | DeadLettered:
+        """``fut``'s result (a fetch or a decode of ``ev``'s image), or what its errors mean for
+        the event: a rejection or a dead letter; the store not answering is the whole batch's
+        (raised)."""
         try:
-            return _Loaded(m, ev, fut.result())
+            return fut.result()
         except ObjectNotFound:
             return Rejected(m, ev, ReasonCode.OBJECT_NOT_FOUND, t_batch)
         except ObjectTooLarge:
@@ -469,6 +499,24 @@ class Compute:
         if self.dlq_value_max_bytes > 0:
             return codec.make_dead_letter(max_value_bytes=self.dlq_value_max_bytes, **record)
         return quarantined_dead_letter(self.storage, self.s3, **record)
+
+
+def memory_chunks(costs: Sequence[int], budget: int) -> list[slice]:
+    """Consecutive runs of ``costs`` (bytes each) whose sum stays within ``budget`` (bytes); an
+    item above the budget alone is a run of its own. ``[]`` for no costs.
+
+    >>> memory_chunks([3, 3, 3, 9, 1], 6)
+    [slice(0, 2, None), slice(2, 3, None), slice(3, 4, None), slice(4, 5, None)]
+    """
+    out, start, used = [], 0, 0
+    for i, c in enumerate(costs):
+        if i > start and used + c > budget:
+            out.append(slice(start, i))
+            start, used = i, 0
+        used += c
+    if start < len(costs):
+        out.append(slice(start, len(costs)))
+    return out
 
 
 def _readable_upload_id(value: bytes | None) -> str | None:

@@ -29,6 +29,7 @@ from pydantic import SecretStr
 from benchmarks.common import ResultWatcher
 from benchmarks.faults import poison
 from benchmarks.faults.proxy import FaultProxy
+from benchmarks.faults.suite import DATA_LIMIT, POD_ENV
 from processors.base import Processor
 from processors.registry import spec, stand_in
 from processors.sleep import SleepProcessor
@@ -138,8 +139,8 @@ class _Supervised:
         exe = Path(sys.executable).with_name("cardstream")
         with open(self.log, "ab") as f:
             p = subprocess.Popen([str(exe), "worker", "--slot", "0", "--http-port", "0",
-                                  *self.args], env=settings_env(self.s), stdout=f,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+                                  *self.args], env={**settings_env(self.s), **POD_ENV},
+                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         # set from here, not in a preexec_fn (unsafe with the test's threads); the worker
         # allocates its batches long after it started
         resource.prlimit(p.pid, resource.RLIMIT_DATA, (self.data_limit, self.data_limit))
@@ -173,13 +174,8 @@ EXPECT = {
     "hang": (1, "dead_letter", "POISON", 90),
 }
 FAILS_TODAY = {
-    "huge_image": "issue 31: a batch decodes all its images at once; over the memory limit the "
-                  "worker dies, restarts at the same offset and dies again",
     "hang": "issue 31: a hung compute stops the partition for ever (no compute deadline)",
 }
-#: RLIMIT_DATA of the worker processes: a sleep-processor worker's data segment is about 390 MB
-#: (measured: VmData 387 MB), a decoded 40 MP image 120 MB
-DATA_LIMIT = 1024 * 1024 * 1024
 
 
 @pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.xfail(
