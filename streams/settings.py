@@ -278,6 +278,10 @@ class WorkerSettings(_Frozen):
             decodes and processes its images in chunks within it, instead of all at once
             (``max_batch`` x ``decode.max_pixels`` x 3 bytes: 3.8 GB at 32 x 40 MP). Size it to
             the pod's memory limit less the worker's own (~0.4 GB with the sleep processor).
+        compute_deadline_s: a batch computing longer than this (s; parse, GETs, decode and
+            model calls) fails ``/live``, and ``cardstream worker`` exits (code 70) so that it
+            is restarted; the restarted worker counts the start (``poison_attempts``). Above
+            the worst legitimate batch, GET retries included.
         shutdown_timeout_s: bound on graceful SIGTERM handling.
     """
 
@@ -294,6 +298,7 @@ class WorkerSettings(_Frozen):
     dlq_record_max_bytes: int = Field(DLQ_RECORD_MAX_BYTES, ge=DLQ_RECORD_MIN_BYTES)
     poison_attempts: int = Field(2, ge=1, le=100)
     decode_budget_bytes: int = Field(1024**3, ge=1024**2)
+    compute_deadline_s: float = Field(120.0, gt=0)
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
 

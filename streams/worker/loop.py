@@ -88,7 +88,7 @@ class Worker:
                  model_version: str | None = None) -> None:
         self.settings = settings
         self.metrics = metrics or WorkerMetrics()
-        self.health = health or Health()
+        self.health = health or Health(stall_s=settings.worker.compute_deadline_s)
         self.transactional_id = f"{settings.kafka.transactional_id_prefix}-{settings.worker.slot}"
         self.intake = Intake(settings.kafka, settings.worker, self.metrics, self.health, ranges)
         self.compute = Compute(settings, processors, storage, self.metrics, model_version)
@@ -164,6 +164,7 @@ class Worker:
     def _submit(self, msgs: list[Message]) -> None:
         """Start computing ``msgs`` on the batch thread (it becomes the batch in flight)."""
         self.metrics.batch_size.observe(len(msgs))
+        self.health.compute_since = time.monotonic()
         self._inflight = _Batch(msgs, self._batch_thread.submit(self.compute.run, msgs))
 
     def _await(self, b: _Batch) -> Computed:
@@ -174,6 +175,7 @@ class Worker:
             StorageUnavailable: (or anything else the batch thread raised).
         """
         self.intake.wait([b.fut])
+        self.health.compute_since = None
         computed = b.fut.result()
         self.metrics.stage.labels("handoff").observe(time.perf_counter() - self.compute.finished_at)
         return computed
