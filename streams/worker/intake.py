@@ -9,6 +9,7 @@ the partitions once it holds that many.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from typing import Any
@@ -148,6 +149,12 @@ class Intake:
         self._carry_since = 0.0  # monotonic time the oldest carried event arrived
         self._done_parts: set[int] = set()
         self._last_lag = 0.0
+        # assignment epochs: a partition's epoch goes up each time it is assigned; an event
+        # delivered in an earlier epoch is not this worker's any more, even if the partition
+        # came back (librdkafka fetches it again from the committed offset)
+        self._epochs: dict[Key, int] = {}
+        self._fetched: OrderedDict[int, tuple[Message, int]] = OrderedDict()  # id -> (event, epoch)
+        self._fetched_max = 16 * self.max_batch
         self.ledger = (AttemptLedger(worker.poison_attempts, worker.max_batch)
                        if ranges is None else None)
 
@@ -183,6 +190,7 @@ class Intake:
         for tp in parts:
             key = (tp.topic, tp.partition)
             self._revoked.discard(key)
+            self._epochs[key] = self._epochs.get(key, 0) + 1
             self.pausing.assigned(key)
         self.health.in_group = True
         log.info("partitions_assigned", partitions=[tp.partition for tp in parts])
@@ -213,8 +221,15 @@ class Intake:
         self.health.in_group = False
 
     def owns(self, m: Message) -> bool:
-        """Whether ``m``'s partition is still this worker's (not revoked since it was fetched)."""
-        return key_of(m) not in self._revoked
+        """Whether ``m`` is still this worker's: its partition is assigned, in the assignment
+        epoch ``m`` was delivered in (a partition revoked and assigned back while ``m`` was in
+        flight is fetched again from the committed offset: committing ``m`` too would
+        duplicate it)."""
+        key = key_of(m)
+        if key in self._revoked:
+            return False
+        got = self._fetched.get(id(m))
+        return got is None or got[0] is not m or got[1] == self._epochs.get(key, 0)
 
     def group_metadata(self) -> Any:
         """The consumer group's metadata, for ``send_offsets_to_transaction``."""
@@ -341,8 +356,9 @@ class Intake:
 
         Every event read and not committed is in ``msgs`` or already in the carry list (what was
         prefetched after them), and the consumer's position is past all of them, so the
-        partitions go on in offset order with nothing skipped or read twice. Events of revoked
-        partitions are dropped (their new owner starts at the committed offset). In replay mode
+        partitions go on in offset order with nothing skipped or read twice. Events this worker
+        no longer owns (:meth:`owns`) are dropped (their partition's owner starts at the
+        committed offset). In replay mode
         their partitions count as not done again. At most two batches plus the carry are held:
         ``3 * max_batch`` events.
 
@@ -351,7 +367,7 @@ class Intake:
         librdkafka's ``seek`` is asynchronous and its failures unreported (librdkafka #2256,
         confluent-kafka-python #1270).
         """
-        held = [m for m in [*msgs, *self._carry] if key_of(m) not in self._revoked]
+        held = [m for m in [*msgs, *self._carry] if self.owns(m)]
         if held and not self._carry:
             self._carry_since = time.monotonic()
         self._carry = held
@@ -369,12 +385,16 @@ class Intake:
 
     # --- what was fetched --------------------------------------------------------------------
     def _delivered(self, msgs: Sequence[Message]) -> None:
-        """Record the fetch delay of delivered events and tell the pause who is fetching."""
+        """Record the fetch delay of delivered events, tell the pause who is fetching, and note
+        each event's assignment epoch (:meth:`owns`; the newest ``16 * max_batch`` events)."""
         now_ms = time.time() * 1000.0
         for m in msgs:
             if m.error() is None:
                 self.metrics.fetch_delay.observe(max(now_ms - timestamp_ms(m), 0.0) / 1000.0)
                 self.pausing.delivered(key_of(m))
+                self._fetched[id(m)] = (m, self._epochs.get(key_of(m), 0))
+        while len(self._fetched) > self._fetched_max:  # far more than is ever held
+            self._fetched.popitem(last=False)
 
     def _usable(self, msgs: list[Message]) -> list[Message]:
         """Drop errors (logging all but partition EOF) and, in replay mode, events past the range."""
