@@ -25,7 +25,9 @@ class WorkerMetrics:
         cardstream_consumer_lag{partition}: high watermark - position, per assigned partition.
         cardstream_transactions_total{outcome}: committed / aborted / fenced (another instance
             with the same transactional.id took over) / stuck (``send_offsets_to_transaction``
-            did not return; the producer was replaced) transactions.
+            did not return; the producer was replaced) / unknown_committed
+            (``commit_transaction`` kept timing out and the group's committed offsets showed it
+            had committed) transactions.
         cardstream_batch_stage_seconds{stage}: where a batch's time goes: ``fill`` (the poll that
             closes the batch), ``compute`` (parse + fetch + decode + inference + PUT, helper
             thread), ``put`` (the PUTs alone), ``handoff`` (compute done -> the loop picks it

@@ -10,7 +10,9 @@ The checkpoint of a batch (:meth:`Committer.commit`), once every output object i
    dead letter can never block its partition;
 3. ``send_offsets_to_transaction``: per partition, the offset after the batch's last event,
    bounded in time (a stuck producer is replaced, :meth:`Committer.send_offsets`);
-4. ``commit_transaction``, retried while the error is retriable.
+4. ``commit_transaction``, retried while the error is retriable; if it still times out its
+   outcome is unknown (the coordinator may have committed it): the consumer group's committed
+   offsets decide (:meth:`Committer.commit`'s ``committed``), never a blind redo.
 
 Nothing of a batch is visible to read_committed consumers before step 4 returns, and a failed
 transaction commits nothing: the caller redoes the batch. As quix-streams' ``Checkpoint``, one
@@ -22,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,12 +120,18 @@ class Committer:
         if self.producer is not None:
             self.producer.flush(timeout_s)
 
-    def commit(self, cp: Checkpoint, group_metadata: Any) -> bool:
+    def commit(self, cp: Checkpoint, group_metadata: Any,
+               committed: Callable[[list[TopicPartition]], bool] | None = None) -> bool:
         """Commit ``cp`` in one transaction (steps 1-4 of the module doc).
 
         Args:
             cp: the batch's checkpoint.
             group_metadata: the consumer's ``consumer_group_metadata()``.
+            committed: whether the consumer group's committed offsets have reached these
+                (read stable, KIP-447): asked when ``commit_transaction`` still fails with a
+                retriable error after its retries, an unknown outcome. True: the transaction
+                did commit (counted as committed; the producer, whose state is unknown, is
+                replaced). None: an unknown outcome is a failure (redo).
 
         Returns:
             True when committed; False when nothing was (aborted, fenced or stuck: the producer
@@ -143,7 +151,12 @@ class Committer:
             t2 = time.perf_counter()
             self.send_offsets(cp.offsets, group_metadata)  # 3.
             t3 = time.perf_counter()
-            self.commit_transaction()  # 4.
+            try:
+                self.commit_transaction()  # 4.
+            except KafkaException as ex:
+                if not (ex.args[0].retriable() and committed is not None
+                        and self._committed_anyway(cp, committed, ex)):
+                    raise
             t4 = time.perf_counter()
             for name, a, b in (("begin", t0, t1), ("produce", t1, t2), ("send_offsets", t2, t3),
                                ("commit", t3, t4)):
@@ -200,6 +213,22 @@ class Committer:
             log.error("dead_letter_refused", topic=src[0], partition=src[1], offset=src[2],
                       error=why, hint="its minimal form (code and source only) goes out instead")
         return why
+
+    def _committed_anyway(self, cp: Checkpoint, committed: Callable[[list[TopicPartition]], bool],
+                          ex: KafkaException) -> bool:
+        """``commit_transaction`` kept timing out: did the transaction commit all the same?
+        Yes when the group's committed offsets reached ``cp``'s; the producer is then replaced
+        (librdkafka still holds the commit as in progress). Errors of the check count as no."""
+        try:
+            done = committed(cp.offsets)
+        except KafkaException:
+            done = False
+        log.warning("commit_outcome_unknown", error=str(ex.args[0]), committed=done,
+                    partitions=sorted({tp.partition for tp in cp.offsets}))
+        if done:
+            self.metrics.transactions.labels("unknown_committed").inc()
+            self.rebuild()
+        return done
 
     def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
         """Step 3: ``send_offsets_to_transaction`` with a bound librdkafka does not keep.

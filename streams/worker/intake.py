@@ -231,6 +231,19 @@ class Intake:
         got = self._fetched.get(id(m))
         return got is None or got[0] is not m or got[1] == self._epochs.get(key, 0)
 
+    def reached(self, offsets: list[TopicPartition], timeout_s: float = 30.0) -> bool:
+        """Whether the consumer group's committed offsets are at or past ``offsets`` (read
+        stable: a read_committed consumer's request waits for pending transactional commits,
+        KIP-447).
+
+        Raises:
+            KafkaException: the request failed.
+        """
+        got = self.consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in offsets],
+                                      timeout=timeout_s)
+        want = {(tp.topic, tp.partition): tp.offset for tp in offsets}
+        return all(tp.offset >= want[(tp.topic, tp.partition)] for tp in got)
+
     def group_metadata(self) -> Any:
         """The consumer group's metadata, for ``send_offsets_to_transaction``."""
         return self.consumer.consumer_group_metadata()

@@ -216,7 +216,7 @@ class Worker:
         results, dead_letters = self.compute.records(fates)
         cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stage_ms)
         cp = dataclasses.replace(cp, offsets=self.intake.commit_marks(cp.offsets))
-        if not self.committer.commit(cp, self.intake.group_metadata()):
+        if not self.committer.commit(cp, self.intake.group_metadata(), self.intake.reached):
             return False
         self.intake.committed(cp.offsets)
         return True

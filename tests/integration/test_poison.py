@@ -423,11 +423,9 @@ class _LostCommitAnswer:
 class _CommitOutcomeUnknown(Worker):
     def start(self) -> None:
         super().start()
-        self.producer = _LostCommitAnswer(self.producer)
+        self.committer.producer = _LostCommitAnswer(self.committer.producer)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: commit_transaction timing out five times is "
-                   "followed by a redo although the commit may have succeeded (duplicates)")
 def test_commit_of_unknown_outcome_is_never_committed_twice(settings: Settings) -> None:
     good = _uploaded(settings, 8)
     w = _CommitOutcomeUnknown(settings, _procs(), Storage(settings.s3))
