@@ -97,9 +97,9 @@ class Options:
     seconds: float = 60.0
     sleep_ms: float = 100.0
     max_batch: int = 16
+    faults: Sequence[str] = FAULTS
     drain_idle_s: float = 120.0
     drain_max_s: float = 240.0
-    faults: Sequence[str] = FAULTS
     out: Path = Path("out/faults")
     soak_minutes: float = 0.0
     soak_load: float = 0.7

@@ -162,6 +162,25 @@ class _Supervised:
             self.proc.wait()
 
 
+def _supervised_run(settings: Settings, tmp_path: Path, want: int, timeout_s: float,
+                    max_wait_ms: int) -> tuple[dict, _Supervised]:
+    """Run one supervised sleep-processor worker (max_batch 16) until ``want`` outputs (results
+    and dead letters) are committed or ``timeout_s`` passed; returns (upload id -> result, the
+    supervisor, stopped)."""
+    args = ["--processor", "card=sleep,id_photo=sleep", "--sleep-ms", "5", "--max-batch", "16",
+            "--max-wait-ms", str(max_wait_ms)]
+    with ResultWatcher(settings) as rw:
+        sup = _Supervised(settings, tmp_path / "worker.log", args, DATA_LIMIT)
+        try:
+            end = time.monotonic() + timeout_s
+            while time.monotonic() < end and len(rw.results) < want:
+                sup.poll()
+                time.sleep(0.2)
+        finally:
+            sup.stop()
+        return dict(rw.results), sup
+
+
 #: kind -> (records of that kind sent, what each must end as: a result status or "dead_letter",
 #: the reason / dead-letter code (None: any), seconds the five good uploads may take)
 EXPECT = {
@@ -192,18 +211,7 @@ def test_one_poison_record_does_not_stop_its_partition(settings: Settings, tmp_p
         poison.send(prod, *poison.record(kind, prod, uid), partition=0)
     good = _good(prod)
     assert prod.flush() == []
-    args = ["--processor", "card=sleep,id_photo=sleep", "--sleep-ms", "5", "--max-batch", "16",
-            "--max-wait-ms", "200"]
-    with ResultWatcher(settings) as rw:
-        sup = _Supervised(settings, tmp_path / "worker.log", args, DATA_LIMIT)
-        try:
-            end = time.monotonic() + timeout_s
-            while time.monotonic() < end and len(rw.results) < n + GOOD:
-                sup.poll()
-                time.sleep(0.2)
-        finally:
-            sup.stop()
-        got = dict(rw.results)
+    got, sup = _supervised_run(settings, tmp_path, n + GOOD, timeout_s, max_wait_ms=200)
     ok = sum(1 for u in good if u in got and got[u].status == "accepted")
     assert ok == GOOD, (f"{ok} of {GOOD} good uploads got a result in {timeout_s} s behind "
                         f"{n} {kind} record(s); the worker restarted {sup.restarts} times")
@@ -291,17 +299,7 @@ def test_a_crash_in_the_middle_of_a_batch_is_found_and_dead_lettered(settings: S
     poison.send(prod, *poison.record("crash", prod, "crash-mid"), partition=0)
     after = _good(prod, 3, tag="after")
     assert prod.flush() == []
-    args = ["--processor", "card=sleep,id_photo=sleep", "--sleep-ms", "5", "--max-batch", "16",
-            "--max-wait-ms", "500"]
-    with ResultWatcher(settings) as rw:
-        sup = _Supervised(settings, tmp_path / "worker.log", args, DATA_LIMIT)
-        try:
-            end = time.monotonic() + 120
-            while time.monotonic() < end and len(rw.results) < 7:
-                sup.poll()
-                time.sleep(0.2)
-        finally:
-            sup.stop()
+    _, sup = _supervised_run(settings, tmp_path, 7, 120, max_wait_ms=500)
     rs, ds = results(settings, 6, timeout_s=10), dead_letters(settings, 1, timeout_s=10)
     assert sorted(r.upload_id for r in rs) == sorted(before + after), (
         f"{len(rs)} of 6 good uploads got a result; {sup.restarts} restarts")
