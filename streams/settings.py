@@ -270,9 +270,9 @@ class WorkerSettings(_Frozen):
             (``schemas.codec.DLQ_RECORD_MIN_BYTES``) and at most the dead-letter topic's
             ``kafka.topics.dlq_max_message_bytes``. A dead letter the broker still refuses is
             replaced by its minimal form (``schemas.codec.minimal_dead_letter``).
-        poison_attempts: starts of the worker at a partition's committed offset after which
-            the record there is not tried again but dead-lettered ``POISON`` (a record that
-            crashes, blows up or hangs the process every time; ``streams.worker.attempts``).
+        poison_attempts: tries of a record alone, each ending the worker process (a crash,
+            an out-of-memory kill, a hang past the compute deadline), after which it is not
+            tried again but dead-lettered ``POISON`` (``streams.worker.attempts``).
         decode_budget_bytes: memory a batch's decoded images may take at once (bytes, 1 GiB by
             default; as each header declares, ``processors.decode.decoded_bytes``): a batch
             decodes and processes its images in chunks within it, instead of all at once

@@ -285,19 +285,22 @@ class Intake:
         return self._isolate(self._usable(msgs))
 
     def _isolate(self, msgs: list[Message]) -> list[Message]:
-        """Count this start on the partitions seen for the first time since their assignment
-        (:meth:`AttemptLedger.assign`); if an event must run alone (its partition restarted at
-        the same offset), the batch is that event and the others go back in front of the carry
-        list, in fetch order."""
+        """Read the attempt marks of the partitions seen for the first time since their
+        assignment (:meth:`AttemptLedger.assign`); if an event must run alone (its partition
+        restarted where a batch never committed), the batch is that event, its try counted
+        (:meth:`AttemptLedger.trying`), and the others go back in front of the carry list, in
+        fetch order."""
         if self.ledger is None or not msgs:
             return msgs
         self.ledger.assign(self.consumer, dict.fromkeys(key_of(m) for m in msgs))
         alone = next((i for i, m in enumerate(msgs) if self.ledger.isolated(m)), None)
-        if alone is None or len(msgs) == 1:
+        if alone is None:
             return msgs
-        if not self._carry:
-            self._carry_since = time.monotonic()
-        self._carry = msgs[:alone] + msgs[alone + 1:] + self._carry
+        if len(msgs) > 1:
+            if not self._carry:
+                self._carry_since = time.monotonic()
+            self._carry = msgs[:alone] + msgs[alone + 1:] + self._carry
+        self.ledger.trying(self.consumer, msgs[alone])
         return [msgs[alone]]
 
     def poisoned(self, m: Message) -> int:
