@@ -47,6 +47,13 @@ class ObjectTooLarge(StorageError):
     """The claim-check object is larger than the byte limit (reason ``IMAGE_TOO_LARGE``)."""
 
 
+class ProcessorUnavailable(StreamsError):
+    """A processor raised for a whole bucket, then for items alone, and also for a probe item
+    (a plain synthetic image): the processor is broken (a CUDA out-of-memory, a lost device
+    context), not the inputs. The worker puts the batch back, pauses and fails readiness for a
+    while (the breaker), instead of dead-lettering good uploads."""
+
+
 class StorageUnavailable(StorageError):
     """MinIO did not answer within the retries while a batch was loaded or stored: the worker
     puts the batch back, pauses and retries once the store answers; nothing is committed."""

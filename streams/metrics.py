@@ -33,6 +33,8 @@ class WorkerMetrics:
             thread), ``put`` (the PUTs alone), ``handoff`` (compute done -> the loop picks it
             up), ``begin``/``produce``/``send_offsets``/``commit`` (the transaction's calls).
         cardstream_fetch_delay_seconds: an event's Kafka timestamp -> the consumer returned it.
+        cardstream_breaker_opened_total: batches put back because their processor failed even
+            on a probe image (the worker paused, readiness failed).
     """
 
     def __init__(self) -> None:
@@ -59,6 +61,8 @@ class WorkerMetrics:
         self.fetch_delay = Histogram("cardstream_fetch_delay_seconds",
                                      "Kafka timestamp to the consumer returning the event",
                                      buckets=fine, registry=r)
+        self.breaker_opened = Counter("cardstream_breaker_opened", "Batches put back by the "
+                                      "processor breaker", registry=r)
         self.transactions = Counter("cardstream_transactions", "Kafka transactions", ["outcome"], registry=r)
         self.redone = Counter("cardstream_redone_events", "Events of failed batches (transaction "
                               "aborted or fenced, MinIO unavailable) put back to be redone",

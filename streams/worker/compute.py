@@ -61,6 +61,7 @@ from streams.errors import (
     ObjectNotFound,
     ObjectRefused,
     ObjectTooLarge,
+    ProcessorUnavailable,
     StorageError,
     StorageUnavailable,
 )
@@ -364,7 +365,12 @@ class Compute:
                  t_batch: float) -> list[Processed | DeadLettered]:
         """Step 3 for one bucket: one ``process_batch`` call. If it raises (a model call that
         failed: per-item failures are outcomes already), each event is run alone, and one that
-        still raises is dead-lettered ``PROCESSING_ERROR``."""
+        still raises is dead-lettered ``PROCESSING_ERROR``, provided the processor still
+        handles a probe item (:meth:`_probe`).
+
+        Raises:
+            ProcessorUnavailable: items failed alone and so did the probe (the breaker).
+        """
         task_spec = spec(task)
         items = [Item(x.event.upload_id, x.image, task_spec.item_options(x.event.options))
                  for x in chunk]
@@ -377,11 +383,27 @@ class Compute:
         except Exception as exc:  # isolate the poison item: one by one
             log.warning("batch_failed_isolating", task=task, error=type(exc).__name__)
             outcomes = [self._alone(task, proc, x, it) for x, it in zip(chunk, items, strict=True)]
+            if any(isinstance(o, DeadLettered) for o in outcomes):
+                self._probe(task, proc)
         self.metrics.inference.labels(task).observe(time.perf_counter() - t0)
         self.metrics.inference_calls.labels(task).inc(max(int(proc.stats.calls) - calls0, 0))
         return [o if isinstance(o, DeadLettered)
                 else Processed(x.msg, x.event, o, len(chunk), t_batch)
                 for x, o in zip(chunk, outcomes, strict=True)]
+
+    def _probe(self, task: str, proc: Processor) -> None:
+        """Run ``proc`` on one plain synthetic image (a ``(96, 128, 3)`` mid-grey ``uint8``, the
+        task's default options): whatever its verdict, it must not raise.
+
+        Raises:
+            ProcessorUnavailable: it raised: the processor is broken, not the items.
+        """
+        probe = Item("probe", np.full((96, 128, 3), 127, np.uint8), spec(task).item_options(None))
+        try:
+            proc.process_batch([probe])
+        except Exception as exc:
+            raise ProcessorUnavailable(f"{task} processor raised {type(exc).__name__} on a "
+                                       "probe image too") from exc
 
     def _alone(self, task: str, proc: Processor, x: _Loaded, item: Item) -> Outcome | DeadLettered:
         try:

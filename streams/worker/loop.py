@@ -39,7 +39,7 @@ from confluent_kafka import Message
 from processors import registry
 from processors.base import Processor
 from processors.runtime import RuntimeSettings
-from streams.errors import StorageUnavailable
+from streams.errors import ProcessorUnavailable, StorageUnavailable
 from streams.health import Health
 from streams.logs import log
 from streams.metrics import WorkerMetrics
@@ -97,6 +97,7 @@ class Worker:
         self._batch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
         self._stop = threading.Event()
         self._inflight: _Batch | None = None  # the batch computing on the batch thread
+        self._breaker_open_s = 0.0  # the breaker's last pause (s), doubled per failure in a row
         self.compute.poisoned = self.intake.poisoned
 
     @property
@@ -195,8 +196,13 @@ class Worker:
                 self._inflight = None
                 self._storage_down(e, b.msgs)
                 return
+            except ProcessorUnavailable as e:  # the breaker: nothing else is in flight
+                self._inflight = None
+                self._processor_down(e, b.msgs)
+                return
             self._inflight = None
             self.batches += 1
+            self._breaker_open_s = 0.0
             if start_next and not self._stop.is_set() and not self.intake.isolating:
                 nxt = self.intake.next_batch(wait=False)
                 if nxt:
@@ -238,6 +244,20 @@ class Worker:
         self.intake.redo(msgs)
         self.intake.pause()
         self.wait_for_storage()
+
+    def _processor_down(self, e: Exception, msgs: list[Message]) -> None:
+        """The breaker: a processor failed even on a probe (:class:`ProcessorUnavailable`): put
+        ``msgs`` back, pause fetching and fail readiness for 1 s, doubled per failure in a row
+        up to 30 s (polling meanwhile), then try the batch again; nothing is dead-lettered."""
+        self._breaker_open_s = min(max(self._breaker_open_s * 2, 1.0), 30.0)
+        self.metrics.breaker_opened.inc()
+        log.error("processor_breaker_open", error=str(e), pause_s=self._breaker_open_s)
+        self.intake.redo(msgs)
+        self.intake.pause()
+        self.health.ready = False
+        until = time.monotonic() + self._breaker_open_s
+        self.intake.wait_until(lambda: time.monotonic() >= until, self._stop.is_set)
+        self.health.ready = True
 
     def wait_for_storage(self) -> None:
         """Keep polling (heartbeats, rebalances) until the object store answers again; logs

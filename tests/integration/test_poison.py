@@ -452,8 +452,6 @@ class _FailsFirst(SleepProcessor):
         return super().process_batch(items)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: a processor failing on every call turns every "
-                   "upload of the batch into a committed PROCESSING_ERROR dead letter (no breaker)")
 def test_transient_processor_failure_does_not_dead_letter_good_uploads(settings: Settings) -> None:
     good = _uploaded(settings, 10)
     procs = {t: _FailsFirst(t, fail_s=4.0) for t in ("card", "id_photo")}

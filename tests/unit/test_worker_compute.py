@@ -118,3 +118,42 @@ def test_a_batch_decodes_and_processes_in_chunks_within_the_decode_budget() -> N
             c.close()
         assert sizes == calls
         assert [str(f.outcome.status) for f in computed.fates] == ["accepted"] * 8
+
+
+def test_items_failing_alone_are_dead_letters_only_while_the_processor_passes_a_probe() -> None:
+    """A processor raising on the upload ``u1`` alone: ``u1`` is a PROCESSING_ERROR dead letter,
+    ``u0`` accepted. A processor raising on every call (the probe too): the breaker, the batch
+    raised as ProcessorUnavailable, no dead letter."""
+    import cv2
+    import numpy as np
+
+    from schemas import codec
+    from streams.errors import ProcessorUnavailable
+
+    ok, png = cv2.imencode(".png", np.full((96, 128, 3), 60, np.uint8))
+    assert ok
+    msgs = [Msg(0, i, topic="t.uploads", key=f"u{i}".encode(), value=codec.dumps({
+        "schema_version": 1, "upload_id": f"u{i}", "task": "card",
+        "submitted_at": "2026-12-04T00:00:00Z",
+        "image": {"inline_b64": base64.b64encode(png.tobytes()).decode()}})) for i in range(2)]
+    for broken, want in ((False, ["Processed", "DeadLettered"]), (True, None)):
+        procs = stand_ins(call_ms=0.0, item_ms=0.0)
+        run = procs["card"].process_batch
+
+        def flaky(items, run=run, broken=broken):
+            if broken or any(it.upload_id == "u1" for it in items):
+                raise RuntimeError("CUDA error: an illegal memory access (injected)")
+            return run(items)
+
+        procs["card"].process_batch = flaky
+        c = Compute(load_settings(), procs, StoreDouble(), WorkerMetrics())
+        try:
+            if want is None:
+                with pytest.raises(ProcessorUnavailable, match="probe image too"):
+                    c.run(msgs)
+            else:
+                computed = c.run(msgs)
+                assert [type(f).__name__ for f in computed.fates] == want
+                assert computed.fates[1].code == DeadLetterCode.PROCESSING_ERROR
+        finally:
+            c.close()
