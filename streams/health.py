@@ -30,6 +30,12 @@ class Health:
         self.last_tick = time.monotonic()
         self.compute_since: float | None = None  # monotonic start of the batch computing now
 
+    def computed(self, since: float) -> None:
+        """The batch whose compute started at ``since`` (monotonic) has finished computing
+        (any thread; a later batch's start is left alone)."""
+        if self.compute_since == since:
+            self.compute_since = None
+
     def overdue_s(self) -> float:
         """Seconds the batch computing now has run past ``stall_s`` (0.0 when none is late)."""
         since = self.compute_since

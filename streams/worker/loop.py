@@ -165,8 +165,12 @@ class Worker:
     def _submit(self, msgs: list[Message]) -> None:
         """Start computing ``msgs`` on the batch thread (it becomes the batch in flight)."""
         self.metrics.batch_size.observe(len(msgs))
-        self.health.compute_since = time.monotonic()
-        self._inflight = _Batch(msgs, self._batch_thread.submit(self.compute.run, msgs))
+        since = self.health.compute_since = time.monotonic()
+        fut = self._batch_thread.submit(self.compute.run, msgs)
+        # the compute's own end, not when the loop gets to it (the loop may be committing the
+        # batch before, e.g. a stuck send_offsets_to_transaction during a broker restart)
+        fut.add_done_callback(lambda _: self.health.computed(since))
+        self._inflight = _Batch(msgs, fut)
 
     def _await(self, b: _Batch) -> Computed:
         """Keep serving the group (and prefetching) until ``b`` has computed (its PUTs may
@@ -176,7 +180,6 @@ class Worker:
             StorageUnavailable: (or anything else the batch thread raised).
         """
         self.intake.wait([b.fut])
-        self.health.compute_since = None
         computed = b.fut.result()
         self.metrics.stage.labels("handoff").observe(time.perf_counter() - self.compute.finished_at)
         return computed

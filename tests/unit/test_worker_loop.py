@@ -37,5 +37,7 @@ def test_live_fails_once_a_batch_computes_past_the_deadline_while_the_loop_ticks
     time.sleep(0.3)
     h.tick()  # the loop keeps polling while the batch thread hangs
     assert not h.live() and 0.05 < h.overdue_s() < 1.0
-    h.compute_since = None
+    h.computed(h.compute_since - 1.0)  # an earlier batch's end: this one is still late
+    assert not h.live()
+    h.computed(h.compute_since)
     assert h.live() and h.overdue_s() == 0.0
