@@ -5,7 +5,7 @@ VENV  := .venv
 STAMP := $(VENV)/.installed
 EXTRA ?= cpu
 
-.PHONY: setup models stack-up stack-down demo test test-unit test-integration bench lint clean
+.PHONY: setup models stack-up stack-down demo test test-unit test-integration bench faults lint clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) is missing: install Python 3.11" >&2; exit 1; }
@@ -40,6 +40,11 @@ test-integration: models stack-up
 bench: models stack-up ## benchmarks (never part of `make test`)
 	$(VENV)/bin/python -m pip install -q -e ".[$(EXTRA),dev,bench]"
 	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m benchmarks.run
+
+# its own Kafka + MinIO (scripts/stack instance "faults" on 39092/39094/39093/39000/39001), never the
+# stack on 9092/9000; FAULTS_ARGS passes options, e.g. FAULTS_ARGS='--faults poison,scale'
+faults: setup ## issue 31's fault table -> out/faults/summary.json (never part of `make test`); SOAK=1: the 30 min soak
+	$(VENV)/bin/python -m benchmarks.faults $(if $(SOAK),--soak) $(FAULTS_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check streams processors schemas tests benchmarks

@@ -449,6 +449,18 @@ def decode_probed(image: EncodedImage, settings: DecodeSettings,
     return np.ascontiguousarray(_apply_orientation(bgr, orientation)), scale
 
 
+DECODE_PEAK_FACTOR = 2
+"""Peak memory of a decode, in decoded images: the ``(H, W, 3) uint8`` result plus one
+conversion copy (alpha flattening, colour conversion, rotation)."""
+
+
+def decoded_bytes(image: EncodedImage) -> int:
+    """Memory (bytes) a full-resolution :func:`decode_probed` of ``image`` needs at its peak, from
+    its probed header (no pixel decoded): ``width * height * 3 * DECODE_PEAK_FACTOR``; an upper
+    bound for a JPEG decoded at a DCT scale below 1."""
+    return image.width * image.height * 3 * DECODE_PEAK_FACTOR
+
+
 def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:
     """Decode untrusted image bytes into an upright 8-bit BGR array at full resolution.
 

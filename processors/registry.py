@@ -84,9 +84,10 @@ def registered(new: TaskSpec) -> Iterator[TaskSpec]:
 
 
 def stand_in(task: str, call_ms: float = 20.0, item_ms: float = 2.0,
-             bucket: int = 32) -> Processor:
+             bucket: int = 32, hang_s: float = 3600.0) -> Processor:
     """The fixed-latency ``sleep`` processor serving ``task``: outcomes carry the task's main
-    artifact and a payload of its shape (:class:`processors.sleep.SleepProcessor`).
+    artifact and a payload of its shape (:class:`processors.sleep.SleepProcessor`; ``call_ms``,
+    ``item_ms`` in ms, ``hang_s`` in s as it says).
 
     Raises:
         ProcessorError: no such task is registered.
@@ -95,7 +96,7 @@ def stand_in(task: str, call_ms: float = 20.0, item_ms: float = 2.0,
 
     s = spec(task)
     return SleepProcessor(s.name, artifact=s.main_artifact, payload=s.stand_in, call_ms=call_ms,
-                          item_ms=item_ms, bucket=bucket)
+                          item_ms=item_ms, bucket=bucket, hang_s=hang_s)
 
 
 def build_processor(task: str, section: Any, runtime: RuntimeSettings, *, name: str | None = None,

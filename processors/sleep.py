@@ -2,10 +2,16 @@
 
 It exercises the whole pipeline (decode, one "inference call" per chunk, an artifact to store)
 without a model, so throughput is bounded by the sleep, not by this machine's cores.
+
+It also plays the failures of a real model runtime on marked inputs (:data:`POISON_SIZES`), so
+the fault suite (``benchmarks/faults``) and the poison tests can send a record that crashes,
+raises in or hangs the processor through the real worker process.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -17,6 +23,14 @@ from processors.decode import DecodeSettings, decode_probed
 from processors.errors import DecodeError
 from processors.runtime import BatchStats, bucket_slices
 from schemas.reasons import ReasonCode, Status
+
+POISON_SIZES: dict[tuple[int, int], str] = {(61, 67): "crash", (67, 61): "raise",
+                                            (71, 73): "hang"}
+"""Test poison: an image of exactly these ``(height, width)`` px makes :class:`SleepProcessor`
+fail as a model runtime can: ``crash`` sends SIGSEGV to its own process (a native crash in ONNX
+Runtime or a decoder: the whole process dies), ``raise`` raises ``RuntimeError`` for the call (a
+processor exception), ``hang`` blocks the call for ``hang_s`` (a stuck CUDA call or a
+pathological decode). Odd prime sizes that no camera or sample produces."""
 
 
 class SleepProcessor:
@@ -31,6 +45,7 @@ class SleepProcessor:
             ``TaskSpec.main_artifact``).
         payload: item -> the outcome's payload (``TaskSpec.stand_in``: a payload of the task's
             shape). :func:`processors.registry.stand_in` builds one for a registered task.
+        hang_s: how long a call holding a ``hang`` poison image blocks (s, default 1 h).
 
     Each outcome carries one artifact ``<artifact>.png``: a ``(32, 32, 3) uint8`` PNG thumbnail
     of the image. Items are probed uploads: each is decoded at full resolution
@@ -40,8 +55,10 @@ class SleepProcessor:
     """
 
     def __init__(self, task: str, *, artifact: str, payload: Callable[[Item], Mapping[str, Any]],
-                 call_ms: float = 20.0, item_ms: float = 2.0, bucket: int = 32) -> None:
+                 call_ms: float = 20.0, item_ms: float = 2.0, bucket: int = 32,
+                 hang_s: float = 3600.0) -> None:
         self.task = task
+        self.hang_s = hang_s
         self.call_ms = call_ms
         self.item_ms = item_ms
         self.chosen_bucket = bucket
@@ -64,12 +81,29 @@ class SleepProcessor:
     def warm_up(self) -> None:
         """Nothing to load."""
 
+    def _poison(self, chunk: Sequence[Item]) -> None:
+        """Fail as :data:`POISON_SIZES` says for the first marked item of ``chunk``, if any."""
+        for it in chunk:
+            what = POISON_SIZES.get((it.image.height, it.image.width))
+            if what == "crash":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            elif what == "raise":
+                raise RuntimeError("sleep processor: poison item (test input)")
+            elif what == "hang":
+                time.sleep(self.hang_s)
+
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
         """Sleep per chunk, then return one accepted outcome with a thumbnail per item (a
-        ``rejected`` one with the decoder's reason for pixel data that does not decode)."""
+        ``rejected`` one with the decoder's reason for pixel data that does not decode).
+
+        Raises:
+            RuntimeError: a chunk holds a ``raise`` poison image (:data:`POISON_SIZES`); a
+                ``crash`` one kills the process, a ``hang`` one blocks for ``hang_s``.
+        """
         out: list[Outcome] = []
         for part in bucket_slices(len(items), self.chosen_bucket):
             chunk = items[part]
+            self._poison(chunk)
             t0 = time.perf_counter()
             time.sleep((self.call_ms + self.item_ms * len(chunk)) / 1000.0)
             ms = (time.perf_counter() - t0) * 1000.0

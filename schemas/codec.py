@@ -64,6 +64,14 @@ SCHEMA_VERSION_HEADER = "schema-version"
 INLINE_MAX_BYTES = 512 * 1024
 #: Default number of original value bytes kept in a dead letter (64 KiB).
 DLQ_VALUE_MAX_BYTES = 65536
+#: Default size budget of a dead-letter record (256 KiB): record key + value + headers as
+#: produced. Below librdkafka's ``message.max.bytes`` (1 000 000) and the dead-letter topic's
+#: ``max.message.bytes`` (``TopicSettings.dlq_max_message_bytes``, 1 MiB), so a dead letter is
+#: never refused for its size, whatever the original record held.
+DLQ_RECORD_MAX_BYTES = 256 * 1024
+#: Smallest budget :func:`make_dead_letter` accepts: the fixed fields (a 500-character error,
+#: the source, the codes) plus an eighth each for the key and the headers always fit.
+DLQ_RECORD_MIN_BYTES = 16 * 1024
 #: Longest dead-letter ``error`` text, characters.
 ERROR_MAX_CHARS = 500
 
@@ -424,41 +432,91 @@ def _b64(b: bytes | None) -> str | None:
     return None if b is None else base64.b64encode(b).decode("ascii")
 
 
+def _kept_headers(headers: HeadersIn, budget: int) -> tuple[list[dict[str, Any]], bool, int]:
+    """The headers to keep in a dead letter: in order while their names (UTF-8) and values fit
+    ``budget`` bytes, the first that does not cut to what is left (dropped when its name does
+    not fit), the rest dropped. Returns ``(headers as Header dicts, truncated, original bytes)``."""
+    items = [] if headers is None else list(headers.items() if isinstance(headers, Mapping)
+                                            else headers)
+    out: list[dict[str, Any]] = []
+    used, cut, total = 0, False, 0
+    for k, v in items:
+        raw = v.encode() if isinstance(v, str) else v
+        name = k.encode("utf-8", "replace")
+        total += len(name) + (0 if raw is None else len(raw))
+        if cut:
+            continue
+        need = len(name) + (0 if raw is None else len(raw))
+        if used + need <= budget:
+            out.append({"key": k, "value_b64": _b64(raw)})
+            used += need
+            continue
+        cut = True
+        room = budget - used - len(name)
+        if room >= 0:
+            out.append({"key": k, "value_b64": _b64(None if raw is None else raw[:room])})
+    return out, cut, total
+
+
+def dead_letter_record_size(d: DeadLetter) -> int:
+    """Bytes of the record :func:`encode_dead_letter` makes of ``d``: key + value + headers
+    (names and values), what librdkafka checks against ``message.max.bytes``."""
+    key, value, headers = encode_dead_letter(d)
+    return (0 if key is None else len(key)) + len(value) + sum(
+        len(k.encode()) + len(v) for k, v in headers)
+
+
 def make_dead_letter(*, key: bytes | None, value: bytes | None, headers: HeadersIn,
                      topic: str, partition: int, offset: int, code: str, error: str,
                      max_value_bytes: int = DLQ_VALUE_MAX_BYTES, upload_id: str | None = None,
                      failed_at: str | None = None,
-                     quarantine: QuarantineRef | None = None) -> DeadLetter:
-    """Build the dead letter of one record that produced no result.
+                     quarantine: QuarantineRef | None = None,
+                     max_record_bytes: int = DLQ_RECORD_MAX_BYTES) -> DeadLetter:
+    """Build the dead letter of one record that produced no result, within a size budget.
+
+    The dead-letter record (key + value + headers, as :func:`encode_dead_letter` makes it) is
+    at most ``max_record_bytes``, whatever the original record held: the original key and the
+    original headers get an eighth of the budget each (beyond it the key is cut,
+    ``key_truncated`` with the original ``key_size``; headers are kept in order while they fit,
+    ``headers_truncated``), the value what is left, at most ``max_value_bytes``
+    (``value_truncated`` with the original ``value_size``). The dead letter's record key is the
+    kept key.
 
     Args:
-        key, value, headers: the original record (value kept up to ``max_value_bytes`` bytes).
+        key, value, headers: the original record.
         topic, partition, offset: where the record was read.
         code: a :class:`~schemas.reasons.DeadLetterCode` (e.g. ``ContractError.code``).
         error: what went wrong; made one line and cut to 500 characters. Must not hold
             personal data (ContractError messages never do).
+        max_value_bytes: original value bytes kept at most (bytes).
         upload_id: the upload id if known; dropped if it is not a valid upload id.
         failed_at: RFC 3339 time; default now (UTC, ms).
         quarantine: where the value was stored instead (``streams.quarantine``): the dead
             letter then keeps none of its bytes (``value_b64`` ``""``, ``value_truncated`` true
             unless the value was empty), only its size and this reference.
+        max_record_bytes: size budget of the dead-letter record (bytes, at least
+            :data:`DLQ_RECORD_MIN_BYTES`).
 
     Raises:
         ContractError: ``SCHEMA_INVALID`` if the arguments cannot form a valid dead letter
             (negative offset, a code that is not UPPER_SNAKE, ...).
+        ValueError: ``max_record_bytes`` below :data:`DLQ_RECORD_MIN_BYTES`.
     """
-    hdrs = [] if headers is None else [
-        {"key": k, "value_b64": _b64(v.encode() if isinstance(v, str) else v)}
-        for k, v in (headers.items() if isinstance(headers, Mapping) else headers)]
+    if max_record_bytes < DLQ_RECORD_MIN_BYTES:
+        raise ValueError(f"max_record_bytes {max_record_bytes} is below {DLQ_RECORD_MIN_BYTES}")
+    share = max_record_bytes // 8
     if upload_id is not None and not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
         upload_id = None
+    kraw = None if key is None else bytes(key)
     raw = None if value is None else bytes(value)
     if quarantine is not None:
         max_value_bytes = 0
-    obj = {
-        "key_b64": _b64(None if key is None else bytes(key)),
-        "value_b64": _b64(None if raw is None else raw[:max_value_bytes]),
-        "value_truncated": raw is not None and len(raw) > max_value_bytes,
+    hdrs, hdrs_cut, _ = _kept_headers(headers, share)
+    key_cut = kraw is not None and len(kraw) > share
+    base = {
+        "key_b64": _b64(None if kraw is None else kraw[:share]),
+        "value_b64": None,
+        "value_truncated": False,
         "value_size": 0 if raw is None else len(raw),
         "headers": hdrs,
         "source": {"topic": topic, "partition": partition, "offset": offset},
@@ -466,12 +524,57 @@ def make_dead_letter(*, key: bytes | None, value: bytes | None, headers: Headers
         "error": one_line(error),
         "failed_at": failed_at or F.utc_now_rfc3339(),
         "upload_id": upload_id,
+        "key_truncated": True if key_cut else None,
+        "key_size": len(kraw) if key_cut and kraw is not None else None,
+        "headers_truncated": True if hdrs_cut else None,
     }
     if quarantine is not None:
-        obj["quarantine"] = quarantine.canonical()
-    d = validate_obj("DeadLetter", obj)
-    assert isinstance(d, DeadLetter)
+        base["quarantine"] = quarantine.canonical()
+
+    def build(n: int) -> DeadLetter:
+        obj = {**base, "value_b64": _b64(None if raw is None else raw[:n]),
+               "value_truncated": raw is not None and len(raw) > n}
+        d = validate_obj("DeadLetter", obj)
+        assert isinstance(d, DeadLetter)
+        return d
+
+    n = 0 if raw is None else min(len(raw), max_value_bytes)
+    d = build(n)
+    while (excess := dead_letter_record_size(d) - max_record_bytes) > 0 and n > 0:
+        n = max(0, n - (excess * 3 + 3) // 4 - 3)  # 4 base64 characters per 3 bytes
+        d = build(n)
     return d
+
+
+def minimal_dead_letter(d: DeadLetter, why: str) -> DeadLetter:
+    """The smallest form of dead letter ``d``, for when the full one cannot be produced (e.g.
+    the broker refuses it as too large, ``MSG_SIZE_TOO_LARGE``): its ``error_code``, ``source``
+    (topic, partition, offset), ``upload_id``, ``failed_at``, ``value_size`` and ``quarantine``
+    reference are kept; the key, the value bytes and the headers are dropped (``key_b64`` null,
+    ``value_b64`` null, ``headers`` empty, ``key_truncated`` / ``value_truncated`` /
+    ``headers_truncated`` true where something was dropped; the record key is then null). Its
+    ``error`` starts with ``minimal dead letter (why):``. At most about 1.5 KB whatever ``d``
+    held.
+
+    Args:
+        d: the full dead letter.
+        why: why the full one could not be produced (one line, no personal data), e.g.
+            ``"MSG_SIZE_TOO_LARGE"``.
+    """
+    key = None if d.key_b64 is None else base64.b64decode(d.key_b64)
+    obj = d.model_dump(mode="json", exclude_none=True)
+    obj.update({
+        "key_b64": None, "value_b64": None, "headers": [],
+        "value_truncated": d.value_size > 0,
+        "error": one_line(f"minimal dead letter ({why}): {d.error}"),
+    })
+    if key:
+        obj.update({"key_truncated": True, "key_size": d.key_size or len(key)})
+    if d.headers:
+        obj["headers_truncated"] = True
+    m = validate_obj("DeadLetter", obj)
+    assert isinstance(m, DeadLetter)
+    return m
 
 
 def encode_dead_letter(d: DeadLetter) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:

@@ -553,6 +553,11 @@ class DeadLetter(_Model):
         quarantine: where the whole original value was stored instead (it may hold image bytes
             or personal fields), or ``None`` (added in v1 without a version bump: consumers
             ignore unknown fields).
+        key_truncated: True when ``key_b64`` holds only the first bytes of the key (the dead
+            letter's size budget); ``None`` otherwise.
+        key_size: the original key's size in bytes when ``key_truncated``.
+        headers_truncated: True when ``headers`` holds only the first headers, the last kept
+            one possibly cut (the size budget); ``None`` otherwise.
     """
 
     schema_version: SchemaVersion = SCHEMA_VERSION
@@ -567,3 +572,6 @@ class DeadLetter(_Model):
     failed_at: Rfc3339
     upload_id: UploadId | None = None
     quarantine: QuarantineRef | None = None
+    key_truncated: Annotated[bool, Strict()] | None = None
+    key_size: NonNegInt | None = None
+    headers_truncated: Annotated[bool, Strict()] | None = None

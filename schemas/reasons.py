@@ -45,6 +45,7 @@ class ReasonCode(StrEnum):
     CORRUPT_IMAGE = "CORRUPT_IMAGE"
     OBJECT_NOT_FOUND = "OBJECT_NOT_FOUND"
     CHECKSUM_MISMATCH = "CHECKSUM_MISMATCH"  # claim-check object differs from its size/sha256
+    OBJECT_REFUSED = "OBJECT_REFUSED"  # the object store refused the ref (e.g. an invalid key)
     # processing
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
@@ -60,3 +61,4 @@ class DeadLetterCode(StrEnum):
     BAD_BASE64 = "BAD_BASE64"
     KEY_MISMATCH = "KEY_MISMATCH"
     PROCESSING_ERROR = "PROCESSING_ERROR"
+    POISON = "POISON"  # the input crashed or hung the worker every time it was tried

@@ -27,8 +27,31 @@ class ProducerStuck(StreamsError):
     cached went away, e.g. after a broker restart); the producer is abandoned, not reused."""
 
 
+class ObjectRefused(StorageError):
+    """The object store refused the request for this input: an S3 4xx answer with its own error
+    code that no retry changes (e.g. 400 ``XMinioInvalidObjectName`` for the key ``a//b.jpg``,
+    ``KeyTooLongError``), or the client refusing the input before sending it.
+
+    Attributes:
+        code: the S3 error code (``XMinioInvalidObjectName``) or the client's exception name.
+        status: the HTTP status (None when nothing was sent).
+    """
+
+    def __init__(self, message: str, code: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
 class ObjectTooLarge(StorageError):
     """The claim-check object is larger than the byte limit (reason ``IMAGE_TOO_LARGE``)."""
+
+
+class ProcessorUnavailable(StreamsError):
+    """A processor raised for a whole bucket, then for items alone, and also for a probe item
+    (a plain synthetic image): the processor is broken (a CUDA out-of-memory, a lost device
+    context), not the inputs. The worker puts the batch back, pauses and fails readiness for a
+    while (the breaker), instead of dead-lettering good uploads."""
 
 
 class StorageUnavailable(StorageError):

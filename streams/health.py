@@ -1,4 +1,5 @@
-"""HTTP endpoints of a worker: ``/ready`` (after warm-up), ``/live`` (loop not stalled), ``/metrics``."""
+"""HTTP endpoints of a worker: ``/ready`` (after warm-up), ``/live`` (loop not stalled, no batch
+computing past its deadline), ``/metrics``."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ class Health:
     """Readiness and liveness state shared by the loop and the HTTP server.
 
     Args:
-        stall_s: ``/live`` fails when the loop has not ticked for this long (s) — set it above
-            the worst batch — or when the consumer has no assignment while others hold partitions
-            is not detectable here, so the loop reports ``in_group`` itself.
+        stall_s: ``/live`` fails when the loop has not ticked for this long (s), or when a batch
+            has been computing for this long (a hung processor or decode: the loop itself keeps
+            ticking meanwhile) — set it above the worst batch (the worker's
+            ``compute_deadline_s``). Whether the consumer has no assignment while others hold
+            partitions is not detectable here, so the loop reports ``in_group`` itself.
     """
 
     def __init__(self, stall_s: float = 120.0) -> None:
@@ -25,14 +28,29 @@ class Health:
         self.in_group = True
         self.stall_s = stall_s
         self.last_tick = time.monotonic()
+        self.compute_since: float | None = None  # monotonic start of the batch computing now
+
+    def computed(self, since: float) -> None:
+        """The batch whose compute started at ``since`` (monotonic) has finished computing
+        (any thread; a later batch's start is left alone)."""
+        if self.compute_since == since:
+            self.compute_since = None
+
+    def overdue_s(self) -> float:
+        """Seconds the batch computing now has run past ``stall_s`` (0.0 when none is late)."""
+        since = self.compute_since
+        return 0.0 if since is None else max(time.monotonic() - since - self.stall_s, 0.0)
 
     def tick(self) -> None:
         """Called by the loop on every iteration."""
         self.last_tick = time.monotonic()
 
     def live(self) -> bool:
-        """True while the loop ticks and the consumer is in its group."""
-        return self.in_group and (time.monotonic() - self.last_tick) < self.stall_s
+        """True while the loop ticks, no batch computes past the deadline and the consumer is
+        in its group."""
+        since = self.compute_since
+        return (self.in_group and (time.monotonic() - self.last_tick) < self.stall_s
+                and (since is None or time.monotonic() - since < self.stall_s))
 
 
 def serve(health: Health, metrics: WorkerMetrics, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:

@@ -247,7 +247,8 @@ def timestamp_ms(m: Message) -> float:
 
 
 def topic_specs(k: KafkaSettings) -> list[NewTopic]:
-    """The project's topics as ``NewTopic`` specs (partitions, replication, retention)."""
+    """The project's topics as ``NewTopic`` specs (partitions, replication, retention; the
+    dead-letter topic's ``max.message.bytes`` above the dead letters' size budget)."""
     t = k.topics
     return [
         NewTopic(k.uploads_topic, t.uploads_partitions, t.replication_factor,
@@ -255,7 +256,8 @@ def topic_specs(k: KafkaSettings) -> list[NewTopic]:
         NewTopic(k.results_topic, t.results_partitions, t.replication_factor,
                  config={"retention.ms": str(t.results_retention_ms)}),
         NewTopic(k.dlq_topic, t.dlq_partitions, t.replication_factor,
-                 config={"retention.ms": str(t.results_retention_ms)}),
+                 config={"retention.ms": str(t.results_retention_ms),
+                         "max.message.bytes": str(t.dlq_max_message_bytes)}),
     ]
 
 

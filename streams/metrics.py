@@ -11,6 +11,8 @@ class WorkerMetrics:
     Metrics:
         cardstream_results_total{task,status}: results committed.
         cardstream_dead_letters_total{code}: dead letters committed.
+        cardstream_minimal_dead_letters_total: dead letters refused for their size (by the
+            producer or the broker) and sent in their minimal form instead (code and source).
         cardstream_poll_batch_size: events per poll batch (histogram).
         cardstream_inference_calls_total{task}: batched model calls.
         cardstream_queue_wait_seconds: the event's Kafka timestamp (CreateTime, the producer's
@@ -23,12 +25,16 @@ class WorkerMetrics:
         cardstream_consumer_lag{partition}: high watermark - position, per assigned partition.
         cardstream_transactions_total{outcome}: committed / aborted / fenced (another instance
             with the same transactional.id took over) / stuck (``send_offsets_to_transaction``
-            did not return; the producer was replaced) transactions.
+            did not return; the producer was replaced) / unknown_committed
+            (``commit_transaction`` kept timing out and the group's committed offsets showed it
+            had committed) transactions.
         cardstream_batch_stage_seconds{stage}: where a batch's time goes: ``fill`` (the poll that
             closes the batch), ``compute`` (parse + fetch + decode + inference + PUT, helper
             thread), ``put`` (the PUTs alone), ``handoff`` (compute done -> the loop picks it
             up), ``begin``/``produce``/``send_offsets``/``commit`` (the transaction's calls).
         cardstream_fetch_delay_seconds: an event's Kafka timestamp -> the consumer returned it.
+        cardstream_breaker_opened_total: batches put back because their processor failed even
+            on a probe image (the worker paused, readiness failed).
     """
 
     def __init__(self) -> None:
@@ -36,6 +42,9 @@ class WorkerMetrics:
         lat = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
         self.results = Counter("cardstream_results", "Results committed", ["task", "status"], registry=r)
         self.dead_letters = Counter("cardstream_dead_letters", "Dead letters committed", ["code"], registry=r)
+        self.minimal_dead_letters = Counter(
+            "cardstream_minimal_dead_letters", "Dead letters refused and sent in their minimal "
+            "form (code and source only)", registry=r)
         self.batch_size = Histogram("cardstream_poll_batch_size", "Events per poll batch",
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
         self.inference_calls = Counter("cardstream_inference_calls", "Batched model calls", ["task"], registry=r)
@@ -52,6 +61,8 @@ class WorkerMetrics:
         self.fetch_delay = Histogram("cardstream_fetch_delay_seconds",
                                      "Kafka timestamp to the consumer returning the event",
                                      buckets=fine, registry=r)
+        self.breaker_opened = Counter("cardstream_breaker_opened", "Batches put back by the "
+                                      "processor breaker", registry=r)
         self.transactions = Counter("cardstream_transactions", "Kafka transactions", ["outcome"], registry=r)
         self.redone = Counter("cardstream_redone_events", "Events of failed batches (transaction "
                               "aborted or fenced, MinIO unavailable) put back to be redone",

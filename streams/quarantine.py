@@ -50,13 +50,14 @@ def quarantine_value(storage: Storage, s3: S3Settings, value: bytes, *, topic: s
 
 def quarantined_dead_letter(storage: Storage, s3: S3Settings, *, key: bytes | None,
                             value: bytes | None, headers: codec.HeadersIn, topic: str, partition: int,
-                            offset: int, code: str, error: str,
-                            upload_id: str | None = None) -> DeadLetter:
+                            offset: int, code: str, error: str, upload_id: str | None = None,
+                            max_record_bytes: int = codec.DLQ_RECORD_MAX_BYTES) -> DeadLetter:
     """The dead letter of a record, its value quarantined (:func:`quarantine_value`) when it has
     one: the drop-in for :func:`schemas.codec.make_dead_letter` in the worker.
 
     A null or empty value has nothing to hide and is not PUT (the dead letter says
-    ``value_b64`` ``null`` / ``""`` and no ``quarantine``).
+    ``value_b64`` ``null`` / ``""`` and no ``quarantine``). ``max_record_bytes`` is the dead
+    letter's size budget (bytes, :func:`schemas.codec.make_dead_letter`).
 
     Raises:
         StorageError: the quarantine PUT failed (see :func:`quarantine_value`).
@@ -66,4 +67,5 @@ def quarantined_dead_letter(storage: Storage, s3: S3Settings, *, key: bytes | No
                             offset=offset) if value else None)
     return codec.make_dead_letter(key=key, value=value, headers=headers, topic=topic,
                                   partition=partition, offset=offset, code=code, error=error,
-                                  max_value_bytes=0, upload_id=upload_id, quarantine=ref)
+                                  max_value_bytes=0, upload_id=upload_id, quarantine=ref,
+                                  max_record_bytes=max_record_bytes)

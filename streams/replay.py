@@ -68,8 +68,11 @@ def offset_ranges(k: KafkaSettings, topic: str, from_ms: int, to_ms: int,
                   timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
     """Per partition of ``topic``: ``[start, end)`` offsets of records with timestamp in ``[from_ms, to_ms)``.
 
-    ``end`` is capped at the high watermark captured now. A partition with nothing in range
-    gets ``start == end``.
+    ``end`` is capped at the high watermark captured now, then brought back to just after the
+    last record a read_committed consumer receives in the range (:func:`_delivered_end`): on a
+    topic written with transactions the range may end on a commit or abort marker or on aborted
+    records, which no such consumer ever receives, and a replay waiting for its last offset
+    would wait for ever. A partition with nothing in range gets ``start == end``.
     """
     c = consumer(k, "cardstream-offsets-probe")
     try:
@@ -81,11 +84,42 @@ def offset_ranges(k: KafkaSettings, topic: str, from_ms: int, to_ms: int,
         for p, a, b in zip(parts, starts, ends, strict=True):
             _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
             start = a.offset if a.offset >= 0 else high  # -1: no record at/after from -> empty
-            end = b.offset if b.offset >= 0 else high
-            out[p] = (start, min(max(end, start), high))
+            end = min(max(b.offset if b.offset >= 0 else high, start), high)
+            out[p] = (start, _delivered_end(c, topic, p, start, end, timeout_s))
         return out
     finally:
         c.close()
+
+
+def _delivered_end(c: Any, topic: str, p: int, start: int, end: int, timeout_s: float) -> int:
+    """One past the last offset in ``[start, end)`` of partition ``p`` that the read_committed
+    consumer ``c`` receives (``start`` when none): the log's tail is read back from ``end``,
+    64 offsets first, eight times more each time nothing is received, until ``c``'s position
+    reaches ``end`` (it passes markers and aborted records without delivering them).
+
+    Raises:
+        StreamsError: the position did not reach ``end`` within ``timeout_s`` of no progress.
+    """
+    back = 64
+    while start < end:
+        lo = max(start, end - back)
+        c.assign([TopicPartition(topic, p, lo)])
+        last, pos, moved = None, lo, time.monotonic()
+        while pos < end:
+            for m in c.consume(500, 0.2):
+                if m.error() is None and m.offset() < end:
+                    last = m.offset()
+            now = c.position([TopicPartition(topic, p)])[0].offset
+            if now > pos:
+                pos, moved = now, time.monotonic()
+            elif time.monotonic() - moved > timeout_s:
+                raise StreamsError(f"{topic}[{p}]: reading offsets {lo}..{end} stopped at {pos}")
+        if last is not None:
+            return last + 1
+        if lo == start:
+            return start
+        back *= 8
+    return end
 
 
 @dataclass

@@ -22,6 +22,7 @@ from processors.card.settings import CardSettings
 from processors.decode import DecodeSettings
 from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
+from schemas.codec import DLQ_RECORD_MAX_BYTES, DLQ_RECORD_MIN_BYTES
 from streams.status_settings import StatusSettings
 
 
@@ -39,6 +40,9 @@ class TopicSettings(_Frozen):
         replication_factor: replicas per partition (1 on the local one-node stack).
         uploads_retention_ms / results_retention_ms: retention (ms); 7 days by default so a
             replay window of a week is possible.
+        dlq_max_message_bytes: ``max.message.bytes`` of the dead-letter topic (1 MiB), above
+            the dead letters' size budget (``schemas.codec.DLQ_RECORD_MAX_BYTES``, 256 KiB), so
+            a dead letter always fits.
     """
 
     uploads_partitions: int = 6
@@ -47,6 +51,7 @@ class TopicSettings(_Frozen):
     replication_factor: int = 1
     uploads_retention_ms: int = 7 * 24 * 3600 * 1000
     results_retention_ms: int = 7 * 24 * 3600 * 1000
+    dlq_max_message_bytes: int = Field(1024 * 1024, ge=64 * 1024)
 
 
 #: librdkafka properties that hold a secret: refused in ``KafkaSettings.config`` (a ConfigMap or a
@@ -260,6 +265,23 @@ class WorkerSettings(_Frozen):
             and a reference. Above 0: the dead letter keeps up to that many bytes of the value
             itself and nothing is quarantined (only for a dead-letter topic as closed as the
             uploads bucket).
+        dlq_record_max_bytes: size budget of one dead-letter record (key + value + headers,
+            bytes; ``schemas.codec.make_dead_letter``): 256 KiB by default, at least 16 KiB
+            (``schemas.codec.DLQ_RECORD_MIN_BYTES``) and at most the dead-letter topic's
+            ``kafka.topics.dlq_max_message_bytes``. A dead letter the broker still refuses is
+            replaced by its minimal form (``schemas.codec.minimal_dead_letter``).
+        poison_attempts: tries of a record alone, each ending the worker process (a crash,
+            an out-of-memory kill, a hang past the compute deadline), after which it is not
+            tried again but dead-lettered ``POISON`` (``streams.worker.attempts``).
+        decode_budget_bytes: memory a batch's decoded images may take at once (bytes, 1 GiB by
+            default; as each header declares, ``processors.decode.decoded_bytes``): a batch
+            decodes and processes its images in chunks within it, instead of all at once
+            (``max_batch`` x ``decode.max_pixels`` x 3 bytes: 3.8 GB at 32 x 40 MP). Size it to
+            the pod's memory limit less the worker's own (~0.4 GB with the sleep processor).
+        compute_deadline_s: a batch computing longer than this (s; parse, GETs, decode and
+            model calls) fails ``/live``, and ``cardstream worker`` exits (code 70) so that it
+            is restarted; the restarted worker counts the start (``poison_attempts``). Above
+            the worst legitimate batch, GET retries included.
         shutdown_timeout_s: bound on graceful SIGTERM handling.
     """
 
@@ -273,6 +295,10 @@ class WorkerSettings(_Frozen):
     max_poll_interval_ms: int = Field(300_000, ge=10_000)
     inline_max_bytes: int = Field(512 * 1024, ge=0)
     dlq_value_max_bytes: int = Field(0, ge=0)
+    dlq_record_max_bytes: int = Field(DLQ_RECORD_MAX_BYTES, ge=DLQ_RECORD_MIN_BYTES)
+    poison_attempts: int = Field(2, ge=1, le=100)
+    decode_budget_bytes: int = Field(1024**3, ge=1024**2)
+    compute_deadline_s: float = Field(120.0, gt=0)
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
 
@@ -293,6 +319,15 @@ class Settings(BaseSettings):
     idphoto: IdPhotoSettings = Field(default_factory=IdPhotoSettings)
     status: StatusSettings = Field(default_factory=StatusSettings)
     log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _dead_letters_fit(self) -> Settings:
+        """A dead letter's size budget must fit the dead-letter topic's message limit."""
+        limit = self.kafka.topics.dlq_max_message_bytes
+        if self.worker.dlq_record_max_bytes > limit:
+            raise ValueError(f"worker.dlq_record_max_bytes {self.worker.dlq_record_max_bytes} is "
+                             f"above kafka.topics.dlq_max_message_bytes {limit}")
+        return self
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -1,8 +1,21 @@
 """Object storage (MinIO / any S3) for claim-check uploads and worker outputs.
 
-Reads and writes retry with exponential backoff; a missing object is :class:`ObjectNotFound`
-(reason ``OBJECT_NOT_FOUND``), anything still failing after the retries is :class:`StorageError`
-(MinIO unavailable: the worker pauses and commits nothing). Connections use TLS by default
+Every failure of a call is classified by what it means (:func:`classify`):
+
+* **missing** (:class:`ObjectNotFound`, reason ``OBJECT_NOT_FOUND``): the store says there is no
+  such key or bucket (``NoSuchKey``, ``NoSuchBucket``, a 404);
+* **refused** (:class:`ObjectRefused`): the store refused the request for this input (an S3
+  4xx with its own code, e.g. 400 ``XMinioInvalidObjectName`` for ``a//b.jpg``), or the client
+  refused the input before sending it; retrying cannot help, so it is raised at once;
+* **outage** (:class:`StorageError` after the retries): anything that says nothing about the
+  input: 5xx answers, answers that are not S3 XML (a proxy's or load balancer's 502/503 with an
+  HTML or empty body, which the minio client raises as ``InvalidResponseError`` or
+  ``ServerError``, or XML that does not parse), connection and timeout errors, and the 4xx codes
+  of credentials, permissions, clocks and throttling (401, 403 ``AccessDenied``, 408, 409, 423,
+  429, ``SlowDown``...): the worker pauses and commits nothing, it never rejects an upload for
+  those.
+
+Reads and writes retry outages with exponential backoff. Connections use TLS by default
 (``S3Settings.secure``, the CA of ``S3Settings.ca_file``) and every PUT asks for SSE-S3
 (``S3Settings.sse``).
 """
@@ -10,27 +23,87 @@ Reads and writes retry with exponential backoff; a missing object is :class:`Obj
 from __future__ import annotations
 
 import hashlib
+import http.client
 import io
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TypeVar
+from xml.etree.ElementTree import ParseError
 
 import urllib3
 from minio import Minio
-from minio.error import MinioException, S3Error
+from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
 from minio.sse import SseS3
 
-from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError
+from streams.errors import ObjectNotFound, ObjectRefused, ObjectTooLarge, StorageError
 from streams.settings import S3Settings
 
 T = TypeVar("T")
-_MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject"}
+_MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject", "NoSuchVersion"}
 #: largest object written with one PUT (bytes): S3's single-PUT limit, 5 GiB. A multipart upload's
 #: parts carry no SSE header, so the role policies (:mod:`streams.access`), which refuse a PUT
 #: without one, would refuse them.
 SINGLE_PUT_MAX_BYTES = 5 * 1024**3
+
+
+#: S3 4xx codes that say nothing about the input (credentials, permissions, clocks, throttling,
+#: a server starting up): an outage, not a refusal (AWS S3 and MinIO error code lists)
+_NOT_THE_INPUT = {"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "ExpiredToken",
+                  "InvalidToken", "TokenRefreshRequired", "SignatureDoesNotMatch",
+                  "RequestTimeTooSkewed", "RequestTimeout", "SlowDown", "OperationAborted",
+                  "XMinioServerNotInitialized", "XMinioAdminCredentialsMismatch"}
+#: HTTP statuses of the same kind (RFC 9110: 401, 403, 408, 409, 429; RFC 4918: 423)
+_NOT_THE_INPUT_STATUS = {401, 403, 408, 409, 423, 429}
+
+
+class StoreFault(StrEnum):
+    """What a failed object store call means (:func:`classify`)."""
+
+    MISSING = "missing"
+    REFUSED = "refused"
+    OUTAGE = "outage"
+
+
+def classify(exc: BaseException) -> StoreFault | None:
+    """What ``exc``, raised by a minio client call, means (see the module docstring).
+
+    Args:
+        exc: the exception the call raised.
+
+    Returns:
+        :class:`StoreFault`; None for an exception that is not the store's nor the network's
+        (a bug: let it propagate).
+    """
+    if isinstance(exc, S3Error):
+        status = getattr(exc.response, "status", None)
+        if exc.code in _MISSING or status == 404:
+            return StoreFault.MISSING
+        if exc.code in _NOT_THE_INPUT or status in _NOT_THE_INPUT_STATUS:
+            return StoreFault.OUTAGE
+        if status is not None and 400 <= status < 500:
+            return StoreFault.REFUSED
+        return StoreFault.OUTAGE
+    if isinstance(exc, (MinioException, urllib3.exceptions.HTTPError, OSError,
+                        http.client.HTTPException, ParseError)):
+        return StoreFault.OUTAGE  # InvalidResponseError, ServerError: not the store's own answer
+    if isinstance(exc, ValueError):
+        return StoreFault.REFUSED  # the client refused the input before sending it
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line name for a store error: class, S3 code or HTTP status; never a body (a
+    proxy's error page) or a key."""
+    if isinstance(exc, S3Error):
+        return f"{type(exc).__name__} {exc.code} ({getattr(exc.response, 'status', '?')})"
+    if isinstance(exc, InvalidResponseError):
+        return f"{type(exc).__name__} ({exc._code})"
+    if isinstance(exc, ServerError):
+        return f"{type(exc).__name__} ({exc.status_code})"
+    return type(exc).__name__
 
 
 def http_client(s3: S3Settings, timeout_s: float = 10.0, maxsize: int = 32) -> urllib3.PoolManager:
@@ -81,40 +154,48 @@ class Storage:
         self.backoff_s = backoff_s
 
     def retry(self, what: str, fn: Callable[[], T]) -> T:
-        """``fn()`` (one call of ``self.client``), retried with backoff.
+        """``fn()`` (one call of ``self.client``), retried with backoff while it fails with an outage
+        (:func:`classify`).
 
         Args:
             what: the call, for the error message (``"PUT bucket/key"``).
 
         Raises:
-            ObjectNotFound: the server says the bucket or key does not exist.
-            StorageError: any other failure (an S3 error, a 5xx or a non-S3 answer such as a
-                plain-HTTP request to a TLS port, a network error), still failing after the
-                retries; the message names the error class and, for an S3 error, its code.
+            ObjectNotFound: the store says the key or bucket does not exist.
+            ObjectRefused: the store (or the client) refused the request for this input.
+            StorageError: still an outage after ``retries`` attempts (or raised by ``fn``).
         """
         delay = self.backoff_s
         for attempt in range(self.retries):
             try:
                 return fn()
-            except S3Error as e:
-                if e.code in _MISSING:
-                    raise ObjectNotFound(f"{what}: {e.code}") from e
+            except StorageError:
+                raise  # e.g. ObjectTooLarge, decided by fn itself
+            except Exception as e:
+                kind = classify(e)
+                if kind is None:
+                    raise
+                if kind is StoreFault.MISSING:
+                    raise ObjectNotFound(f"{what}: {_describe(e)}") from e
+                if kind is StoreFault.REFUSED:
+                    code = e.code if isinstance(e, S3Error) and e.code else type(e).__name__
+                    raise ObjectRefused(f"{what} refused: {_describe(e)}", code,
+                                        getattr(getattr(e, "response", None), "status", None)
+                                        ) from e
                 err: Exception = e
-            except (MinioException, urllib3.exceptions.HTTPError, OSError) as e:
-                err = e
             if attempt + 1 < self.retries:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
-        code = f" {err.code}" if isinstance(err, S3Error) else ""  # e.g. AccessDenied
-        raise StorageError(f"{what} failed after {self.retries} attempts: {type(err).__name__}{code}")
+        raise StorageError(f"{what} failed after {self.retries} attempts: {_describe(err)}")
 
     def get(self, bucket: str, key: str, max_bytes: int | None = None) -> bytes:
         """GET an object's bytes.
 
         Raises:
             ObjectNotFound: no such bucket/key.
+            ObjectRefused: the store refused the request for this key (e.g. ``a//b.jpg``).
             ObjectTooLarge: the object is larger than ``max_bytes`` (bytes).
-            StorageError: still failing after the retries.
+            StorageError: still failing after the retries (an outage).
         """
         def once() -> bytes:
             r = self.client.get_object(bucket, key)
@@ -136,7 +217,8 @@ class Storage:
             The stored object's ref with size (bytes) and sha256.
 
         Raises:
-            StorageError: still failing after the retries; ``data`` above
+            ObjectRefused: the store refused the request for this key or body.
+            StorageError: still failing after the retries (an outage); ``data`` above
                 :data:`SINGLE_PUT_MAX_BYTES` (5 GiB).
         """
         if len(data) > SINGLE_PUT_MAX_BYTES:
@@ -160,14 +242,23 @@ class Storage:
         return out
 
     def healthy(self) -> bool:
-        """True when the uploads and results buckets answer a HEAD now (no retries).
+        """True when the store answers now: a HEAD of the uploads and results buckets (no
+        retries) gets an S3 answer, whatever it says.
 
-        A HEAD per bucket needs only ``s3:ListBucket`` on those buckets, which the worker's role
-        has (:mod:`streams.access`); listing all buckets would need ``s3:ListAllMyBuckets``.
+        The question is whether the store is back after an outage, not whether these
+        credentials may do everything: a 403 ``AccessDenied`` (credentials for the data path
+        only, without ``s3:ListBucket``) or a 404 is the store's own answer, so it counts.
+        Only what says nothing about the store counts as down: connection and TLS errors,
+        timeouts, a proxy's 5xx (``ServerError``, ``InvalidResponseError``). A HEAD per bucket
+        needs only ``s3:ListBucket`` on those buckets when allowed at all, which the worker's
+        role has (:mod:`streams.access`); listing all buckets would need
+        ``s3:ListAllMyBuckets``.
         """
         try:
-            return all(self.client.bucket_exists(b)
-                       for b in (self.s3.uploads_bucket, self.s3.results_bucket))
+            for b in (self.s3.uploads_bucket, self.s3.results_bucket):
+                self.client.bucket_exists(b)
+        except S3Error:
+            return True  # the store answered (AccessDenied, NoSuchBucket...)
         except Exception:
             return False
-
+        return True

@@ -68,7 +68,9 @@ class FakeConsumer:
     ``consume`` and ``poll``, in order) and records what is paused and resumed in ``calls``.
 
     ``poll`` with nothing queued sleeps its timeout, as the real one waits; a ``seek`` fails the
-    test (the worker never seeks: a failed batch is redone from memory).
+    test (the worker never seeks: a failed batch is redone from memory). ``committed`` holds the
+    consumer group's committed offsets with their metadata, ``(topic, partition) -> (offset,
+    metadata)``, as ``commit`` writes them; a partition never committed starts at 0.
     """
 
     def __init__(self, parts: Iterable[int] = (), topic: str = "uploads",
@@ -76,6 +78,7 @@ class FakeConsumer:
         self.parts = [TopicPartition(topic, p) for p in parts]
         self.queued = list(queued)
         self.calls: list[tuple[str, list[int]]] = []
+        self.offsets: dict[tuple[str, int], tuple[int, str | None]] = {}  # committed
 
     def subscribe(self, topics: list[str], **callbacks: Any) -> None:
         self.callbacks = callbacks
@@ -105,8 +108,20 @@ class FakeConsumer:
     def position(self, parts: list) -> list:
         return [TopicPartition(tp.topic, tp.partition, -1001) for tp in parts]  # no position yet
 
-    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False,
+                              timeout: float | None = None) -> tuple[int, int]:
         return 0, 0
+
+    def committed(self, tps: list, timeout: float | None = None) -> list:
+        out = []
+        for tp in tps:
+            off, md = self.offsets.get((tp.topic, tp.partition), (-1001, None))
+            out.append(TopicPartition(tp.topic, tp.partition, off) if md is None
+                       else TopicPartition(tp.topic, tp.partition, off, metadata=md))
+        return out
+
+    def commit(self, offsets: list, asynchronous: bool = True) -> None:
+        self.offsets.update({(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in offsets})
 
     def consumer_group_metadata(self) -> str:
         return "group-metadata"

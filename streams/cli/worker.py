@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
 import typer
 
 from processors.registry import names
@@ -49,11 +53,43 @@ def worker(
                 "give each worker on a host its own port (or 0 for none)",
                 param_hint="--http-port / CARDSTREAM_WORKER__HTTP_PORT") from e
     install_signal_handlers(wk)
+    watch_compute(wk)
     wk.warm_up()
     log.info("worker_start", slot=s.worker.slot, transactional_id=wk.transactional_id,
              tasks=list(s.worker.tasks), group=s.kafka.group_id, topic=s.kafka.uploads_topic)
     wk.run()
     log.info("worker_stopped", batches=wk.batches)
+
+
+#: exit status of a worker whose batch computed past its deadline (BSD sysexits EX_SOFTWARE)
+EXIT_COMPUTE_HUNG = 70
+
+
+def watch_compute(wk: Any, every_s: float = 1.0) -> threading.Thread:
+    """A daemon thread ending the process (status :data:`EXIT_COMPUTE_HUNG`) once ``wk``'s
+    batch has computed past ``compute_deadline_s``: a hung processor or decode cannot be
+    stopped from another thread, and an orchestrator without a liveness probe (compose
+    restarts on exit) would otherwise leave the partition stopped for ever. The restarted worker
+    counts the start; ``/live`` fails from the same moment."""
+    import os
+    import sys
+
+    from streams.logs import log
+
+    def watch() -> None:
+        while True:
+            time.sleep(every_s)
+            late = wk.health.overdue_s()
+            if late > 0.0:
+                log.error("compute_deadline_exceeded", deadline_s=wk.health.stall_s,
+                          late_s=round(late, 1), exit_status=EXIT_COMPUTE_HUNG)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(EXIT_COMPUTE_HUNG)
+
+    t = threading.Thread(target=watch, name="compute-deadline", daemon=True)
+    t.start()
+    return t
 
 
 def register(app: typer.Typer) -> None:

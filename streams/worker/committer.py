@@ -3,10 +3,16 @@
 The checkpoint of a batch (:meth:`Committer.commit`), once every output object is stored:
 
 1. ``begin_transaction``;
-2. produce the results (results topic) and the dead letters (dead-letter topic);
+2. produce the results (results topic) and the dead letters (dead-letter topic): a dead letter
+   refused for its size (by the producer at once, or by the broker in its delivery report,
+   which fails the transaction) goes out as its minimal form the next time
+   (:func:`schemas.codec.minimal_dead_letter`: code, source, no key, value or headers), so one
+   dead letter can never block its partition;
 3. ``send_offsets_to_transaction``: per partition, the offset after the batch's last event,
    bounded in time (a stuck producer is replaced, :meth:`Committer.send_offsets`);
-4. ``commit_transaction``, retried while the error is retriable.
+4. ``commit_transaction``, retried while the error is retriable; if it still times out its
+   outcome is unknown (the coordinator may have committed it): the consumer group's committed
+   offsets decide (:meth:`Committer.commit`'s ``committed``), never a blind redo.
 
 Nothing of a batch is visible to read_committed consumers before step 4 returns, and a failed
 transaction commits nothing: the caller redoes the batch. As quix-streams' ``Checkpoint``, one
@@ -15,9 +21,10 @@ object owns the commit and its steps are numbered here and in the code.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +37,11 @@ from streams.kafka import transactional_producer
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings
+
+REFUSED_RECORD_CODES = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
+                        KafkaError.INVALID_MSG, KafkaError.RECORD_LIST_TOO_LARGE)
+"""Error codes that mean the broker or the producer refuses this record itself (Kafka protocol
+error codes 10, 87, 2, 18; librdkafka's local size check is ``MSG_SIZE_TOO_LARGE`` too)."""
 
 FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 """Error codes that mean another producer with this transactional.id took it over (librdkafka
@@ -84,6 +96,8 @@ class Committer:
         producer: the transactional producer (built by :meth:`open`, replaced when fenced,
             fatal or stuck).
         committed_events: events whose result or dead letter is committed.
+        minimal_sources: ``(topic, partition, offset)`` of the records whose full dead letter
+            was refused: their dead letter goes out in its minimal form from then on.
     """
 
     TXN_CALL_TIMEOUT_S = 30.0
@@ -95,6 +109,7 @@ class Committer:
         self.metrics = metrics
         self.producer: Any = None
         self.committed_events = 0
+        self.minimal_sources: dict[tuple[str, int, int], str] = {}
 
     def open(self) -> None:
         """Build the producer (``init_transactions`` fences an older one with this id)."""
@@ -105,12 +120,18 @@ class Committer:
         if self.producer is not None:
             self.producer.flush(timeout_s)
 
-    def commit(self, cp: Checkpoint, group_metadata: Any) -> bool:
+    def commit(self, cp: Checkpoint, group_metadata: Any,
+               committed: Callable[[list[TopicPartition]], bool] | None = None) -> bool:
         """Commit ``cp`` in one transaction (steps 1-4 of the module doc).
 
         Args:
             cp: the batch's checkpoint.
             group_metadata: the consumer's ``consumer_group_metadata()``.
+            committed: whether the consumer group's committed offsets have reached these
+                (read stable, KIP-447): asked when ``commit_transaction`` still fails with a
+                retriable error after its retries, an unknown outcome. True: the transaction
+                did commit (counted as committed; the producer, whose state is unknown, is
+                replaced). None: an unknown outcome is a failure (redo).
 
         Returns:
             True when committed; False when nothing was (aborted, fenced or stuck: the producer
@@ -126,12 +147,16 @@ class Committer:
                 key, value, headers = codec.encode_result(r)
                 p.produce(self.kafka.results_topic, key=key, value=value, headers=headers)
             for d in cp.dead_letters:
-                key, value, headers = codec.encode_dead_letter(d)
-                p.produce(self.kafka.dlq_topic, key=key, value=value, headers=headers)
+                self.produce_dead_letter(p, d)
             t2 = time.perf_counter()
             self.send_offsets(cp.offsets, group_metadata)  # 3.
             t3 = time.perf_counter()
-            self.commit_transaction()  # 4.
+            try:
+                self.commit_transaction()  # 4.
+            except KafkaException as ex:
+                if not (ex.args[0].retriable() and committed is not None
+                        and self._committed_anyway(cp, committed, ex)):
+                    raise
             t4 = time.perf_counter()
             for name, a, b in (("begin", t0, t1), ("produce", t1, t2), ("send_offsets", t2, t3),
                                ("commit", t3, t4)):
@@ -149,6 +174,61 @@ class Committer:
             return False
         self._committed(cp, t4 - t0)
         return True
+
+    def produce_dead_letter(self, p: Any, d: DeadLetter) -> None:
+        """Step 2 for one dead letter: the full one, or its minimal form when the full one of
+        this source was refused before (by the broker: its delivery report names the source) or
+        is refused now (by the producer: ``produce`` raises).
+
+        Raises:
+            KafkaException: ``produce`` failed for another reason than the record itself.
+        """
+        src = (d.source.topic, d.source.partition, d.source.offset)
+        why = self.minimal_sources.get(src)
+        if why is None:
+            key, value, headers = codec.encode_dead_letter(d)
+            try:
+                p.produce(self.kafka.dlq_topic, key=key, value=value, headers=headers,
+                          on_delivery=lambda err, _msg: self._delivered(src, err))
+                return
+            except KafkaException as ex:
+                if ex.args[0].code() not in REFUSED_RECORD_CODES:
+                    raise
+                why = self._refused(src, ex.args[0])
+        key, value, headers = codec.encode_dead_letter(codec.minimal_dead_letter(d, why))
+        p.produce(self.kafka.dlq_topic, key=key, value=value, headers=headers)
+
+    def _delivered(self, src: tuple[str, int, int], err: KafkaError | None) -> None:
+        """Delivery report of a full dead letter: one the broker refused for itself goes out
+        minimal when its batch is redone (the refusal fails this transaction)."""
+        if err is not None and err.code() in REFUSED_RECORD_CODES:
+            self._refused(src, err)
+
+    def _refused(self, src: tuple[str, int, int], err: KafkaError) -> str:
+        """Remember that the full dead letter of ``src`` was refused; returns why (the code)."""
+        why = err.name()
+        if src not in self.minimal_sources:
+            self.minimal_sources[src] = why
+            self.metrics.minimal_dead_letters.inc()
+            log.error("dead_letter_refused", topic=src[0], partition=src[1], offset=src[2],
+                      error=why, hint="its minimal form (code and source only) goes out instead")
+        return why
+
+    def _committed_anyway(self, cp: Checkpoint, committed: Callable[[list[TopicPartition]], bool],
+                          ex: KafkaException) -> bool:
+        """``commit_transaction`` kept timing out: did the transaction commit all the same?
+        Yes when the group's committed offsets reached ``cp``'s; the producer is then replaced
+        (librdkafka still holds the commit as in progress). Errors of the check count as no."""
+        try:
+            done = committed(cp.offsets)
+        except KafkaException:
+            done = False
+        log.warning("commit_outcome_unknown", error=str(ex.args[0]), committed=done,
+                    partitions=sorted({tp.partition for tp in cp.offsets}))
+        if done:
+            self.metrics.transactions.labels("unknown_committed").inc()
+            self.rebuild()
+        return done
 
     def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
         """Step 3: ``send_offsets_to_transaction`` with a bound librdkafka does not keep.
@@ -209,9 +289,12 @@ class Committer:
         self.producer = transactional_producer(self.kafka, self.transactional_id)
 
     def _failed(self, p: Any, ex: KafkaException) -> None:
-        """A transaction failed: count it (fenced or aborted), then abort it when librdkafka
-        allows, else (fatal) replace the producer."""
+        """A transaction failed: serve the delivery reports still queued (a refused dead
+        letter's), count it (fenced or aborted), then abort it when librdkafka allows, else
+        (fatal) replace the producer."""
         err = fatal_cause(p, ex.args[0])
+        with contextlib.suppress(KafkaException):
+            p.poll(0)
         log.warning("transaction_failed", error=str(err), abortable=err.txn_requires_abort(),
                     fatal=err.fatal())
         if err.code() in FENCED_CODES:
@@ -239,6 +322,7 @@ class Committer:
             self.metrics.e2e.labels(str(r.task)).observe(r.timings.total_ms / 1000.0)
         for d in cp.dead_letters:
             self.metrics.dead_letters.labels(str(d.error_code)).inc()
+            self.minimal_sources.pop((d.source.topic, d.source.partition, d.source.offset), None)
         log.info("batch_committed", results=len(cp.results), dead_letters=len(cp.dead_letters),
                  partitions=sorted({tp.partition for tp in cp.offsets}), at=round(time.time(), 3),
                  **{f"{k}_ms": v for k, v in cp.stage_ms.items()},

@@ -7,8 +7,9 @@ The steps of :meth:`Compute.run` (on the worker's batch thread; GETs and PUTs on
    or a task this worker does not serve);
 2. **load** its image (:meth:`Compute.load`: inline or claim check, verified, its header probed:
    format by magic bytes, size and limits, no pixel decoded): a probed upload (bytes + validated
-   header), or a rejection (``OBJECT_NOT_FOUND``, ``IMAGE_TOO_LARGE``, ``CHECKSUM_MISMATCH``, a
-   bad image), or a dead letter (a contract error found only now, e.g. ``BAD_BASE64``); the
+   header), or a rejection (``OBJECT_NOT_FOUND``, ``OBJECT_REFUSED``, ``IMAGE_TOO_LARGE``,
+   ``CHECKSUM_MISMATCH``, a bad image), or a dead letter (a contract error found only now, e.g.
+   ``BAD_BASE64``); the
    store not answering is :class:`~streams.errors.StorageUnavailable` (the whole batch waits);
 3. **process** the loaded events task by task, cut into the processor's batch buckets (one
    model call per bucket; the processor decodes the pixels at the size it needs, and data that
@@ -38,10 +39,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from confluent_kafka import Message
 
 from processors.base import Artifact, Item, Outcome, Processor
-from processors.decode import EncodedImage, probe_image
+from processors.decode import EncodedImage, decoded_bytes, probe_image
 from processors.errors import DecodeError
 from processors.registry import spec
 from processors.runtime import bucket_slices
@@ -58,7 +60,14 @@ from schemas.models import (
     VerificationResult,
 )
 from schemas.reasons import DeadLetterCode, ReasonCode, Status
-from streams.errors import ObjectNotFound, ObjectTooLarge, StorageError, StorageUnavailable
+from streams.errors import (
+    ObjectNotFound,
+    ObjectRefused,
+    ObjectTooLarge,
+    ProcessorUnavailable,
+    StorageError,
+    StorageUnavailable,
+)
 from streams.kafka import timestamp_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
@@ -187,7 +196,12 @@ class Compute:
         self.s3 = settings.s3
         self.inline_max_bytes = settings.worker.inline_max_bytes
         self.dlq_value_max_bytes = settings.worker.dlq_value_max_bytes
+        self.dlq_record_max_bytes = settings.worker.dlq_record_max_bytes
+        self.decode_budget = settings.worker.decode_budget_bytes
         self.finished_at = 0.0  # perf_counter when the last batch finished computing
+        #: record -> starts it was tried in without being committed, above the limit (it is
+        #: then a POISON dead letter, not tried again); the loop sets the intake's
+        self.poisoned: Callable[[Message], int] = lambda m: 0
         self._io = ThreadPoolExecutor(max_workers=settings.worker.io_threads,
                                       thread_name_prefix="io")
 
@@ -220,28 +234,34 @@ class Compute:
         fates: dict[int, Fate] = {}
         events: dict[int, UploadEvent] = {}
         for i, m in enumerate(msgs):  # 1. parse
-            got = self.parse(m)
+            got = self._poison(m) or self.parse(m)
             if isinstance(got, DeadLettered):
                 fates[i] = got
             else:
                 events[i] = got
         loads = {i: self._io.submit(self.load, ev) for i, ev in events.items()}
-        loaded: dict[str, list[tuple[int, _Loaded]]] = {}
+        loaded: list[tuple[int, _Loaded]] = []
         for i, fut in loads.items():  # 2. load
             got = self._loaded(msgs[i], events[i], fut, t_batch)
             if isinstance(got, _Loaded):
-                loaded.setdefault(str(got.event.task), []).append((i, got))
+                loaded.append((i, got))
             else:
                 fates[i] = got
             if not isinstance(got, DeadLettered):
                 self.metrics.queue_wait.observe(max(t_batch - timestamp_ms(msgs[i]), 0.0) / 1000.0)
-        for task, group in loaded.items():  # 3. process
-            proc = self.processors[task]
-            for part in bucket_slices(len(group), proc.bucket):
-                chunk = group[part]
-                for (i, _), fate in zip(chunk, self._process(task, proc, [x for _, x in chunk],
-                                                             t_batch), strict=True):
-                    fates[i] = fate
+        # 3. process, in chunks whose decodes fit the budget together (each image's peak from
+        # its probed header), then task by task in the processor's batch buckets
+        for part in memory_chunks([decoded_bytes(x.image) for _, x in loaded], self.decode_budget):
+            by_task: dict[str, list[tuple[int, _Loaded]]] = {}
+            for i, x in loaded[part]:
+                by_task.setdefault(str(x.event.task), []).append((i, x))
+            for task, group in by_task.items():
+                proc = self.processors[task]
+                for bucket in bucket_slices(len(group), proc.bucket):
+                    chunk = group[bucket]
+                    for (i, _), fate in zip(chunk, self._process(task, proc, [x for _, x in chunk],
+                                                                 t_batch), strict=True):
+                        fates[i] = fate
         ordered = [fates[i] for i in range(len(msgs))]
         t_put = time.perf_counter()  # 4. PUT
         puts = [(f, a, self._io.submit(self.storage.put, self.results_bucket,
@@ -267,14 +287,27 @@ class Compute:
                                     f"task {ev.task} not served by this worker", ev.upload_id)
         return ev
 
+    def _poison(self, m: Message) -> DeadLettered | None:
+        """``m``'s ``POISON`` dead letter when the worker was started on it too often without
+        committing it (:mod:`streams.worker.attempts`); else None."""
+        tries = self.poisoned(m)
+        if not tries:
+            return None
+        log.error("poison_record", partition=m.partition(), offset=m.offset(), attempts=tries)
+        return self.dead_letter(m, DeadLetterCode.POISON,
+                                f"the worker stopped {tries} times while this record's batch "
+                                "computed (a crash, an out-of-memory kill or a hang past the "
+                                "compute deadline); not tried again", _readable_upload_id(m.value()))
+
     def load(self, ev: UploadEvent) -> EncodedImage:
         """Step 2, the one place an upload's image is fetched and probed: image bytes (inline
         or claim check, verified against the ref's size and sha256 when given) with their
         header validated (:func:`processors.decode.probe_image`: format, displayed size, byte,
-        pixel and side limits; no pixel decoded: the processor decodes at the size it needs).
+        pixel and side limits; no pixel decoded: the processor decodes at the size it needs,
+        and :meth:`run` bounds a chunk's decodes by ``decode_budget_bytes`` from these headers).
 
         Raises:
-            ObjectNotFound / ObjectTooLarge / StorageError: from the store.
+            ObjectNotFound / ObjectRefused / ObjectTooLarge / StorageError: from the store.
             DecodeError: bad image, or ``CHECKSUM_MISMATCH`` when the object is not the one the
                 event describes.
             ContractError: the inline image is not valid base64.
@@ -300,6 +333,9 @@ class Compute:
             return Rejected(m, ev, ReasonCode.OBJECT_NOT_FOUND, t_batch)
         except ObjectTooLarge:
             return Rejected(m, ev, ReasonCode.IMAGE_TOO_LARGE, t_batch)
+        except ObjectRefused as orf:  # this ref, not the store: no retry changes it
+            log.warning("object_refused", upload_id=ev.upload_id, code=orf.code, status=orf.status)
+            return Rejected(m, ev, ReasonCode.OBJECT_REFUSED, t_batch)
         except DecodeError as de:
             return Rejected(m, ev, ReasonCode(de.reason), t_batch)
         except ContractError as ce:
@@ -311,7 +347,12 @@ class Compute:
                  t_batch: float) -> list[Processed | DeadLettered]:
         """Step 3 for one bucket: one ``process_batch`` call. If it raises (a model call that
         failed: per-item failures are outcomes already), each event is run alone, and one that
-        still raises is dead-lettered ``PROCESSING_ERROR``."""
+        still raises is dead-lettered ``PROCESSING_ERROR``, provided the processor still
+        handles a probe item (:meth:`_probe`).
+
+        Raises:
+            ProcessorUnavailable: items failed alone and so did the probe (the breaker).
+        """
         task_spec = spec(task)
         items = [Item(x.event.upload_id, x.image, task_spec.item_options(x.event.options))
                  for x in chunk]
@@ -324,11 +365,28 @@ class Compute:
         except Exception as exc:  # isolate the poison item: one by one
             log.warning("batch_failed_isolating", task=task, error=type(exc).__name__)
             outcomes = [self._alone(task, proc, x, it) for x, it in zip(chunk, items, strict=True)]
+            if any(isinstance(o, DeadLettered) for o in outcomes):
+                self._probe(task, proc)
         self.metrics.inference.labels(task).observe(time.perf_counter() - t0)
         self.metrics.inference_calls.labels(task).inc(max(int(proc.stats.calls) - calls0, 0))
         return [o if isinstance(o, DeadLettered)
                 else Processed(x.msg, x.event, o, len(chunk), t_batch)
                 for x, o in zip(chunk, outcomes, strict=True)]
+
+    def _probe(self, task: str, proc: Processor) -> None:
+        """Run ``proc`` on one plain synthetic image (a ``(96, 128, 3)`` mid-grey ``uint8``, the
+        task's default options): whatever its verdict, it must not raise.
+
+        Raises:
+            ProcessorUnavailable: it raised: the processor is broken, not the items.
+        """
+        probe = Item.from_array("probe", np.full((96, 128, 3), 127, np.uint8),
+                                spec(task).item_options(None))
+        try:
+            proc.process_batch([probe])
+        except Exception as exc:
+            raise ProcessorUnavailable(f"{task} processor raised {type(exc).__name__} on a "
+                                       "probe image too") from exc
 
     def _alone(self, task: str, proc: Processor, x: _Loaded, item: Item) -> Outcome | DeadLettered:
         try:
@@ -432,7 +490,8 @@ class Compute:
         record's value is PUT to the quarantine bucket under ``{topic}/{partition}/{offset}`` (a
         redone batch rewrites the same object) and the letter keeps its size and that
         reference; with ``dlq_value_max_bytes`` above 0 the letter keeps up to that many bytes
-        of the value itself and nothing is quarantined.
+        of the value itself and nothing is quarantined. Either way the whole dead-letter record
+        stays within ``dlq_record_max_bytes``.
 
         Raises:
             StorageError: the quarantine PUT failed after its retries.
@@ -440,10 +499,29 @@ class Compute:
         m = f.msg
         record = {"key": m.key(), "value": m.value(), "headers": m.headers(), "topic": m.topic(),
                   "partition": m.partition(), "offset": m.offset(), "code": f.code,
-                  "error": f.error, "upload_id": f.upload_id}
+                  "error": f.error, "upload_id": f.upload_id,
+                  "max_record_bytes": self.dlq_record_max_bytes}
         if self.dlq_value_max_bytes > 0:
             return codec.make_dead_letter(max_value_bytes=self.dlq_value_max_bytes, **record)
         return quarantined_dead_letter(self.storage, self.s3, **record)
+
+
+def memory_chunks(costs: Sequence[int], budget: int) -> list[slice]:
+    """Consecutive runs of ``costs`` (bytes each) whose sum stays within ``budget`` (bytes); an
+    item above the budget alone is a run of its own. ``[]`` for no costs.
+
+    >>> memory_chunks([3, 3, 3, 9, 1], 6)
+    [slice(0, 2, None), slice(2, 3, None), slice(3, 4, None), slice(4, 5, None)]
+    """
+    out, start, used = [], 0, 0
+    for i, c in enumerate(costs):
+        if i > start and used + c > budget:
+            out.append(slice(start, i))
+            start, used = i, 0
+        used += c
+    if start < len(costs):
+        out.append(slice(start, len(costs)))
+    return out
 
 
 def _readable_upload_id(value: bytes | None) -> str | None:

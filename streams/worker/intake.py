@@ -9,6 +9,7 @@ the partitions once it holds that many.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from typing import Any
@@ -21,6 +22,7 @@ from streams.kafka import timestamp_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings, WorkerSettings
+from streams.worker.attempts import AttemptLedger
 
 Key = tuple[str, int]
 """A partition as ``(topic, partition)``."""
@@ -123,6 +125,11 @@ class Intake:
         ranges: replay mode: uploads-topic partition -> ``[start, end)`` offsets. The consumer
             is assigned these instead of subscribing, events at or past ``end`` are left alone,
             and :meth:`ranges_done` says when every partition reached its end.
+
+    Attributes:
+        ledger: the starts counted per partition (:mod:`streams.worker.attempts`): an event of
+            a partition restarted at the same offset runs in a batch of its own, and one tried
+            ``poison_attempts`` times is a ``POISON`` dead letter. None in replay mode.
     """
 
     def __init__(self, kafka: KafkaSettings, worker: WorkerSettings, metrics: WorkerMetrics,
@@ -142,6 +149,14 @@ class Intake:
         self._carry_since = 0.0  # monotonic time the oldest carried event arrived
         self._done_parts: set[int] = set()
         self._last_lag = 0.0
+        # assignment epochs: a partition's epoch goes up each time it is assigned; an event
+        # delivered in an earlier epoch is not this worker's any more, even if the partition
+        # came back (librdkafka fetches it again from the committed offset)
+        self._epochs: dict[Key, int] = {}
+        self._fetched: OrderedDict[int, tuple[Message, int]] = OrderedDict()  # id -> (event, epoch)
+        self._fetched_max = 16 * self.max_batch
+        self.ledger = (AttemptLedger(worker.poison_attempts, worker.max_batch)
+                       if ranges is None else None)
 
     # --- the consumer and its assignment -----------------------------------------------------
     def open(self, consumer: Any = None) -> None:
@@ -162,9 +177,12 @@ class Intake:
             self.consumer.assign([TopicPartition(k.uploads_topic, p, a)
                                   for p, (a, b) in self.ranges.items() if a < b])
 
-    def close(self) -> None:
-        """Leave the group."""
+    def close(self, clean: bool = True) -> None:
+        """Leave the group; after a clean stop, release the attempt marks of the partitions
+        held (:meth:`AttemptLedger.release`; after a crash they stay, to be counted)."""
         if self.consumer is not None:
+            if clean and self.ledger is not None:
+                self.ledger.release(self.consumer, list(self.ledger.marks))
             self.consumer.close()
 
     def on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
@@ -172,13 +190,21 @@ class Intake:
         for tp in parts:
             key = (tp.topic, tp.partition)
             self._revoked.discard(key)
+            self._epochs[key] = self._epochs.get(key, 0) + 1
             self.pausing.assigned(key)
         self.health.in_group = True
         log.info("partitions_assigned", partitions=[tp.partition for tp in parts])
 
     def on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
         """Rebalance callback: ``parts`` went to another member; their carried events are
-        dropped (their new owner starts at the committed offset)."""
+        dropped (their new owner starts at the committed offset) and their attempt marks
+        released (a handover is no crash)."""
+        if self.ledger is not None:
+            self.ledger.release(consumer, [(tp.topic, tp.partition) for tp in parts])
+        self._drop(parts)
+
+    def _drop(self, parts: list[TopicPartition]) -> None:
+        """``parts`` are no longer this worker's: forget their carried events."""
         for tp in parts:
             key = (tp.topic, tp.partition)
             self._revoked.add(key)
@@ -187,13 +213,36 @@ class Intake:
         log.info("partitions_revoked", partitions=[tp.partition for tp in parts])
 
     def on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        """Rebalance callback: ``parts`` were lost (session timeout): revoked, out of the group."""
-        self.on_revoke(consumer, parts)
+        """Rebalance callback: ``parts`` were lost (session timeout): revoked, out of the group
+        (their marks are dropped unwritten: the group is no longer ours to write to)."""
+        if self.ledger is not None:
+            self.ledger.forget([(tp.topic, tp.partition) for tp in parts])
+        self._drop(parts)
         self.health.in_group = False
 
     def owns(self, m: Message) -> bool:
-        """Whether ``m``'s partition is still this worker's (not revoked since it was fetched)."""
-        return key_of(m) not in self._revoked
+        """Whether ``m`` is still this worker's: its partition is assigned, in the assignment
+        epoch ``m`` was delivered in (a partition revoked and assigned back while ``m`` was in
+        flight is fetched again from the committed offset: committing ``m`` too would
+        duplicate it)."""
+        key = key_of(m)
+        if key in self._revoked:
+            return False
+        got = self._fetched.get(id(m))
+        return got is None or got[0] is not m or got[1] == self._epochs.get(key, 0)
+
+    def reached(self, offsets: list[TopicPartition], timeout_s: float = 30.0) -> bool:
+        """Whether the consumer group's committed offsets are at or past ``offsets`` (read
+        stable: a read_committed consumer's request waits for pending transactional commits,
+        KIP-447).
+
+        Raises:
+            KafkaException: the request failed.
+        """
+        got = self.consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in offsets],
+                                      timeout=timeout_s)
+        want = {(tp.topic, tp.partition): tp.offset for tp in offsets}
+        return all(tp.offset >= want[(tp.topic, tp.partition)] for tp in got)
 
     def group_metadata(self) -> Any:
         """The consumer group's metadata, for ``send_offsets_to_transaction``."""
@@ -233,7 +282,46 @@ class Intake:
             msgs += got
         if msgs and wait:
             self.metrics.stage.labels("fill").observe(time.perf_counter() - t0)
-        return self._usable(msgs)
+        return self._isolate(self._usable(msgs))
+
+    def _isolate(self, msgs: list[Message]) -> list[Message]:
+        """Read the attempt marks of the partitions seen for the first time since their
+        assignment (:meth:`AttemptLedger.assign`); if an event must run alone (its partition
+        restarted where a batch never committed), the batch is that event, its try counted
+        (:meth:`AttemptLedger.trying`), and the others go back in front of the carry list, in
+        fetch order."""
+        if self.ledger is None or not msgs:
+            return msgs
+        self.ledger.assign(self.consumer, dict.fromkeys(key_of(m) for m in msgs))
+        alone = next((i for i, m in enumerate(msgs) if self.ledger.isolated(m)), None)
+        if alone is None:
+            return msgs
+        if len(msgs) > 1:
+            if not self._carry:
+                self._carry_since = time.monotonic()
+            self._carry = msgs[:alone] + msgs[alone + 1:] + self._carry
+        self.ledger.trying(self.consumer, msgs[alone])
+        return [msgs[alone]]
+
+    def poisoned(self, m: Message) -> int:
+        """Starts ``m`` was tried in without being committed, when above ``poison_attempts``
+        (it is then a ``POISON`` dead letter); else 0."""
+        return 0 if self.ledger is None else self.ledger.poisoned(m)
+
+    def commit_marks(self, offsets: list[TopicPartition]) -> list[TopicPartition]:
+        """The offsets a transaction commits, with their attempt marks as metadata."""
+        return offsets if self.ledger is None else self.ledger.commit_marks(offsets)
+
+    def committed(self, offsets: list[TopicPartition]) -> None:
+        """A transaction committed ``offsets`` (from :meth:`commit_marks`)."""
+        if self.ledger is not None:
+            self.ledger.committed(offsets)
+
+    @property
+    def isolating(self) -> bool:
+        """Whether events run one per batch now (a partition restarted at the same offset):
+        the loop then starts no batch while another commits."""
+        return self.ledger is not None and self.ledger.isolating
 
     def prefetch(self, timeout_s: float) -> None:
         """Poll while a batch computes: move what is fetched into the carry list (up to
@@ -284,8 +372,9 @@ class Intake:
 
         Every event read and not committed is in ``msgs`` or already in the carry list (what was
         prefetched after them), and the consumer's position is past all of them, so the
-        partitions go on in offset order with nothing skipped or read twice. Events of revoked
-        partitions are dropped (their new owner starts at the committed offset). In replay mode
+        partitions go on in offset order with nothing skipped or read twice. Events this worker
+        no longer owns (:meth:`owns`) are dropped (their partition's owner starts at the
+        committed offset). In replay mode
         their partitions count as not done again. At most two batches plus the carry are held:
         ``3 * max_batch`` events.
 
@@ -294,7 +383,7 @@ class Intake:
         librdkafka's ``seek`` is asynchronous and its failures unreported (librdkafka #2256,
         confluent-kafka-python #1270).
         """
-        held = [m for m in [*msgs, *self._carry] if key_of(m) not in self._revoked]
+        held = [m for m in [*msgs, *self._carry] if self.owns(m)]
         if held and not self._carry:
             self._carry_since = time.monotonic()
         self._carry = held
@@ -312,12 +401,16 @@ class Intake:
 
     # --- what was fetched --------------------------------------------------------------------
     def _delivered(self, msgs: Sequence[Message]) -> None:
-        """Record the fetch delay of delivered events and tell the pause who is fetching."""
+        """Record the fetch delay of delivered events, tell the pause who is fetching, and note
+        each event's assignment epoch (:meth:`owns`; the newest ``16 * max_batch`` events)."""
         now_ms = time.time() * 1000.0
         for m in msgs:
             if m.error() is None:
                 self.metrics.fetch_delay.observe(max(now_ms - timestamp_ms(m), 0.0) / 1000.0)
                 self.pausing.delivered(key_of(m))
+                self._fetched[id(m)] = (m, self._epochs.get(key_of(m), 0))
+        while len(self._fetched) > self._fetched_max:  # far more than is ever held
+            self._fetched.popitem(last=False)
 
     def _usable(self, msgs: list[Message]) -> list[Message]:
         """Drop errors (logging all but partition EOF) and, in replay mode, events past the range."""

@@ -25,6 +25,7 @@ nothing is committed: the loop puts the batch back, pauses, and goes on once the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import threading
 import time
@@ -38,7 +39,7 @@ from confluent_kafka import Message
 from processors import registry
 from processors.base import Processor
 from processors.runtime import RuntimeSettings
-from streams.errors import StorageUnavailable
+from streams.errors import ProcessorUnavailable, StorageUnavailable
 from streams.health import Health
 from streams.logs import log
 from streams.metrics import WorkerMetrics
@@ -87,7 +88,7 @@ class Worker:
                  model_version: str | None = None) -> None:
         self.settings = settings
         self.metrics = metrics or WorkerMetrics()
-        self.health = health or Health()
+        self.health = health or Health(stall_s=settings.worker.compute_deadline_s)
         self.transactional_id = f"{settings.kafka.transactional_id_prefix}-{settings.worker.slot}"
         self.intake = Intake(settings.kafka, settings.worker, self.metrics, self.health, ranges)
         self.compute = Compute(settings, processors, storage, self.metrics, model_version)
@@ -96,6 +97,8 @@ class Worker:
         self._batch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
         self._stop = threading.Event()
         self._inflight: _Batch | None = None  # the batch computing on the batch thread
+        self._breaker_open_s = 0.0  # the breaker's last pause (s), doubled per failure in a row
+        self.compute.poisoned = self.intake.poisoned
 
     @property
     def computing(self) -> bool:
@@ -121,10 +124,11 @@ class Worker:
         self.intake.open()
         self.health.ready = True
 
-    def close(self) -> None:
-        """Leave the group and flush; bounded by ``shutdown_timeout_s``."""
+    def close(self, clean: bool = True) -> None:
+        """Leave the group and flush; bounded by ``shutdown_timeout_s``. ``clean``: the loop
+        stopped as asked (the attempt marks are released; after an error they stay)."""
         self.health.ready = False
-        self.intake.close()
+        self.intake.close(clean)
         self.committer.close(self.settings.worker.shutdown_timeout_s)
         self.compute.close()
         self._batch_thread.shutdown(wait=False, cancel_futures=True)
@@ -135,6 +139,7 @@ class Worker:
         and committed before leaving."""
         self.start()
         idle_since = time.monotonic()
+        clean = False
         try:
             while not self._stop.is_set():
                 self.health.tick()
@@ -152,14 +157,20 @@ class Worker:
                 self._step(start_next=max_batches is None or self.batches + 1 < max_batches)
             while self._inflight is not None:  # stopping: finish the batch in flight, commit it
                 self._step(start_next=False)
+            clean = True
         finally:
-            self.close()
+            self.close(clean)
 
     # --- two batches -----------------------------------------------------------------------
     def _submit(self, msgs: list[Message]) -> None:
         """Start computing ``msgs`` on the batch thread (it becomes the batch in flight)."""
         self.metrics.batch_size.observe(len(msgs))
-        self._inflight = _Batch(msgs, self._batch_thread.submit(self.compute.run, msgs))
+        since = self.health.compute_since = time.monotonic()
+        fut = self._batch_thread.submit(self.compute.run, msgs)
+        # the compute's own end, not when the loop gets to it (the loop may be committing the
+        # batch before, e.g. a stuck send_offsets_to_transaction during a broker restart)
+        fut.add_done_callback(lambda _: self.health.computed(since))
+        self._inflight = _Batch(msgs, fut)
 
     def _await(self, b: _Batch) -> Computed:
         """Keep serving the group (and prefetching) until ``b`` has computed (its PUTs may
@@ -188,9 +199,14 @@ class Worker:
                 self._inflight = None
                 self._storage_down(e, b.msgs)
                 return
+            except ProcessorUnavailable as e:  # the breaker: nothing else is in flight
+                self._inflight = None
+                self._processor_down(e, b.msgs)
+                return
             self._inflight = None
             self.batches += 1
-            if start_next and not self._stop.is_set():
+            self._breaker_open_s = 0.0
+            if start_next and not self._stop.is_set() and not self.intake.isolating:
                 nxt = self.intake.next_batch(wait=False)
                 if nxt:
                     self._submit(nxt)
@@ -208,7 +224,11 @@ class Worker:
     def _commit(self, fates: list, stage_ms: dict[str, float]) -> bool:
         results, dead_letters = self.compute.records(fates)
         cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stage_ms)
-        return self.committer.commit(cp, self.intake.group_metadata())
+        cp = dataclasses.replace(cp, offsets=self.intake.commit_marks(cp.offsets))
+        if not self.committer.commit(cp, self.intake.group_metadata(), self.intake.reached):
+            return False
+        self.intake.committed(cp.offsets)
+        return True
 
     def _abandon(self, b: _Batch) -> list[Message]:
         """``b`` failed: await and discard the batch computing behind it; the events of both,
@@ -227,6 +247,20 @@ class Worker:
         self.intake.redo(msgs)
         self.intake.pause()
         self.wait_for_storage()
+
+    def _processor_down(self, e: Exception, msgs: list[Message]) -> None:
+        """The breaker: a processor failed even on a probe (:class:`ProcessorUnavailable`): put
+        ``msgs`` back, pause fetching and fail readiness for 1 s, doubled per failure in a row
+        up to 30 s (polling meanwhile), then try the batch again; nothing is dead-lettered."""
+        self._breaker_open_s = min(max(self._breaker_open_s * 2, 1.0), 30.0)
+        self.metrics.breaker_opened.inc()
+        log.error("processor_breaker_open", error=str(e), pause_s=self._breaker_open_s)
+        self.intake.redo(msgs)
+        self.intake.pause()
+        self.health.ready = False
+        until = time.monotonic() + self._breaker_open_s
+        self.intake.wait_until(lambda: time.monotonic() >= until, self._stop.is_set)
+        self.health.ready = True
 
     def wait_for_storage(self) -> None:
         """Keep polling (heartbeats, rebalances) until the object store answers again; logs

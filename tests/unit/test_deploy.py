@@ -277,6 +277,54 @@ def test_pull_secrets_and_scheduling_reach_every_pod(helm: str) -> None:
     assert pods["StatefulSet"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
 
 
+def _status_settings(env: dict[str, str]):
+    """:class:`StatusSettings` as the app reads them from ``env`` alone (nothing of os.environ)."""
+    from streams.status_settings import load_status_settings
+
+    saved = {k: v for k, v in os.environ.items() if k.startswith("CARDSTREAM_")}
+    try:
+        for k in saved:
+            del os.environ[k]
+        os.environ.update(env)
+        return load_status_settings()
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+        os.environ.update(saved)
+
+
+def test_status_app_listens_where_the_probes_and_service_look(helm: str) -> None:
+    """The status app binds 127.0.0.1 unless told otherwise: in a pod its probes and Service
+    reach the pod IP, so the chart must make it listen on every interface, on the port the
+    probes use, and name the pod IP as the address other instances reach it at."""
+    docs = render(helm, "--set", "statusApp.port=7070")
+    dep = next(d for d in docs if d["kind"] == "Deployment"
+               and d["metadata"]["labels"]["app.kubernetes.io/component"] == "status")
+    c = container(dep)
+    env = env_of(c)
+    assert env["CARDSTREAM_STATUS__WEB_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["CARDSTREAM_STATUS__API_TOKEN"]["valueFrom"]["secretKeyRef"]
+    st = _status_settings({**{k: v["value"] for k, v in env.items() if "value" in v
+                              and k.startswith("CARDSTREAM_STATUS__")},
+                           "CARDSTREAM_STATUS__API_TOKEN": "token-from-the-secret"})
+    assert st.web_bind == "0.0.0.0"
+    port = {p["name"]: p["containerPort"] for p in c["ports"]}["http"]
+    assert port == st.web_port == 7070
+    assert c["readinessProbe"]["tcpSocket"]["port"] == "http"
+
+
+def test_compose_status_app_listens_on_the_published_port(compose: dict[str, Any]) -> None:
+    """Compose publishes the status app's port from the container's interface, which a server
+    bound to 127.0.0.1 inside the container never answers."""
+    svc = compose["services"]["status"]
+    st = _status_settings({k: str(v) for k, v in svc["environment"].items()
+                           if k.startswith("CARDSTREAM_STATUS__")})
+    assert st.web_bind == "0.0.0.0"
+    assert st.web_host == "status"
+    published = [str(p).rsplit(":", 1)[1] for p in svc["ports"]]
+    assert published == [str(st.web_port)]
+
+
 def test_configmap_keys_are_real_settings(helm: str) -> None:
     """Every CARDSTREAM_* variable the chart sets names a field of streams.settings.Settings,
     and the values parse into the settings the chart was given (pydantic-settings, env only)."""

@@ -64,9 +64,10 @@ def test_corpus_covers_every_event_and_code() -> None:
         assert (kind, "valid", None) in names
         assert any(n[0] == kind and n[1] == "invalid" for n in names)
     codes = {n[2] for n in names if n[2]}
-    # INLINE_TOO_LARGE needs > 512 KiB, KEY_MISMATCH needs a record key: tested below instead.
+    # INLINE_TOO_LARGE needs > 512 KiB, KEY_MISMATCH needs a record key: tested below instead;
+    # PROCESSING_ERROR and POISON are the worker's verdicts on valid events
     want = set(DeadLetterCode) - {DeadLetterCode.INLINE_TOO_LARGE, DeadLetterCode.KEY_MISMATCH,
-                                  DeadLetterCode.PROCESSING_ERROR}
+                                  DeadLetterCode.PROCESSING_ERROR, DeadLetterCode.POISON}
     assert want <= codes
 
 
@@ -401,6 +402,51 @@ def test_dead_letter_small_null_and_bad_upload_id() -> None:
                                offset=-1, code="NOT_JSON", error="x")
 
 
+def test_dead_letter_of_a_700_kb_key_fits_and_says_so() -> None:
+    """Issue 31: the broker took a record with a 700 000-byte key; its dead letter copied the key
+    and was over librdkafka's 1 000 000-byte message limit (MSG_SIZE_TOO_LARGE)."""
+    value = b'{"upload_id":"u1"}'
+    d = codec.make_dead_letter(key=b"k" * 700_000, value=value, headers=[("trace", b"t1")],
+                               topic="cardstream.uploads.v1", partition=0, offset=3,
+                               code=DeadLetterCode.KEY_MISMATCH, error="record key is not the "
+                               "upload_id at $.upload_id", upload_id="u1")
+    key, out, headers = codec.encode_dead_letter(d)
+    assert codec.dead_letter_record_size(d) == len(key) + len(out) + sum(
+        len(k) + len(v) for k, v in headers) <= codec.DLQ_RECORD_MAX_BYTES == 256 * 1024
+    assert (d.key_truncated, d.key_size) == (True, 700_000)
+    assert key == b"k" * (codec.DLQ_RECORD_MAX_BYTES // 8)  # the record key is the kept part
+    assert base64.b64decode(d.value_b64 or "") == value and not d.value_truncated
+    assert d.headers_truncated is None and [h.key for h in d.headers] == ["trace"]
+    assert codec.decode_dead_letter(out, headers) == d
+
+
+def test_dead_letter_budget_cuts_headers_in_order_and_the_value_last() -> None:
+    hs = [("a", b"1" * 10), ("b", b"2" * 40_000), ("c", b"3")]
+    d = codec.make_dead_letter(key=b"u1", value=b"v" * 300_000, headers=hs, topic="t",
+                               partition=0, offset=0, code="NOT_JSON", error="x",
+                               max_value_bytes=10**6, max_record_bytes=codec.DLQ_RECORD_MIN_BYTES)
+    # an eighth of 16 KiB (2048 bytes) for the headers: "a" whole, "b" cut, "c" dropped
+    assert [(h.key, len(base64.b64decode(h.value_b64 or ""))) for h in d.headers] == [
+        ("a", 10), ("b", 2048 - 11 - 1)]
+    assert d.headers_truncated is True and d.key_truncated is None
+    assert d.value_truncated and d.value_size == 300_000
+    assert codec.DLQ_RECORD_MIN_BYTES - 8 <= codec.dead_letter_record_size(d) <= (
+        codec.DLQ_RECORD_MIN_BYTES)
+    with pytest.raises(ValueError, match="below"):
+        codec.make_dead_letter(key=None, value=None, headers=None, topic="t", partition=0,
+                               offset=0, code="NOT_JSON", error="x", max_record_bytes=1000)
+
+
+def test_dead_letter_topic_takes_the_largest_dead_letter() -> None:
+    from streams.kafka import topic_specs
+    from streams.settings import KafkaSettings
+
+    k = KafkaSettings()
+    (dlq,) = [t for t in topic_specs(k) if t.topic == k.dlq_topic]
+    # with room for the record batch's own overhead (61 bytes + a record header per record)
+    assert int(dlq.config["max.message.bytes"]) >= codec.DLQ_RECORD_MAX_BYTES + 1024
+
+
 def test_contract_error_becomes_a_dead_letter() -> None:
     raw = (EXAMPLES / "upload_event.invalid.SCHEMA_INVALID.path_traversal_id.json").read_bytes()
     with pytest.raises(ContractError) as ei:
@@ -459,3 +505,19 @@ def test_cli_validate(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     r = runner.invoke(app, ["schemas", "validate", str(missing)])
     assert r.exit_code == 1 and "UNREADABLE" in r.output
+
+
+def test_minimal_dead_letter_keeps_code_source_and_sizes_only() -> None:
+    d = codec.make_dead_letter(key=b"k" * 5000, value=b"v" * 100, headers=[("trace", b"t" * 900)],
+                               topic="up", partition=3, offset=41, code="SCHEMA_INVALID",
+                               error="required property 'task' is missing", upload_id="u-1",
+                               max_value_bytes=100)
+    m = codec.minimal_dead_letter(d, "MSG_SIZE_TOO_LARGE")
+    assert (m.key_b64, m.value_b64, tuple(m.headers)) == (None, None, ())
+    assert (m.key_truncated, m.key_size, m.value_truncated, m.value_size, m.headers_truncated) == (
+        True, 5000, True, 100, True)
+    assert (str(m.error_code), m.upload_id, m.failed_at) == ("SCHEMA_INVALID", "u-1", d.failed_at)
+    assert (m.source.topic, m.source.partition, m.source.offset) == ("up", 3, 41)
+    assert m.error == "minimal dead letter (MSG_SIZE_TOO_LARGE): required property 'task' is missing"
+    key, _, _ = codec.encode_dead_letter(m)
+    assert key is None and codec.dead_letter_record_size(m) < 1500

@@ -180,6 +180,33 @@ def test_generated_dead_letters_round_trip(d: m.DeadLetter) -> None:
     assert len(d.error) <= 500 and "\n" not in d.error and "\r" not in d.error
 
 
+@SETTINGS
+@given(key=st.integers(0, 300_000), value=st.integers(0, 1_200_000),
+       headers=st.lists(st.tuples(st.integers(0, 40_000), st.integers(0, 40_000)), max_size=12),
+       error=st.text(max_size=700), budget=st.integers(codec.DLQ_RECORD_MIN_BYTES, 300_000),
+       max_value=st.integers(0, 1_500_000))
+def test_dead_letter_record_fits_its_budget(key: int, value: int, headers: list[tuple[int, int]],
+                                            error: str, budget: int, max_value: int) -> None:
+    """Whatever the original record holds, the dead-letter record (key + value + headers as
+    produced) is within the budget, says what it cut, and keeps the start of each part."""
+    k, v = b"k" * key, bytes(range(256)) * (value // 256) + b"v" * (value % 256)
+    hs = [("h" * a, b"x" * b) for a, b in headers]
+    d = codec.make_dead_letter(key=k, value=v, headers=hs, topic="t", partition=0, offset=1,
+                               code="NOT_JSON", error=error, max_value_bytes=max_value,
+                               max_record_bytes=budget)
+    assert codec.dead_letter_record_size(d) <= budget
+    kept_key = base64.b64decode(d.key_b64 or "")
+    assert k.startswith(kept_key) and (d.key_truncated is True) == (len(kept_key) < key)
+    assert d.key_size == (key if d.key_truncated else None)
+    kept = base64.b64decode(d.value_b64 or "")
+    assert v.startswith(kept) and d.value_truncated == (len(kept) < value) and d.value_size == value
+    assert len(kept) == min(value, max_value) or codec.dead_letter_record_size(d) > budget - 4096
+    assert [h.key for h in d.headers] == [a for a, _ in hs][: len(d.headers)]
+    assert (d.headers_truncated is True) == (
+        [(h.key, base64.b64decode(h.value_b64 or "")) for h in d.headers] != hs)
+    _check_round_trip("DeadLetter", d)
+
+
 # ---------------------------------------------------------------------------------------------
 # invalid events are refused
 

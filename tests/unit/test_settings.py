@@ -45,3 +45,16 @@ def test_every_task_with_settings_has_its_section(monkeypatch: pytest.MonkeyPatc
     for t in registry.specs():
         assert isinstance(task_section(s, t.name), t.settings_model)
     assert s.worker.tasks == registry.names()
+
+
+def test_the_dead_letter_budget_must_fit_the_dead_letter_topic(monkeypatch) -> None:
+    from pydantic import ValidationError
+
+    monkeypatch.setenv("CARDSTREAM_WORKER__DLQ_RECORD_MAX_BYTES", str(512 * 1024))
+    assert load_settings().worker.dlq_record_max_bytes == 512 * 1024
+    monkeypatch.setenv("CARDSTREAM_KAFKA__TOPICS__DLQ_MAX_MESSAGE_BYTES", str(256 * 1024))
+    with pytest.raises(ValidationError, match="dlq_record_max_bytes 524288 is above"):
+        load_settings()
+    monkeypatch.setenv("CARDSTREAM_WORKER__DLQ_RECORD_MAX_BYTES", str(8 * 1024))
+    with pytest.raises(ValidationError, match="greater than or equal to 16384"):
+        load_settings()

@@ -110,3 +110,87 @@ def test_load_probes_and_the_processor_decodes() -> None:
     assert whole.outcome.payload["quad"][2] == [160.0, 120.0]  # the stand-in's frame, probed size
     assert isinstance(bad, Processed) and bad.outcome.status == Status.REJECTED
     assert bad.outcome.reasons == (ReasonCode.CORRUPT_IMAGE,)
+
+
+def test_memory_chunks_keep_each_run_within_the_budget() -> None:
+    from streams.worker.compute import memory_chunks
+
+    assert memory_chunks([3, 3, 3, 9, 1], 6) == [slice(0, 2), slice(2, 3), slice(3, 4), slice(4, 5)]
+    assert memory_chunks([1] * 5, 100) == [slice(0, 5)]
+    assert memory_chunks([], 6) == []
+
+
+def test_a_batch_decodes_and_processes_in_chunks_within_the_decode_budget() -> None:
+    """Eight 600x800 inline PNGs (each 2.88 MB at its decode peak, from its header) with a
+    6 MB budget: decoded and processed two at a time, all accepted; with the default budget,
+    one model call for all eight."""
+    import json
+
+    import cv2
+    import numpy as np
+
+    from processors.decode import decoded_bytes, probe_image
+    from schemas import codec
+
+    ok, png = cv2.imencode(".png", np.full((600, 800, 3), 90, np.uint8))
+    assert ok and decoded_bytes(probe_image(png.tobytes(), load_settings().decode)) == 600 * 800 * 3 * 2
+    value = {"schema_version": 1, "task": "card", "submitted_at": "2026-12-04T00:00:00Z",
+             "image": {"inline_b64": base64.b64encode(png.tobytes()).decode()}}
+    msgs = [Msg(0, i, topic="t.uploads", key=f"u{i}".encode(),
+                value=codec.dumps({**value, "upload_id": f"u{i}"})) for i in range(8)]
+    assert json.loads(msgs[0].value())["upload_id"] == "u0"
+    for budget, calls in ((6_000_000, [2, 2, 2, 2]), (1024**3, [8])):
+        s = load_settings()
+        s = s.model_copy(update={"worker": s.worker.model_copy(
+            update={"decode_budget_bytes": budget, "io_threads": 2})})
+        procs = stand_ins(call_ms=0.0, item_ms=0.0)
+        sizes: list[int] = []
+        run = procs["card"].process_batch
+        procs["card"].process_batch = (lambda items, run=run, sizes=sizes:
+                                       sizes.append(len(items)) or run(items))
+        c = Compute(s, procs, StoreDouble(), WorkerMetrics())
+        try:
+            computed = c.run(msgs)
+        finally:
+            c.close()
+        assert sizes == calls
+        assert [str(f.outcome.status) for f in computed.fates] == ["accepted"] * 8
+
+
+def test_items_failing_alone_are_dead_letters_only_while_the_processor_passes_a_probe() -> None:
+    """A processor raising on the upload ``u1`` alone: ``u1`` is a PROCESSING_ERROR dead letter,
+    ``u0`` accepted. A processor raising on every call (the probe too): the breaker, the batch
+    raised as ProcessorUnavailable, no dead letter."""
+    import cv2
+    import numpy as np
+
+    from schemas import codec
+    from streams.errors import ProcessorUnavailable
+
+    ok, png = cv2.imencode(".png", np.full((96, 128, 3), 60, np.uint8))
+    assert ok
+    msgs = [Msg(0, i, topic="t.uploads", key=f"u{i}".encode(), value=codec.dumps({
+        "schema_version": 1, "upload_id": f"u{i}", "task": "card",
+        "submitted_at": "2026-12-04T00:00:00Z",
+        "image": {"inline_b64": base64.b64encode(png.tobytes()).decode()}})) for i in range(2)]
+    for broken, want in ((False, ["Processed", "DeadLettered"]), (True, None)):
+        procs = stand_ins(call_ms=0.0, item_ms=0.0)
+        run = procs["card"].process_batch
+
+        def flaky(items, run=run, broken=broken):
+            if broken or any(it.upload_id == "u1" for it in items):
+                raise RuntimeError("CUDA error: an illegal memory access (injected)")
+            return run(items)
+
+        procs["card"].process_batch = flaky
+        c = Compute(load_settings(), procs, StoreDouble(), WorkerMetrics())
+        try:
+            if want is None:
+                with pytest.raises(ProcessorUnavailable, match="probe image too"):
+                    c.run(msgs)
+            else:
+                computed = c.run(msgs)
+                assert [type(f).__name__ for f in computed.fates] == want
+                assert computed.fates[1].code == DeadLetterCode.PROCESSING_ERROR
+        finally:
+            c.close()

@@ -1,0 +1,98 @@
+"""Poison records: one builder per kind that issue 31 found able to stop a partition.
+
+Used by the fault suite (``python -m benchmarks.faults``) and by ``tests/integration/test_poison.py``.
+Every builder returns the raw ``(key, value)`` of one uploads-topic record; claim-check objects it
+needs are PUT first with the :class:`~streams.produce.UploadProducer`'s store client.
+
+Kinds (:data:`KINDS`):
+
+* ``big_key``: a valid event under a 700 000-byte record key (the broker takes it; a dead letter
+  that copies the key does not fit the producer's 1 000 000-byte message limit);
+* ``refused_key``: a valid event whose claim-check key MinIO refuses (``a//b.jpg``: 400
+  ``XMinioInvalidObjectName``);
+* ``huge_image``: a valid 40 MP JPEG (just under the 40 MP limit, 120 MB decoded), the input of
+  a memory blow-up when a batch decodes many of them at once;
+* ``crash`` / ``raise`` / ``hang``: a small PNG of a :data:`processors.sleep.POISON_SIZES` size,
+  on which the ``sleep`` processor kills its process with SIGSEGV (a native crash), raises, or
+  blocks (a hung compute);
+* ``not_json``: bytes that are not JSON (the contract's own poison, dead-lettered since v1).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import cv2
+import numpy as np
+
+from processors.sleep import POISON_SIZES
+from schemas import codec
+from streams.produce import UploadProducer
+
+KINDS = ("big_key", "refused_key", "huge_image", "crash", "raise", "hang", "not_json")
+BIG_KEY_BYTES = 700_000
+REFUSED_KEY = "a//b.jpg"
+#: (height, width) of the huge image: 39 988 000 px, under the default 40 MP limit
+HUGE_SHAPE = (5200, 7690)
+
+
+def png(height: int, width: int, seed: int = 0) -> bytes:
+    """A ``height`` x ``width`` px PNG of random colour blocks (lossless, so its size is exact)."""
+    rng = np.random.default_rng(seed)
+    img = cv2.resize(rng.integers(0, 255, (4, 4, 3), dtype=np.uint8), (width, height),
+                     interpolation=cv2.INTER_NEAREST)
+    ok, buf = cv2.imencode(".png", img)
+    assert ok
+    return buf.tobytes()
+
+
+@functools.cache
+def huge_jpeg() -> bytes:
+    """A :data:`HUGE_SHAPE` JPEG (about 1.7 MB; 120 MB once decoded to BGR), made once."""
+    img = np.full((*HUGE_SHAPE, 3), 127, np.uint8)
+    img[::50] = 0
+    ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 50])
+    assert ok
+    return buf.tobytes()
+
+
+def poison_image(kind: str) -> bytes:
+    """The PNG on which the ``sleep`` processor plays ``kind`` (``crash``, ``raise``, ``hang``)."""
+    (h, w), = (size for size, what in POISON_SIZES.items() if what == kind)
+    return png(h, w)
+
+
+def record(kind: str, prod: UploadProducer, upload_id: str, task: str = "card") -> tuple[bytes, bytes]:
+    """The raw ``(key, value)`` of one poison record of ``kind`` for ``upload_id``.
+
+    Raises:
+        ValueError: ``kind`` is not in :data:`KINDS`.
+    """
+    if kind == "not_json":
+        return upload_id.encode(), b"\x00not json{"
+    if kind == "big_key":
+        ev = prod.event_for(upload_id, task, png(96, 128), "k.png", None)
+        return b"k" * BIG_KEY_BYTES, codec.encode_upload(ev)[1]
+    if kind == "refused_key":
+        obj: dict[str, Any] = {"upload_id": upload_id, "task": task,
+                               "image": {"ref": {"bucket": prod.settings.s3.uploads_bucket,
+                                                 "key": REFUSED_KEY}}}
+        return upload_id.encode(), codec.dumps(obj)
+    if kind == "huge_image":
+        data = huge_jpeg()
+    elif kind in ("crash", "raise", "hang"):
+        data = poison_image(kind)
+    else:
+        raise ValueError(f"unknown poison kind {kind!r}; known: {', '.join(KINDS)}")
+    key, value, _ = codec.encode_upload(prod.event_for(upload_id, task, data, f"{kind}.img", None))
+    return key, value
+
+
+def send(prod: UploadProducer, key: bytes | None, value: bytes | None,
+         partition: int | None = None) -> None:
+    """Produce one raw record to the uploads topic (to ``partition`` when given; asynchronous,
+    ``prod.flush()`` waits)."""
+    kw: dict[str, Any] = {} if partition is None else {"partition": partition}
+    prod.producer.produce(prod.settings.kafka.uploads_topic, key=key, value=value, **kw)
+    prod.producer.poll(0)

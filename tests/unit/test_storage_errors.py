@@ -1,0 +1,87 @@
+"""Store errors classified by what they mean (streams/storage.py: classify): missing, refused
+for this input, outage; whatever type the minio client raises."""
+
+from __future__ import annotations
+
+import http.client
+from xml.etree.ElementTree import ParseError
+
+import pytest
+import urllib3
+from minio.error import InvalidResponseError, S3Error, ServerError
+
+from streams.storage import StoreFault, classify
+
+
+def _s3(code: str, status: int) -> S3Error:
+    return S3Error(urllib3.HTTPResponse(status=status), code, "m", "/b/k", "r", "h")
+
+
+@pytest.mark.parametrize(("exc", "want"), [
+    (_s3("NoSuchKey", 404), StoreFault.MISSING),
+    (_s3("NoSuchBucket", 404), StoreFault.MISSING),
+    (_s3("ResourceNotFound", 404), StoreFault.MISSING),
+    (_s3("XMinioInvalidObjectName", 400), StoreFault.REFUSED),  # the key a//b.jpg
+    (_s3("KeyTooLongError", 400), StoreFault.REFUSED),
+    (_s3("InvalidArgument", 400), StoreFault.REFUSED),
+    (_s3("InvalidRange", 416), StoreFault.REFUSED),
+    (_s3("MethodNotAllowed", 405), StoreFault.REFUSED),
+    (_s3("AccessDenied", 403), StoreFault.OUTAGE),  # credentials/policy: never the upload's fault
+    (_s3("InvalidAccessKeyId", 403), StoreFault.OUTAGE),
+    (_s3("SignatureDoesNotMatch", 403), StoreFault.OUTAGE),
+    (_s3("RequestTimeTooSkewed", 403), StoreFault.OUTAGE),
+    (_s3("SlowDown", 503), StoreFault.OUTAGE),
+    (_s3("RequestTimeout", 400), StoreFault.OUTAGE),  # a 400 that says nothing of the input
+    (_s3("Whatever", 429), StoreFault.OUTAGE),
+    (_s3("InternalError", 500), StoreFault.OUTAGE),
+    (_s3("XMinioServerNotInitialized", 503), StoreFault.OUTAGE),
+    # not the store's own answer: a proxy or load balancer in between
+    (InvalidResponseError(503, "text/html", "<html>503</html>"), StoreFault.OUTAGE),
+    (InvalidResponseError(404, "text/html", "<html>404</html>"), StoreFault.OUTAGE),
+    (InvalidResponseError(502, None, None), StoreFault.OUTAGE),
+    (ServerError("server failed with HTTP status code 503", 503), StoreFault.OUTAGE),
+    (ParseError("no element found"), StoreFault.OUTAGE),
+    (urllib3.exceptions.ProtocolError("Connection aborted."), StoreFault.OUTAGE),
+    (urllib3.exceptions.MaxRetryError(None, "/", "refused"), StoreFault.OUTAGE),
+    (ConnectionRefusedError(111, "Connection refused"), StoreFault.OUTAGE),
+    (TimeoutError("timed out"), StoreFault.OUTAGE),
+    (http.client.RemoteDisconnected("closed"), StoreFault.OUTAGE),
+    (ValueError("object name cannot be empty"), StoreFault.REFUSED),  # refused before sending
+    (TypeError("a bug"), None),
+    (KeyError("a bug"), None),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_classify(exc: BaseException, want: StoreFault | None) -> None:
+    assert classify(exc) == want
+
+
+class _HeadClient:
+    """A minio client double whose ``bucket_exists`` raises ``exc`` (or answers True)."""
+
+    def __init__(self, exc: BaseException | None) -> None:
+        self.exc = exc
+
+    def bucket_exists(self, bucket: str) -> bool:
+        if self.exc is not None:
+            raise self.exc
+        return True
+
+
+@pytest.mark.parametrize(("exc", "want"), [
+    (None, True),
+    (_s3("AccessDenied", 403), True),  # data-path-only credentials: the store still answers
+    (_s3("NoSuchBucket", 404), True),
+    (ServerError("server failed with HTTP status code 503", 503), False),  # a proxy's HEAD 503
+    (InvalidResponseError(502, "text/html", "<html>502</html>"), False),
+    (urllib3.exceptions.MaxRetryError(None, "/b", "refused"), False),
+    (ConnectionRefusedError(), False),
+])
+def test_health_check_counts_any_s3_answer_as_the_store_answering(
+        exc: BaseException | None, want: bool) -> None:
+    from pydantic import SecretStr
+
+    from streams.settings import S3Settings
+    from streams.storage import Storage
+
+    st = Storage(S3Settings(access_key="k", secret_key=SecretStr("s")))
+    st.client = _HeadClient(exc)
+    assert st.healthy() is want

@@ -1,0 +1,94 @@
+"""The attempt ledger (streams/worker/attempts.py): tries at a committed offset counted in the
+committed offset's metadata, across restarts (unit tier: a consumer double keeps the commits)."""
+
+from __future__ import annotations
+
+from confluent_kafka import TopicPartition
+
+from streams.worker.attempts import AttemptLedger, Mark
+from tests.doubles import FakeConsumer, Msg
+
+P, Q = ("uploads", 0), ("uploads", 1)
+
+
+def _start(c: FakeConsumer, keys=(P,), max_attempts: int = 2, max_batch: int = 16) -> AttemptLedger:
+    """A worker process start: a fresh ledger reading the marks of ``keys``."""
+    led = AttemptLedger(max_attempts, max_batch)
+    led.assign(c, list(keys))
+    return led
+
+
+def _commit(c: FakeConsumer, led: AttemptLedger, key: tuple[str, int], offset: int) -> None:
+    """A transaction committing ``offset`` for ``key`` with its mark."""
+    (tp,) = led.commit_marks([TopicPartition(*key, offset)])
+    led.committed([tp])
+    c.commit([tp])
+
+
+def test_mark_round_trips_and_foreign_metadata_is_no_mark() -> None:
+    m = Mark(41, 3, 57)
+    assert m.encode() == '{"v":1,"o":41,"a":3,"e":57}'
+    assert Mark.decode(m.encode()) == m
+    assert Mark.decode(Mark(5, 1).encode()) == Mark(5, 1, None)
+    for other in (None, "", "not json", "[]", '{"v":2,"o":1,"a":1}', '{"v":1,"o":"x","a":1}'):
+        assert Mark.decode(other) is None
+
+
+def test_a_record_that_kills_every_try_at_the_head_is_poison_after_two_tries_alone() -> None:
+    c = FakeConsumer([0, 1])
+    led = _start(c)  # start 1 at the log start: a batch, then the process dies
+    assert led.marks[P] == Mark(0, 1) and c.offsets[P] == (0, '{"v":1,"o":0,"a":1}')
+    assert not led.isolated(Msg(0, 0)) and led.poisoned(Msg(0, 0)) == 0
+    led = _start(c)  # start 2: the batch never committed: isolate, nothing tried alone yet
+    assert led.marks[P] == Mark(0, 0, 16)
+    assert led.isolated(Msg(0, 0)) and led.isolated(Msg(0, 15)) and not led.isolated(Msg(0, 16))
+    led.trying(c, Msg(0, 0))  # it runs alone, the process dies
+    led.trying(c, Msg(0, 0))  # (a redo in the same process is not counted again)
+    assert c.offsets[P] == (0, '{"v":1,"o":0,"a":1,"e":16}')
+    led = _start(c)  # start 3: tried alone once
+    assert led.poisoned(Msg(0, 0)) == 0
+    led.trying(c, Msg(0, 0))
+    led = _start(c)  # start 4: tried alone twice, both ended the process
+    assert led.poisoned(Msg(0, 0)) == 2 and led.poisoned(Msg(0, 1)) == 0
+    led.trying(c, Msg(0, 0))  # a poison record is not tried, so not counted
+    assert led.marks[P] == Mark(0, 2, 16)
+    _commit(c, led, P, 1)  # its POISON dead letter: the next records still run alone
+    assert led.marks[P] == Mark(1, 0, 16) and led.isolated(Msg(0, 1))
+    _commit(c, led, P, 16)
+    assert led.marks[P] == Mark(16, 1) and not led.isolating
+
+
+def test_a_crash_counts_only_against_the_record_running_alone() -> None:
+    c = FakeConsumer([0, 1])
+    c.offsets[P] = (100, Mark(100, 1).encode())  # both partitions' batches never committed
+    c.offsets[Q] = (7, Mark(7, 1).encode())
+    led = _start(c, (P, Q))
+    assert (led.marks[P], led.marks[Q]) == (Mark(100, 0, 116), Mark(7, 0, 23))
+    for off in range(100, 104):  # 100..102 run alone and commit; 103 kills the process
+        led.trying(c, Msg(0, off))
+        if off < 103:
+            _commit(c, led, P, off + 1)
+    led = _start(c, (P, Q))  # 103 tried alone once; Q's record never ran: nothing counted
+    assert led.poisoned(Msg(0, 103)) == 0 and led.marks[Q] == Mark(7, 0, 23)
+    led.trying(c, Msg(0, 103))  # it ends the process again
+    led = _start(c, (P, Q))
+    assert led.poisoned(Msg(0, 103)) == 2 and led.poisoned(Msg(1, 7)) == 0
+
+
+def test_a_partition_lost_and_assigned_back_in_one_process_is_no_crash() -> None:
+    c = FakeConsumer([0])
+    led = _start(c)
+    _commit(c, led, P, 9)  # the transaction marks a batch begun at 9
+    led.forget([P])  # lost (session timeout across a broker restart), then assigned back
+    led.assign(c, [P])
+    assert led.marks[P] == Mark(9, 1) and not led.isolating
+    assert _start(c).marks[P] == Mark(9, 0, 25)  # a new process finding it: a crash
+
+
+def test_a_clean_stop_releases_the_mark_so_the_next_owner_does_not_isolate() -> None:
+    c = FakeConsumer([0])
+    led = _start(c)
+    _commit(c, led, P, 9)
+    led.release(c, [P])
+    assert c.offsets[P] == (9, "") and P not in led.marks
+    assert _start(c).marks[P] == Mark(9, 1)
