@@ -302,14 +302,14 @@ class _FencedOnce(Committer):
         super().__init__(worker.settings.kafka, worker.transactional_id, worker.metrics)
         self.usurper, self.at = None, at
 
-    def commit(self, cp, group_metadata) -> bool:
+    def commit(self, cp, group_metadata, committed=None) -> bool:
         from streams.kafka import transactional_producer
 
         if self.usurper is None:
             self.usurper = transactional_producer(self.kafka, self.transactional_id)
             if self.at == "produce":
                 self.producer = _SlowFirstProduce(self.producer)
-        return super().commit(cp, group_metadata)
+        return super().commit(cp, group_metadata, committed)
 
 
 @pytest.mark.parametrize("at", ["commit", "produce"])
