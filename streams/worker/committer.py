@@ -82,8 +82,9 @@ class Committer:
     """The transactional producer of a worker slot and the batch checkpoint (module doc).
 
     Class attributes: ``TXN_CALL_TIMEOUT_S`` (30 s) is the timeout given to each transactional
-    producer call; ``STUCK_GRACE_S`` (30 s) is how much longer ``send_offsets_to_transaction``
-    may take before the producer counts as stuck (:meth:`send_offsets`).
+    producer call; ``STUCK_GRACE_S`` (5 s) is how much longer ``send_offsets_to_transaction``
+    may take before the producer counts as stuck (:meth:`send_offsets`): a call that keeps its
+    own timeout has returned by then, and a broker restart's stall is bounded by 35 s, not 60 s.
 
     Args:
         kafka: Kafka settings (results and dead-letter topics, producer settings).
@@ -101,7 +102,7 @@ class Committer:
     """
 
     TXN_CALL_TIMEOUT_S = 30.0
-    STUCK_GRACE_S = 30.0
+    STUCK_GRACE_S = 5.0
 
     def __init__(self, kafka: KafkaSettings, transactional_id: str, metrics: WorkerMetrics) -> None:
         self.kafka = kafka
