@@ -292,7 +292,10 @@ class Committer:
     def _failed(self, p: Any, ex: KafkaException) -> None:
         """A transaction failed: serve the delivery reports still queued (a refused dead
         letter's), count it (fenced or aborted), then abort it when librdkafka allows, else
-        (fatal) replace the producer."""
+        (fatal) replace the producer. An abort that librdkafka refuses fatally (librdkafka#4849:
+        its EndTxn can overtake the AddPartitionsToTxn of records still in flight and find the
+        transaction ``Empty``, INVALID_TXN_STATE) replaces the producer too: ``init_transactions``
+        on the same transactional.id aborts whatever the coordinator still holds open."""
         err = fatal_cause(p, ex.args[0])
         with contextlib.suppress(KafkaException):
             p.poll(0)

@@ -509,6 +509,10 @@ def test_replay_of_a_transactional_uploads_topic_stops_at_the_window_end(
         if commit:
             tp.commit_transaction(30)
         else:
+            # librdkafka#4849: an abort whose EndTxn overtakes the AddPartitionsToTxn of records
+            # still in flight fails fatally (INVALID_TXN_STATE); delivered records prove the
+            # coordinator holds the transaction as ongoing.
+            assert tp.flush(30) == 0
             tp.abort_transaction(30)
 
     transaction([f"tx1-{i}" for i in range(8)])
