@@ -39,6 +39,7 @@ from minio.error import InvalidResponseError, MinioException, S3Error, ServerErr
 from minio.sse import SseS3
 
 from streams.errors import ObjectNotFound, ObjectRefused, ObjectTooLarge, StorageError
+from streams.logs import key_tag
 from streams.settings import S3Settings
 
 T = TypeVar("T")
@@ -158,7 +159,8 @@ class Storage:
         (:func:`classify`).
 
         Args:
-            what: the call, for the error message (``"PUT bucket/key"``).
+            what: the call, for the error message (``"PUT bucket/key:…"``: object keys only as
+                :func:`streams.logs.key_tag`, since the messages reach the logs).
 
         Raises:
             ObjectNotFound: the store says the key or bucket does not exist.
@@ -207,7 +209,7 @@ class Storage:
             finally:
                 r.close()
                 r.release_conn()
-        return self.retry(f"GET {bucket}/{key}", once)
+        return self.retry(f"GET {bucket}/{key_tag(key)}", once)
 
     def put(self, bucket: str, key: str, data: bytes, content_type: str) -> StoredObject:
         """PUT ``data`` in one request, with SSE-S3 when ``s3.sse`` (overwrites: keys are
@@ -222,10 +224,10 @@ class Storage:
                 :data:`SINGLE_PUT_MAX_BYTES` (5 GiB).
         """
         if len(data) > SINGLE_PUT_MAX_BYTES:
-            raise StorageError(f"PUT {bucket}/{key}: {len(data)} bytes, above one PUT's limit")
+            raise StorageError(f"PUT {bucket}/{key_tag(key)}: {len(data)} bytes, above one PUT's limit")
         sse = SseS3() if self.s3.sse else None
         part = max(len(data), 5 * 1024**2)  # one part = one PUT (the minio package's minimum is 5 MiB)
-        self.retry(f"PUT {bucket}/{key}", lambda: self.client.put_object(
+        self.retry(f"PUT {bucket}/{key_tag(key)}", lambda: self.client.put_object(
             bucket, key, io.BytesIO(data), len(data), content_type=content_type, sse=sse,
             part_size=part))
         return StoredObject(bucket, key, len(data), hashlib.sha256(data).hexdigest())

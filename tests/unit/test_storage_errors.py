@@ -85,3 +85,51 @@ def test_health_check_counts_any_s3_answer_as_the_store_answering(
     st = Storage(S3Settings(access_key="k", secret_key=SecretStr("s")))
     st.client = _HeadClient(exc)
     assert st.healthy() is want
+
+
+class _FailingClient:
+    """A minio client double whose ``get_object`` / ``put_object`` raise ``exc``."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+        self.calls = 0
+
+    def get_object(self, bucket: str, key: str, *rest: object, **kw: object) -> None:
+        self.calls += 1
+        raise self.exc
+
+    put_object = get_object
+
+
+@pytest.mark.parametrize("exc", [
+    _s3("NoSuchKey", 404), _s3("XMinioInvalidObjectName", 400), ConnectionRefusedError(111, "x")],
+    ids=["missing", "refused", "outage"])
+def test_storage_errors_name_the_key_only_by_its_tag(exc: BaseException) -> None:
+    """The claim-check key is the producer's text (here a name and a document number): the
+    errors that reach the logs (``storage_unavailable``, ``object_refused``) carry its
+    :func:`key_tag`, never the key."""
+    from pydantic import SecretStr
+
+    from streams.errors import StorageError
+    from streams.logs import key_tag
+    from streams.settings import S3Settings
+    from streams.storage import Storage
+
+    key = "uploads/Jane Q Public/passport-X1234567.jpg"
+    st = Storage(S3Settings(access_key="k", secret_key=SecretStr("s")), retries=2, backoff_s=0.0)
+    st.client = _FailingClient(exc)
+    for call in (lambda: st.get("b", key), lambda: st.put("b", key, b"x", "image/jpeg")):
+        with pytest.raises(StorageError) as ei:
+            call()
+        msg = str(ei.value)
+        assert "Jane" not in msg and "X1234567" not in msg, msg
+        assert key_tag(key) in msg, msg
+
+
+def test_key_tag_tells_keys_apart_and_hides_them() -> None:
+    from streams.logs import key_tag
+
+    a, b = key_tag("a/Jane.jpg"), key_tag("a/John.jpg")
+    assert a != b and a == key_tag("a/Jane.jpg")
+    assert a.startswith("key:") and a.endswith("/10B") and "Jane" not in a
+    assert key_tag("\udcff").endswith("/3B")  # a lone surrogate (a hostile key) still tags
