@@ -10,8 +10,9 @@ failing code (:class:`~schemas.reasons.DeadLetterCode`) and the JSON path of the
 
 1. ``NOT_JSON``: null value (tombstone), not UTF-8, not RFC 8259 JSON (``NaN``/``Infinity`` are
    not JSON), or an object with a repeated key (JSON parsers differ on which one wins).
-2. ``UNSUPPORTED_SCHEMA_VERSION``: ``schema_version`` (or the ``schema-version`` header) is an
-   integer above the version this code reads.
+2. ``UNSUPPORTED_SCHEMA_VERSION``: ``schema_version`` is an integer above the version this code
+   reads, or a ``schema-version`` header is present and is not a decimal integer from 1 to that
+   version (``abc``, ``0``, ``2``, an empty or null value; an absent header means 1).
 3. ``SCHEMA_INVALID``: the JSON Schema file rejects the value (path of the best-matching error,
    ``jsonschema.exceptions.best_match``), then the pydantic mirror rejects it (it should not once
    the schema accepted; if it does, that is reported the same way).
@@ -266,14 +267,13 @@ def _model_message(err: ModelError) -> tuple[str, list[str | int]]:
 # generic decode
 
 
-def _header(headers: HeadersIn, name: str) -> bytes | None:
+def _header_values(headers: HeadersIn, name: str) -> list[bytes | None]:
+    """The values of every header named ``name`` (case-insensitive), in record order; a null
+    value stays None."""
     if headers is None:
-        return None
+        return []
     items = headers.items() if isinstance(headers, Mapping) else headers
-    for k, v in items:
-        if k.lower() == name:
-            return v.encode() if isinstance(v, str) else v
-    return None
+    return [v.encode() if isinstance(v, str) else v for k, v in items if k.lower() == name]
 
 
 def _check_version(obj: Any, headers: HeadersIn) -> None:
@@ -284,10 +284,15 @@ def _check_version(obj: Any, headers: HeadersIn) -> None:
         raise ContractError(C.UNSUPPORTED_SCHEMA_VERSION,
                             f"schema_version {v} is newer than {SCHEMA_VERSION}, the version "
                             "this consumer reads", "$.schema_version")
-    h = _header(headers, SCHEMA_VERSION_HEADER)
-    if h is not None and h.strip().isdigit() and int(h) > SCHEMA_VERSION:
-        raise ContractError(C.UNSUPPORTED_SCHEMA_VERSION,
-                            f"header schema-version {int(h)} is newer than {SCHEMA_VERSION}")
+    for h in _header_values(headers, SCHEMA_VERSION_HEADER):  # each one, when repeated
+        text = h.strip() if h is not None else b""
+        if not (text.isdigit() and len(text) <= 9):  # b"abc", b"", b"-1", b"1.0", a null value
+            raise ContractError(C.UNSUPPORTED_SCHEMA_VERSION,
+                                "header schema-version is not a decimal integer")
+        if not 1 <= int(text) <= SCHEMA_VERSION:
+            raise ContractError(C.UNSUPPORTED_SCHEMA_VERSION,
+                                f"header schema-version {int(text)} is not one this consumer "
+                                f"reads (1..{SCHEMA_VERSION})")
 
 
 def validate_obj(kind: str, obj: Any, headers: HeadersIn = None) -> BaseModel:

@@ -325,6 +325,26 @@ def test_schema_version_header_newer_is_refused() -> None:
     assert codec.decode_upload(None, raw, {"schema-version": b"1"}).upload_id == "u1"
 
 
+@pytest.mark.parametrize("value", [b"abc", b"", b" ", b"0", b"-1", b"1.0", b"+1", b"01x",
+                                   b"\xd9\xa1", b"9" * 40, None])
+def test_schema_version_header_that_is_not_a_version_is_refused(value: bytes | None) -> None:
+    """A hostile or broken header is refused with the version code, not ignored (an absent
+    header means 1; ``2`` is refused, so ``abc`` or a null value must not pass as 1)."""
+    raw = codec.dumps(_MIN)
+    with pytest.raises(ContractError) as ei:
+        codec.decode_upload(None, raw, [("schema-version", value)])
+    assert ei.value.code == "UNSUPPORTED_SCHEMA_VERSION"
+
+
+def test_schema_version_header_repeated_is_checked_each_time() -> None:
+    raw = codec.dumps(_MIN)
+    with pytest.raises(ContractError) as ei:
+        codec.decode_upload(None, raw, [("schema-version", b"1"), ("Schema-Version", b"2")])
+    assert ei.value.code == "UNSUPPORTED_SCHEMA_VERSION"
+    assert codec.decode_upload(None, raw, [("schema-version", b" 1"), ("x", None)]).upload_id == "u1"
+    assert codec.decode_upload(None, raw, [("SCHEMA-VERSION", "1")]).upload_id == "u1"
+
+
 def test_messages_do_not_echo_values() -> None:
     secret = "Jane Doe 110101199003070000"
     for field in ("upload_id", "subject_ref", "trace_id"):
