@@ -526,9 +526,16 @@ def memory_chunks(costs: Sequence[int], budget: int) -> list[slice]:
 
 def _readable_upload_id(value: bytes | None) -> str | None:
     """The ``upload_id`` of an event that failed its contract, when it is itself valid (for the
-    dead letter); None otherwise."""
+    dead letter); None otherwise, also when the value names it twice (JSON parsers differ on
+    which one wins, so neither is the event's)."""
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            out[k] = None if k in out else v
+        return out
+
     try:
-        uid = json.loads(value).get("upload_id") if value else None
+        uid = json.loads(value, object_pairs_hook=once).get("upload_id") if value else None
     except (ValueError, AttributeError, RecursionError):
         return None
     return uid if isinstance(uid, str) and F.matches(F.UPLOAD_ID_PATTERN, uid) else None

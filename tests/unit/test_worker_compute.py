@@ -194,3 +194,21 @@ def test_items_failing_alone_are_dead_letters_only_while_the_processor_passes_a_
                 assert computed.fates[1].code == DeadLetterCode.PROCESSING_ERROR
         finally:
             c.close()
+
+
+def test_dead_letter_upload_id_only_when_the_value_names_one() -> None:
+    """A dead letter carries the event's upload_id when the refused value names exactly one
+    valid id; a value naming two (duplicate key: NOT_JSON) carries none, not the last one."""
+    store = StoreDouble()
+    c = _compute(store)
+    dup = b'{"upload_id":"first-1","task":"card","upload_id":"second-2"}'
+    bad = b'{"upload_id":"good-1","task":"nope"}'
+    try:
+        computed = c.run([Msg(0, 1, topic="t.uploads", key=b"k", value=dup),
+                          Msg(0, 2, topic="t.uploads", key=b"good-1", value=bad)])
+        c.stored(computed, wait)
+        _, letters = c.records(computed.fates)
+    finally:
+        c.close()
+    assert [(str(d.error_code), d.upload_id) for d in letters] == [
+        (DeadLetterCode.NOT_JSON, None), (DeadLetterCode.SCHEMA_INVALID, "good-1")]
