@@ -219,6 +219,14 @@ class BatchStats:
     bucket_ips: dict[int, float] = field(default_factory=dict)
 
 
+def _takes(graph_shape: Sequence[int | str | None], sample: tuple[int, ...]) -> bool:
+    """Whether a graph input of ``graph_shape`` (ONNX Runtime's ``NodeArg.shape``: ints, or
+    str/None for symbolic dims) takes a batch of images of shape ``sample``."""
+    dims = list(graph_shape)[1:]
+    return len(dims) == len(sample) and all(
+        not isinstance(d, int) or d <= 0 or d == want for d, want in zip(dims, sample, strict=True))
+
+
 class BatchedModel:
     """An ONNX model run in batch-size buckets.
 
@@ -231,9 +239,14 @@ class BatchedModel:
         outputs: fetch only the first ``outputs`` graph outputs (None: all). U²-Net has 7
             outputs of ``(N,1,H,W) float32`` and the processors read only the fused one: on a GPU
             the other 6 would each cost a device-to-host copy of ``N*H*W*4`` bytes per call.
+        input_shape: one image's input shape the caller feeds (``(C, H, W)``, batch dim left
+            out); the graph's first input must have that rank and, where its dims are numbers,
+            those values (None: not checked).
 
     Raises:
-        ModelError: missing file, SHA-256 mismatch, or a graph ONNX Runtime cannot load.
+        ModelError: missing file, SHA-256 mismatch, a graph ONNX Runtime cannot load, or a
+            graph whose first input does not take ``input_shape`` (e.g. another model's file
+            given as ``--model``).
         ProviderError: ``device="cuda"`` but CUDAExecutionProvider is not active.
     """
 
@@ -245,6 +258,7 @@ class BatchedModel:
         name: str,
         make_batch_symbolic: bool = False,
         outputs: int | None = None,
+        input_shape: tuple[int, ...] | None = None,
     ) -> None:
         path = Path(path)
         if sha256 is not None:
@@ -286,7 +300,13 @@ class BatchedModel:
                 "install the `gpu` extra and a matching CUDA/cuDNN"
             )
         self.provider = active[0]
-        self.input_name = self.session.get_inputs()[0].name
+        first = self.session.get_inputs()[0]
+        self.input_name = first.name
+        self.input_shape = input_shape
+        if input_shape is not None and not _takes(first.shape, input_shape):
+            raise ModelError(f"cannot use {path} as {name}: its input {first.name!r} is "
+                             f"{tuple(first.shape)}, this model is fed (N, "
+                             f"{', '.join(map(str, input_shape))})")
         names = [o.name for o in self.session.get_outputs()]
         self.output_names = names[:outputs] if outputs else names
         buckets = tuple(sorted(settings.buckets))
@@ -311,18 +331,21 @@ class BatchedModel:
 
     @classmethod
     def shared(cls, path: Path, sha256: str | None, settings: RuntimeSettings, name: str,
-               make_batch_symbolic: bool = False, outputs: int | None = None) -> BatchedModel:
+               make_batch_symbolic: bool = False, outputs: int | None = None,
+               input_shape: tuple[int, ...] | None = None) -> BatchedModel:
         """The process-wide instance for this file and settings (created on first use).
 
         Processors that run the same model file (two tasks' processors run u2netp) share one
         session: that halves the model memory and the warm-up. Calls are serialised by the
         instance's lock.
         """
-        key = (str(Path(path).resolve()), sha256, settings, make_batch_symbolic, outputs)
+        key = (str(Path(path).resolve()), sha256, settings, make_batch_symbolic, outputs,
+               input_shape)
         with _SHARED_LOCK:
             m = _SHARED.get(key)
             if m is None:
-                m = _SHARED[key] = cls(path, sha256, settings, name, make_batch_symbolic, outputs)
+                m = _SHARED[key] = cls(path, sha256, settings, name, make_batch_symbolic, outputs,
+                                       input_shape)
             return m
 
     def bucket_for(self, n: int) -> int:
@@ -389,11 +412,12 @@ class BatchedModel:
                      for part in bucket_slices(x.shape[0], self.chosen_bucket)]
         return [np.concatenate([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
 
-    def warm_up(self, sample_shape: Sequence[int], repeats: int = 2) -> int:
+    def warm_up(self, sample_shape: Sequence[int] | None = None, repeats: int = 2) -> int:
         """Run every bucket ``repeats`` times on zeros, choose the best bucket.
 
         Args:
-            sample_shape: one image's input shape ``(C, H, W)``.
+            sample_shape: one image's input shape ``(C, H, W)`` (None: the ``input_shape``
+                given at construction).
             repeats: timed calls per bucket; the fastest counts. Untimed calls come first (1 on the
                 CPU, 3 on CUDA, where they also autotune cuDNN and grow the memory arena).
 
@@ -407,6 +431,9 @@ class BatchedModel:
         """
         if self.stats.bucket_ips:  # already measured (a shared instance)
             return self.chosen_bucket
+        sample_shape = sample_shape or self.input_shape
+        if sample_shape is None:
+            raise ValueError(f"{self.name}: warm_up needs a sample shape (none given at load)")
         # CUDA: the first calls at a new shape also autotune cuDNN and grow the memory arena (on
         # an H200, bucket 8 timed 37 ms per call after one untimed call and 13 ms after three)
         untimed = 1 if self.provider == "CPUExecutionProvider" else 3

@@ -55,12 +55,13 @@ class Orienter:
             path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
         else:
             path, sha = Path(model_file), None
-        self.model = BatchedModel.shared(path, sha, runtime, "card-orient")
+        self.model = BatchedModel.shared(path, sha, runtime, "card-orient",
+                                          input_shape=(1, ORIENT_H, ORIENT_W))
         self.sha256 = sha
 
     def warm_up(self) -> None:
         """Run every batch bucket once and choose one."""
-        self.model.warm_up((1, ORIENT_H, ORIENT_W))
+        self.model.warm_up()
 
     def classify(self, cards: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Probability that each card reads upright only after a half turn, and that it is an

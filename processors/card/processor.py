@@ -109,7 +109,7 @@ class CardProcessor:
         else:
             path, sha = Path(model_file), None
         self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True,
-                                          outputs=1)
+                                          outputs=1, input_shape=(3, INPUT_SIZE, INPUT_SIZE))
         digest = (sha or "local")[:12]
         self._info = ModelInfo(name=MODEL_NAME, version=f"{MODEL_FILE}-{digest}.{POSTPROCESS_REVISION}",
                                provider=self._model.provider)
@@ -138,7 +138,7 @@ class CardProcessor:
         """Run every batch bucket of both models once on zeros and choose the best buckets."""
         if self.orienter is not None:
             self.orienter.warm_up()
-        b = self._model.warm_up((3, INPUT_SIZE, INPUT_SIZE))
+        b = self._model.warm_up()
         log.info("card_warm_up", bucket=b, provider=self._model.provider,
                  bucket_ips={k: round(v, 2) for k, v in self._model.stats.bucket_ips.items()})
 

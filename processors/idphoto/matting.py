@@ -295,7 +295,7 @@ class U2NetMatting:
         self.path = path
         self.sha256 = sha256  # pinned digest, or None for models without one
         self.model = BatchedModel.shared(path, sha256, runtime, name, make_batch_symbolic=True,
-                                         outputs=1)
+                                         outputs=1, input_shape=(3, MATTE_SIDE, MATTE_SIDE))
         self.threads = runtime.postprocess_threads
         self.last_inference_ms = 0.0
 
@@ -306,7 +306,7 @@ class U2NetMatting:
 
     def warm_up(self) -> int:
         """Run every batch bucket once and choose the best; returns the chosen bucket."""
-        return self.model.warm_up((3, MATTE_SIDE, MATTE_SIDE))
+        return self.model.warm_up()
 
     def predict_input(self, x: np.ndarray, boxes: Sequence[tuple[float, float, float, float]],
                       source_hws: Sequence[tuple[int, int]]) -> list[Matte]:

@@ -156,6 +156,21 @@ def test_a_model_file_that_is_not_onnx_is_a_usage_error(app, tmp_path, command):
     assert "Invalid value for --model" in r.output
 
 
+def test_an_onnx_model_of_another_shape_is_a_usage_error(app, tmp_path):
+    """A valid ONNX graph that takes another input (here the orientation classifier's
+    ``(N,1,160,256)``) is refused at load with both shapes, not at the first image."""
+    from processors.card.orient import MODEL_FILE
+    from processors.models import model_path
+
+    synth.write_set(tmp_path, 1, seed=5, negative_share=0.0)
+    img = next(tmp_path.glob("*.jpg"))
+    r = CliRunner().invoke(app, ["card", str(img), "--model", str(model_path(MODEL_FILE))],
+                           env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert "Invalid value for --model" in r.output and "Traceback" not in r.output
+    assert "(N, 3, 320, 320)" in r.output and "160, 256" in r.output
+
+
 def test_eval_card_counts_accepted_cards_and_refuses_broken_sets(app, tmp_path):
     synth.write_set(tmp_path, 4, seed=5, negative_share=0.25)
     r = CliRunner().invoke(app, ["eval", "card", "--set", str(tmp_path), "--json"])

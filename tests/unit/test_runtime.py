@@ -37,6 +37,21 @@ def test_fixed_batch_graph_runs_any_batch_after_rewrite(tmp_path: Path) -> None:
     np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
 
 
+@pytest.mark.parametrize(("batch", "sample", "ok"), [
+    (1, (3, 4, 4), True), ("n", (3, 4, 4), True), (1, (3, 8, 8), False), (1, (1, 4, 4), False),
+    (1, (3, 4), False), (1, (3, 4, 4, 1), False)])
+def test_input_shape_is_checked_at_load(tmp_path: Path, batch: int | str, sample: tuple[int, ...],
+                                        ok: bool) -> None:
+    p = _model(tmp_path / "m.onnx", batch)
+    build = lambda: BatchedModel(p, None, RuntimeSettings(device="cpu"), "t",  # noqa: E731
+                                 make_batch_symbolic=True, input_shape=sample)
+    if ok:
+        assert build().input_shape == sample
+    else:
+        with pytest.raises(ModelError, match=r"its input 'x' is \(.*, 3, 4, 4\)"):
+            build()
+
+
 def test_outputs_fetches_only_the_leading_graph_outputs(tmp_path: Path) -> None:
     p = _model(tmp_path / "m.onnx")
     m = onnx.load(p)  # add a second output z = y + 1 after y, as U²-Net's side outputs follow d0
