@@ -52,7 +52,9 @@ def card(
     "rectified" (path written under --out, or null)}``. Files
     refused by safe decoding are ``rejected`` with the decoding reason, and files that cannot be
     read are ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream);
-    both rows also carry ``"error"`` (the decoder's message, or the ``OSError`` class and text).
+    both carry ``"error"`` (the decoder's message, or the ``OSError`` class and text) when
+    refused before processing (the header probe: format, size, pixel count); a file whose header
+    passes but whose pixels do not decode carries only the reason, as in the results topic.
     Exit status 0 when every image is accepted, 1 otherwise, 2 for bad options (as the other
     processor commands).
     """

@@ -33,8 +33,9 @@ def idphoto(
     Per image: ``{"file", "status", "reasons", "photo" (path of the JPEG, or null),
     "width", "height" (px), "face_box" (x, y, w, h in source px, or null)}``. Files refused by
     safe decoding are ``rejected`` with the decoding reason, and files that cannot be read are
-    ``rejected`` with OBJECT_NOT_FOUND; both rows also carry ``"error"`` (the decoder's
-    message, or the ``OSError`` class and text). Exit status 0 when every image is accepted,
+    ``rejected`` with OBJECT_NOT_FOUND; both carry ``"error"`` (the decoder's message, or the
+    ``OSError`` class and text) when refused before processing (the header probe); a file
+    whose pixels do not decode after its header passed carries only the reason. Exit status 0 when every image is accepted,
     1 otherwise, 2 for bad options.
     """
     from processors.idphoto.processor import IdPhotoProcessor, parse_options
