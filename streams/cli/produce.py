@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 
 from schemas.reasons import Task
 
@@ -46,8 +47,14 @@ def produce(
     try:
         opts = json.loads(options) if options else None
         validate_request("probe", task.value, opts)
-    except ValueError as e:
-        raise typer.BadParameter(f"--task/--options: {' '.join(str(e).split())}") from e
+    except ValidationError as e:  # a ValueError too: pydantic's message without its links
+        raise typer.BadParameter("; ".join(
+            f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
+            for err in e.errors(include_url=False, include_input=False)),
+            param_hint="--task/--options") from e
+    except ValueError as e:  # not JSON
+        raise typer.BadParameter(f"not JSON: {' '.join(str(e).split())}",
+                                 param_hint="--options") from e
     n = count or len(files)
     with tqdm(total=n, unit="upload", disable=None) as bar:
         sent = UploadProducer(s, inline=inline).produce_files(

@@ -61,6 +61,11 @@ def test_results_refuses_a_bad_since_as_a_usage_error(since: str) -> None:
     (["--task", "card", "--concurrency", "0"], "--concurrency"),
     (["--task", "card", "--count", "-3"], "--count"),
     (["--task", "card", "--max-seconds", "0"], "--max-seconds"),
+    (["--task", "id_photo", "--options", '{"size":"bogus"}'],
+     "--task/--options: options.size: Input should be 'one_inch'"),
+    (["--task", "card", "--options", '{"size":"two_inch"}'],
+     "--task/--options: options.size: Extra inputs are not permitted"),
+    (["--task", "card", "--options", '{"size":'], "--options: not JSON: Expecting value"),
 ])
 def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str], says: str) -> None:
     from typer.testing import CliRunner
@@ -70,4 +75,4 @@ def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str]
     (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
     r = CliRunner().invoke(app, ["produce", "--dir", str(tmp_path), *args], env={"COLUMNS": "400"})
     assert r.exit_code == 2, r.output
-    assert says in r.output and "Traceback" not in r.output
+    assert says in r.output and "Traceback" not in r.output and "pydantic.dev" not in r.output
