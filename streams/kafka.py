@@ -246,6 +246,21 @@ def timestamp_ms(m: Message) -> float:
     return float(m.timestamp()[1])
 
 
+#: The oldest a record's timestamp may make it look (ms): the uploads topic's default retention
+#: (:class:`streams.settings.TopicSettings`), beyond which no record is genuinely still there.
+MAX_AGE_MS = 7 * 24 * 3600 * 1000.0
+
+
+def age_ms(m: Message, now_ms: float) -> float:
+    """``now_ms`` minus the record's timestamp (ms), bounded to ``[0, MAX_AGE_MS]``.
+
+    The timestamp is the producer's (CreateTime): a clock ahead gives a negative age (0 here),
+    and a timestamp of 1 (1970) would give 56 years of queue time, which one record would carry
+    into the latency histograms' sums and the status app's mean and p99 (bounded to 7 days
+    here)."""
+    return min(max(now_ms - timestamp_ms(m), 0.0), MAX_AGE_MS)
+
+
 def topic_specs(k: KafkaSettings) -> list[NewTopic]:
     """The project's topics as ``NewTopic`` specs (partitions, replication, retention; the
     dead-letter topic's ``max.message.bytes`` above the dead letters' size budget)."""

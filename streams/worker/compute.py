@@ -68,7 +68,7 @@ from streams.errors import (
     StorageError,
     StorageUnavailable,
 )
-from streams.kafka import timestamp_ms
+from streams.kafka import age_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.quarantine import quarantined_dead_letter
@@ -248,7 +248,7 @@ class Compute:
             else:
                 fates[i] = got
             if not isinstance(got, DeadLettered):
-                self.metrics.queue_wait.observe(max(t_batch - timestamp_ms(msgs[i]), 0.0) / 1000.0)
+                self.metrics.queue_wait.observe(age_ms(msgs[i], t_batch) / 1000.0)
         # 3. process, in chunks whose decodes fit the budget together (each image's peak from
         # its probed header), then task by task in the processor's batch buckets
         for part in memory_chunks([decoded_bytes(x.image) for _, x in loaded], self.decode_budget):
@@ -449,7 +449,6 @@ class Compute:
         task = spec(ev.task)
         processed_at = F.utc_now_rfc3339()
         now_ms = time.time() * 1000.0
-        ts_ms = timestamp_ms(m)
         if isinstance(fate, Processed):
             o, info = fate.outcome, self.processors[task.name].model
             status, reasons, inf_ms, batch_size = o.status, tuple(o.reasons), o.inference_ms, fate.batch_size
@@ -461,9 +460,9 @@ class Compute:
         kw: dict[str, Any] = {task.name: payload} if payload is not None else {}
         return VerificationResult(
             upload_id=ev.upload_id, task=ev.task, status=status, reasons=reasons, model=model,
-            timings=Timings(queue_ms=round(max(fate.t_batch_ms - ts_ms, 0.0), 3),
+            timings=Timings(queue_ms=round(age_ms(m, fate.t_batch_ms), 3),
                             batch_size=batch_size, inference_ms=round(inf_ms, 3),
-                            total_ms=round(max(now_ms - ts_ms, 0.0), 3)),
+                            total_ms=round(age_ms(m, now_ms), 3)),
             source=SourceRef(topic=m.topic(), partition=m.partition(), offset=m.offset()),
             processed_at=processed_at, submitted_at=ev.submitted_at, trace_id=ev.trace_id, **kw)
 

@@ -17,8 +17,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from streams.health import Health
+from streams.kafka import age_ms
 from streams.kafka import consumer as make_consumer
-from streams.kafka import timestamp_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings, WorkerSettings
@@ -406,7 +406,7 @@ class Intake:
         now_ms = time.time() * 1000.0
         for m in msgs:
             if m.error() is None:
-                self.metrics.fetch_delay.observe(max(now_ms - timestamp_ms(m), 0.0) / 1000.0)
+                self.metrics.fetch_delay.observe(age_ms(m, now_ms) / 1000.0)
                 self.pausing.delivered(key_of(m))
                 self._fetched[id(m)] = (m, self._epochs.get(key_of(m), 0))
         while len(self._fetched) > self._fetched_max:  # far more than is ever held

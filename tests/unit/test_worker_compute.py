@@ -212,3 +212,30 @@ def test_dead_letter_upload_id_only_when_the_value_names_one() -> None:
         c.close()
     assert [(str(d.error_code), d.upload_id) for d in letters] == [
         (DeadLetterCode.NOT_JSON, None), (DeadLetterCode.SCHEMA_INVALID, "good-1")]
+
+
+@pytest.mark.parametrize(("ts_ms", "low_s", "high_s"), [
+    (1, 7 * 86400 - 1, 7 * 86400),       # 1970: bounded to the uploads topic's 7 days
+    ("future", 0, 0),                    # a producer clock an hour ahead: 0, not negative
+    ("now", 0, 30)])
+def test_record_timestamps_far_off_do_not_poison_the_latencies(ts_ms, low_s, high_s) -> None:
+    """Queue and total ms of a result (the status app's stats) and the latency histograms come
+    from the producer's timestamp; one record stamped 1 must not add 56 years to them."""
+    import time
+
+    store = StoreDouble()
+    jpeg = cv2.imencode(".jpg", np.full((120, 160, 3), 128, np.uint8))[1].tobytes()
+    m = Msg(0, 1, topic="t.uploads", key=b"ts-1", value=_inline_card("ts-1", jpeg))
+    now = int(time.time() * 1000)
+    m._ts = {"future": now + 3_600_000, "now": now}.get(ts_ms, ts_ms)
+    c = _compute(store)
+    try:
+        computed = c.run([m])
+        c.stored(computed, wait)
+        (r,), _ = c.records(computed.fates)
+        waits = c.metrics.queue_wait.collect()[0].samples
+    finally:
+        c.close()
+    assert low_s * 1000 <= r.timings.total_ms <= high_s * 1000 + 1, r.timings
+    assert r.timings.queue_ms <= r.timings.total_ms
+    assert next(s.value for s in waits if s.name.endswith("_sum")) <= high_s + 1
