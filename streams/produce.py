@@ -55,7 +55,7 @@ def validate_request(upload_id: str, task: str, options: dict[str, Any] | None) 
         pydantic.ValidationError (a ``ValueError``): what the contract refuses.
     """
     probe: dict[str, Any] = {"upload_id": upload_id, "task": task, "image": {"inline_b64": "AA=="}}
-    if options:
+    if options is not None:  # [] or "" too: the contract refuses what is not an object
         probe["options"] = options
     UploadEvent.model_validate(probe)
 

@@ -1,5 +1,21 @@
-"""The ``cardstream`` command line: :data:`app` (the console script ``cardstream``)."""
+"""The ``cardstream`` command line: :data:`app`, run by :func:`main` (the console script
+``cardstream``)."""
 
+import sys
+
+from schemas.errors import CardstreamError
 from streams.cli.app import app, terminal_help
 
-__all__ = ["app", "terminal_help"]
+
+def main() -> None:
+    """The console script: :data:`app`, with the project's own errors (missing credentials,
+    an unreachable broker at start-up, a missing topic...) printed as one line on stderr and
+    exit status 1 instead of a traceback; usage errors keep typer's exit status 2."""
+    try:
+        app()
+    except CardstreamError as e:
+        print(f"cardstream: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
+        sys.exit(1)
+
+
+__all__ = ["app", "main", "terminal_help"]

@@ -76,3 +76,23 @@ def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str]
     r = CliRunner().invoke(app, ["produce", "--dir", str(tmp_path), *args], env={"COLUMNS": "400"})
     assert r.exit_code == 2, r.output
     assert says in r.output and "Traceback" not in r.output and "pydantic.dev" not in r.output
+
+
+def test_the_console_script_prints_project_errors_on_one_line(tmp_path, monkeypatch, capsys) -> None:
+    """``cardstream produce`` without S3 credentials: one line naming the settings, exit 1,
+    no traceback (the console script is ``streams.cli:main``)."""
+    import sys
+
+    from streams.cli import main
+
+    for k in ("CARDSTREAM_S3__ACCESS_KEY", "CARDSTREAM_S3__SECRET_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
+    monkeypatch.setattr(sys, "argv", ["cardstream", "produce", "--dir", str(tmp_path),
+                                      "--task", "card"])
+    with pytest.raises(SystemExit) as ei:
+        main()
+    err = capsys.readouterr().err
+    assert ei.value.code == 1
+    assert err.startswith("cardstream: StorageError: set CARDSTREAM_S3__ACCESS_KEY"), err
+    assert "Traceback" not in err and err.count("\n") == 1
