@@ -8,6 +8,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 
 import structlog
@@ -29,6 +30,17 @@ def configure_logging(level: str = "INFO") -> None:
         logger_factory=_StderrLoggerFactory(),
         cache_logger_on_first_use=True,
     )
+    warnings.showwarning = _warning_as_json
+
+
+def _warning_as_json(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     file: object = None, line: str | None = None) -> None:
+    """A Python warning (e.g. Pillow's ``Corrupt EXIF data`` for a hostile upload) as one JSON
+    line ``{"event": "python_warning", "category", "message", "where"}`` instead of the raw
+    two-line text that breaks line-by-line log parsing; the message is cut to 300 characters."""
+    log.warning("python_warning", category=category.__name__,
+                message=" ".join(str(message).split())[:300],
+                where=f"{filename.rsplit('/', 1)[-1]}:{lineno}")
 
 
 class _StderrLogger:

@@ -51,3 +51,31 @@ def test_repeated_librdkafka_lines_are_written_once_per_window_with_a_count(
     assert [(x["client"], x.get("suppressed")) for x in lines] == [
         ("rdkafka#consumer-1", None), ("rdkafka#producer-2", None), ("rdkafka#consumer-1", 49)]
     assert lines[2]["message"].endswith("(after 7ms)") and lines[2]["level"] == "error"
+
+
+def test_python_warnings_are_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    """Pillow's warnings on a hostile upload's EXIF come out as one JSON line each."""
+    import io
+    import json
+    import warnings
+
+    from PIL import Image
+
+    from streams.logs import configure_logging
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        configure_logging("INFO")
+        capsys.readouterr()
+        warnings.warn("Corrupt EXIF data.  Expecting to read 2 bytes\nbut only got 0.", UserWarning,
+                      stacklevel=1)
+        img = Image.new("RGB", (8, 8))
+        img.save(buf := io.BytesIO(), "JPEG", exif=b"Exif\x00\x00II*\x00\x08\x00\x00\x00\xff\xff")
+        Image.open(io.BytesIO(buf.getvalue())).getexif()
+        err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert lines and all(x.startswith("{") for x in lines), err
+    first = json.loads(lines[0])
+    assert (first["event"], first["category"]) == ("python_warning", "UserWarning")
+    assert first["message"].startswith("Corrupt EXIF data. Expecting to read 2 bytes but only")
+    assert first["where"].startswith("test_logs.py:")
