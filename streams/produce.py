@@ -80,14 +80,18 @@ class UploadProducer:
 
     def event_for(self, upload_id: str, task: str, data: bytes, name: str,
                   options: dict[str, Any] | None) -> UploadEvent:
-        """PUT ``data`` (unless sent inline) and build its event."""
+        """PUT ``data`` (unless sent inline) and build its event.
+
+        The claim-check key is ``{task}/{upload_id}/upload{.ext}``: the local file name (which
+        may hold a person's name) stays on this machine; only its lower-cased suffix travels."""
         import base64
 
         validate_request(upload_id, task, options)  # before the PUT: a bad event uploads nothing
         if self.inline and len(data) <= self.settings.worker.inline_max_bytes:
             image: dict[str, Any] = {"inline_b64": base64.b64encode(data).decode()}
         else:
-            key = f"{task}/{upload_id}/{Path(name).name}"
+            ext = Path(name).suffix.lower()
+            key = f"{task}/{upload_id}/upload{ext if ext in IMAGE_SUFFIXES else ''}"
             st = self.storage.put(self.settings.s3.uploads_bucket, key, data, "application/octet-stream")
             image = {"ref": {"bucket": st.bucket, "key": st.key, "size_bytes": st.size_bytes,
                              "sha256": st.sha256}}

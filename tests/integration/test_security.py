@@ -489,6 +489,8 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
     good = []
     for i, f in enumerate(files[:4]):
         good.append(prod.event_for(f"sec-{run_id}-c{i}", "card", images[f.name], f.name, None))
+        # the local file name (it could be a person's) is not part of the claim-check key
+        assert good[-1].image.ref.key == f"card/sec-{run_id}-c{i}/upload{f.suffix.lower()}"
     for i, f in enumerate(files[4:] + files[:1]):
         good.append(inline.event_for(f"sec-{run_id}-p{i}", "id_photo", images[f.name], f.name, None))
     for ev, subj in zip(good, subjects, strict=False):
