@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streams.errors import KafkaSetupError
 from streams.logs import LibrdkafkaLog
-from streams.settings import KafkaSettings
+from streams.settings import KafkaSettings, TopicSettings
 
 
 def security_config(k: KafkaSettings) -> dict[str, Any]:
@@ -248,7 +248,7 @@ def timestamp_ms(m: Message) -> float:
 
 #: The oldest a record's timestamp may make it look (ms): the uploads topic's default retention
 #: (:class:`streams.settings.TopicSettings`), beyond which no record is genuinely still there.
-MAX_AGE_MS = 7 * 24 * 3600 * 1000.0
+MAX_AGE_MS = float(TopicSettings.model_fields["uploads_retention_ms"].default)
 
 
 def age_ms(m: Message, now_ms: float) -> float:
