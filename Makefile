@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## .venv with the project (cpu extra) and dev tools; fast when nothing changed
 
-models: setup ## model files into ~/.u2net, verified by SHA-256
+models: setup ## model files into ~/.u2net and the OCR-B font into ~/.cache/cardstream, verified by SHA-256
 	scripts/models
+	scripts/fonts
 
 stack-up: setup ## Kafka (KRaft) + MinIO on 127.0.0.1, topics and buckets
 	scripts/stack up
