@@ -1,4 +1,4 @@
-"""MRZ decoding, correction and verdicts on the recogniser's own alternatives
+"""MRZ cells, correction and verdicts on the recogniser's own alternatives
 (processors/card/mrz/recognise.py, read.py), without the model."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from processors.card.mrz.icao import Format, check_digit, compose
-from processors.card.mrz.read import _choose, judge
-from processors.card.mrz.recognise import CLASSES, Read, best_path_of_length, decode
+from processors.card.mrz.read import candidates, judge
+from processors.card.mrz.recognise import CLASSES, INK_SPAN, PAD_PX, Read, cells, read_line
 from schemas.reasons import ReasonCode
 
 TODAY = dt.date(2026, 12, 4)
@@ -119,48 +119,38 @@ def test_many_uncertain_characters_are_unreadable():
     assert r.payload()["readable"] is False and r.payload()["checks"] is None
 
 
-def _logp(frames: list[str], p: float = 0.9) -> np.ndarray:
-    """Log-probabilities with ``p`` on each frame's label ('-' blank), the rest spread."""
-    out = np.full((len(frames), len(CLASSES)), (1 - p) / (len(CLASSES) - 1))
-    for t, f in enumerate(frames):
-        out[t, CLASSES.index(f)] = p
-    return np.log(out).astype(np.float32)
+def test_candidates_by_line_count():
+    assert candidates(1) == []
+    assert candidates(2) == [(Format.TD3, 0), (Format.TD2, 0)]
+    assert candidates(3) == [(Format.TD1, 0), (Format.TD3, 1), (Format.TD2, 1)]
+    assert candidates(4)[0] == (Format.TD1, 1)
 
 
-def test_ctc_greedy_and_alternatives():
-    lp = _logp(list("-AA-B--<-<-"))
-    r = decode(lp)
-    assert r.text == "AB<<"
-    assert r.alts[0][0][0] == "A" and r.alts[0][0][1] > 0.9
+def test_cells_are_centred_on_the_characters():
+    """A synthetic line of n dark bars at the Doc 9303 pitch, cropped as the locator crops it:
+    every cell holds its bar in its middle."""
+    n, pitch, h = 30, 27.0, 32
+    width = int(round(2 * PAD_PX + (n - 1 + INK_SPAN) * pitch))
+    crop = np.full((h, width), 220, np.uint8)
+    for i in range(n):
+        x0 = PAD_PX + i * pitch
+        crop[8:24, int(round(x0 + 0.3 * INK_SPAN * pitch)):int(round(x0 + 0.7 * INK_SPAN
+                                                                      * pitch))] = 30
+    c = cells(crop, n)
+    assert c.shape == (n, h, 24)
+    dark = (c < 128).sum(axis=1)  # (n, 24) dark px per column
+    centres = (dark * np.arange(24)).sum(axis=1) / dark.sum(axis=1)
+    assert np.all(np.abs(centres - 11.5) < 1.5)
 
 
-def test_ctc_length_constraint_splits_a_merged_filler_run():
-    # '<<' with no blank between: greedy reads one '<'; the zone needs 4 characters
-    frames = list("-A-B-<<<<<<-")
-    lp = _logp(frames)
-    lp[7, CLASSES.index("-")] = np.log(0.45)  # the model was unsure of a blank here
-    lp[7, CLASSES.index("<")] = np.log(0.5)
-    assert decode(lp).text == "AB<"
-    assert decode(lp, (4,)).text == "AB<<"
-    path = best_path_of_length(lp, 4)
-    assert path is not None and path[7] == 0
-    assert best_path_of_length(lp, 40) is None  # more characters than frames
-
-
-def test_choose_formats_by_line_count_and_length():
-    td1 = compose(Format.TD1, document_code="I", issuing_state="UTO", document_number="X1",
-                  nationality="UTO", birth_date="740812", sex="F", expiry_date="300415",
-                  primary_name="A", secondary_name="B")
-    lps = [_logp(["-"] + [x for c in line for x in (c, "-")]) for line in td1]
-    fmt, rs = _choose(lps)
-    assert fmt is Format.TD1 and [r.text for r in rs] == list(td1)
-    # three lines, the bottom two a TD3 zone: the line above is left out
-    lps3 = [_logp(list("-A-B-C-")), *[_logp(["-"] + [x for c in line for x in (c, "-")])
-                                      for line in TD3]]
-    fmt, rs = _choose(lps3)
-    assert fmt is Format.TD3 and [r.text for r in rs] == list(TD3)
-    # lines far from every MRZ length: not an MRZ
-    assert _choose([_logp(list("-A-B-")), _logp(list("-C-D-"))]) is None
+def test_read_line_keeps_the_alternatives():
+    p = np.full((2, 37), 0.001, np.float32)
+    p[0, CLASSES.index("O")], p[0, CLASSES.index("0")] = 0.6, 0.35
+    p[1, CLASSES.index("<")] = 0.95
+    r = read_line(p)
+    assert r.text == "O<"
+    assert [a for a, _ in r.alts[0][:2]] == ["O", "0"]
+    assert r.confidence == pytest.approx((0.6 + 0.95) / 2, abs=1e-3)
 
 
 @pytest.mark.parametrize("n", [44, 36])

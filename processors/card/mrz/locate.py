@@ -112,14 +112,7 @@ def _components(grey: np.ndarray) -> list[Line]:
         sub = labels[y:y + ch, x:x + cw] == i
         cols = np.nonzero(sub.any(axis=0))[0]
         third = max(1, cw // 3)
-        ys = np.arange(ch, dtype=np.float64)[:, None]
-
-        def centre(c0: int, c1: int) -> float:
-            m = sub[:, c0:c1]
-            wsum = m.sum()
-            return float((ys * m).sum() / wsum) if wsum else ch / 2.0
-
-        yl, yr = centre(0, third), centre(cw - third, cw)
+        yl, yr = _row_centre(sub[:, :third]), _row_centre(sub[:, cw - third:])
         xl, xr = x + third / 2.0, x + cw - third / 2.0
         slope = (yr - yl) / max(xr - xl, 1.0)
         height = ch - abs(slope) * cw
@@ -130,13 +123,22 @@ def _components(grey: np.ndarray) -> list[Line]:
     return sorted(out, key=lambda ln: ln.yc)
 
 
+def _row_centre(mask: np.ndarray) -> float:
+    """Mean row (px) of the set pixels of ``mask`` ``(h, w) bool`` (its middle when none)."""
+    n = int(mask.sum())
+    if not n:
+        return mask.shape[0] / 2.0
+    return float((np.arange(mask.shape[0], dtype=np.float64) @ mask.sum(axis=1)) / n)
+
+
 def find_lines(grey: np.ndarray) -> list[Line]:
     """The MRZ's lines in a band, top to bottom: the lowest run of up to 3 candidates whose left
     ends agree within 4 % of the band's width (the zone's lines start at one margin; a right
     end may be lost under glare) and whose spacing is even (1.3-2.6 line heights); one lone
     candidate is returned
     alone (the reader decides what it is); none: no zone. The lines of a run all get the run's
-    widest extent (an MRZ's lines have one length, fillers printed).
+    widest extent and median height (an MRZ's lines have one length, fillers printed, and one
+    character size).
 
     Args:
         grey: ``(h, w) uint8`` band at :data:`BAND_PX_PER_MM`.
@@ -156,13 +158,14 @@ def find_lines(grey: np.ndarray) -> list[Line]:
         else:
             break
     x0, x1 = min(ln.x0 for ln in run), max(ln.x1 for ln in run)
-    return [_extend(ln, x0, x1) for ln in run[::-1]]
+    height = float(np.median([ln.height for ln in run]))
+    return [_extend(ln, x0, x1, height) for ln in run[::-1]]
 
 
-def _extend(ln: Line, x0: float, x1: float) -> Line:
-    """``ln`` with its ends moved to ``x0``, ``x1`` along its slope."""
+def _extend(ln: Line, x0: float, x1: float, height: float) -> Line:
+    """``ln`` with its ends moved to ``x0``, ``x1`` along its slope, and ``height``."""
     slope = (ln.y1 - ln.y0) / max(ln.x1 - ln.x0, 1.0)
-    return Line(x0, x1, ln.y0 + slope * (x0 - ln.x0), ln.y0 + slope * (x1 - ln.x0), ln.height)
+    return Line(x0, x1, ln.y0 + slope * (x0 - ln.x0), ln.y0 + slope * (x1 - ln.x0), height)
 
 
 def line_crops(grey: np.ndarray, lines: list[Line]) -> list[np.ndarray]:

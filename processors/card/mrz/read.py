@@ -1,10 +1,12 @@
 """Read the MRZ of a batch of rectified documents: locate, one recogniser call, correct, parse.
 
 For each document the two bands of :func:`processors.card.mrz.locate.band_maps` (bottom as
-rectified, top turned by a half turn) are searched for the zone's lines; every line of the whole
-batch goes to the recogniser in one batched call; each document's lines are then decoded to the
-lengths its format allows, corrected where the recogniser itself offered the character and the
-field's type or a check digit asks for it, parsed (ICAO Doc 9303) and judged.
+rectified, top turned by a half turn) are searched for the zone's lines; each zone is cut into
+character cells at the pitch of every format its line count allows (3 lines: TD1, 30 per line;
+the last 2 lines: TD3, 44, and TD2, 36); every cell of the whole batch goes to the recogniser in
+one batched call; each document takes the format it reads most confidently, is corrected where
+the recogniser itself offered the character and the field's type or a check digit asks for it,
+parsed (ICAO Doc 9303) and judged.
 
 Corrections (``corrected`` in the result), and no others:
 
@@ -19,7 +21,8 @@ Corrections (``corrected`` in the result), and no others:
    then correct, the same way, only positions no individual check digit vouches for. Nothing is
    ever tried "until valid": ambiguous or absent alternatives leave the check failing.
 
-Outcomes: no zone (``found`` False: fewer than two lines, or reads that are not MRZ-shaped);
+Outcomes: no zone (``found`` False: fewer than two lines, or no format read with a mean
+character probability of :data:`MIN_CONFIDENCE`: print that is not an OCR-B zone);
 ``MRZ_UNREADABLE`` (a zone whose reads do not fit a format, hold too many uncertain characters,
 or a format that does not fit the document's size, e.g. a TD3 zone on an ID-1 card);
 ``MRZ_CHECK_DIGIT`` (read, a check digit fails); ``DOCUMENT_EXPIRED`` (read, the expiry's check
@@ -36,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from processors.card.mrz import icao
-from processors.card.mrz.icao import ALLOWED, SHAPE, Format, Kind, Mrz
+from processors.card.mrz.icao import ALLOWED, SHAPE, Format, Mrz
 from processors.card.mrz.locate import Line, find_lines, line_crops
-from processors.card.mrz.recognise import Read, Recogniser, decode
+from processors.card.mrz.recognise import Read, Recogniser, cells, read_line
 from schemas.reasons import ReasonCode
 
 TYPE_ALT_MIN = 0.02
@@ -51,9 +54,8 @@ UNSURE_P = 0.5
 """A character whose best probability is below this is uncertain ..."""
 MAX_UNSURE = 4
 """... and a zone with more uncertain characters than this is MRZ_UNREADABLE."""
-LENGTH_SLACK = 3
-"""Reads within this many characters of a format's line length are decoded to that length;
-reads further from every format are not an MRZ."""
+MIN_CONFIDENCE = 0.6
+"""A zone whose best format reads with a lower mean character probability is not an MRZ."""
 FORMATS_FOR: dict[str, tuple[Format, ...]] = {"id_card": (Format.TD1,),
                                               "passport": (Format.TD3, Format.TD2)}
 """Formats whose size fits each rectified document type (ID-1: TD1; ID-3 shape: TD3, and TD2's
@@ -127,35 +129,15 @@ def locate_zone(bands: Sequence[np.ndarray]) -> Zone | None:
     return None
 
 
-def _fits(reads: Sequence[Read], fmt: Format) -> int:
-    """Total distance of the reads' lengths from ``fmt``'s line length (lines must match)."""
-    rows, width = SHAPE[fmt]
-    if len(reads) != rows:
-        return 10 ** 6
-    return sum(abs(len(r.text) - width) for r in reads)
-
-
-def _choose(logps: Sequence[np.ndarray]) -> tuple[Format, list[Read]] | None:
-    """The format and the reads decoded to its length: for 3 lines TD1, or TD2/TD3 on the last
-    two; for 2 lines TD2/TD3; the one whose greedy reads are nearest in length (within
-    :data:`LENGTH_SLACK` per line), else None."""
-    greedy = [decode(lp) for lp in logps]
-    options: list[tuple[int, Format, int]] = []  # (distance, format, first line)
-    for fmt in Format:
-        rows = SHAPE[fmt][0]
-        if len(greedy) >= rows:
-            start = len(greedy) - rows
-            d = _fits(greedy[start:], fmt)
-            if d <= LENGTH_SLACK * rows:
-                options.append((d, fmt, start))
-    if not options:
-        return None
-    _, fmt, start = min(options, key=lambda o: (o[0], -SHAPE[o[1]][0]))
-    width = SHAPE[fmt][1]
-    reads = [decode(lp, (width,)) for lp in logps[start:]]
-    if any(len(r.text) != width for r in reads):
-        return None
-    return fmt, reads
+def candidates(n_lines: int) -> list[tuple[Format, int]]:
+    """``(format, first line)`` to try on a zone of ``n_lines`` lines (the zone is its lowest
+    lines: a text line above a two-line zone may have joined it)."""
+    out = []
+    if n_lines >= 3:
+        out.append((Format.TD1, n_lines - 3))
+    if n_lines >= 2:
+        out += [(Format.TD3, n_lines - 2), (Format.TD2, n_lines - 2)]
+    return out
 
 
 def _type_correct(fmt: Format, reads: list[Read]) -> tuple[list[list[str]], bool]:
@@ -291,19 +273,30 @@ class MrzReader:
             ModelError: the recogniser's call failed (the whole batch).
         """
         zones = [locate_zone(b) for b in bands]
-        crops = [c for z in zones if z is not None for c in z.crops]
-        logps = self.recogniser.log_probs(crops)
-        out, k = [], 0
-        for zone, doc_type in zip(zones, doc_types, strict=True):
+        plan = []  # (document, format, first line, line): one entry per line read
+        batch = []
+        for d, z in enumerate(zones):
+            if z is None:
+                continue
+            for fmt, first in candidates(len(z.crops)):
+                width = SHAPE[fmt][1]
+                for li in range(first, len(z.crops)):
+                    plan.append((d, fmt, li))
+                    batch.append(cells(z.crops[li], width))
+        probs = self.recogniser.probs(batch)
+        tried: dict[int, dict[Format, list[Read]]] = {}
+        for (d, fmt, _), p in zip(plan, probs, strict=True):
+            tried.setdefault(d, {}).setdefault(fmt, []).append(read_line(p))
+        out = []
+        for d, (zone, doc_type) in enumerate(zip(zones, doc_types, strict=True)):
             if zone is None:
                 out.append(NOT_FOUND)
                 continue
-            mine = logps[k:k + len(zone.crops)]
-            k += len(zone.crops)
-            chosen = _choose(mine)
-            if chosen is None:
+            fmt, reads = max(tried[d].items(),
+                             key=lambda kv: float(np.mean([r.confidence for r in kv[1]])))
+            if np.mean([r.confidence for r in reads]) < MIN_CONFIDENCE:
                 out.append(NOT_FOUND)
                 continue
-            r = judge(chosen[0], chosen[1], doc_type, today)
+            r = judge(fmt, reads, doc_type, today)
             out.append(replace(r, turned=zone.band == 1))
         return out

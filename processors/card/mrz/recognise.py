@@ -1,11 +1,14 @@
-"""The MRZ line recogniser: a small CRNN read with CTC, one batched ONNX call for a batch's lines.
+"""The MRZ character recogniser: a small CNN over the zone's fixed-pitch character cells, one
+batched ONNX call for all the cells of a batch.
 
-``mrz_crnn.onnx`` (trained by this project on synthetic OCR-B lines,
+ICAO Doc 9303 part 3 prints the MRZ at a fixed pitch (10 characters per inch), so a located line
+of ``n`` characters (30, 36 or 44) is cut into ``n`` cells by the standard alone
+(:func:`cells`); ``mrz_char.onnx`` (trained by this project on synthetic OCR-B zones,
 ``processors/card/training/mrz_train.py``; figures in ``processors/card/MODEL.md``) maps a
-``(N, 1, 32, W)`` batch of grey line crops (standardised per crop by :func:`line_batch`) to
-``(N, W / 4, 38)`` log-probabilities over the CTC blank and the 37 MRZ characters
-(:data:`CLASSES`). Decoding keeps, for every character, the recogniser's own alternatives with
-their probabilities, so a later correction can only choose among what the model saw.
+``(N, 1, 32, 24)`` batch of cells, each a little wider than its pitch so a cell cut a few px
+off still holds its character, to ``(N, 37)`` logits over ``0-9 A-Z <`` (:data:`CLASSES`).
+Every character keeps the recogniser's alternatives with their probabilities, so a later
+correction can only choose among what the model saw.
 """
 
 from __future__ import annotations
@@ -14,44 +17,71 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 from processors.card.mrz.icao import ALPHABET
-from processors.card.mrz.locate import LINE_INPUT_H
+from processors.card.mrz.locate import CROP_SCALE, LINE_INPUT_H
 from processors.errors import ModelError
 from processors.models import manifest, model_path
 from processors.runtime import BatchedModel, RuntimeSettings
 
-MODEL_FILE = "mrz_crnn"
+MODEL_FILE = "mrz_char"
 """Entry in ``processors/models.json``."""
-CLASSES = "-" + ALPHABET
-"""Output classes: 0 is the CTC blank, then ``0-9 A-Z <`` (:data:`icao.ALPHABET`)."""
-STRIDE = 4
-"""Input px per output time step."""
-WIDTH_STEP = 64
-"""A batch is padded to a multiple of this width (fewer distinct shapes for ONNX Runtime)."""
-LINE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-"""Batch buckets of the recogniser: a batch's lines (up to 3 per card) go in one call."""
+CLASSES = ALPHABET
+"""Output classes: ``0-9 A-Z <`` (:data:`icao.ALPHABET`)."""
+CELL_H, CELL_W = LINE_INPUT_H, 24
+"""A cell as the model reads it (px)."""
+PITCH_PX = 20.0
+"""Pitch (px) a line is resampled to before its cells are cut; a cell spans
+``CELL_W / PITCH_PX`` = 1.2 pitches, centred on its character."""
+INK_SPAN = 0.75
+"""Share of a pitch an OCR-B character's ink covers (about 1.9 of 2.54 mm): a line's ink runs
+from its first character's left edge to its last character's right edge, ``n - 1 + INK_SPAN``
+pitches."""
+CELL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+"""Batch buckets of the recogniser: a batch's cells (up to 88 or 90 per document, twice for a
+two-line zone read at both TD2 and TD3 pitch) go in one call."""
 ALTERNATIVES = 3
 """Alternatives kept per character (best first)."""
+PAD_PX = 0.5 * LINE_INPUT_H / CROP_SCALE
+"""Margin (crop px) :func:`processors.card.mrz.locate.line_crops` leaves before the first and
+after the last character."""
 
 
-def line_batch(crops: Sequence[np.ndarray]) -> np.ndarray:
-    """Recogniser input from line crops (``(32, w) uint8`` grey, :func:`locate.line_crops`).
+def cells(crop: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` character cells of a line crop, by the fixed pitch.
 
-    Each crop is standardised (zero mean, unit standard deviation, floor 8 grey levels) and the
-    batch is right-padded with zeros to the widest crop rounded up to :data:`WIDTH_STEP`.
+    Args:
+        crop: ``(32, w) uint8`` grey line crop (:func:`locate.line_crops`: the print from
+            ``PAD_PX`` to ``w - PAD_PX``).
+        n: characters in the line.
 
     Returns:
-        ``(N, 1, 32, W) float32``.
+        ``(n, 32, 24) uint8``: cell ``i`` centred on character ``i``, resampled so one pitch is
+        :data:`PITCH_PX` px wide.
     """
-    width = max(c.shape[1] for c in crops)
-    width = -(-width // WIDTH_STEP) * WIDTH_STEP
-    x = np.zeros((len(crops), 1, LINE_INPUT_H, width), np.float32)
-    for i, c in enumerate(crops):
-        f = c.astype(np.float32)
-        x[i, 0, :, : c.shape[1]] = (f - f.mean()) / max(float(f.std()), 8.0)
-    return x
+    span = crop.shape[1] - 2 * PAD_PX
+    pitch = span / (n - 1 + INK_SPAN)
+    scale = PITCH_PX / pitch
+    w = max(1, int(round(crop.shape[1] * scale)))
+    line = cv2.resize(crop, (w, CELL_H), interpolation=cv2.INTER_AREA if scale < 1
+                      else cv2.INTER_LINEAR)
+    margin = CELL_W
+    line = cv2.copyMakeBorder(line, 0, 0, margin, margin, cv2.BORDER_REPLICATE)
+    first = (PAD_PX + 0.5 * INK_SPAN * pitch) * scale + margin  # centre of character 0
+    starts = np.round(first + PITCH_PX * np.arange(n) - CELL_W / 2).astype(int)
+    idx = starts[:, None] + np.arange(CELL_W)[None, :]
+    return np.ascontiguousarray(line[:, idx].transpose(1, 0, 2))
+
+
+def cell_batch(c: np.ndarray) -> np.ndarray:
+    """Model input from cells ``(N, 32, 24) uint8``: ``(N, 1, 32, 24) float32``, each cell
+    standardised (zero mean, unit standard deviation with a floor of 8 grey levels)."""
+    x = c.astype(np.float32)
+    mean = x.mean(axis=(1, 2), keepdims=True)
+    std = np.maximum(x.std(axis=(1, 2), keepdims=True), 8.0)
+    return ((x - mean) / std)[:, None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,135 +91,34 @@ class Read:
     Attributes:
         text: the characters (``A-Z 0-9 <``).
         alts: per character, up to :data:`ALTERNATIVES` ``(character, probability)`` pairs,
-            best first (the mean probability over the frames that emitted it, blank left out
-            and the rest renormalised).
+            best first.
     """
 
     text: str
     alts: tuple[tuple[tuple[str, float], ...], ...]
 
-
-def _spans(path: np.ndarray) -> list[tuple[int, int, int]]:
-    """``(class, first frame, last frame + 1)`` of each character a CTC frame path emits."""
-    out: list[tuple[int, int, int]] = []
-    prev = 0
-    for t, c in enumerate(path.tolist()):
-        if c != 0 and c != prev:
-            out.append((c, t, t + 1))
-        elif c != 0 and c == prev:
-            out[-1] = (c, out[-1][1], t + 1)
-        prev = c
-    return out
+    @property
+    def confidence(self) -> float:
+        """Mean probability of the characters read."""
+        return float(np.mean([a[0][1] for a in self.alts])) if self.alts else 0.0
 
 
-def _read(logp: np.ndarray, path: np.ndarray) -> Read:
-    p = np.exp(logp)
-    chars, alts = [], []
-    for c, t0, t1 in _spans(path):
-        q = p[t0:t1, 1:].mean(axis=0)
-        q = q / max(float(q.sum()), 1e-9)
-        top = np.argsort(-q)[:ALTERNATIVES]
-        chars.append(CLASSES[c])
-        alts.append(tuple((CLASSES[k + 1], round(float(q[k]), 4)) for k in top))
-    return Read("".join(chars), tuple(alts))
-
-
-def best_path(logp: np.ndarray) -> np.ndarray:
-    """The most probable frame labels: ``(T,) int`` argmax per frame (greedy CTC)."""
-    return logp.argmax(axis=1)
-
-
-def best_path_of_length(logp: np.ndarray, n: int) -> np.ndarray | None:
-    """The most probable frame path that emits exactly ``n`` characters (CTC collapse rule:
-    a character is emitted where a frame's label is not blank and differs from the frame
-    before). Viterbi over (characters emitted, last label); None when ``T`` frames cannot hold
-    ``n`` characters.
-
-    Args:
-        logp: ``(T, C) float`` log-probabilities, class 0 the blank.
-        n: characters wanted.
-
-    Returns:
-        ``(T,) int`` frame labels.
-    """
-    t_max, c = logp.shape
-    if n <= 0 or n > t_max:
-        return None
-    neg = -1e30
-    score = np.full((n + 1, c), neg)
-    score[0, 0] = logp[0, 0]
-    score[1, 1:] = logp[0, 1:]
-    back = np.zeros((t_max, n + 1, c), np.int16)   # previous label
-    step = np.zeros((t_max, n + 1, c), np.bool_)   # whether k went up by one
-    labels = np.arange(c)
-    for t in range(1, t_max):
-        best_l = score.argmax(axis=1)                          # (n+1,)
-        best_v = score[np.arange(n + 1), best_l]
-        masked = score.copy()
-        masked[np.arange(n + 1), best_l] = neg
-        second_l = masked.argmax(axis=1)
-        second_v = masked[np.arange(n + 1), second_l]
-        new = np.full((n + 1, c), neg)
-        # blank: stay at k from any label
-        new[:, 0] = best_v + logp[t, 0]
-        back[t, :, 0] = best_l
-        # label l > 0: continue the same label (k), or emit after another label (k - 1)
-        cont = score[:, 1:]                                     # (n+1, c-1)
-        prev_best = np.where(best_l[:-1, None] != labels[None, 1:], best_v[:-1, None],
-                             second_v[:-1, None])               # (n, c-1)
-        prev_lab = np.where(best_l[:-1, None] != labels[None, 1:], best_l[:-1, None],
-                            second_l[:-1, None])
-        emit = np.full((n + 1, c - 1), neg)
-        emit[1:] = prev_best
-        take_emit = emit > cont
-        new[:, 1:] = np.where(take_emit, emit, cont) + logp[t, 1:]
-        back[t, :, 1:] = np.where(take_emit, np.vstack([np.zeros((1, c - 1), np.int64),
-                                                        prev_lab]), labels[None, 1:])
-        step[t, :, 1:] = take_emit
-        score = new
-    last = int(score[n].argmax())
-    if score[n, last] <= neg / 2:
-        return None
-    path = np.zeros(t_max, np.int64)
-    k = n
-    for t in range(t_max - 1, -1, -1):
-        path[t] = last
-        if t == 0:
-            break
-        up = bool(step[t, k, last])
-        last = int(back[t, k, last])
-        k -= int(up)
-    return path
-
-
-def decode(logp: np.ndarray, lengths: Sequence[int] = ()) -> Read:
-    """Greedy CTC decoding of one line; when its length is none of ``lengths`` (e.g. 30, 36, 44)
-    but within 3 of one, the best path of that length instead.
-
-    Args:
-        logp: ``(T, 38) float32`` log-probabilities of one line (padding frames included: the
-            model reads the padding as blank).
-        lengths: the line lengths the zone may have.
-    """
-    path = best_path(logp)
-    r = _read(logp, path)
-    if not lengths or len(r.text) in lengths:
-        return r
-    near = min(lengths, key=lambda n: abs(n - len(r.text)))
-    if abs(near - len(r.text)) > 3:
-        return r
-    fixed = best_path_of_length(logp, near)
-    return r if fixed is None else _read(logp, fixed)
+def read_line(probs: np.ndarray) -> Read:
+    """A line from its cells' probabilities ``(n, 37)``."""
+    top = np.argsort(-probs, axis=1)[:, :ALTERNATIVES]
+    alts = tuple(tuple((CLASSES[k], round(float(p[k]), 4)) for k in row)
+                 for p, row in zip(probs, top, strict=True))
+    return Read("".join(a[0][0] for a in alts), alts)
 
 
 class Recogniser:
-    """The batched line recogniser.
+    """The batched character recogniser.
 
     Args:
-        runtime: ONNX Runtime settings (device); its own batch buckets (:data:`LINE_BUCKETS`),
-            the largest always used, so a batch's lines are one call.
+        runtime: ONNX Runtime settings (device); its own batch buckets (:data:`CELL_BUCKETS`),
+            the largest always used, so a batch's cells are one call.
         model_file: another ONNX file (tests, a new training run; not checked against a
-            SHA-256); None uses the pinned ``mrz_crnn`` shipped in the package.
+            SHA-256); None uses the pinned ``mrz_char`` shipped in the package.
 
     Raises:
         ModelError: the model file is missing or fails its pin.
@@ -201,27 +130,33 @@ class Recogniser:
             path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
         else:
             path, sha = Path(model_file), None
-        rt = runtime.model_copy(update={"buckets": LINE_BUCKETS, "max_bucket": None,
-                                        "cpu_max_bucket": LINE_BUCKETS[-1]})
-        self.model = BatchedModel.shared(path, sha, rt, "mrz-crnn",
-                                         input_shape=(1, LINE_INPUT_H, 0))
+        rt = runtime.model_copy(update={"buckets": CELL_BUCKETS, "max_bucket": None,
+                                        "cpu_max_bucket": CELL_BUCKETS[-1]})
+        self.model = BatchedModel.shared(path, sha, rt, "mrz-char",
+                                         input_shape=(1, CELL_H, CELL_W))
         self.model.chosen_bucket = self.model.buckets[-1]
         self.sha256 = sha
 
     def warm_up(self) -> None:
-        """One call on a blank line of a TD3 width (no bucket sweep: the largest is used)."""
-        self.model.run(np.zeros((1, 1, LINE_INPUT_H, 896), np.float32))
+        """One call on a document's worth of blank cells (no bucket sweep: the largest is
+        used)."""
+        self.model.run(np.zeros((128, 1, CELL_H, CELL_W), np.float32))
 
-    def log_probs(self, crops: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Per crop, ``(T_k, 38) float32`` log-probabilities (its own frames, padding cut).
+    def probs(self, batch: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Per item of ``batch`` (cells ``(n_k, 32, 24) uint8``), ``(n_k, 37) float32``
+        probabilities; all cells in one call.
 
         Raises:
             ModelError: ONNX Runtime failed on the batch.
         """
-        if not crops:
-            return []
+        sizes = [len(b) for b in batch]
+        if not sum(sizes):
+            return [np.zeros((0, len(CLASSES)), np.float32) for _ in batch]
         try:
-            out = self.model.run(line_batch(crops))[0]
+            logits = self.model.run(cell_batch(np.concatenate([b for b in batch if len(b)])))[0]
         except Exception as e:  # onnxruntime raises untyped errors
             raise ModelError(f"MRZ recogniser failed: {e}") from e
-        return [out[i, : max(1, -(-c.shape[1] // STRIDE))] for i, c in enumerate(crops)]
+        z = logits - logits.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        return np.split(p.astype(np.float32), np.cumsum(sizes)[:-1])
