@@ -23,6 +23,7 @@ from processors.decode import DecodeSettings
 from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
 from schemas.codec import DLQ_RECORD_MAX_BYTES, DLQ_RECORD_MIN_BYTES
+from streams.gateway.settings import GatewaySettings
 from streams.status_settings import StatusSettings
 
 
@@ -181,11 +182,13 @@ class S3RoleSettings(_Frozen):
         worker: reads uploads, writes results and quarantine (``CARDSTREAM_S3__ROLES__WORKER__*``).
         producer: writes uploads (the ticketing platform).
         ocr: reads results (downstream OCR).
+        gateway: writes, reads and deletes uploads, reads results (``cardstream gateway``).
     """
 
     worker: RoleCredentials | None = None
     producer: RoleCredentials | None = None
     ocr: RoleCredentials | None = None
+    gateway: RoleCredentials | None = None
 
 
 class S3Settings(_Frozen):
@@ -342,6 +345,7 @@ class Settings(BaseSettings):
     idphoto: IdPhotoSettings = Field(default_factory=IdPhotoSettings)
     status: StatusSettings = Field(default_factory=StatusSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     log_level: str = "INFO"
 
     @model_validator(mode="after")
