@@ -274,6 +274,8 @@ class CardProcessor:
                    "confidence": round(card.det.confidence, 4), "doc_type": card.doc_type,
                    "width": w, "height": h}
         if ver is not None:
+            if ver.error is not None:  # this card's verification failed: it fails alone
+                raise ver.error
             name, profile = s.verify.profile_for(item.options.get("profile"))
             found = ver.reasons(profile)
             reasons += [r for r in found if r not in reasons]
@@ -343,7 +345,6 @@ class CardProcessor:
             for j, v in enumerate(vers):
                 if v is not None and v.mrz is not None and v.mrz.turned:
                     turned[j] = not turned[j]  # the zone reads upside down: so does the card
-                    thumbs[j] = np.ascontiguousarray(thumbs[j][::-1, ::-1])
         done = outcomes_per_item(
             lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms,
                                    vers[j]),
@@ -377,9 +378,11 @@ class CardProcessor:
         views = []
         for j, (k, d, c) in enumerate(cards):
             h, w = _upload_shape(items[k], d)
+            # the thumbnail was warped before the upright decision: turn it as the card turns
+            thumb = np.ascontiguousarray(thumbs[j][::-1, ::-1]) if turned[j] else thumbs[j]
             views.append(CardView(image=d, homography=c.homography(d, c.size, bool(turned[j])),
                                   size=c.size, doc_type=c.doc_type, quad=c.det.quad,
-                                  upload_size=(w, h), thumb=thumbs[j]))
+                                  upload_size=(w, h), thumb=thumb))
         return self.verifier.verify(views, self.clock().date())
 
 

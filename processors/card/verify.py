@@ -70,16 +70,22 @@ class CardView:
 
 @dataclass(frozen=True, slots=True)
 class Verification:
-    """What the verification found on one card (before a profile judges it)."""
+    """What the verification found on one card (before a profile judges it); ``error``: the
+    exception this card's own verification raised (the processor fails this card alone,
+    ``INTERNAL_ERROR``)."""
 
     quality: Quality | None
     mrz: MrzRead | None
+    error: Exception | None = None
+    zone_expected: bool = False
 
     def reasons(self, profile: Profile) -> list[ReasonCode]:
-        """The codes this card earns under ``profile`` (quality first, then the MRZ's)."""
+        """The codes this card earns under ``profile`` (quality first, then the MRZ's). Glare
+        over the MRZ band counts where a zone was found, or where the document must carry one
+        (an ID-3 data page), found or not."""
         out: list[ReasonCode] = []
         if self.quality is not None:
-            zone = self.mrz is not None and self.mrz.found
+            zone = self.zone_expected or (self.mrz is not None and self.mrz.found)
             out += profile.findings(self.quality, zone)
         if self.mrz is not None:
             out += list(self.mrz.reasons)
@@ -153,33 +159,40 @@ class Verifier:
         if not cards:
             return []
         s = self.settings
-        reads: list[MrzRead | None] = [None] * len(cards)
+        got: list[MrzRead | Exception | None] = [None] * len(cards)
         t0 = time.process_time()
         if self.reader is not None:
-            reads = list(self.reader.read(self.bands(cards), [c.doc_type for c in cards], today))
+            got = list(self.reader.read(self.bands(cards), [c.doc_type for c in cards], today))
         t1 = time.process_time()
         self.cpu_ms["mrz"] += (t1 - t0) * 1000.0
+        errors: list[Exception | None] = [g if isinstance(g, Exception) else None for g in got]
+        reads = [None if isinstance(g, Exception) else g for g in got]
         if not s.quality:
-            return [Verification(None, r) for r in reads]
+            return [Verification(None, r, e) for r, e in zip(reads, errors, strict=True)]
         # a zone found turned: the card reads upside down, and so do its thumbnail's zones
         thumbs = [c.thumb[::-1, ::-1] if r is not None and r.turned else c.thumb
                   for c, r in zip(cards, reads, strict=True)]
-        quality = []
-        for c, r, t in zip(cards, reads, thumbs, strict=True):
+        quality: list[Quality | None] = []
+        for k, (c, r, t) in enumerate(zip(cards, reads, thumbs, strict=True)):
             doc_mm = ID2_MM if r is not None and r.format is Format.TD2 else DOC_MM[c.doc_type]
-            quality.append(measure(c.quad, c.upload_size, doc_mm, c.doc_type, t,
-                                   self.glare_level))
+            try:
+                quality.append(measure(c.quad, c.upload_size, doc_mm, c.doc_type, t,
+                                       self.glare_level))
+            except Exception as e:  # noqa: BLE001 - this card fails alone
+                quality.append(None)
+                errors[k] = errors[k] or e
         t2 = time.process_time()
         self.cpu_ms["quality"] += (t2 - t1) * 1000.0
         if self.faces is not None:
             want = [k for k, (c, r) in enumerate(zip(cards, reads, strict=True))
-                    if _carries_portrait(c.doc_type, r)]
+                    if quality[k] is not None and _carries_portrait(c.doc_type, r)]
             if want:
                 found = self._portraits([thumbs[k] for k in want])
                 for k, f in zip(want, found, strict=True):
-                    quality[k] = replace(quality[k], portrait=f)
+                    quality[k] = replace(quality[k], portrait=f)  # type: ignore[arg-type]
             self.cpu_ms["portrait"] += (time.process_time() - t2) * 1000.0
-        return [Verification(q, r) for q, r in zip(quality, reads, strict=True)]
+        return [Verification(q, r, e, c.doc_type == "passport")
+                for q, r, e, c in zip(quality, reads, errors, cards, strict=True)]
 
     def _portraits(self, thumbs: Sequence[np.ndarray]) -> list[bool]:
         """Whether a face lies in each thumbnail's portrait zone (one detector call)."""

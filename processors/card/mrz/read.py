@@ -41,7 +41,7 @@ import numpy as np
 from processors.card.mrz import icao
 from processors.card.mrz.icao import ALLOWED, SHAPE, Format, Mrz
 from processors.card.mrz.locate import Line, find_lines, line_crops
-from processors.card.mrz.recognise import Read, Recogniser, cells, read_line
+from processors.card.mrz.recognise import Read, Recogniser, cell_variants, read_line
 from schemas.reasons import ReasonCode
 
 TYPE_ALT_MIN = 0.02
@@ -260,8 +260,9 @@ class MrzReader:
         self.recogniser = recogniser
 
     def read(self, bands: Sequence[Sequence[np.ndarray]], doc_types: Sequence[str],
-             today: dt.date) -> list[MrzRead]:
-        """One :class:`MrzRead` per document.
+             today: dt.date) -> list[MrzRead | Exception]:
+        """One :class:`MrzRead` per document, or the exception its own locating or judging
+        raised (the caller fails that document alone; the others are read).
 
         Args:
             bands: per document, its bands (``(h, w) uint8`` grey, bottom as rectified, then
@@ -272,31 +273,53 @@ class MrzReader:
         Raises:
             ModelError: the recogniser's call failed (the whole batch).
         """
-        zones = [locate_zone(b) for b in bands]
-        plan = []  # (document, format, first line, line): one entry per line read
+        zones: list[Zone | None | Exception] = []
+        plan = []  # (document, format, line): one entry per cell variant of a line read
         batch = []
-        for d, z in enumerate(zones):
-            if z is None:
+        for d, b in enumerate(bands):
+            try:
+                z = locate_zone(b)
+                lines = [(fmt, li, v) for fmt, first in candidates(len(z.crops))
+                         for li in range(first, len(z.crops))
+                         for v in cell_variants(z.crops[li], SHAPE[fmt][1])
+                         ] if z is not None else []
+            except Exception as e:  # noqa: BLE001 - this document fails alone
+                zones.append(e)
                 continue
-            for fmt, first in candidates(len(z.crops)):
-                width = SHAPE[fmt][1]
-                for li in range(first, len(z.crops)):
-                    plan.append((d, fmt, li))
-                    batch.append(cells(z.crops[li], width))
+            zones.append(z)
+            for fmt, li, c in lines:
+                plan.append((d, fmt, li))
+                batch.append(c)
         probs = self.recogniser.probs(batch)
+        # per document, format and line: the variant read most confidently
+        best: dict[tuple[int, Format, int], Read] = {}
+        for key, p in zip(plan, probs, strict=True):
+            r = read_line(p)
+            if key not in best or r.confidence > best[key].confidence:
+                best[key] = r
         tried: dict[int, dict[Format, list[Read]]] = {}
-        for (d, fmt, _), p in zip(plan, probs, strict=True):
-            tried.setdefault(d, {}).setdefault(fmt, []).append(read_line(p))
-        out = []
+        for (d, fmt, _), r in best.items():  # insertion order: lines top to bottom
+            tried.setdefault(d, {}).setdefault(fmt, []).append(r)
+        out: list[MrzRead | Exception] = []
         for d, (zone, doc_type) in enumerate(zip(zones, doc_types, strict=True)):
-            if zone is None:
-                out.append(NOT_FOUND)
+            if zone is None or isinstance(zone, Exception):
+                out.append(NOT_FOUND if zone is None else zone)
                 continue
-            fmt, reads = max(tried[d].items(),
-                             key=lambda kv: float(np.mean([r.confidence for r in kv[1]])))
-            if np.mean([r.confidence for r in reads]) < MIN_CONFIDENCE:
-                out.append(NOT_FOUND)
-                continue
-            r = judge(fmt, reads, doc_type, today)
-            out.append(replace(r, turned=zone.band == 1))
+            try:
+                out.append(self._judge(tried.get(d, {}), zone, doc_type, today))
+            except Exception as e:  # noqa: BLE001 - this document fails alone
+                out.append(e)
         return out
+
+    @staticmethod
+    def _judge(tried: dict[Format, list[Read]], zone: Zone, doc_type: str,
+               today: dt.date) -> MrzRead:
+        """The format read most confidently, judged (``NOT_FOUND`` below
+        :data:`MIN_CONFIDENCE`)."""
+        if not tried:
+            return NOT_FOUND
+        fmt, reads = max(tried.items(),
+                         key=lambda kv: float(np.mean([r.confidence for r in kv[1]])))
+        if np.mean([r.confidence for r in reads]) < MIN_CONFIDENCE:
+            return NOT_FOUND
+        return replace(judge(fmt, reads, doc_type, today), turned=zone.band == 1)
