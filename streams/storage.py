@@ -15,9 +15,9 @@ Every failure of a call is classified by what it means (:func:`classify`):
   429, ``SlowDown``...): the worker pauses and commits nothing, it never rejects an upload for
   those.
 
-Reads and writes retry outages as ``S3Settings.retry`` says (:mod:`streams.retry`). Connections use TLS by default
-(``S3Settings.secure``, the CA of ``S3Settings.ca_file``) and every PUT asks for SSE-S3
-(``S3Settings.sse``).
+Reads and writes retry outages as ``S3Settings.retry`` says (:mod:`streams.retry`). Connections
+use TLS by default (``S3Settings.secure``, the CA of ``S3Settings.ca_file``) and every PUT asks
+for SSE-S3 (``S3Settings.sse``).
 """
 
 from __future__ import annotations
