@@ -15,7 +15,13 @@ Kinds (:data:`KINDS`):
 * ``crash`` / ``raise`` / ``hang``: a small PNG of a :data:`processors.sleep.POISON_SIZES` size,
   on which the ``sleep`` processor kills its process with SIGSEGV (a native crash), raises, or
   blocks (a hung compute);
-* ``not_json``: bytes that are not JSON (the contract's own poison, dead-lettered since v1).
+* ``not_json``: bytes that are not JSON (the contract's own poison, dead-lettered since v1);
+* ``scan_bomb``: a 0.22 MB progressive JPEG with 6,694 scans, each a pass over its 12 MP (issue
+  43: 21.9 s of decoding held its batch); refused ``IMAGE_TOO_COMPLEX`` at the probe;
+* ``tile_bomb``: a 64 x 64 TIFF in one 8192 x 8192 tile (0.2 MB stored, 201 MB inflated);
+  refused ``IMAGE_TOO_COMPLEX`` at the probe;
+* ``alpha_png``: a valid 40 MP RGBA PNG (0.7 MB; its alpha flattening peaked at 1,201 MB against
+  the 240 MB the budget counted, issue 43): accepted within the pod's memory.
 """
 
 from __future__ import annotations
@@ -26,11 +32,13 @@ from typing import Any
 import cv2
 import numpy as np
 
+from benchmarks import decode_cases
 from processors.sleep import POISON_SIZES
 from schemas import codec
 from streams.produce import UploadProducer
 
-KINDS = ("big_key", "refused_key", "huge_image", "crash", "raise", "hang", "not_json")
+KINDS = ("big_key", "refused_key", "huge_image", "crash", "raise", "hang", "not_json",
+         "scan_bomb", "tile_bomb", "alpha_png")
 BIG_KEY_BYTES = 700_000
 REFUSED_KEY = "a//b.jpg"
 #: (height, width) of the huge image: 39 988 000 px, under the default 40 MP limit
@@ -57,6 +65,11 @@ def huge_jpeg() -> bytes:
     return buf.tobytes()
 
 
+_IMAGES = {"scan_bomb": functools.cache(lambda: decode_cases.jpeg_many_scans(4000, 3000, 6694)),
+           "tile_bomb": functools.cache(lambda: decode_cases.tiff_big_tile(64, 64, 8192)),
+           "alpha_png": functools.cache(lambda: decode_cases.png_rgba(*HUGE_SHAPE[::-1]))}
+
+
 def poison_image(kind: str) -> bytes:
     """The PNG on which the ``sleep`` processor plays ``kind`` (``crash``, ``raise``, ``hang``)."""
     (h, w), = (size for size, what in POISON_SIZES.items() if what == kind)
@@ -81,6 +94,8 @@ def record(kind: str, prod: UploadProducer, upload_id: str, task: str = "card") 
         return upload_id.encode(), codec.dumps(obj)
     if kind == "huge_image":
         data = huge_jpeg()
+    elif kind in _IMAGES:
+        data = _IMAGES[kind]()
     elif kind in ("crash", "raise", "hang"):
         data = poison_image(kind)
     else:

@@ -191,6 +191,9 @@ EXPECT = {
     "huge_image": (8, "accepted", None, 60),
     "crash": (1, "dead_letter", "POISON", 90),
     "hang": (1, "dead_letter", "POISON", 120),
+    "scan_bomb": (1, "rejected", "IMAGE_TOO_COMPLEX", 45),
+    "tile_bomb": (1, "rejected", "IMAGE_TOO_COMPLEX", 45),
+    "alpha_png": (1, "accepted", None, 60),
 }
 FAILS_TODAY = {
 }

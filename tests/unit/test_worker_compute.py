@@ -121,9 +121,10 @@ def test_memory_chunks_keep_each_run_within_the_budget() -> None:
 
 
 def test_a_batch_decodes_and_processes_in_chunks_within_the_decode_budget() -> None:
-    """Eight 600x800 inline PNGs (each 2.88 MB at its decode peak, from its header) with a
-    6 MB budget: decoded and processed two at a time, all accepted; with the default budget,
-    one model call for all eight."""
+    """Eight 600x800 inline PNGs (each 20.1 MB at its decode peak, from its header: Pillow's
+    RGB image and the BGR result, 7 B/px, and the decoder's 16 MiB) with a 45 MB budget:
+    decoded and processed two at a time, all accepted; with the default budget, one model call
+    for all eight."""
     import json
 
     import cv2
@@ -133,13 +134,14 @@ def test_a_batch_decodes_and_processes_in_chunks_within_the_decode_budget() -> N
     from schemas import codec
 
     ok, png = cv2.imencode(".png", np.full((600, 800, 3), 90, np.uint8))
-    assert ok and decoded_bytes(probe_image(png.tobytes(), load_settings().decode)) == 600 * 800 * 3 * 2
+    assert ok and decoded_bytes(probe_image(png.tobytes(), load_settings().decode)) == (
+        600 * 800 * 7 + 16 * 1024 * 1024)
     value = {"schema_version": 1, "task": "card", "submitted_at": "2026-12-04T00:00:00Z",
              "image": {"inline_b64": base64.b64encode(png.tobytes()).decode()}}
     msgs = [Msg(0, i, topic="t.uploads", key=f"u{i}".encode(),
                 value=codec.dumps({**value, "upload_id": f"u{i}"})) for i in range(8)]
     assert json.loads(msgs[0].value())["upload_id"] == "u0"
-    for budget, calls in ((6_000_000, [2, 2, 2, 2]), (1024**3, [8])):
+    for budget, calls in ((45_000_000, [2, 2, 2, 2]), (1024**3, [8])):
         s = load_settings()
         s = s.model_copy(update={"worker": s.worker.model_copy(
             update={"decode_budget_bytes": budget, "io_threads": 2})})
