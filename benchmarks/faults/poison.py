@@ -26,7 +26,10 @@ Kinds (:data:`KINDS`):
 
 from __future__ import annotations
 
+import ctypes
 import functools
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -35,7 +38,9 @@ import numpy as np
 from benchmarks import decode_cases
 from processors.sleep import POISON_SIZES
 from schemas import codec
+from streams.kafka import base_config
 from streams.produce import UploadProducer
+from streams.settings import Settings
 
 KINDS = ("big_key", "refused_key", "huge_image", "crash", "raise", "hang", "not_json",
          "scan_bomb", "tile_bomb", "alpha_png")
@@ -111,3 +116,67 @@ def send(prod: UploadProducer, key: bytes | None, value: bytes | None,
     kw: dict[str, Any] = {} if partition is None else {"partition": partition}
     prod.producer.produce(prod.settings.kafka.uploads_topic, key=key, value=value, **kw)
     prod.producer.poll(0)
+
+
+def send_with_raw_headers(settings: Settings, key: bytes | None, value: bytes,
+                          headers: Sequence[tuple[bytes, bytes]], partition: int = 0) -> None:
+    """Produce one record to the uploads topic whose header names are raw bytes (not
+    necessarily UTF-8), as any non-Python producer may send them: confluent-kafka's ``produce``
+    takes ``str`` names only, so this calls the librdkafka it bundles (``rd_kafka_producev``
+    with an ``rd_kafka_headers_t`` built by ``rd_kafka_header_add``) through ctypes.
+
+    Raises:
+        RuntimeError: librdkafka refused the configuration, the record, or did not deliver it
+            within 30 s.
+    """
+    lib = _librdkafka()
+    err = ctypes.create_string_buffer(512)
+    conf = lib.rd_kafka_conf_new()
+    for name, v in base_config(settings.kafka).items():
+        if isinstance(v, (str, int, float, bool)):  # not the Python logger object
+            text = str(v).lower() if isinstance(v, bool) else str(v)
+            if lib.rd_kafka_conf_set(conf, name.encode(), text.encode(), err, 512) != 0:
+                raise RuntimeError(f"librdkafka refused {name}: {err.value.decode()}")
+    rk = lib.rd_kafka_new(0, conf, err, 512)  # RD_KAFKA_PRODUCER
+    if not rk:
+        raise RuntimeError(f"rd_kafka_new: {err.value.decode()}")
+    try:
+        hdrs = lib.rd_kafka_headers_new(len(headers))
+        for name, v in headers:
+            lib.rd_kafka_header_add(hdrs, name, len(name), v, len(v))
+        topic = settings.kafka.uploads_topic.encode()
+        args: list[Any] = [ctypes.c_int(1), ctypes.c_char_p(topic),  # RD_KAFKA_VTYPE_TOPIC
+                           ctypes.c_int(3), ctypes.c_int32(partition),  # _PARTITION
+                           ctypes.c_int(4), ctypes.c_char_p(value), ctypes.c_size_t(len(value)),
+                           ctypes.c_int(7), ctypes.c_int(2),  # _MSGFLAGS: RD_KAFKA_MSG_F_COPY
+                           ctypes.c_int(10), ctypes.c_void_p(hdrs)]  # _HEADERS
+        if key is not None:
+            args += [ctypes.c_int(5), ctypes.c_char_p(key), ctypes.c_size_t(len(key))]  # _KEY
+        rc = lib.rd_kafka_producev(ctypes.c_void_p(rk), *args, ctypes.c_int(0))  # _END
+        if rc != 0:
+            raise RuntimeError(f"rd_kafka_producev: error {rc}")
+        if lib.rd_kafka_flush(ctypes.c_void_p(rk), 30_000) != 0:
+            raise RuntimeError("the record was not delivered within 30 s")
+    finally:
+        lib.rd_kafka_destroy(ctypes.c_void_p(rk))
+
+
+@functools.cache
+def _librdkafka() -> ctypes.CDLL:
+    """The librdkafka shared library confluent-kafka's wheel bundles, with the prototypes used."""
+    import confluent_kafka
+
+    libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+    lib = ctypes.CDLL(str(next(libs.glob("librdkafka*.so*"))))
+    p, i, sz, ssz, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_ssize_t, ctypes.c_char_p
+    lib.rd_kafka_conf_new.restype = p
+    lib.rd_kafka_conf_set.argtypes = [p, s, s, s, sz]
+    lib.rd_kafka_new.restype = p
+    lib.rd_kafka_new.argtypes = [i, p, s, sz]
+    lib.rd_kafka_headers_new.restype = p
+    lib.rd_kafka_headers_new.argtypes = [sz]
+    lib.rd_kafka_header_add.argtypes = [p, s, ssz, s, ssz]
+    lib.rd_kafka_producev.restype = i
+    lib.rd_kafka_flush.argtypes = [p, i]
+    lib.rd_kafka_destroy.argtypes = [p]
+    return lib
