@@ -97,6 +97,8 @@ def record(kind: str, prod: UploadProducer, upload_id: str, task: str = "card") 
                                "image": {"ref": {"bucket": prod.settings.s3.uploads_bucket,
                                                  "key": REFUSED_KEY}}}
         return upload_id.encode(), codec.dumps(obj)
+    if kind in ENCODED:
+        return upload_id.encode(), codec.dumps(_encoded_event(prod, upload_id, task, kind))
     if kind == "huge_image":
         data = huge_jpeg()
     elif kind in _IMAGES:
@@ -107,6 +109,49 @@ def record(kind: str, prod: UploadProducer, upload_id: str, task: str = "card") 
         raise ValueError(f"unknown poison kind {kind!r}; known: {', '.join(KINDS)}")
     key, value, _ = codec.encode_upload(prod.event_for(upload_id, task, data, f"{kind}.img", None))
     return key, value
+
+
+#: claim-check objects stored with a ``Content-Encoding`` the object store keeps and sends back:
+#: kind -> (the stored bytes, the header). ``gzip_lie``: a valid PNG that says it is gzip;
+#: ``gzip_bomb``: 1 GiB of zeros gzipped to about 1 MB (issue 43: answered IMAGE_TOO_LARGE after
+#: the worker's memory grew by 2,049 MiB); ``brotli_lie`` / ``deflate_lie``: a valid PNG that
+#: says ``br`` / ``deflate``.
+ENCODED: dict[str, tuple[Any, str]] = {
+    "gzip_lie": (lambda: png(96, 128, seed=7), "gzip"),
+    "gzip_bomb": (lambda: gzip_zeros(1 << 30), "gzip"),
+    "brotli_lie": (lambda: png(96, 128, seed=8), "br"),
+    "deflate_lie": (lambda: png(96, 128, seed=9), "deflate"),
+}
+
+
+@functools.cache
+def gzip_zeros(n: int) -> bytes:
+    """``n`` zero bytes (a multiple of 16 MiB) gzipped: one gzip member of 16 MiB of zeros,
+    repeated (RFC 1952 2.2: a gzip file is a series of members; decoders, urllib3's included,
+    read them all), about ``n / 1030`` bytes."""
+    import zlib
+
+    step = 16 << 20
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 16 + 15: a gzip member
+    member = z.compress(bytes(step)) + z.flush()
+    return member * (n // step)
+
+
+def _encoded_event(prod: UploadProducer, upload_id: str, task: str, kind: str) -> dict[str, Any]:
+    """PUT the ``ENCODED[kind]`` object with its ``Content-Encoding``; the event naming it (its
+    ref with the stored bytes' size and sha256, as an honest uploader computes them)."""
+    import hashlib
+    import io
+
+    build, encoding = ENCODED[kind]
+    data = build()
+    bucket, key = prod.settings.s3.uploads_bucket, f"{task}/{upload_id}/upload"
+    prod.storage.client.put_object(bucket, key, io.BytesIO(data), len(data),
+                                   content_type="application/octet-stream",
+                                   metadata={"Content-Encoding": encoding})
+    return {"upload_id": upload_id, "task": task, "submitted_at": "2026-12-05T00:00:00Z",
+            "image": {"ref": {"bucket": bucket, "key": key, "size_bytes": len(data),
+                              "sha256": hashlib.sha256(data).hexdigest()}}}
 
 
 def send(prod: UploadProducer, key: bytes | None, value: bytes | None,
