@@ -8,10 +8,10 @@ own app id and data folder), wait for ``/healthz`` 200, read its resident set (`
 produce ``--verdicts`` results (card, accepted, an object ref: the shape of the worker's) keyed by
 upload id, wait until the app's consumer group has committed every one, and read again:
 
-* ``rss_per_verdict``: the growth of the app's resident set per verdict (B) between the first
-  and the second ``--verdicts`` (the steady state: RocksDB's memtables and block caches, bounded,
-  fill during the first; ``first_stage_rss_per_verdict`` is the first's);
-* ``disk_per_verdict``: the growth of its data folder per verdict over the second stage (B;
+* ``rss_per_verdict``: the growth of the app's resident set per verdict (B) over the last of
+  ``--stages`` rounds of ``--verdicts`` (the steady state: RocksDB's memtables and block caches,
+  bounded, fill during the first rounds; ``first_stage_rss_per_verdict`` is the first's);
+* ``disk_per_verdict``: the growth of its data folder per verdict over the last round (B;
   RocksDB's files);
 * ``ingest_per_s``: verdicts applied per second while catching up (from the first result
   produced to the last offset committed);
@@ -131,7 +131,7 @@ def _stage(s: Settings, p: subprocess.Popen, log: Path, data_dir: Path, group: s
 
 
 def measure(base: Settings, store: str, n: int, memory_mib: int, disk_gib: float,
-            retention_s: float, logs: Path) -> dict[str, Any]:
+            retention_s: float, logs: Path, stages_n: int = 2) -> dict[str, Any]:
     """One store's row (module docstring)."""
     with fresh_stack(base, partitions=3) as s:
         run = uuid.uuid4().hex[:8]
@@ -153,7 +153,7 @@ def measure(base: Settings, store: str, n: int, memory_mib: int, disk_gib: float
             time.sleep(3)
             rss0 = _rss(p.pid)
             stages, took = [], 0.0
-            for k in range(2):  # the second stage's growth is the steady state's
+            for k in range(stages_n):  # the last stage's growth is the steady state's
                 t, rss, disk = _stage(s, p, log, data_dir, f"cap-{run}", _results(s, n, f"{run}{k}"))
                 stages.append((rss, disk))
                 took += t
@@ -167,17 +167,18 @@ def measure(base: Settings, store: str, n: int, memory_mib: int, disk_gib: float
             shutil.rmtree(data_dir, ignore_errors=True)
             delete_topics(admin(s.kafka), list(changelog_topics(
                 StatusSettings(app_id=f"cap-{run}")).values()))
-    (rss1, disk1), (rss2, disk2) = stages
+    (rss1, disk1), (rss2, disk2) = stages[-2:]
     rss_pv = max(rss2 - rss1, 0) / n
     disk_pv = max(disk2 - disk1, 0) / n
     room = memory_mib * 1024 * 1024 - rss0
     by_mem = room / (rss_pv * retention_s) if rss_pv > 0 else float("inf")
     by_disk = disk_gib * 1024**3 / (disk_pv * retention_s) if disk_pv > 0 else float("inf")
-    return {"store": store, "verdicts": 2 * n, "rss_before_mib": round(rss0 / 2**20, 1),
-            "rss_after_mib": [round(rss1 / 2**20, 1), round(rss2 / 2**20, 1)],
-            "first_stage_rss_per_verdict": round(max(rss1 - rss0, 0) / n, 1),
+    return {"store": store, "verdicts": stages_n * n, "rss_before_mib": round(rss0 / 2**20, 1),
+            "rss_after_mib": [round(r / 2**20, 1) for r, _ in stages],
+            "disk_after_mib": [round(d / 2**20, 1) for _, d in stages],
+            "first_stage_rss_per_verdict": round(max(stages[0][0] - rss0, 0) / n, 1),
             "rss_per_verdict": round(rss_pv, 1), "disk_per_verdict": round(disk_pv, 1),
-            "disk_mib": round(disk2 / 2**20, 1), "ingest_per_s": round(2 * n / took, 1),
+            "disk_mib": round(disk2 / 2**20, 1), "ingest_per_s": round(stages_n * n / took, 1),
             "healthz_ms": round(hz_ms, 1), "healthz_verdicts": (body or {}).get("verdicts"),
             "sustainable_per_s_memory": round(by_mem, 2),
             "sustainable_per_s_disk": round(by_disk, 2) if store.startswith("rocksdb") else None}
@@ -188,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--verdicts", type=int, default=50_000)
     ap.add_argument("--stores", default="memory://,rocksdb://")
+    ap.add_argument("--stages", type=int, default=2,
+                    help="produce --verdicts this many times; the last stage's growth is reported")
     ap.add_argument("--memory-mib", type=int, default=1024, help="the pod's memory limit")
     ap.add_argument("--disk-gib", type=float, default=20.0, help="the RocksDB volume")
     ap.add_argument("--retention-days", type=float, default=7.0)
@@ -202,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
           "---:|---:|---:|", flush=True)
     for store in [x for x in a.stores.split(",") if x]:
         r = measure(load_settings(), store, a.verdicts, a.memory_mib, a.disk_gib,
-                    a.retention_days * 86400, logs)
+                    a.retention_days * 86400, logs, max(a.stages, 2))
         rows.append(r)
         print(f"| {store} | {r['verdicts']} | {r['rss_before_mib']} | {r['rss_per_verdict']} | "
               f"{r['disk_per_verdict']} | {r['ingest_per_s']} | {r['healthz_ms']} | "
