@@ -224,8 +224,9 @@ class Gateway:
             raise Refused(GatewayCode.UNKNOWN_UPLOAD, UNKNOWN, upload_id=upload_id)
         return upload_id
 
-    async def result(self, upload_id: str, wait_s: float) -> bytes:
-        """The latest committed result of ``upload_id``, waiting up to ``wait_s``.
+    async def result(self, upload_id: str, wait_s: float, request: str = "get") -> bytes:
+        """The latest committed result of ``upload_id``, waiting up to ``wait_s`` (``request``:
+        ``post`` or ``get``, the wait metric's label).
 
         Raises:
             Refused: ``UNKNOWN_UPLOAD`` when there is none (yet).
@@ -238,7 +239,8 @@ class Gateway:
                 self.cache.put(upload_id, value)
         if value is None and wait_s > 0:
             value = await self.cache.wait(upload_id, wait_s)
-            self.metrics.wait.labels("result" if value else "timeout").observe(time.monotonic() - t0)
+            self.metrics.wait.labels(request, "result" if value else "timeout").observe(
+                time.monotonic() - t0)
         if value is None:
             raise Refused(GatewayCode.UNKNOWN_UPLOAD, UNKNOWN, upload_id=upload_id)
         return value
@@ -367,7 +369,7 @@ async def post_upload(request: web.Request) -> web.Response:
                               else "replayed" if sub.replayed else "produced").inc()
     if wait_s > 0 or (sub.replayed and gw.cache.get(uid) is not None):
         try:
-            return result_response(await gw.result(uid, wait_s))
+            return result_response(await gw.result(uid, wait_s, "post"))
         except Refused:
             pass  # not committed within wait_ms: 202
     path = f"/v1/uploads/{uid}"

@@ -88,9 +88,10 @@ class UploadsLag:
         return self
 
     def close(self) -> None:
-        """Stop the thread and close the consumer."""
+        """Stop the thread (when started) and close the consumer."""
         self._stop.set()
-        self._t.join(10)
+        if self._t.ident is not None:
+            self._t.join(10)
         self._c.close()
 
     def read(self, timeout_s: float = 5.0) -> int:

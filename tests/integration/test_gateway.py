@@ -416,3 +416,25 @@ def test_a_restarted_gateway_finds_older_results_through_the_status_app(stack: S
     finally:
         procs.stop_workers([procs.WorkerProc(status, 0, tmp_path), *[procs.WorkerProc(g.proc, 0, g.log) for g in late]],
                            timeout_s=30)
+
+
+def test_expect_100_continue_is_answered_before_the_body(stack: Stack) -> None:
+    """A sender that asks first (``Expect: 100-continue``, as curl does for large bodies) gets
+    ``100 Continue`` and then its answer, or its refusal before it sends a byte of the body."""
+    img = stack.images[0]
+    head = _head(len(img)).replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=30) as sock:
+        sock.sendall(head)
+        assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(img)
+        data = b""
+        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+            data += sock.recv(65536)
+    assert data.split()[1] == b"202" and b'"status":"pending"' in data
+    big = (f"POST /v1/uploads?task=card HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEYS['alice']}\r\n"
+           f"Content-Length: {200 * 1024 * 1024}\r\nExpect: 100-continue\r\n\r\n").encode()
+    status, body = _raw_exchange(stack.port, big, [])
+    assert (status, body["error"]) == (413, "BODY_TOO_LARGE")
+    nokey = big.replace(f"Authorization: Bearer {KEYS['alice']}\r\n".encode(), b"")
+    status, body = _raw_exchange(stack.port, nokey, [])
+    assert (status, body["error"]) == (401, "UNAUTHORIZED")

@@ -232,3 +232,12 @@ def test_gateway_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("CARDSTREAM_GATEWAY__MAX_WAIT_MS", "-1")
     with pytest.raises(ValueError):
         load_settings()
+
+
+def test_lag_reader_closes_whether_or_not_it_started() -> None:
+    from streams.gateway.limits import UploadsLag
+    from streams.settings import KafkaSettings
+
+    lag = UploadsLag(KafkaSettings(bootstrap_servers="127.0.0.1:1"))
+    assert lag.lag is None
+    lag.close()  # never started (a benchmark that failed before its first level)
