@@ -36,6 +36,7 @@ import re
 import signal
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,7 +145,8 @@ class Gateway:
 
     def admit_upload(self, request: web.Request) -> None:
         """Refuse a POST before its body is read: the body limit by ``Content-Length``, this
-        instance's in-flight uploads and the workers' backlog.
+        instance's in-flight uploads and the workers' backlog (the lag as last read, plus what
+        this instance produced since and what it is receiving now, against ``max_lag``).
 
         Raises:
             Refused: ``BODY_TOO_LARGE``, ``OVERLOADED``, ``BACKLOG``.
@@ -157,10 +159,11 @@ class Gateway:
         if self.in_flight >= g.max_in_flight:
             raise Refused(GatewayCode.OVERLOADED, "this gateway is receiving as many uploads as "
                           "it may", retry_after_s=g.retry_after_s)
-        lag = self.lag.lag if self.lag is not None else None
-        if lag is not None and lag > g.max_lag:
-            raise Refused(GatewayCode.BACKLOG, f"the workers are {lag} uploads behind (limit "
-                          f"{g.max_lag})", retry_after_s=g.retry_after_s)
+        lag = self.lag.estimate() if self.lag is not None else None
+        if lag is not None and lag + self.in_flight >= g.max_lag:
+            raise Refused(GatewayCode.BACKLOG, f"the workers are {lag} uploads behind and "
+                          f"{self.in_flight} are on their way (limit {g.max_lag})",
+                          retry_after_s=g.retry_after_s)
 
     # ---- the body -----------------------------------------------------------------------------
 
@@ -367,6 +370,8 @@ async def post_upload(request: web.Request) -> web.Response:
         gw.metrics.in_flight.set(gw.in_flight)
     gw.metrics.uploads.labels("reproduced" if sub.replayed and sub.produced
                               else "replayed" if sub.replayed else "produced").inc()
+    if sub.produced and gw.lag is not None:
+        gw.lag.produced += 1
     if wait_s > 0 or (sub.replayed and gw.cache.get(uid) is not None):
         try:
             return result_response(await gw.result(uid, wait_s, "post"))
@@ -516,6 +521,7 @@ async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None 
     """
     g = gw.settings.gateway
     loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(g.io_threads, thread_name_prefix="gateway-io"))
     gw.tail = ResultsTail(gw.settings.kafka, gw.cache, loop, g.results_lookback_s).start()
     gw.lag = UploadsLag(gw.settings.kafka, g.lag_interval_s).start()
     runners = [web.AppRunner(build_app(gw), access_log=None, shutdown_timeout=10.0)]

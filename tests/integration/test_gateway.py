@@ -302,21 +302,24 @@ def test_backpressure_backlog_and_rate_limit(base_settings: Settings, tmp_path: 
     keys.write_text(f"alice:{KEYS['alice']}\n")
     img = write_images(tmp_path, 1)[0].read_bytes()
     with fresh_settings(base_settings, uuid.uuid4().hex[:12]) as s:
-        gs = gateway_settings(s, keys, max_lag=2, rate_per_s=0.2, burst=6, retry_after_s=3)
+        gs = gateway_settings(s, keys, max_lag=3, rate_per_s=0.02, burst=7, retry_after_s=3)
         g = procs.start_gateway(gs, tmp_path / "gw.log", free_port(), free_port())
         try:
             codes = [call(g.port, "POST", "/v1/uploads?task=card", img).status for _ in range(3)]
             assert codes == [202, 202, 202]
-            time.sleep(1.0)  # the lag is read every 0.2 s
+            # at once: what this instance produced counts before the next read of the lag
             r = call(g.port, "POST", "/v1/uploads?task=card", img)
             assert (r.status, r.json()["error"], r.headers["retry-after"]) == (503, "BACKLOG", "3")
+            time.sleep(1.0)  # the lag is read every 0.2 s: 3 uploads, nobody consumes them
+            r = call(g.port, "POST", "/v1/uploads?task=card", img)
+            assert (r.status, r.json()["error"]) == (503, "BACKLOG")
             assert len(list(read_to_end(s.kafka, s.kafka.uploads_topic))) == 3
             statuses = [call(g.port, "GET", "/v1/uploads/alice.x").status for _ in range(3)]
             assert statuses[:2] == [404, 404] and statuses[2] == 429
             r = call(g.port, "GET", "/v1/uploads/alice.x")
             assert r.json()["error"] == "RATE_LIMITED" and int(r.headers["retry-after"]) >= 1
             metrics = call(g.admin_port, "GET", "/metrics", client=None).body.decode()
-            assert 'cardstream_gateway_refusals_total{code="BACKLOG"} 1.0' in metrics
+            assert 'cardstream_gateway_refusals_total{code="BACKLOG"} 2.0' in metrics
             assert 'cardstream_gateway_uploads_total{outcome="produced"} 3.0' in metrics
         finally:
             procs.stop_workers([procs.WorkerProc(g.proc, 0, g.log)], timeout_s=20)
