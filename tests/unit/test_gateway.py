@@ -255,3 +255,9 @@ def test_lag_estimate_counts_what_this_instance_produced_since_the_read() -> Non
         assert lag.estimate() == 5
     finally:
         lag.close()
+
+
+def test_a_probe_code_added_later_is_a_422_not_a_crash() -> None:
+    assert Refused("IMAGE_TOO_COMPLEX", "x").status == 422
+    assert Refused("SOME_FUTURE_PROBE_RULE", "x").status == 422
+    assert Refused(GatewayCode.RATE_LIMITED, "x", retry_after_s=1).status == 429
