@@ -50,7 +50,7 @@ from schemas import codec
 from schemas import formats as F
 from schemas.gateway import GatewayCode, GatewayError, UploadAccepted
 from schemas.models import TASKS
-from streams.errors import StorageError
+from streams.errors import ObjectNotFound, StorageError
 from streams.gateway.errors import Refused
 from streams.gateway.keys import ApiKeys
 from streams.gateway.limits import RateLimiter, UploadsLag
@@ -406,6 +406,9 @@ async def get_output(request: web.Request) -> web.StreamResponse:
     try:
         obj = await loop.run_in_executor(None, lambda: st.retry(
             f"GET {ref.bucket}", lambda: st.client.get_object(ref.bucket, ref.key)))
+    except ObjectNotFound:  # expired (the results bucket's lifecycle rule) or removed
+        raise Refused(GatewayCode.NO_OUTPUT, "the output image is no longer stored",
+                      upload_id=uid) from None
     except StorageError:
         raise Refused(GatewayCode.UNAVAILABLE, "the object store does not answer",
                       retry_after_s=gw.settings.gateway.retry_after_s, upload_id=uid) from None

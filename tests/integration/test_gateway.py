@@ -141,6 +141,10 @@ def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers
     assert key in stack.objects()
     (ev,) = [e for e in stack.events() if e.upload_id == uid]
     assert ev.image.ref.key == key and ev.image.ref.sha256 == hashlib.sha256(img).hexdigest()
+    # an output that is no longer stored (expired) is 404 NO_OUTPUT, not an outage
+    Storage(stack.settings.s3).client.remove_object(ref["bucket"], ref["key"])
+    gone = call(a.port, "GET", f"/v1/uploads/{uid}/output")
+    assert (gone.status, gone.json()["error"]) == (404, "NO_OUTPUT")
 
 
 def test_202_then_a_get_with_wait_on_the_other_instance(stack: Stack) -> None:
