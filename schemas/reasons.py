@@ -63,3 +63,4 @@ class DeadLetterCode(StrEnum):
     KEY_MISMATCH = "KEY_MISMATCH"
     PROCESSING_ERROR = "PROCESSING_ERROR"
     POISON = "POISON"  # the input crashed or hung the worker every time it was tried
+    UNREADABLE_RECORD = "UNREADABLE_RECORD"  # the Kafka client cannot read a part of the record

@@ -49,6 +49,8 @@ _MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject", "NoSuchVersion"}
 #: parts carry no SSE header, so the role policies (:mod:`streams.access`), which refuse a PUT
 #: without one, would refuse them.
 SINGLE_PUT_MAX_BYTES = 5 * 1024**3
+#: a GET's body is read in chunks of this many bytes (counted against its limit as they come)
+GET_CHUNK_BYTES = 1024 * 1024
 
 
 #: S3 4xx codes that say nothing about the input (credentials, permissions, clocks, throttling,
@@ -188,7 +190,14 @@ class Storage:
                                f"{_describe(e)}") from e
 
     def get(self, bucket: str, key: str, max_bytes: int | None = None) -> bytes:
-        """GET an object's bytes.
+        """GET an object's bytes: the bytes stored, never a transport decoding of them.
+
+        The store keeps whatever ``Content-Encoding`` the uploader sent and answers with it;
+        urllib3 would decode ``gzip``/``deflate`` (and ``br``/``zstd`` where their packages are
+        installed) while reading, so a body that is not what its header says failed as a
+        "store outage" (retried for ever) and a 1 MB gzip body decoded to 1 GiB before any limit
+        (issue 43). The body is read raw (``decode_content=False``) in chunks, and the bytes
+        actually read are counted against ``max_bytes``, whatever ``Content-Length`` says.
 
         Raises:
             ObjectNotFound: no such bucket/key.
@@ -199,10 +208,15 @@ class Storage:
         def once() -> bytes:
             r = self.client.get_object(bucket, key)
             try:
-                n = int(r.headers.get("Content-Length", "0"))
+                n = int(r.headers.get("Content-Length", "0") or 0)
                 if max_bytes is not None and n > max_bytes:
                     raise ObjectTooLarge(f"object is {n} bytes, limit {max_bytes}")
-                return r.read()
+                buf = bytearray()
+                for chunk in r.stream(GET_CHUNK_BYTES, decode_content=False):
+                    buf += chunk
+                    if max_bytes is not None and len(buf) > max_bytes:
+                        raise ObjectTooLarge(f"object is more than {max_bytes} bytes (read)")
+                return bytes(buf)
             finally:
                 r.close()
                 r.release_conn()

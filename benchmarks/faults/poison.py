@@ -43,7 +43,8 @@ from streams.produce import UploadProducer
 from streams.settings import Settings
 
 KINDS = ("big_key", "refused_key", "huge_image", "crash", "raise", "hang", "not_json",
-         "scan_bomb", "tile_bomb", "alpha_png")
+         "scan_bomb", "tile_bomb", "alpha_png", "gzip_lie", "deflate_lie", "brotli_lie",
+         "gzip_bomb")
 BIG_KEY_BYTES = 700_000
 REFUSED_KEY = "a//b.jpg"
 #: (height, width) of the huge image: 39 988 000 px, under the default 40 MP limit

@@ -321,7 +321,14 @@ class Compute:
         return object_key(task, self.version(task), f.event.upload_id, a.name, a.ext)
 
     def parse(self, m: Message) -> UploadEvent | DeadLettered:
-        """Step 1: the record as an upload this worker serves, or its dead letter."""
+        """Step 1: the record as an upload this worker serves, or its dead letter (an
+        ``UNREADABLE_RECORD`` one when the client could not read a part of it,
+        :class:`~streams.worker.record.Record`)."""
+        if (unreadable := getattr(m, "unreadable", None)) is not None:
+            return DeadLettered(m, DeadLetterCode.UNREADABLE_RECORD,
+                                f"the Kafka client could not read the record's {unreadable} "
+                                "(e.g. a header name that is not UTF-8)",
+                                _readable_upload_id(m.value()))
         try:
             ev = codec.decode_upload(m.key(), m.value(), m.headers(),
                                      allowed_buckets=self.s3.allowed_buckets,

@@ -28,6 +28,7 @@ from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings, WorkerSettings
 from streams.worker.attempts import AttemptLedger, Key, key_of
+from streams.worker.record import Record
 
 
 class PartitionPause:
@@ -355,7 +356,7 @@ class Intake:
                 wait_s = self.worker.max_wait_ms / 1000.0
                 if msgs:
                     wait_s = max(0.0, wait_s - (time.monotonic() - since))
-            got = self.consumer.consume(self.max_batch - len(msgs), wait_s)
+            got = [Record.of(m) for m in self.consumer.consume(self.max_batch - len(msgs), wait_s)]
             self._delivered(got)
             msgs += got
         if msgs and wait:
@@ -389,8 +390,9 @@ class Intake:
         m = self.consumer.poll(timeout_s)
         while m is not None:
             if m.error() is None:
-                self._delivered([m])
-                self.carry = self.carry.added(m)
+                r = Record.of(m)
+                self._delivered([r])
+                self.carry = self.carry.added(r)
             if len(self.carry) >= self.max_batch:
                 break
             m = self.consumer.poll(0)

@@ -136,21 +136,15 @@ def test_the_status_apps_views_want_the_token_but_healthz(settings: Settings, tm
 
 #: hostile record shapes: (raw header names and values, the dead-letter code or None for a result)
 HOSTILE_RECORDS = {
-    "header_name_not_utf8": ([(b"\xff\xfe-trace", b"1")], "BAD_HEADERS"),
+    "header_name_not_utf8": ([(b"\xff\xfe-trace", b"1")], "UNREADABLE_RECORD"),
     "header_name_lone_surrogate_bytes": ([(b"content-type", b"application/json"),
-                                          (b"\xed\xa0\x80x", b"v")], "BAD_HEADERS"),
+                                          (b"\xed\xa0\x80x", b"v")], "UNREADABLE_RECORD"),
     "header_value_not_utf8": ([(b"x-note", b"\xff\xfe\x00")], None),
     "many_headers": ([(f"h{i}".encode(), b"v" * 64) for i in range(500)], None),
 }
 
 
-#: shapes not handled yet (phase 2 of issue 43, after issue 38 reshapes the worker)
-FAILS_TODAY = {"header_name_not_utf8": "issue 43 item 1: 0 of 5 good uploads in 60 s, 15 restarts",
-               "header_name_lone_surrogate_bytes": "issue 43 item 1: the same crash loop"}
-
-
-@pytest.mark.parametrize("shape", [pytest.param(k, marks=pytest.mark.xfail(
-    strict=True, reason=FAILS_TODAY[k])) if k in FAILS_TODAY else k for k in HOSTILE_RECORDS])
+@pytest.mark.parametrize("shape", list(HOSTILE_RECORDS))
 def test_a_hostile_record_is_read_once_and_never_stops_its_partition(
         settings: Settings, tmp_path: Path, shape: str) -> None:
     """Item 1. A valid upload whose record carries hostile headers, produced through librdkafka
@@ -158,7 +152,7 @@ def test_a_hostile_record_is_read_once_and_never_stops_its_partition(
     ``cardstream worker`` (restarted when it exits). Before: ``Message.headers()`` raised
     ``SystemError`` in ``Compute.parse`` for a header name that is not UTF-8, the worker died,
     and its ``POISON`` dead letter called ``headers()`` again: the partition crash-looped (5 of
-    10 good uploads answered in 240 s). Now the record is one dead letter (headers unreadable)
+    10 good uploads answered in 240 s). Now the record is one UNREADABLE_RECORD dead letter
     or one result, the good uploads are accepted, and the worker never restarts."""
     from benchmarks.faults import poison
     from schemas import codec
@@ -183,6 +177,6 @@ def test_a_hostile_record_is_read_once_and_never_stops_its_partition(
     ds = dead_letters(settings, 1 if code else 0, timeout_s=5)
     if code:
         assert [(_dl_id(d), str(d.error_code)) for d in ds] == [(uid, code)]
-        assert uid not in got
+        assert got[uid].status == "dead_letter"
     else:
         assert ds == [] and got[uid].status == "accepted"
