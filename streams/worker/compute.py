@@ -83,13 +83,27 @@ from streams.storage import Storage, StoredObject
 from streams.worker.attempts import AttemptLedger
 
 
-def object_key(task: str, model_version: str, upload_id: str, name: str, ext: str) -> str:
-    """Deterministic output key ``{task}/{model_version}/{upload_id}/{name}.{ext}``.
+def object_key(task: str, model_version: str, upload_id: str, tag: str, name: str,
+               ext: str) -> str:
+    """Deterministic output key ``{task}/{model_version}/{upload_id}/{tag}/{name}.{ext}``.
 
     ``upload_id`` is contract-checked (``[A-Za-z0-9._-]``, not ``.``/``..``) so the key cannot
-    leave its prefix; a redelivered upload overwrites the same key with the same bytes.
+    leave its prefix; ``tag`` is :func:`input_tag` of what the outputs were made from, so a
+    redelivered upload (the same bytes and options) overwrites the same keys with the same
+    bytes, and a second upload under the same id with other bytes or options (a producer retry,
+    a null key on another partition) writes other keys: a committed result's refs always point
+    at the bytes they describe (issue 43).
     """
-    return f"{task}/{model_version}/{upload_id}/{name}.{ext}"
+    return f"{task}/{model_version}/{upload_id}/{tag}/{name}.{ext}"
+
+
+def input_tag(image: bytes, options: Mapping[str, Any]) -> str:
+    """The first 16 hex digits of SHA-256 over the image's SHA-256 (hex), a newline and the
+    options as JSON with sorted keys and no spaces: what a task's outputs are made from, besides
+    the model version that has its own key segment (:func:`object_key`)."""
+    digest = hashlib.sha256(image).hexdigest().encode()
+    opts = json.dumps(dict(options), sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(digest + b"\n" + opts).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +119,7 @@ class Processed:
         t_batch_ms: when its batch started computing (epoch ms).
         refs: artifact name -> stored object: empty as computed, filled in the fate
             :meth:`Compute.stored` returns.
+        tag: :func:`input_tag` of the image and options the outputs were made from.
     """
 
     msg: Message
@@ -113,6 +128,7 @@ class Processed:
     batch_size: int
     t_batch_ms: float
     refs: Mapping[str, ObjectRef] = field(default_factory=dict)
+    tag: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +334,7 @@ class Compute:
     def _output_key(self, f: Processed, a: Artifact) -> str:
         """The object key of ``f``'s artifact ``a`` (:func:`object_key`)."""
         task = str(f.event.task)
-        return object_key(task, self.version(task), f.event.upload_id, a.name, a.ext)
+        return object_key(task, self.version(task), f.event.upload_id, f.tag, a.name, a.ext)
 
     def parse(self, m: Message) -> UploadEvent | DeadLettered:
         """Step 1: the record as an upload this worker serves, or its dead letter (an
@@ -422,8 +438,9 @@ class Compute:
         self.metrics.inference.labels(task).observe(time.perf_counter() - t0)
         self.metrics.inference_calls.labels(task).inc(max(int(proc.stats.calls) - calls0, 0))
         return [o if isinstance(o, DeadLettered)
-                else Processed(x.msg, x.event, o, len(chunk), t_batch)
-                for x, o in zip(chunk, outcomes, strict=True)]
+                else Processed(x.msg, x.event, o, len(chunk), t_batch,
+                               tag=input_tag(x.image.data, it.options))
+                for x, it, o in zip(chunk, items, outcomes, strict=True)]
 
     def _probe(self, task: str, proc: Processor) -> None:
         """Run ``proc`` on one plain synthetic image (a ``(96, 128, 3)`` mid-grey ``uint8``, the

@@ -180,3 +180,41 @@ def test_a_hostile_record_is_read_once_and_never_stops_its_partition(
         assert got[uid].status == "dead_letter"
     else:
         assert ds == [] and got[uid].status == "accepted"
+
+
+# --- output keys (item 5) ----------------------------------------------------------------------
+
+def test_a_repeated_upload_id_never_overwrites_a_committed_results_bytes(settings: Settings) -> None:
+    """Item 5. Three records under one upload id on partition 0: an image, the same image again
+    (a redelivery), another image (a producer retry with other bytes). Before: the third
+    upload's output overwrote the first's at the same key, so the first committed result's
+    ``sha256`` no longer matched its object. Now every committed result's ref holds the bytes it
+    describes: the redelivery shares the first's key (same bytes), the other image has its own."""
+    import hashlib
+
+    from benchmarks.faults import poison
+    from schemas import codec
+    from streams.produce import UploadProducer
+    from streams.storage import Storage
+    from streams.worker import Worker
+
+    from .test_poison import _finish, _procs, _run
+
+    prod = UploadProducer(settings, inline=True)  # a claim check would share its upload key too
+    for seed in (1, 1, 2):
+        ev = prod.event_for("same-id", "card", poison.png(96, 128, seed=seed), "s.png", None)
+        poison.send(prod, *codec.encode_upload(ev)[:2], partition=0)
+    assert prod.flush() == []
+    w = Worker(settings, _procs(), Storage(settings.s3))
+    t, errors = _run(w)
+    rs = results(settings, 3, timeout_s=45)
+    _finish(w, t, errors)
+    st = Storage(settings.s3)
+    by_offset = sorted(rs, key=lambda r: r.source.offset)
+    assert [(r.upload_id, str(r.status)) for r in by_offset] == [("same-id", "accepted")] * 3, [
+        (r.status, r.reasons) for r in by_offset]
+    refs = [r.card.rectified for r in by_offset]
+    assert [hashlib.sha256(st.get(x.bucket, x.key)).hexdigest() for x in refs] == [
+        x.sha256 for x in refs]
+    assert refs[0].key == refs[1].key != refs[2].key
+    assert refs[0].sha256 == refs[1].sha256 != refs[2].sha256

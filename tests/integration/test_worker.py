@@ -45,7 +45,10 @@ def _check_objects(s: Settings, rs) -> None:
         payload = r.card if r.card is not None else r.id_photo
         ref = payload.rectified if r.card is not None else payload.photo
         assert ref is not None, r.upload_id
-        assert ref.key == f"{r.task}/{r.model.version}/{r.upload_id}/{'rectified' if r.card else 'photo'}.png"
+        prefix, tag, name = ref.key.rsplit("/", 2)
+        assert (prefix, name) == (f"{r.task}/{r.model.version}/{r.upload_id}",
+                                  f"{'rectified' if r.card else 'photo'}.png")
+        assert len(tag) == 16 and int(tag, 16) >= 0  # input_tag: 16 hex digits
         assert hashlib.sha256(st.get(ref.bucket, ref.key)).hexdigest() == ref.sha256
 
 
