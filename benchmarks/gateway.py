@@ -304,7 +304,13 @@ def run_gateway(base: Settings, logs: Path, modes: Sequence[str] = ("sleep", "re
                 real_duration_s: float = 30.0, timeout_s: float = 180.0,
                 sleep_ms: float = 20.0, images: int = 8) -> dict[str, Any]:
     """Both modes; returns ``{"machine", "modes": [run_mode(...)], "goals"}``."""
+    import logging
+
     from benchmarks.phone import SIZES, scenes
+
+    # the Kafka path's 300 threads share the store client's pool of 32 connections: urllib3 says
+    # so for every connection it does not keep
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     blobs = scenes("card", SIZES["2mp"], images)
     machine = machine_info()
@@ -350,9 +356,6 @@ def main(argv: list[str] | None = None) -> int:
     from streams.logs import configure_logging
 
     configure_logging("WARNING")
-    import logging
-
-    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)  # 300 threads, pool 32
     a.out.mkdir(parents=True, exist_ok=True)
     res = run_gateway(load_settings(), a.out / "logs", [m for m in a.modes.split(",") if m],
                       [int(x) for x in a.levels.split(",")], a.warm, a.seconds, a.real_seconds)
