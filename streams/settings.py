@@ -313,6 +313,12 @@ class WorkerSettings(_Frozen):
             ``CARDSTREAM_WORKER__STORE_WAIT__*``); it keeps polling Kafka meanwhile.
         breaker: the processor breaker's pause (:class:`~streams.retry.RetryPolicy`; 1 s,
             doubled per failure in a row up to 30 s; ``CARDSTREAM_WORKER__BREAKER__*``).
+        store_refusal: the pause after the object store refused a batch's call in a way no
+            wait clears (a missing bucket, a denied permission or SSE, a quota:
+            :class:`~streams.errors.StoreRefused`; 1 s doubled to 30 s;
+            ``CARDSTREAM_WORKER__STORE_REFUSAL__*``); readiness fails meanwhile.
+        store_refusal_limit_s: after refusals in a row for this long (s; 300), the worker
+            stops with the error (``cardstream worker`` exits 1) instead of trying again.
     """
 
     max_batch: int = Field(32, ge=1, le=10_000)
@@ -332,6 +338,8 @@ class WorkerSettings(_Frozen):
     shutdown_timeout_s: float = Field(30.0, gt=0)
     store_wait: RetryPolicy = RetryPolicy(first_s=0.5, cap_s=5.0)
     breaker: RetryPolicy = RetryPolicy(first_s=1.0, cap_s=30.0)
+    store_refusal: RetryPolicy = RetryPolicy(first_s=1.0, cap_s=30.0)
+    store_refusal_limit_s: float = Field(300.0, gt=0)
 
 
 class TracingSettings(_Frozen):

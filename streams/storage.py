@@ -63,6 +63,24 @@ _NOT_THE_INPUT = {"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "Ex
 _NOT_THE_INPUT_STATUS = {401, 403, 408, 409, 423, 429}
 
 
+#: S3 error answers that a wait may clear (throttling, a busy or starting server): an outage,
+#: never a refusal (:func:`refusal_code`)
+_TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "OperationAborted", "ServiceUnavailable",
+                    "InternalError", "XMinioServerNotInitialized"}
+
+
+def refusal_code(exc: BaseException) -> str | None:
+    """The S3 error code when ``exc`` (raised by a :class:`Storage` call, the store's error as
+    its cause) is the store's own refusal that no wait clears: an S3 error answer below 500, not
+    throttling (``NoSuchBucket`` for a PUT, ``AccessDenied``, ``InvalidArgument`` for an SSE
+    setting, a quota); None when the store did not answer, answered 5xx, or throttled."""
+    cause = exc.__cause__
+    if not isinstance(cause, S3Error) or cause.code in _TRANSIENT_CODES:
+        return None
+    status = getattr(cause.response, "status", None) or 0
+    return None if status >= 500 else (cause.code or str(status))
+
+
 class StoreFault(StrEnum):
     """What a failed object store call means (:func:`classify`)."""
 

@@ -73,13 +73,14 @@ from streams.errors import (
     ProcessorUnavailable,
     StorageError,
     StorageUnavailable,
+    StoreRefused,
 )
 from streams.kafka import age_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.quarantine import quarantined_dead_letter
 from streams.settings import Settings
-from streams.storage import Storage, StoredObject
+from streams.storage import Storage, StoredObject, refusal_code
 from streams.worker.attempts import AttemptLedger
 
 
@@ -230,10 +231,15 @@ class Stored:
 @contextlib.contextmanager
 def _outage_is_the_batchs() -> Iterator[None]:
     """A :class:`StorageError` raised inside (a GET or a PUT still failing after its retries)
-    leaves as :class:`StorageUnavailable`: the whole batch's, which the loop puts back."""
+    leaves as :class:`StorageUnavailable`: the whole batch's, which the loop puts back; as
+    :class:`StoreRefused` when the store answered with a refusal no wait clears
+    (:func:`streams.storage.refusal_code`)."""
     try:
         yield
     except StorageError as se:
+        code = refusal_code(se)
+        if code is not None:
+            raise StoreRefused(str(se), code) from se
         raise StorageUnavailable(str(se)) from se
 
 

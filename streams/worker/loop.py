@@ -44,7 +44,7 @@ from confluent_kafka import Message
 from processors import registry
 from processors.base import Processor
 from processors.runtime import RuntimeSettings
-from streams.errors import ProcessorUnavailable, StorageUnavailable
+from streams.errors import ProcessorUnavailable, StorageUnavailable, StoreRefused
 from streams.health import Health
 from streams.logs import log
 from streams.metrics import WorkerMetrics
@@ -113,6 +113,8 @@ class Worker:
         self.pausing = PausingManager(self.intake, self._stop.is_set)
         self._inflight: _Batch | None = None  # the batch computing on the batch thread
         self._breaker = Backoff(w.breaker)  # its pauses, longer per failure in a row
+        self._refusal = Backoff(w.store_refusal)  # the store refusing: pauses, longer each time
+        self._refused_since: float | None = None  # monotonic start of refusals in a row
 
     @property
     def computing(self) -> bool:
@@ -232,6 +234,7 @@ class Worker:
             except StorageUnavailable as e:
                 self._storage_down(e, self._abandon(b))
                 return
+            self._store_accepts()
             fates = [f for f in stored.fates if self.intake.owns(f.msg)]
             if fates and not self._commit(fates, stored.ms):
                 self.intake.redo(self._abandon(b))
@@ -257,9 +260,45 @@ class Worker:
 
     def _storage_down(self, e: Exception, msgs: list[Message]) -> None:
         """MinIO did not answer: hold ``msgs`` (put back, pause) until it answers
-        (:meth:`wait_for_storage`); nothing is committed."""
+        (:meth:`wait_for_storage`); nothing is committed. A refusal
+        (:class:`StoreRefused`) goes to :meth:`_store_refused` instead."""
+        if isinstance(e, StoreRefused):
+            self._store_refused(e, msgs)
+            return
         log.warning("storage_unavailable", error=str(e))
         self.wait_for_storage(msgs)
+
+    def _store_refused(self, e: StoreRefused, msgs: list[Message]) -> None:
+        """The store answered with a refusal no wait clears (issue 43: the batch, models
+        included, was recomputed in a hot loop while ``/ready`` and ``/live`` stayed 200): count
+        it, fail readiness, hold ``msgs`` for the next pause of ``store_refusal`` (1 s doubling
+        to 30 s), and after ``store_refusal_limit_s`` of refusals in a row raise, ending the
+        loop (``cardstream worker`` exits 1; nothing is committed, so a restart redoes it).
+
+        Raises:
+            StoreRefused: refused in a row for ``store_refusal_limit_s``.
+        """
+        now = time.monotonic()
+        self._refused_since = self._refused_since or now
+        refused_s = now - self._refused_since
+        limit_s = self.settings.worker.store_refusal_limit_s
+        self.metrics.store_refusals.labels(e.code).inc()
+        self.health.ready = False
+        log.error("store_refused", code=e.code, error=str(e), refused_for_s=round(refused_s, 1),
+                  limit_s=limit_s)
+        if refused_s >= limit_s:
+            raise StoreRefused(f"the object store refused for {refused_s:.0f} s "
+                               f"(store_refusal_limit_s {limit_s:.0f}): {e}", e.code) from e
+        pause_s = self._refusal.next()
+        until = now + pause_s
+        self.pausing.hold(msgs, lambda: time.monotonic() >= until, [pause_s])
+
+    def _store_accepts(self) -> None:
+        """A batch's calls went through: refusals in a row are over (readiness back)."""
+        if self._refused_since is not None:
+            self._refused_since = None
+            self._refusal.reset()
+            self.health.ready = True
 
     def _processor_down(self, e: Exception, msgs: list[Message]) -> None:
         """The breaker: a processor failed even on a probe (:class:`ProcessorUnavailable`): hold

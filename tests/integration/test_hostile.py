@@ -218,3 +218,64 @@ def test_a_repeated_upload_id_never_overwrites_a_committed_results_bytes(setting
         x.sha256 for x in refs]
     assert refs[0].key == refs[1].key != refs[2].key
     assert refs[0].sha256 == refs[1].sha256 != refs[2].sha256
+
+
+# --- the store refusing while it answers (item 6) ---------------------------------------------
+
+def test_a_store_that_refuses_puts_stops_the_worker_loudly_and_loses_nothing(
+        settings: Settings, tmp_path: Path) -> None:
+    """Item 6. The worker's results bucket does not exist: every PUT is answered
+    ``NoSuchBucket``. Before: the batch, models included, was recomputed in a hot loop (541
+    ``storage_unavailable`` lines in the window, ``/ready`` and ``/live`` 200, no exit). Now
+    ``/ready`` fails, ``cardstream_store_refusals_total{code="NoSuchBucket"}`` counts, each retry
+    waits longer, and after ``store_refusal_limit_s`` (8 s here) the process exits 1 with the
+    error; nothing was committed, and a worker started once the bucket exists answers all five."""
+    import json
+    import subprocess
+    import sys
+
+    from streams.storage import Storage
+
+    good = _uploaded(settings, 5)
+    missing = f"{settings.s3.results_bucket}-gone"
+    s = settings.model_copy(update={"s3": settings.s3.model_copy(update={"results_bucket": missing})})
+    port = free_port()
+    log = tmp_path / "worker.log"
+    env = {**procs.settings_env(s), "CARDSTREAM_WORKER__STORE_REFUSAL_LIMIT_S": "8"}
+    p = subprocess.Popen([str(Path(sys.executable).with_name("cardstream")), "worker", "--slot", "0",
+                          "--http-port", str(port), *SLEEP_WORKER], env=env,
+                         stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    seen_unready = refusals = 0.0
+    try:
+        end = time.monotonic() + 90
+        while p.poll() is None and time.monotonic() < end:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    for line in r.read().decode().splitlines():
+                        if line.startswith('cardstream_store_refusals_total{code="NoSuchBucket"}'):
+                            refusals = max(refusals, float(line.split()[-1]))
+                seen_unready = seen_unready or float(_get(port, "/ready") != 200)
+            except OSError:  # 503 (HTTPError) or not listening yet / any more
+                seen_unready = seen_unready or float(refusals > 0)
+            time.sleep(0.3)
+        rc = p.wait(30) if p.poll() is None else p.returncode
+    finally:
+        if p.poll() is None:
+            p.kill()
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+    refused = [x for x in lines if x.get("event") == "store_refused"]
+    assert rc == 1, f"exit {rc}: {log.read_text()[-1500:]}"
+    assert refused and {x["code"] for x in refused} == {"NoSuchBucket"}
+    assert 2 <= len(refused) <= 8, f"{len(refused)} refusals logged in 8 s (a hot loop?)"
+    assert sum(1 for x in lines if x.get("event") == "storage_unavailable") == 0
+    assert refusals >= 1 and seen_unready
+    assert results(settings, 0, timeout_s=3) == []
+    Storage(s.s3).ensure_buckets([missing])
+    w = procs.start_worker(s, 0, tmp_path / "worker2.log", SLEEP_WORKER)
+    try:
+        rs = results(settings, 5, timeout_s=60)
+    finally:
+        procs.stop_workers([w])
+        from benchmarks.common import remove_buckets
+        remove_buckets(Storage(s.s3), [missing])
+    assert sorted(r.upload_id for r in rs) == sorted(good)
