@@ -24,7 +24,23 @@ _MIN = {"upload_id": "u1", "task": "card", "image": {"inline_b64": "AAAA"}}
 
 
 def test_object_key_layout() -> None:
-    assert object_key("card", "u2netp-1", "abc.1", "rectified", "jpg") == "card/u2netp-1/abc.1/rectified.jpg"
+    assert object_key("card", "u2netp-1", "abc.1", "0123456789abcdef", "rectified", "jpg") == (
+        "card/u2netp-1/abc.1/0123456789abcdef/rectified.jpg")
+
+
+def test_input_tag_differs_when_the_inputs_do_and_only_then() -> None:
+    """Issue 43 item 5: the key segment of what outputs were made from (bytes and options)."""
+    import hashlib
+
+    from streams.worker import input_tag
+
+    a = input_tag(b"png-1", {"size": "one_inch", "background": "white"})
+    assert a == input_tag(b"png-1", {"background": "white", "size": "one_inch"})  # key order
+    assert a != input_tag(b"png-2", {"size": "one_inch", "background": "white"})
+    assert a != input_tag(b"png-1", {"size": "two_inch", "background": "white"})
+    digest = hashlib.sha256(b"png-1").hexdigest()
+    assert a == hashlib.sha256(f'{digest}\n{{"background":"white","size":"one_inch"}}'.encode()
+                               ).hexdigest()[:16]
 
 
 def test_task_payload_fills_defaults_and_refs() -> None:
