@@ -120,7 +120,7 @@ class CardProcessor:
         self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
         self.orienter = Orienter(runtime, orient_file) if settings.orient else None
         v = settings.verify
-        self.verifier = (Verifier(v, runtime, self.pixels, settings.glare_level, mrz_file)
+        self.verifier = (Verifier(v, runtime, settings.glare_level, mrz_file)
                          if v.quality or v.mrz else None)
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         if model_file is None:
@@ -383,7 +383,7 @@ class CardProcessor:
             views.append(CardView(image=d, homography=c.homography(d, c.size, bool(turned[j])),
                                   size=c.size, doc_type=c.doc_type, quad=c.det.quad,
                                   upload_size=(w, h), thumb=thumb))
-        return self.verifier.verify(views, self.clock().date())
+        return self.verifier.verify(views, self.clock().date(), self.pixels)
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,7 +108,6 @@ class Verifier:
     Args:
         settings: what to run (:class:`VerifySettings`).
         runtime: ONNX Runtime settings (the recogniser's and the face detector's sessions).
-        pixels: the card processor's pixel backend (the MRZ bands are warped by it).
         glare_level: the card settings' saturation level (GLARE), for the glare measures.
         recogniser_file: another MRZ recogniser ONNX file (tests, a new training run).
 
@@ -116,10 +115,9 @@ class Verifier:
         ModelError: a model file is missing or fails its pin.
     """
 
-    def __init__(self, settings: VerifySettings, runtime: RuntimeSettings, pixels: PixelBackend,
+    def __init__(self, settings: VerifySettings, runtime: RuntimeSettings,
                  glare_level: int = 250, recogniser_file: Path | None = None) -> None:
         self.settings = settings
-        self.pixels = pixels
         self.glare_level = glare_level
         self.reader = MrzReader(Recogniser(runtime, recogniser_file)) if settings.mrz else None
         self.cpu_ms = {"mrz": 0.0, "quality": 0.0, "portrait": 0.0}
@@ -136,22 +134,26 @@ class Verifier:
         if self.reader is not None:
             self.reader.recogniser.warm_up()
 
-    def bands(self, cards: Sequence[CardView]) -> list[list[np.ndarray]]:
-        """Per card, its two MRZ bands (grey ``uint8``), warped in one backend call."""
+    @staticmethod
+    def bands(cards: Sequence[CardView], pixels: PixelBackend) -> list[list[np.ndarray]]:
+        """Per card, its two MRZ bands (grey ``uint8``), warped in one call of the card
+        processor's pixel backend."""
         maps = [band_maps(c.doc_type, c.size) for c in cards]
         hs = np.stack([c.homography @ a for c, m in zip(cards, maps, strict=True) for a, _ in m])
         imgs = [c.image for c, m in zip(cards, maps, strict=True) for _ in m]
         sizes = [s for m in maps for _, s in m]
-        warped = self.pixels.to_host(self.pixels.warp(imgs, hs, sizes))
+        warped = pixels.to_host(pixels.warp(imgs, hs, sizes))
         grey = [cv2.cvtColor(w, cv2.COLOR_BGR2GRAY) for w in warped]
         return [grey[2 * i:2 * i + 2] for i in range(len(cards))]
 
-    def verify(self, cards: Sequence[CardView], today: dt.date) -> list[Verification]:
+    def verify(self, cards: Sequence[CardView], today: dt.date, pixels: PixelBackend
+               ) -> list[Verification]:
         """One :class:`Verification` per card, in order.
 
         Args:
             cards: the batch's found cards.
             today: the date expiry is judged at.
+            pixels: the pixel backend the cards' images were decoded by.
 
         Raises:
             ModelError: the recogniser's or the face detector's call failed (the whole batch).
@@ -162,7 +164,8 @@ class Verifier:
         got: list[MrzRead | Exception | None] = [None] * len(cards)
         t0 = time.process_time()
         if self.reader is not None:
-            got = list(self.reader.read(self.bands(cards), [c.doc_type for c in cards], today))
+            got = list(self.reader.read(self.bands(cards, pixels), [c.doc_type for c in cards],
+                                        today))
         t1 = time.process_time()
         self.cpu_ms["mrz"] += (t1 - t0) * 1000.0
         errors: list[Exception | None] = [g if isinstance(g, Exception) else None for g in got]

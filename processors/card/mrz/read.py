@@ -23,8 +23,9 @@ Corrections (``corrected`` in the result), and no others:
 
 Outcomes: no zone (``found`` False: fewer than two lines, or no format read with a mean
 character probability of :data:`MIN_CONFIDENCE`: print that is not an OCR-B zone);
-``MRZ_UNREADABLE`` (a zone whose reads do not fit a format, hold too many uncertain characters,
-or a format that does not fit the document's size, e.g. a TD3 zone on an ID-1 card);
+``MRZ_UNREADABLE`` (a zone whose reads hold too many uncertain characters, an uncertain one
+where no check digit could catch it (:data:`UNCHECKED_MIN`), or a format that does not fit the
+document's size, e.g. a TD3 zone on an ID-1 card);
 ``MRZ_CHECK_DIGIT`` (read, a check digit fails); ``DOCUMENT_EXPIRED`` (read, the expiry's check
 digit valid and the date before ``today``).
 """
@@ -54,6 +55,10 @@ UNSURE_P = 0.5
 """A character whose best probability is below this is uncertain ..."""
 MAX_UNSURE = 4
 """... and a zone with more uncertain characters than this is MRZ_UNREADABLE."""
+UNCHECKED_MIN = 0.9
+"""A character no check digit covers (names, document code, states, sex) read with a lower
+probability makes the zone MRZ_UNREADABLE: a wrong one there would pass every check digit
+(on the synthetic set every read that was wrong yet valid was a name)."""
 MIN_CONFIDENCE = 0.6
 """A zone whose best format reads with a lower mean character probability is not an MRZ."""
 FORMATS_FOR: dict[str, tuple[Format, ...]] = {"id_card": (Format.TD1,),
@@ -235,7 +240,11 @@ def judge(fmt: Format, reads: list[Read], doc_type: str, today: dt.date) -> MrzR
     fixed = _check_correct(fmt, chars, reads)
     lines = tuple("".join(c) for c in chars)
     unsure = sum(1 for r in reads for alts in r.alts if alts[0][1] < UNSURE_P)
-    if unsure > MAX_UNSURE or fmt not in FORMATS_FOR.get(doc_type, tuple(Format)):
+    covered = {p for data, check in _checked(fmt).values() for p in (*data, check)}
+    unchecked_unsure = any(alts[0][1] < UNCHECKED_MIN for li, r in enumerate(reads)
+                           for i, alts in enumerate(r.alts) if (li, i) not in covered)
+    if (unsure > MAX_UNSURE or unchecked_unsure
+            or fmt not in FORMATS_FOR.get(doc_type, tuple(Format))):
         return MrzRead(found=True, format=fmt, corrected=typed or fixed,
                        reasons=(ReasonCode.MRZ_UNREADABLE,))
     mrz = icao.parse(lines)
