@@ -18,9 +18,8 @@ card whatever the photo's size (``benchmarks``: ``python -m processors.card.eval
 - ``focus``: variance of its Laplacian (the BLURRY measure);
 - ``glare``: share of saturated pixels (the GLARE measure); ``glare_mrz`` and ``glare_portrait``:
   the same over the MRZ band and the portrait zone;
-- ``colourfulness``: Hasler and Süsstrunk's colourfulness metric (2003), computed on the
-  chroma's spread only (a grey copy under tinted light keeps a uniform tint, no spread); a
-  black-and-white photocopy measures near 0;
+- ``colourfulness``: the card's chroma in Hasler and Süsstrunk's opponent axes (2003), read on
+  a 64 px copy (:func:`colourfulness`); a black-and-white photocopy measures near 0;
 - ``portrait``: a face found in the portrait zone (the ID-photo task's batched MTCNN,
   :mod:`processors.mtcnn`; filled in by the processor for the batch).
 """
@@ -106,14 +105,33 @@ def frame_margin(quad: np.ndarray, size: tuple[int, int]) -> float:
     return d / float(min(w, h))
 
 
+COLOUR_WIDTH = 64
+"""Width (px) the card is averaged down to before its chroma is read: per-pixel sensor and JPEG
+chroma noise averages out (at 256 px it made grey copies measure up to 19, as colourful as
+printed cards)."""
+COLOUR_PERCENTILE = 60
+"""The share of the card (percentile of its pixels) whose chroma is read: a hand or a sticker
+over part of a grey copy stays below it."""
+
+
 def colourfulness(image: np.ndarray) -> float:
-    """Spread of the chroma (Hasler and Süsstrunk 2003, the sigma term):
-    ``sqrt(std(R - G)^2 + std((R + G) / 2 - B)^2)`` of a BGR ``uint8`` image; about 0 for a
-    grey copy, 15-60 for a printed colour card."""
-    b, g, r = (image[..., i].astype(np.float32) for i in range(3))
+    """How colourful a card is: the 60th percentile of its pixels' chroma, their distance from
+    grey in the opponent axes of Hasler and Süsstrunk (2003), ``R - G`` and
+    ``(R + G) / 2 - B``, after averaging the card down to :data:`COLOUR_WIDTH` px. Figures in
+    :mod:`processors.card.policy` (``min_colourfulness``). A card of one pale tint (a light
+    blue ID card) is colourful by this measure; a grey copy photographed under strongly tinted
+    light would be too (not in the synthetic set: its light is neutral).
+
+    Args:
+        image: ``(h, w, 3) uint8`` BGR, the rectified card.
+    """
+    h, w = image.shape[:2]
+    small = cv2.resize(image, (COLOUR_WIDTH, max(1, round(h * COLOUR_WIDTH / w))),
+                       interpolation=cv2.INTER_AREA).astype(np.float32)
+    b, g, r = small[..., 0], small[..., 1], small[..., 2]
     rg = r - g
     yb = 0.5 * (r + g) - b
-    return float(np.sqrt(rg.std() ** 2 + yb.std() ** 2))
+    return float(np.percentile(np.sqrt(rg * rg + yb * yb), COLOUR_PERCENTILE))
 
 
 def _zone(image: np.ndarray, x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
@@ -172,8 +190,7 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
         glare=saturated_fraction(thumb, glare_level, width),
         glare_mrz=_saturated(_zone(thumb, 0.0, 1.0 - band, 1.0, 1.0), glare_level),
         glare_portrait=_saturated(_zone(thumb, *PORTRAIT_ZONE), glare_level),
-        colourfulness=colourfulness(cv2.resize(thumb, (width // 2, thumb.shape[0] // 2),
-                                               interpolation=cv2.INTER_AREA)))
+        colourfulness=colourfulness(thumb))
 
 
 def _saturated(image: np.ndarray, level: int) -> float:

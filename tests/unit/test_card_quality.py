@@ -59,8 +59,8 @@ def test_colourfulness_of_a_grey_copy_under_tinted_light_is_low():
     grey = cv2.cvtColor(cv2.cvtColor(colour, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
     tinted = np.clip(grey.astype(np.float32) * [0.8, 0.95, 1.1], 0, 255).astype(np.uint8)
     assert colourfulness(grey) == pytest.approx(0.0, abs=1e-6)
-    assert colourfulness(tinted) < 4.0
-    assert colourfulness(colour) > 3 * colourfulness(tinted)
+    assert colourfulness(tinted) < 1.5  # one tint everywhere: no spread around its median
+    assert colourfulness(colour) > 3.0 > colourfulness(tinted)
 
 
 def test_measure_on_a_thumbnail():
@@ -85,7 +85,7 @@ def _q(**kw) -> Quality:
 @pytest.mark.parametrize("kw,code", [
     ({"dpi": 120.0}, ReasonCode.LOW_RESOLUTION), ({"tilt_deg": 40.0}, ReasonCode.TOO_OBLIQUE),
     ({"brightness": 30.0}, ReasonCode.TOO_DARK), ({"brightness": 240.0}, ReasonCode.TOO_BRIGHT),
-    ({"colourfulness": 2.0}, ReasonCode.PHOTOCOPY), ({"portrait": False}, ReasonCode.NO_PORTRAIT),
+    ({"colourfulness": 1.0}, ReasonCode.PHOTOCOPY), ({"portrait": False}, ReasonCode.NO_PORTRAIT),
     ({"glare_mrz": 0.2}, ReasonCode.GLARE_ON_MRZ)])
 def test_profiles_judge_each_measure(kw, code):
     normal = PROFILES["normal"]
