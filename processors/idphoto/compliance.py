@@ -41,6 +41,7 @@ from processors.idphoto.facemesh import (
     CHEEKS,
     CHIN,
     CORNERS,
+    EYE_CONTOURS,
     FACE_OVAL,
     FOREHEAD,
     LIDS,
@@ -65,6 +66,8 @@ PITCH_NEUTRAL_DEG = 12.2
 #: photo) kept away from the person's edge.
 BACKGROUND_ALPHA = 16
 BACKGROUND_MARGIN_PX = 6
+#: The checks decided from the landmarks alone (left undecided on a face too blurred to pass).
+LANDMARK_CHECKS = frozenset({"roll", "yaw", "pitch", "eyes_open", "mouth_closed"})
 #: Side (px) the face is resampled to for the sharpness measure (a scale-free variance of the
 #: Laplacian): about the inter-ocular distance times 4.
 SHARPNESS_SIDE = 128
@@ -81,7 +84,8 @@ class ComplianceSettings(BaseModel):
         max_background_std: largest standard deviation of the background's luma (0..255).
         max_illumination_asymmetry: largest ``|L - R| / mean(L, R)`` of the face halves' luma.
         exposure_luma: the face's mean luma must lie in this range (0..255).
-        min_sharpness: smallest variance of the Laplacian of the face at 128 px.
+        min_sharpness: smallest variance of the Laplacian of the face at 128 px, divided by
+            the variance of the face's luma (scale- and exposure-free).
         min_colourfulness: smallest mean chroma (``max - min`` of RGB) of the face for a colour
             photo.
     """
@@ -101,7 +105,7 @@ class ComplianceSettings(BaseModel):
     max_background_std: float = Field(default=12.0, ge=0.0)
     max_illumination_asymmetry: float = Field(default=0.25, ge=0.0)
     exposure_luma: tuple[float, float] = (60.0, 215.0)
-    min_sharpness: float = Field(default=60.0, ge=0.0)
+    min_sharpness: float = Field(default=0.015, ge=0.0)
     min_colourfulness: float = Field(default=6.0, ge=0.0)
 
 
@@ -200,17 +204,23 @@ def _dist(p: np.ndarray, a: int, b: int) -> float:
     return float(np.hypot(*(p[a, :2] - p[b, :2])))
 
 
+def eye_centres(mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
+    """The eyes' centres (left, right in the image), ``(2,) float64`` px: the mean of each
+    eye's contour (:data:`~processors.idphoto.facemesh.EYE_CONTOURS`)."""
+    p = mesh.points[:, :2].astype(np.float64)
+    return p[list(EYE_CONTOURS[0])].mean(axis=0), p[list(EYE_CONTOURS[1])].mean(axis=0)
+
+
 def pose_angles(mesh: Mesh) -> Pose:
     """Roll, yaw, pitch and expression of ``mesh`` (any image's px).
 
-    Roll: the line through the eyes' centres (mean of each eye's corners). Yaw: ``atan2`` of the
+    Roll: the line through the eyes' centres (:func:`eye_centres`). Yaw: ``atan2`` of the
     summed depth differences over the summed horizontal differences of :data:`YAW_PAIRS` (a
     symmetric pair's depth difference is ``sin`` of the yaw times its span). Pitch: the same for
     the forehead (10) to chin (152) line against the vertical, less :data:`PITCH_NEUTRAL_DEG`.
     """
     p = mesh.points.astype(np.float64)
-    le = p[list(CORNERS[0]), :2].mean(axis=0)
-    re = p[list(CORNERS[1]), :2].mean(axis=0)
+    le, re = eye_centres(mesh)
     roll = float(np.degrees(np.arctan2(re[1] - le[1], re[0] - le[0])))
     a = np.array([i for i, _ in YAW_PAIRS])
     b = np.array([j for _, j in YAW_PAIRS])
@@ -287,13 +297,15 @@ def measure(photo_rgb: np.ndarray, alpha: np.ndarray, mesh: Mesh, crown_y: float
 
     Returns:
         The :class:`Report`; a check whose input is missing (no background visible, say) has
-        ``passed`` None and never fails.
+        ``passed`` None and never fails. On a face too blurred to pass ``sharpness`` the
+        landmarks cannot be trusted: the pose and expression checks keep their values but
+        are not decided (``passed`` None).
     """
     h, w = photo_rgb.shape[:2]
     mm = spec.height_mm / h  # mm per px (the photo is spec.width_mm x spec.height_mm)
     p = mesh.points.astype(np.float64)
     chin_y = float(p[CHIN, 1])
-    eye_y = float(p[list(CORNERS[0] + CORNERS[1]), 1].mean())
+    eye_y = float(np.mean([e[1] for e in eye_centres(mesh)]))
     face_cx = float(p[list(CHEEKS), 0].mean())
     pose = pose_angles(mesh)
     limits = pose_limits()
@@ -341,7 +353,11 @@ def measure(photo_rgb: np.ndarray, alpha: np.ndarray, mesh: Mesh, crown_y: float
                         not (replaced and not spec.replacement_allowed),
                         ReasonCode.BACKGROUND_REPLACED
                         if replaced and not spec.replacement_allowed else None))
-    checks.extend(light_checks(photo_rgb, mesh, settings, icao, spec.colour_required))
+    light = light_checks(photo_rgb, mesh, settings, icao, spec.colour_required)
+    checks.extend(light)
+    if next(c for c in light if c.name == "sharpness").passed is False:  # landmarks unsure
+        checks = [Check(c.name, c.value, c.unit, c.bound, None, None)
+                  if c.name in LANDMARK_CHECKS else c for c in checks]
     return Report(tuple(checks))
 
 
@@ -357,7 +373,7 @@ def light_checks(photo_rgb: np.ndarray, mesh: Mesh, settings: ComplianceSettings
     if x1 - x0 < 8 or y1 - y0 < 8:
         return [Check(n, None, u, None, None, None) for n, u in (
             ("illumination_symmetry", "ratio"), ("exposure", "luma"), ("colour", "chroma"),
-            ("sharpness", "laplacian_var"))]
+            ("sharpness", "ratio"))]
     roi = np.ascontiguousarray(photo_rgb[y0:y1, x0:x1])
     local = Mesh(mesh.points - np.array([x0, y0, 0], np.float32), mesh.presence)
     left, right = _face_masks(roi.shape[:2], local)
@@ -374,7 +390,9 @@ def light_checks(photo_rgb: np.ndarray, mesh: Mesh, settings: ComplianceSettings
     fm = cv2.resize(face.astype(np.uint8), (side, side), interpolation=cv2.INTER_NEAREST)
     inner = cv2.erode(fm, np.ones((7, 7), np.uint8)).astype(bool)
     lap = cv2.Laplacian(small, cv2.CV_64F)
-    sharp = float(lap[inner].var()) if inner.sum() > 50 else None
+    # divided by the face's own luma variance: a darker or flatter exposure scales both alike
+    sharp = (float(lap[inner].var() / max(small[inner].astype(np.float64).var(), 1.0))
+             if inner.sum() > 50 else None)
     lo, hi = settings.exposure_luma
     return [
         _check("illumination_symmetry", asym, "ratio", None,
@@ -384,6 +402,6 @@ def light_checks(photo_rgb: np.ndarray, mesh: Mesh, settings: ComplianceSettings
                ReasonCode.POOR_EXPOSURE),
         _check("colour", chroma, "chroma", settings.min_colourfulness if colour else None, None,
                ReasonCode.GREYSCALE, None),
-        _check("sharpness", sharp, "laplacian_var", settings.min_sharpness, None,
+        _check("sharpness", sharp, "ratio", settings.min_sharpness, None,
                ReasonCode.BLURRY, None),
     ]
