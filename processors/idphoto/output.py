@@ -21,9 +21,10 @@ from PIL import Image
 MIN_TARGET_QUALITY = 40
 #: The print sheet: 6 x 4 in (152 x 102 mm, the common photo-lab print), landscape.
 SHEET_IN = (6.0, 4.0)
-#: Gap between copies and from the sheet's edges (mm), and the cut marks' length (mm) and
-#: line width (px at the sheet's dpi).
-SHEET_GAP_MM = 3.0
+#: Gap between copies and from the sheet's edges (mm: 8 copies of 35 x 45 mm fit, as labs
+#: print them), and the cut marks' length (mm, shorter than the gap: a mark never reaches the
+#: next copy) and line width (px at the sheet's dpi).
+SHEET_GAP_MM = 2.0
 CUT_MARK_MM = 1.5
 CUT_MARK_PX = 2
 
