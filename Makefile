@@ -5,7 +5,7 @@ VENV  := .venv
 STAMP := $(VENV)/.installed
 EXTRA ?= cpu
 
-.PHONY: setup models stack-up stack-down demo test test-unit test-integration bench faults lint clean
+.PHONY: setup models browser stack-up stack-down demo test test-unit test-integration bench faults lint clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) is missing: install Python 3.11" >&2; exit 1; }
@@ -19,6 +19,9 @@ setup: $(STAMP) ## .venv with the project (cpu extra) and dev tools; fast when n
 models: setup ## model files into ~/.u2net, verified by SHA-256
 	scripts/models
 
+browser: ## Debian's chromium for the page's test (apt-get when missing)
+	scripts/browser >/dev/null
+
 stack-up: setup ## Kafka (KRaft) + MinIO on 127.0.0.1, topics and buckets
 	scripts/stack up
 
@@ -28,13 +31,13 @@ stack-down:
 demo: models stack-up ## the main job on the sample uploads
 	eval "$$(scripts/stack env)" && $(VENV)/bin/cardstream demo
 
-test: models stack-up ## the whole suite (unit + integration) against the real stack
+test: models browser stack-up ## the whole suite (unit + integration) against the real stack
 	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m pytest tests
 
 test-unit: models
 	$(VENV)/bin/python -m pytest tests/unit
 
-test-integration: models stack-up
+test-integration: models browser stack-up
 	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m pytest tests/integration
 
 bench: models stack-up ## benchmarks (never part of `make test`)

@@ -13,7 +13,11 @@ Sections (``--sections``, default all):
              at 50% of measured capacity;
 ``scaling``  1, 2, 4 sleep-processor workers on 6 partitions;
 ``probe``    delivery latency of a consumer that pauses its partitions during each batch (as the
-             worker does) against one that does not (explains the load table).
+             worker does) against one that does not (explains the load table);
+``gateway``  the load table through HTTP: 10..300 concurrent clients posting 2 MP card photos to
+             two ``cardstream gateway`` instances and waiting for the verdict, next to the Kafka
+             path in the same run, with the sleep processor and the real card model
+             (``benchmarks/gateway.py``).
 
 Usage (the stack's env must be set, as ``make bench`` does)::
 
@@ -21,7 +25,7 @@ Usage (the stack's env must be set, as ``make bench`` does)::
     .venv/bin/python -m benchmarks.run --sections model --device cuda --batches 1,8,32,64
 
 Files: ``model_only.json``, ``e2e.json``, ``phone.json``, ``load.json``, ``scaling.json``, ``summary.json``,
-``probe.json``, ``throughput_vs_batch.png``, ``latency_vs_load.png``, ``scaling.png`` and worker logs in
+``probe.json``, ``gateway.json``, ``throughput_vs_batch.png``, ``latency_vs_load.png``, ``scaling.png``, ``gateway.png`` and worker logs in
 ``logs/``. Exit status 0 when the run completed (goals not met are reported, not fatal).
 """
 
@@ -44,7 +48,7 @@ from streams.samples import write_samples
 from streams.settings import Settings, load_settings
 from streams.worker import build_processors
 
-SECTIONS = ("model", "compare", "phone", "load", "scaling", "probe")
+SECTIONS = ("model", "compare", "phone", "load", "scaling", "probe", "gateway")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     a = parse_args(argv)
     configure_logging("WARNING")
-    needs_stack = {"compare", "load", "scaling", "probe"} & set(a.sections)  # phone: optional
+    needs_stack = {"compare", "load", "scaling", "probe", "gateway"} & set(a.sections)  # phone: optional
     if needs_stack and "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS" not in os.environ:
         print("benchmarks need the real stack: run `make bench` "
               "(or `scripts/stack up && eval \"$(scripts/stack env)\"`)", file=sys.stderr)
@@ -279,6 +283,16 @@ def main(argv: list[str] | None = None) -> int:
             _write(out, "probe.json", {"machine": machine, **pr})
             summary["pause_probe_p50_ms"] = {("paused" if r["pause_during_compute"] else
                                               "not_paused"): r["p50_ms"] for r in pr["rows"]}
+        if "gateway" in a.sections:
+            from benchmarks import gateway
+
+            gw = gateway.run_gateway(base, logs, real_duration_s=15.0 if a.quick else 30.0,
+                                     duration_s=10.0 if a.quick else 20.0)
+            _write(out, "gateway.json", gw)
+            gateway.plot(gw, out / "gateway.png")
+            for m in gw["modes"]:
+                print(f"\ngateway, {m['processor']}:\n{gateway.table(m['rows'])}", flush=True)
+            summary["gateway_goals"] = gw["goals"]
     summary["elapsed_s"] = round(time.monotonic() - t_start, 1)
     summary["machine"]["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     if a.half_rate:  # a partial re-measurement: summary.json stays as it was

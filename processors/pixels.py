@@ -49,6 +49,7 @@ from processors.base import map_in_threads
 from processors.decode import DecodeSettings, EncodedImage, decode_probed
 from processors.errors import DecodeError, ProviderError
 from processors.runtime import RuntimeSettings
+from processors.tracing import DECODE, span
 
 log = structlog.get_logger("cardstream.pixels")
 
@@ -276,7 +277,9 @@ class CpuPixels:
                 return e
             return Decoded(px, px.shape[1], px.shape[0], scale)
 
-        return map_in_threads(one, images, self.threads)
+        with span(DECODE, **{"cardstream.decode.images": len(images),
+                             "cardstream.decode.backend": self.name}):
+            return map_in_threads(one, images, self.threads)
 
     def model_input(self, images: Sequence[Decoded], side: int) -> np.ndarray:
         """See :meth:`PixelBackend.model_input`; resized by :func:`shrink`."""

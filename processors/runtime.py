@@ -23,6 +23,7 @@ import onnxruntime as ort
 from pydantic import BaseModel, ConfigDict
 
 from processors.errors import ModelError, ProviderError
+from processors.tracing import MODEL, span
 
 if TYPE_CHECKING:
     from processors.gpu.device import DeviceBatch
@@ -355,13 +356,19 @@ class BatchedModel:
                 return b
         return self.buckets[-1]
 
+    def _span_attributes(self, images: int, rows: int) -> dict[str, str | int]:
+        """What a model call's span says: the model, its provider, the images and the rows run
+        (the bucket, padding included)."""
+        return {"cardstream.model.name": self.name, "cardstream.model.provider": self.provider,
+                "cardstream.model.images": images, "cardstream.model.rows": rows}
+
     def _run_padded(self, x: np.ndarray) -> list[np.ndarray]:
         n = x.shape[0]
         b = self.bucket_for(n)
         if b > n:
             pad = np.zeros((b - n, *x.shape[1:]), dtype=x.dtype)
             x = np.concatenate([x, pad], axis=0)
-        with self._lock:
+        with self._lock, span(MODEL, **self._span_attributes(n, b)):
             outs = self.session.run(self.output_names, {self.input_name: x})
             self.stats.calls += 1
             self.stats.images += n
@@ -378,7 +385,7 @@ class BatchedModel:
                       [rows, 3, batch.side, batch.side], batch.row_ptr(start))
         for name in self.output_names:
             io.bind_output(name, "cpu")
-        with self._lock:
+        with self._lock, span(MODEL, **self._span_attributes(n, rows)):
             self.session.run_with_iobinding(io)
             self.stats.calls += 1
             self.stats.images += n

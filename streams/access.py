@@ -7,6 +7,8 @@ worker     GET the allowed upload buckets; PUT results and quarantine; HEAD     
            (``s3:ListBucket``) uploads and results (its health check)
 producer   PUT uploads                                                          the ticketing platform
 ocr        GET and list results                                                 downstream OCR
+gateway    PUT and GET uploads (a repeated POST compares what is stored), HEAD  ``cardstream gateway``
+           (``s3:ListBucket``) uploads, GET results (the output images)
 =========  ===================================================================  ==================
 
 The status app has no role: it never touches the object store and gets no S3 credentials. Every
@@ -36,7 +38,7 @@ from streams.settings import S3Settings
 from streams.storage import http_client
 
 #: the roles, in the order they are created
-ROLES = ("worker", "producer", "ocr")
+ROLES = ("worker", "producer", "ocr", "gateway")
 #: IAM policy language version (AWS's current one, which MinIO reads)
 POLICY_VERSION = "2012-10-17"
 
@@ -90,6 +92,16 @@ def role_policy(role: str, s3: S3Settings) -> dict[str, Any]:
                  {"Sid": "ListResults", "Effect": "Allow", "Action": ["s3:ListBucket"],
                   "Resource": _buckets(res)}]
         puts = []
+    elif role == "gateway":
+        allow = [{"Sid": "WriteUploads", "Effect": "Allow", "Action": ["s3:PutObject",
+                                                                      "s3:GetObject", "s3:DeleteObject"],
+                  "Resource": _objects(up)},
+                 # a missing claim check answers NoSuchKey (not AccessDenied) with s3:ListBucket
+                 {"Sid": "HeadUploads", "Effect": "Allow", "Action": ["s3:ListBucket"],
+                  "Resource": _buckets(up)},
+                 {"Sid": "ReadOutputs", "Effect": "Allow", "Action": ["s3:GetObject"],
+                  "Resource": _objects(res)}]
+        puts = _objects(up)
     else:
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
     deny = [deny_unencrypted_put(puts)] if puts else []

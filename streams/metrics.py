@@ -35,6 +35,8 @@ class WorkerMetrics:
         cardstream_fetch_delay_seconds: an event's Kafka timestamp -> the consumer returned it.
         cardstream_breaker_opened_total: batches put back because their processor failed even
             on a probe image (the worker paused, readiness failed).
+        cardstream_trace_context_invalid_total: upload records whose ``traceparent`` header was
+            present but unusable (ignored; a new trace started, :mod:`streams.tracing`).
     """
 
     def __init__(self) -> None:
@@ -63,6 +65,9 @@ class WorkerMetrics:
                                      buckets=fine, registry=r)
         self.breaker_opened = Counter("cardstream_breaker_opened", "Batches put back by the "
                                       "processor breaker", registry=r)
+        self.trace_context_invalid = Counter(
+            "cardstream_trace_context_invalid", "Upload records with a malformed traceparent "
+            "header (ignored, a new trace started)", registry=r)
         self.transactions = Counter("cardstream_transactions", "Kafka transactions", ["outcome"], registry=r)
         self.redone = Counter("cardstream_redone_events", "Events of failed batches (transaction "
                               "aborted or fenced, MinIO unavailable) put back to be redone",

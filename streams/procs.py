@@ -101,3 +101,59 @@ def stop_workers(workers: Sequence[WorkerProc], sig: int = signal.SIGTERM,
             w.proc.kill()
             codes.append(w.proc.wait())
     return codes
+
+
+@dataclass
+class GatewayProc:
+    """A ``cardstream gateway`` subprocess: ``proc``, its API ``port``, ``admin_port`` and ``log``."""
+
+    proc: subprocess.Popen
+    port: int
+    admin_port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        """The API's base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+
+def start_gateway(s: Settings, log: Path, port: int, admin_port: int,
+                  ready_timeout_s: float = 60.0) -> GatewayProc:
+    """Start ``cardstream gateway`` with ``s`` (``s.gateway`` included, and the status app's
+    token for ``gateway.status_url``) and wait for ``/ready``.
+
+    Raises:
+        RuntimeError: it exited, or was not ready within ``ready_timeout_s`` (its log's tail in
+            the message).
+    """
+    import time
+    import urllib.request
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = settings_env(s)
+    for k, v in section_env("CARDSTREAM_GATEWAY", s.gateway).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    if s.status.api_token is not None:
+        env["CARDSTREAM_STATUS__API_TOKEN"] = s.status.api_token.get_secret_value()
+    exe = Path(sys.executable).with_name("cardstream")
+    with open(log, "ab") as f:
+        p = subprocess.Popen([str(exe), "gateway", "--port", str(port), "--admin-port", str(admin_port)],
+                             env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    g = GatewayProc(p, port, admin_port, log)
+    deadline = time.monotonic() + ready_timeout_s
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/ready", timeout=2) as r:
+                if r.status == 200:
+                    return g
+        except OSError:
+            pass
+        time.sleep(0.2)
+    stop_workers([WorkerProc(p, 0, log)], timeout_s=10)
+    raise RuntimeError(f"gateway not ready: {log.read_text()[-2000:]}")

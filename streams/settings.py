@@ -23,6 +23,7 @@ from processors.decode import DecodeSettings
 from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
 from schemas.codec import DLQ_RECORD_MAX_BYTES, DLQ_RECORD_MIN_BYTES
+from streams.gateway.settings import GatewaySettings
 from streams.status_settings import StatusSettings
 
 
@@ -181,11 +182,13 @@ class S3RoleSettings(_Frozen):
         worker: reads uploads, writes results and quarantine (``CARDSTREAM_S3__ROLES__WORKER__*``).
         producer: writes uploads (the ticketing platform).
         ocr: reads results (downstream OCR).
+        gateway: writes, reads and deletes uploads, reads results (``cardstream gateway``).
     """
 
     worker: RoleCredentials | None = None
     producer: RoleCredentials | None = None
     ocr: RoleCredentials | None = None
+    gateway: RoleCredentials | None = None
 
 
 class S3Settings(_Frozen):
@@ -302,6 +305,29 @@ class WorkerSettings(_Frozen):
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
 
+class TracingSettings(_Frozen):
+    """OpenTelemetry traces of the worker (:mod:`streams.tracing`); off by default.
+
+    Attributes:
+        enabled: record spans and export them (``CARDSTREAM_TRACING__ENABLED``). Off, no span
+            is recorded, but a valid incoming ``traceparent`` still goes on, unchanged, into the
+            result's and the dead letter's headers.
+        otlp_endpoint: the OTLP/HTTP traces URL of a collector (``/v1/traces``; 4318 is OTLP's
+            HTTP port). Spans are exported in batches on a background thread; an unreachable
+            collector drops them and never holds the worker.
+        otlp_timeout_s: timeout of one export request (s).
+        sample_ratio: share of the traces the worker starts itself (uploads without a
+            ``traceparent``) that are recorded; an incoming context's sampled flag is followed.
+        service_name: the ``service.name`` resource attribute.
+    """
+
+    enabled: bool = False
+    otlp_endpoint: str = "http://127.0.0.1:4318/v1/traces"
+    otlp_timeout_s: float = Field(10.0, gt=0, le=300)
+    sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    service_name: str = Field("cardstream-worker", min_length=1, max_length=128)
+
+
 class Settings(BaseSettings):
     """All settings of a cardstream process (frozen)."""
 
@@ -318,6 +344,8 @@ class Settings(BaseSettings):
     card: CardSettings = Field(default_factory=CardSettings)
     idphoto: IdPhotoSettings = Field(default_factory=IdPhotoSettings)
     status: StatusSettings = Field(default_factory=StatusSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     log_level: str = "INFO"
 
     @model_validator(mode="after")

@@ -60,6 +60,7 @@ from processors.pixels import (
     working_size,
 )
 from processors.runtime import RuntimeSettings
+from processors.tracing import DECODE, span
 from schemas.reasons import ReasonCode
 
 log = structlog.get_logger("cardstream.pixels")
@@ -280,6 +281,12 @@ class GraphPixels:
         nvJPEG has no DCT scaling). JPEGs go to the codec in one batch; EXIF orientation by the
         ``orient`` graph; a JPEG the codec refuses and every other format are decoded by the CPU
         backend (its strict rules and reasons) and uploaded."""
+        with span(DECODE, **{"cardstream.decode.images": len(images),
+                             "cardstream.decode.backend": self.name}):
+            return self._decode(images)
+
+    def _decode(self, images: Sequence[EncodedImage]) -> list[Decoded | DecodeError]:
+        """:meth:`decode`'s work (its span around it)."""
         out: list[Decoded | DecodeError | None] = [None] * len(images)
         jpegs = [i for i, im in enumerate(images) if im.format == "jpeg"]
         decoded = self.codec.decode([images[i].data for i in jpegs]) if jpegs else []

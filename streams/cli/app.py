@@ -16,6 +16,7 @@ from streams.cli import (
     card,
     demo,
     fetch,
+    gateway,
     idphoto,
     produce,
     replay,
@@ -34,7 +35,7 @@ app = typer.Typer(
 )
 
 COMMANDS = (schemas, card, idphoto, topics, buckets, worker, produce, results, fetch, replay,
-            demo, status)
+            demo, status, gateway)
 """The command modules, in the order ``--help`` lists them."""
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -26,14 +27,10 @@ def run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-@pytest.fixture
-def settings(base_settings: Settings, run_id: str) -> Iterator[Settings]:
-    """Settings whose topics, consumer group, transactional ids and buckets are fresh for this test.
-
-    The topics and buckets (uploads, results, and quarantine for dead letters' values) are
-    created before the test; afterwards its topics (side topics named ``t-<id>.*`` too) and
-    buckets are deleted.
-    """
+@contextlib.contextmanager
+def fresh_settings(base_settings: Settings, run_id: str) -> Iterator[Settings]:
+    """Settings whose topics, consumer group, transactional ids and buckets are named after
+    ``run_id``: created on entry, deleted on exit (side topics named ``t-<id>.*`` too)."""
     from streams.kafka import admin, create_topics, delete_topics, topic_specs
     from streams.storage import Storage
 
@@ -54,14 +51,28 @@ def settings(base_settings: Settings, run_id: str) -> Iterator[Settings]:
     create_topics(a, topic_specs(k))
     buckets = [s3.uploads_bucket, s3.results_bucket, s3.quarantine_bucket]
     Storage(s3).ensure_buckets(buckets)
-    yield s
-    extra = [t for t in a.list_topics(timeout=10).topics if t.startswith(f"t-{run_id}.")]
-    delete_topics(a, sorted({k.uploads_topic, k.results_topic, k.dlq_topic, *extra}))
-    st = Storage(s3)
-    for b in buckets:
-        for o in st.client.list_objects(b, recursive=True):
-            st.client.remove_object(b, o.object_name)
-        st.client.remove_bucket(b)
+    try:
+        yield s
+    finally:
+        extra = [t for t in a.list_topics(timeout=10).topics if t.startswith(f"t-{run_id}.")]
+        delete_topics(a, sorted({k.uploads_topic, k.results_topic, k.dlq_topic, *extra}))
+        st = Storage(s3)
+        for b in buckets:
+            for o in st.client.list_objects(b, recursive=True):
+                st.client.remove_object(b, o.object_name)
+            st.client.remove_bucket(b)
+
+
+@pytest.fixture
+def settings(base_settings: Settings, run_id: str) -> Iterator[Settings]:
+    """Settings whose topics, consumer group, transactional ids and buckets are fresh for this test.
+
+    The topics and buckets (uploads, results, and quarantine for dead letters' values) are
+    created before the test; afterwards its topics (side topics named ``t-<id>.*`` too) and
+    buckets are deleted.
+    """
+    with fresh_settings(base_settings, run_id) as s:
+        yield s
 
 
 @pytest.fixture

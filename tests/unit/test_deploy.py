@@ -72,9 +72,10 @@ def render(helm: str, *args: str | Path, chart: Path = CHART) -> list[dict[str, 
     return [d for d in yaml.safe_load_all(r.stdout) if d]
 
 
-def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = [d for d in docs if d["kind"] == kind]
-    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+def one(docs: list[dict[str, Any]], kind: str, component: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and component in (
+        None, d["metadata"]["labels"].get("app.kubernetes.io/component"))]
+    assert len(found) == 1, f"expected one {kind} {component or ''}, found {len(found)}"
     return found[0]
 
 
@@ -108,7 +109,9 @@ def test_default_render_has_every_part(default_docs: list[dict[str, Any]]) -> No
     kinds = sorted(d["kind"] for d in default_docs)
     assert kinds == sorted(["ServiceAccount", "ConfigMap", "Service", "Service", "StatefulSet",
                             "PodDisruptionBudget", "ScaledObject", "Deployment",
-                            "NetworkPolicy", "NetworkPolicy"])
+                            "NetworkPolicy", "NetworkPolicy",
+                            # the gateway
+                            "Deployment", "Service", "HorizontalPodAutoscaler", "NetworkPolicy"])
     # no Secret is rendered: credentials are references to existing Secrets only
     assert all(d["kind"] != "Secret" for d in default_docs)
 
@@ -246,11 +249,12 @@ def test_optional_parts_toggle(helm: str) -> None:
                   "--set", "init.enabled=true", "--set", "kafka.existingSecret=kafka-sasl",
                   "--set", "autoscaling.authenticationRef=kafka-auth")
     sm = one(docs, "ServiceMonitor")
-    headless = next(d for d in docs if d["kind"] == "Service")  # the status Service is gone
+    headless = one(docs, "Service", "worker")  # the status Service is gone
     assert sm["spec"]["selector"]["matchLabels"].items() <= headless["metadata"]["labels"].items()
     assert sm["spec"]["endpoints"][0]["port"] == "http"
     assert sm["spec"]["endpoints"][0]["path"] == "/metrics"
-    assert not [d for d in docs if d["kind"] == "Deployment"]
+    assert sorted(d["metadata"]["labels"]["app.kubernetes.io/component"] for d in docs
+                  if d["kind"] in ("Deployment", "Service")) == ["gateway", "gateway", "worker"]
     job = one(docs, "Job")
     assert "pre-install" in job["metadata"]["annotations"]["helm.sh/hook"]
     script = container(job)["args"][0]
@@ -268,29 +272,36 @@ def test_optional_parts_toggle(helm: str) -> None:
 def test_pull_secrets_and_scheduling_reach_every_pod(helm: str) -> None:
     docs = render(helm, "--set", "init.enabled=true",
                   "--set-json", 'imagePullSecrets=[{"name":"registry"}]',
-                  "--set-json", 'statusApp.nodeSelector={"pool":"general"}')
-    pods = {d["kind"]: d["spec"]["template"]["spec"] for d in docs
-            if d["kind"] in {"StatefulSet", "Deployment", "Job"}}
-    assert sorted(pods) == ["Deployment", "Job", "StatefulSet"]
+                  "--set-json", 'statusApp.nodeSelector={"pool":"general"}',
+                  "--set-json", 'gateway.nodeSelector={"pool":"edge"}')
+    pods = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]["template"]["spec"]
+            for d in docs if d["kind"] in {"StatefulSet", "Deployment", "Job"}}
+    assert sorted(pods) == ["gateway", "init", "status", "worker"]
     assert all(p["imagePullSecrets"] == [{"name": "registry"}] for p in pods.values())
-    assert pods["Deployment"]["nodeSelector"] == {"pool": "general"}
-    assert pods["StatefulSet"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert pods["status"]["nodeSelector"] == {"pool": "general"}
+    assert pods["gateway"]["nodeSelector"] == {"pool": "edge"}
+    assert pods["worker"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+
+
+def _from_env(env: dict[str, str], load: Any) -> Any:
+    """``load()`` (a settings loader) with ``env`` as the only CARDSTREAM_* variables."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("CARDSTREAM_")}
+    try:
+        for k in saved:
+            del os.environ[k]
+        os.environ.update(env)
+        return load()
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+        os.environ.update(saved)
 
 
 def _status_settings(env: dict[str, str]):
     """:class:`StatusSettings` as the app reads them from ``env`` alone (nothing of os.environ)."""
     from streams.status_settings import load_status_settings
 
-    saved = {k: v for k, v in os.environ.items() if k.startswith("CARDSTREAM_")}
-    try:
-        for k in saved:
-            del os.environ[k]
-        os.environ.update(env)
-        return load_status_settings()
-    finally:
-        for k in env:
-            os.environ.pop(k, None)
-        os.environ.update(saved)
+    return _from_env(env, load_status_settings)
 
 
 def test_status_app_listens_where_the_probes_and_service_look(helm: str) -> None:
@@ -372,8 +383,8 @@ def test_configmap_keys_are_real_settings(helm: str) -> None:
     assert s.runtime.device == "cuda"
 
 
-def _pod(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    return one(docs, kind)["spec"]["template"]["spec"]
+def _pod(docs: list[dict[str, Any]], kind: str, component: str | None = None) -> dict[str, Any]:
+    return one(docs, kind, component)["spec"]["template"]["spec"]
 
 
 def test_certificates_and_credentials_come_from_secrets(helm: str) -> None:
@@ -386,8 +397,9 @@ def test_certificates_and_credentials_come_from_secrets(helm: str) -> None:
     cm = one(docs, "ConfigMap")["data"]
     files = {cm["CARDSTREAM_KAFKA__CA_FILE"]: "kafka-ca", cm["CARDSTREAM_KAFKA__CERT_FILE"]: "kafka-client",
              cm["CARDSTREAM_KAFKA__KEY_FILE"]: "kafka-client", cm["CARDSTREAM_S3__CA_FILE"]: "s3-ca"}
-    for kind, s3 in (("StatefulSet", True), ("Deployment", False), ("Job", True)):
-        pod = _pod(docs, kind)
+    for kind, comp, s3 in (("StatefulSet", None, True), ("Deployment", "status", False),
+                           ("Deployment", "gateway", True), ("Job", None, True)):
+        pod = _pod(docs, kind, comp)
         vols = {v["name"]: v for v in pod["volumes"]}
         mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
         for path, secret in files.items():
@@ -400,14 +412,19 @@ def test_certificates_and_credentials_come_from_secrets(helm: str) -> None:
             vol = vols[m["name"]]["secret"]
             assert vol["secretName"] == secret
             assert name in {i["path"] for i in vol["items"]}, (kind, path)
-    env = {k: env_of(container(one(docs, k))) for k in ("StatefulSet", "Deployment", "Job")}
+    env = {k: env_of(container(one(docs, *k.split(":")))) for k in
+           ("StatefulSet", "Deployment:status", "Deployment:gateway", "Job")}
     ref = {k: {n: e["valueFrom"]["secretKeyRef"]["name"] for n, e in v.items()
                if "secretKeyRef" in e.get("valueFrom", {})} for k, v in env.items()}
     assert ref["StatefulSet"] == {"CARDSTREAM_S3__ACCESS_KEY": "cardstream-s3",
                                   "CARDSTREAM_S3__SECRET_KEY": "cardstream-s3",
                                   "CARDSTREAM_KAFKA__SASL_PASSWORD": "cardstream-kafka"}
-    assert ref["Deployment"] == {"CARDSTREAM_KAFKA__SASL_PASSWORD": "cardstream-kafka",
-                                 "CARDSTREAM_STATUS__API_TOKEN": "cardstream-status"}
+    assert ref["Deployment:status"] == {"CARDSTREAM_KAFKA__SASL_PASSWORD": "cardstream-kafka",
+                                        "CARDSTREAM_STATUS__API_TOKEN": "cardstream-status"}
+    assert ref["Deployment:gateway"] == {"CARDSTREAM_S3__ACCESS_KEY": "cardstream-gateway-s3",
+                                         "CARDSTREAM_S3__SECRET_KEY": "cardstream-gateway-s3",
+                                         "CARDSTREAM_KAFKA__SASL_PASSWORD": "cardstream-kafka",
+                                         "CARDSTREAM_STATUS__API_TOKEN": "cardstream-status"}
     assert ref["Job"] == {"CARDSTREAM_S3__ACCESS_KEY": "cardstream-s3-admin",
                           "CARDSTREAM_S3__SECRET_KEY": "cardstream-s3-admin",
                           "CARDSTREAM_S3__ROLES__WORKER__ACCESS_KEY": "cardstream-s3",
@@ -416,14 +433,75 @@ def test_certificates_and_credentials_come_from_secrets(helm: str) -> None:
                           "CARDSTREAM_S3__ROLES__PRODUCER__SECRET_KEY": "s3-producer",
                           "CARDSTREAM_S3__ROLES__OCR__ACCESS_KEY": "s3-ocr",
                           "CARDSTREAM_S3__ROLES__OCR__SECRET_KEY": "s3-ocr",
+                          "CARDSTREAM_S3__ROLES__GATEWAY__ACCESS_KEY": "cardstream-gateway-s3",
+                          "CARDSTREAM_S3__ROLES__GATEWAY__SECRET_KEY": "cardstream-gateway-s3",
                           "CARDSTREAM_KAFKA__SASL_PASSWORD": "cardstream-kafka"}
-    assert env["Deployment"]["CARDSTREAM_STATUS__WEB_BIND"]["value"] == "0.0.0.0"
-    assert env["Deployment"]["CARDSTREAM_STATUS__WEB_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["Deployment:status"]["CARDSTREAM_STATUS__WEB_BIND"]["value"] == "0.0.0.0"
+    assert env["Deployment:status"]["CARDSTREAM_STATUS__WEB_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     for doc in docs:  # no Secret rendered, no credential-named key in a ConfigMap or a plain env value
         assert doc["kind"] != "Secret"
     assert not [k for k in cm if re.search(r"PASSWORD|SECRET|TOKEN|ACCESS_KEY", k)]
     plain = [e["name"] for v in env.values() for e in v.values() if "value" in e]
     assert not [n for n in plain if re.search(r"PASSWORD|SECRET|TOKEN|ACCESS_KEY", n)], plain
+
+
+def _env_settings(env: dict[str, str]):
+    """:class:`Settings` as a process reads them from ``env`` alone (nothing of os.environ)."""
+    from streams.settings import load_settings
+
+    return _from_env(env, load_settings)
+
+
+def test_gateway_deployment_service_hpa_and_policy(default_docs: list[dict[str, Any]], helm: str) -> None:
+    """The gateway listens where its probes and Service look, reads the keys file mounted from
+    its Secret, uses the gateway role's S3 user, scales on CPU, and is fenced like the others."""
+    dep = one(default_docs, "Deployment", "gateway")
+    c = container(dep)
+    env = env_of(c)
+    cm = one(default_docs, "ConfigMap")["data"]
+    s = _env_settings({**cm, **{k: v["value"] for k, v in env.items() if "value" in v},
+                       "CARDSTREAM_S3__ACCESS_KEY": "a", "CARDSTREAM_S3__SECRET_KEY": "b"})
+    g = s.gateway
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert (g.bind, g.port, g.admin_port) == ("0.0.0.0", ports["http"], ports["admin"]) == ("0.0.0.0", 8000, 8001)
+    assert c["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "admin"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/live", "port": "admin"}
+    assert c["args"] == ["gateway"]
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    folder, name = str(g.api_keys_file).rsplit("/", 1)
+    assert mounts[folder]["readOnly"] is True and "subPath" not in mounts[folder]  # updates reach it
+    vol = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}[mounts[folder]["name"]]
+    assert vol["secret"]["secretName"] == "cardstream-gateway-keys"
+    assert vol["secret"]["items"] == [{"key": "api-keys", "path": name}]
+    assert env["CARDSTREAM_S3__ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "cardstream-gateway-s3"
+    assert "replicas" not in dep["spec"]  # the HPA owns it
+    svc = one(default_docs, "Service", "gateway")
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]
+    assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    hpa = one(default_docs, "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": dep["metadata"]["name"]}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 10)
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    pol = one(default_docs, "NetworkPolicy", "gateway")["spec"]
+    assert pol["podSelector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    api, admin = pol["ingress"]
+    assert api == {"ports": [{"port": "http", "protocol": "TCP"}]}  # the front door: from anyone
+    assert admin["ports"] == [{"port": "admin", "protocol": "TCP"}] and admin["from"] == [{"podSelector": {}}]
+    assert {p["port"] for r in pol["egress"] for p in r["ports"]} == {53, 9092, 9093, 9094, 9000, 443, 6066}
+    assert g.status_url == f"http://{one(default_docs, 'Service', 'status')['metadata']['name']}:6066"
+    assert env["CARDSTREAM_STATUS__API_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "cardstream-status"
+    narrowed = render(helm, "--set-json", 'networkPolicy.gatewayFrom=[{"namespaceSelector":{}}]',
+                      "--set", "gateway.autoscaling.enabled=false", "--set", "gateway.replicas=3")
+    assert one(narrowed, "NetworkPolicy", "gateway")["spec"]["ingress"][0]["from"] == [{"namespaceSelector": {}}]
+    assert one(narrowed, "Deployment", "gateway")["spec"]["replicas"] == 3
+    assert not [d for d in narrowed if d["kind"] == "HorizontalPodAutoscaler"]
+    off = render(helm, "--set", "gateway.enabled=false")
+    assert not [d for d in off if d["metadata"]["labels"].get("app.kubernetes.io/component") == "gateway"]
+    r = run_helm(helm, "template", "cs", CHART, "--set", "gateway.apiKeysSecret=")
+    assert r.returncode != 0 and "API keys" in r.stderr
+    r = run_helm(helm, "template", "cs", CHART, "--set", "gateway.autoscaling.minReplicas=20")
+    assert r.returncode != 0 and "minReplicas" in r.stderr
 
 
 def test_secrets_in_values_and_missing_secrets_fail(helm: str) -> None:
@@ -442,16 +520,20 @@ def test_secrets_in_values_and_missing_secrets_fail(helm: str) -> None:
 def test_network_policies_fence_workers_and_status_app(default_docs: list[dict[str, Any]], helm: str) -> None:
     pols = {d["metadata"]["name"].rsplit("-", 1)[1]: d["spec"] for d in default_docs
             if d["kind"] == "NetworkPolicy"}
-    assert sorted(pols) == ["status", "worker"]
-    pods = {"worker": one(default_docs, "StatefulSet"), "status": one(default_docs, "Deployment")}
+    assert sorted(pols) == ["gateway", "status", "worker"]
+    pods = {"worker": one(default_docs, "StatefulSet"), "status": one(default_docs, "Deployment", "status"),
+            "gateway": one(default_docs, "Deployment", "gateway")}
     for name, spec in pols.items():
+        if name == "gateway":
+            continue  # test_gateway_deployment_service_hpa_and_policy
         labels = pods[name]["spec"]["template"]["metadata"]["labels"]
         assert spec["podSelector"]["matchLabels"].items() <= labels.items()
         assert sorted(spec["policyTypes"]) == ["Egress", "Ingress"]
         (ing,) = spec["ingress"]
         assert ing["ports"] == [{"port": "http", "protocol": "TCP"}]
         assert {"podSelector": {}} in ing["from"]  # the release's namespace by default
-    egress_ports = {n: {p["port"] for rule in spec["egress"] for p in rule["ports"]} for n, spec in pols.items()}
+    egress_ports = {n: {p["port"] for rule in spec["egress"] for p in rule["ports"]} for n, spec in pols.items()
+                    if n != "gateway"}
     assert egress_ports["worker"] == {53, 9092, 9093, 9094, 9000, 443}
     assert egress_ports["status"] == {53, 9092, 9093, 9094, 6066}  # no object store
     peer = next(r for r in pols["status"]["egress"] if "to" in r)
@@ -635,6 +717,41 @@ def test_compose_roles_encryption_and_status_token(compose: dict[str, Any]) -> N
 
     StatusSettings(web_bind=status["CARDSTREAM_STATUS__WEB_BIND"],
                    api_token=status["CARDSTREAM_STATUS__API_TOKEN"])  # valid together
+
+
+def test_compose_two_gateways_behind_nginx(compose: dict[str, Any]) -> None:
+    """Two gateway services with the gateway role's user and the keys file as a Compose secret;
+    nginx publishes them on the loopback and sends requests to both; the demo keys file parses."""
+    from streams.gateway.keys import ApiKeys
+
+    s = compose["services"]
+    gws = {n: v for n, v in s.items() if v.get("command", [None])[0] == "gateway"}
+    assert sorted(gws) == ["gateway-0", "gateway-1"]
+    init = s["init"]["environment"]
+    for svc in gws.values():
+        env = svc["environment"]
+        st = _env_settings({k: str(v) for k, v in env.items()})
+        assert st.gateway.bind == "0.0.0.0" and st.gateway.port == 8000 and st.gateway.admin_port == 8001
+        assert str(st.gateway.api_keys_file) == "/run/secrets/gateway-api-keys"
+        assert svc["secrets"] == ["gateway-api-keys"]
+        assert env["CARDSTREAM_S3__ACCESS_KEY"] == init["CARDSTREAM_S3__ROLES__GATEWAY__ACCESS_KEY"]
+        assert env["CARDSTREAM_S3__SECRET_KEY"] == init["CARDSTREAM_S3__ROLES__GATEWAY__SECRET_KEY"]
+        assert "8001/ready" in " ".join(svc["healthcheck"]["test"])
+        assert "ports" not in svc  # only nginx publishes
+        assert st.gateway.status_url == "http://status:6066"
+        assert st.status.api_token.get_secret_value() == s["status"]["environment"]["CARDSTREAM_STATUS__API_TOKEN"]
+    keys = ROOT / compose["secrets"]["gateway-api-keys"]["file"]
+    assert ApiKeys(keys).clients == ["demo"]
+    nginx = s["nginx"]
+    assert nginx["ports"] == ["127.0.0.1:8080:8080"]
+    assert set(nginx["depends_on"]) == set(gws)
+    (mount,) = nginx["volumes"]
+    conf = (ROOT / mount.split(":")[0]).read_text()
+    upstream = re.findall(r"^\s*server (\S+?):(\d+)", conf, re.MULTILINE)
+    assert sorted(upstream) == [(n, "8000") for n in sorted(gws)]
+    assert "listen 8080;" in conf and "proxy_request_buffering off;" in conf
+    read_timeout = int(re.search(r"proxy_read_timeout (\d+)s;", conf).group(1))
+    assert read_timeout * 1000 > st.gateway.max_wait_ms  # a wait never outlives nginx
 
 
 def test_compose_cpu_override_drops_gpu_reservations() -> None:

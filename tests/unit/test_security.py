@@ -149,6 +149,10 @@ def test_role_policies_are_least_privilege() -> None:
         ("s3:PutObject", "arn:aws:s3:::res/*"), ("s3:PutObject", "arn:aws:s3:::qua/*")}
     assert grants("producer") == {("s3:PutObject", "arn:aws:s3:::up/*")}
     assert grants("ocr") == {("s3:GetObject", "arn:aws:s3:::res/*"), ("s3:ListBucket", "arn:aws:s3:::res")}
+    assert grants("gateway") == {
+        ("s3:PutObject", "arn:aws:s3:::up/*"), ("s3:GetObject", "arn:aws:s3:::up/*"),
+        ("s3:DeleteObject", "arn:aws:s3:::up/*"), ("s3:ListBucket", "arn:aws:s3:::up"),
+        ("s3:GetObject", "arn:aws:s3:::res/*")}
     for role in ROLES:
         denies = [st for st in role_policy(role, s3)["Statement"] if st["Effect"] == "Deny"]
         puts = {r for a, r in grants(role) if a == "s3:PutObject"}

@@ -140,7 +140,16 @@ CARDSTREAM_LOG_LEVEL: {{ .Values.worker.logLevel | quote }}
 {{- with .Values.s3.roles.ocrSecret }}
 {{ include "cardstream.s3CredentialEnv" (dict "ctx" $ "secret" . "prefix" "CARDSTREAM_S3__ROLES__OCR") }}
 {{- end }}
+{{- with (include "cardstream.gatewayS3Secret" .) }}
+{{ include "cardstream.s3CredentialEnv" (dict "ctx" $ "secret" . "prefix" "CARDSTREAM_S3__ROLES__GATEWAY") }}
+{{- end }}
 {{- include "cardstream.kafkaSecretEnv" . }}
+{{- end }}
+
+{{/* The Secret of the gateway role's user: s3.roles.gatewaySecret, else gateway.s3Secret when the
+gateway is enabled, else none. */}}
+{{- define "cardstream.gatewayS3Secret" -}}
+{{- if .Values.s3.roles.gatewaySecret }}{{ .Values.s3.roles.gatewaySecret }}{{ else if .Values.gateway.enabled }}{{ .Values.gateway.s3Secret }}{{ end }}
 {{- end }}
 
 {{/* Volumes with the certificates from Secrets: (dict "ctx" $ "s3" true|false). */}}
@@ -232,6 +241,12 @@ the uploads topic's partition count gets no partition: it holds a GPU and does n
 {{- if and .Values.statusApp.enabled (not .Values.statusApp.existingSecret) }}
 {{- fail "statusApp.existingSecret is required: the Secret with the status API's bearer token (the app listens on the pod network)" }}
 {{- end }}
+{{- if and .Values.gateway.enabled (or (not .Values.gateway.apiKeysSecret) (not .Values.gateway.s3Secret)) }}
+{{- fail "gateway.apiKeysSecret and gateway.s3Secret are required: the Secrets with the clients' API keys and the gateway role's S3 credentials" }}
+{{- end }}
+{{- if and .Values.gateway.enabled .Values.gateway.autoscaling.enabled (gt (int .Values.gateway.autoscaling.minReplicas) (int .Values.gateway.autoscaling.maxReplicas)) }}
+{{- fail (printf "gateway.autoscaling.minReplicas (%d) must be <= gateway.autoscaling.maxReplicas (%d)" (int .Values.gateway.autoscaling.minReplicas) (int .Values.gateway.autoscaling.maxReplicas)) }}
+{{- end }}
 {{- if and (not .Values.worker.gpu.enabled) (eq (include "cardstream.device" .) "cuda") }}
 {{- fail "worker.device is cuda but worker.gpu.enabled is false: the pod would get no GPU and the worker refuses to start" }}
 {{- end }}
@@ -245,7 +260,7 @@ imagePullSecrets:
 {{- end }}
 {{- end }}
 
-{{/* nodeSelector / tolerations / affinity of a pod spec, from a values section (worker, statusApp). */}}
+{{/* nodeSelector / tolerations / affinity of a pod spec, from a values section (worker, statusApp, gateway). */}}
 {{- define "cardstream.scheduling" -}}
 {{- with .nodeSelector }}
 nodeSelector:

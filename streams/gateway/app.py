@@ -1,0 +1,559 @@
+"""The gateway's HTTP server (aiohttp): the API, the page, and the admin endpoints.
+
+Why aiohttp: it is already installed (faust-streaming, the status app, runs on it), and it
+gives what a front door over a stream needs: the request body as a stream (read in chunks under
+a byte cap and a deadline, so a 100 MB or a slow body never sits in memory or holds a slot
+for ever), the headers before the body (``Content-Length`` and the key are checked before a byte
+of the body is read, and an ``Expect: 100-continue`` sender is refused before it sends one), and
+waits that cost a future each, not a thread (hundreds of ``wait_ms`` requests at once).
+
+Routes (API on ``gateway.port``; every ``/v1/uploads`` route needs ``Authorization: Bearer
+<key>``):
+
+=====================================  ==========================================================
+``GET /``                              the page (``static/index.html``), which uses the same API
+``GET /v1/tasks``                      each task's options as JSON Schema (the page's choices)
+``POST /v1/uploads``                   an image (raw body, or multipart with an ``image`` part)
+                                       with ``task``, ``options`` (JSON), ``upload_id`` (query or
+                                       form fields) and ``Idempotency-Key``; ``?wait_ms=N``
+``GET /v1/uploads/{id}``               the verdict, as on the results topic (``?wait_ms=N``)
+``GET /v1/uploads/{id}/output``        the output image, streamed from the object store
+=====================================  ==========================================================
+
+Admin (``gateway.admin_port``): ``/metrics``, ``/live`` (the results tail runs), ``/ready``
+(the tail has read back its look-back window).
+
+Every error is the HTTP status with :class:`schemas.gateway.GatewayError` as body; 429 and 503
+carry ``Retry-After``. One JSON log line per upload and per refusal (``gateway_request``):
+method, route template, status, code, ms, client name and upload id; never a key, a body, an
+option value or a file name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from processors import registry
+from schemas import codec
+from schemas import formats as F
+from schemas.gateway import GatewayCode, GatewayError, UploadAccepted
+from schemas.models import TASKS
+from streams.errors import StorageError
+from streams.gateway.errors import Refused
+from streams.gateway.keys import ApiKeys
+from streams.gateway.limits import RateLimiter, UploadsLag
+from streams.gateway.metrics import GatewayMetrics
+from streams.gateway.results import ResultCache, ResultsTail, StatusLookup, owner_of
+from streams.gateway.uploads import Intake, check_request, parse_options, upload_id_for
+from streams.logs import log
+from streams.settings import Settings
+from streams.storage import Storage
+
+PAGE = Path(__file__).with_name("static") / "index.html"
+#: form fields of a POST besides the image (each at most 64 KiB)
+FIELDS = ("task", "options", "upload_id")
+FIELD_MAX_BYTES = 64 * 1024
+CHUNK = 64 * 1024
+#: the one answer for an id without a result: another client's, nobody's, or not committed yet
+UNKNOWN = "no committed result for this upload id (yet)"
+_UPLOAD_ID = re.compile(F.UPLOAD_ID_PATTERN.replace("$", r"\Z"))
+#: the page's Content-Security-Policy: nothing from elsewhere, images from the API as blobs
+PAGE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+            "img-src blob: data:; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; "
+            "base-uri 'none'")
+
+
+@dataclass
+class Gateway:
+    """What the handlers share (one per process).
+
+    Attributes:
+        settings: app settings (``settings.gateway``: :class:`~streams.gateway.settings.
+            GatewaySettings`).
+        keys: the clients' API keys.
+        intake: stores and produces uploads.
+        storage: the object store (outputs are streamed from it).
+        cache: committed results and the requests waiting for them.
+        limiter: per-client rate limits.
+        lag: the workers' lag on the uploads topic (None: not measured).
+        lookup: the status app, for results older than the cache (None: not configured).
+        tail: the results tail (started with the server).
+        in_flight: uploads being received, stored or produced now.
+    """
+
+    settings: Settings
+    keys: ApiKeys
+    intake: Intake
+    storage: Storage
+    cache: ResultCache
+    limiter: RateLimiter
+    lag: UploadsLag | None = None
+    tail: ResultsTail | None = None
+    lookup: StatusLookup | None = None
+    metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
+    in_flight: int = 0
+
+    # ---- access -------------------------------------------------------------------------------
+
+    def client(self, request: web.Request) -> str:
+        """The calling client, after its key and its rate limit.
+
+        Raises:
+            Refused: ``UNAUTHORIZED`` (no or unknown key), ``RATE_LIMITED``.
+        """
+        if "client" in request:  # checked already (Expect: 100-continue)
+            return str(request["client"])
+        client = self.keys.client_of(request.headers.get("Authorization"))
+        if client is None:
+            raise Refused(GatewayCode.UNAUTHORIZED, "send 'Authorization: Bearer <API key>'")
+        request["client"] = client
+        retry = self.limiter.take(client)
+        if retry is not None:
+            raise Refused(GatewayCode.RATE_LIMITED, "too many requests for this client",
+                          retry_after_s=retry)
+        return client
+
+    def wait_s(self, request: web.Request) -> float:
+        """``?wait_ms=N`` in seconds, clamped to ``max_wait_ms`` (0 when absent).
+
+        Raises:
+            Refused: ``INVALID_PARAMETER`` (not a whole number >= 0); ``OVERLOADED`` (as many
+                requests wait already as ``max_waiting`` allows).
+        """
+        raw = request.query.get("wait_ms")
+        if raw is None:
+            return 0.0
+        if not raw.isdigit() or len(raw) > 9:
+            raise Refused(GatewayCode.INVALID_PARAMETER, "wait_ms must be a whole number of ms >= 0")
+        g = self.settings.gateway
+        if int(raw) and self.cache.waiting >= g.max_waiting:
+            raise Refused(GatewayCode.OVERLOADED, "too many requests are waiting for a verdict",
+                          retry_after_s=g.retry_after_s)
+        return min(int(raw), g.max_wait_ms) / 1000.0
+
+    def admit_upload(self, request: web.Request) -> None:
+        """Refuse a POST before its body is read: the body limit by ``Content-Length``, this
+        instance's in-flight uploads and the workers' backlog.
+
+        Raises:
+            Refused: ``BODY_TOO_LARGE``, ``OVERLOADED``, ``BACKLOG``.
+        """
+        g = self.settings.gateway
+        n = request.content_length
+        if n is not None and n > g.max_body_bytes:
+            raise Refused(GatewayCode.BODY_TOO_LARGE, f"the body is {n} bytes; the limit is "
+                          f"{g.max_body_bytes}")
+        if self.in_flight >= g.max_in_flight:
+            raise Refused(GatewayCode.OVERLOADED, "this gateway is receiving as many uploads as "
+                          "it may", retry_after_s=g.retry_after_s)
+        lag = self.lag.lag if self.lag is not None else None
+        if lag is not None and lag > g.max_lag:
+            raise Refused(GatewayCode.BACKLOG, f"the workers are {lag} uploads behind (limit "
+                          f"{g.max_lag})", retry_after_s=g.retry_after_s)
+
+    # ---- the body -----------------------------------------------------------------------------
+
+    async def read_body(self, request: web.Request) -> tuple[dict[str, str], bytes]:
+        """The form fields and the image of a POST, read under the byte cap and the deadline.
+
+        Raises:
+            Refused: ``BODY_TOO_LARGE``, ``BODY_TIMEOUT``, ``BODY_INCOMPLETE`` (the sender
+                closed before ``Content-Length`` bytes), ``BAD_MULTIPART``.
+        """
+        g = self.settings.gateway
+        try:
+            return await asyncio.wait_for(self._read_body(request, g.max_body_bytes),
+                                          g.body_timeout_s)
+        except TimeoutError:
+            raise Refused(GatewayCode.BODY_TIMEOUT, f"the body did not arrive within "
+                          f"{g.body_timeout_s:g} s") from None
+        except (HttpProcessingError, ConnectionError, asyncio.IncompleteReadError):
+            raise Refused(GatewayCode.BODY_INCOMPLETE, "the body ended before its "
+                          "Content-Length") from None
+
+    async def _read_body(self, request: web.Request, cap: int) -> tuple[dict[str, str], bytes]:
+        fields = {k: request.query[k] for k in FIELDS if k in request.query}
+        if not request.content_type.startswith("multipart/"):
+            return fields, await _read_capped(request.content.readany, cap)
+        try:
+            reader = await request.multipart()
+            image: bytes | None = None
+            left = cap
+            while (part := await reader.next()) is not None:
+                if not isinstance(part, BodyPartReader):
+                    raise ValueError("nested multipart")
+                if part.name == "image":
+                    image = await _read_capped(lambda p=part: p.read_chunk(CHUNK), left)
+                    left -= len(image)
+                else:
+                    raw = await _read_capped(lambda p=part: p.read_chunk(CHUNK),
+                                             min(left, FIELD_MAX_BYTES))
+                    left -= len(raw)
+                    if part.name in FIELDS:
+                        fields[part.name] = raw.decode("utf-8", "replace")
+        except (ValueError, AssertionError, UnicodeDecodeError, KeyError) as e:
+            raise Refused(GatewayCode.BAD_MULTIPART, f"the multipart body is malformed "
+                          f"({type(e).__name__})") from None
+        if image is None:
+            raise Refused(GatewayCode.BAD_MULTIPART, "the multipart body has no 'image' part")
+        return fields, image
+
+    # ---- results ------------------------------------------------------------------------------
+
+    def own(self, client: str, upload_id: str) -> str:
+        """``upload_id`` when it is a valid id of ``client``'s.
+
+        Raises:
+            Refused: ``UNKNOWN_UPLOAD`` (another client's, or not an upload id): 404, the same
+                answer as for an id nobody used, so ids of others are not confirmed.
+        """
+        if not _UPLOAD_ID.match(upload_id):
+            raise Refused(GatewayCode.UNKNOWN_UPLOAD, UNKNOWN)
+        if owner_of(upload_id) != client:
+            raise Refused(GatewayCode.UNKNOWN_UPLOAD, UNKNOWN, upload_id=upload_id)
+        return upload_id
+
+    async def result(self, upload_id: str, wait_s: float) -> bytes:
+        """The latest committed result of ``upload_id``, waiting up to ``wait_s``.
+
+        Raises:
+            Refused: ``UNKNOWN_UPLOAD`` when there is none (yet).
+        """
+        t0 = time.monotonic()
+        value = self.cache.get(upload_id)
+        if value is None and self.lookup is not None:
+            value = await self.lookup.find(upload_id)
+            if value is not None:
+                self.cache.put(upload_id, value)
+        if value is None and wait_s > 0:
+            value = await self.cache.wait(upload_id, wait_s)
+            self.metrics.wait.labels("result" if value else "timeout").observe(time.monotonic() - t0)
+        if value is None:
+            raise Refused(GatewayCode.UNKNOWN_UPLOAD, UNKNOWN, upload_id=upload_id)
+        return value
+
+
+async def _read_capped(read: Any, cap: int) -> bytes:
+    """Chunks from ``read()`` until it returns b"", at most ``cap`` bytes.
+
+    Raises:
+        Refused: ``BODY_TOO_LARGE`` past ``cap``.
+    """
+    buf = bytearray()
+    while chunk := await read():
+        buf += chunk
+        if len(buf) > cap:
+            raise Refused(GatewayCode.BODY_TOO_LARGE, f"the body is larger than {cap} bytes")
+    return bytes(buf)
+
+
+def error_response(e: Refused) -> web.Response:
+    """The JSON answer of a refusal (``Retry-After`` for 429 and 503)."""
+    body = GatewayError(error=e.code, message=" ".join(str(e).split())[:500],
+                        retry_after_s=e.retry_after_s, upload_id=e.upload_id)
+    headers = {"Retry-After": str(e.retry_after_s)} if e.retry_after_s else {}
+    if e.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="cardstream"'
+    return web.Response(status=e.status, headers=headers, content_type="application/json",
+                        text=body.model_dump_json(exclude_none=True))
+
+
+def result_response(value: bytes) -> web.Response:
+    """A committed result as the results topic has it."""
+    return web.Response(status=200, body=value, content_type="application/json")
+
+
+_GW = web.AppKey("gateway", Gateway)
+
+
+def _route(request: web.Request) -> str:
+    info = request.match_info
+    resource = info.route.resource if info.http_exception is None else None
+    return resource.canonical if resource is not None else "other"
+
+
+@web.middleware
+async def _observe(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Errors as JSON answers; metrics and a log line per upload and per refusal."""
+    gw = request.app[_GW]
+    t0 = time.monotonic()
+    code = None
+    try:
+        resp = await handler(request)
+    except Refused as e:
+        resp, code = error_response(e), e.code
+        if request.method == "POST" and not request.content.is_eof():
+            resp.force_close()  # the unread body is not read to keep the connection
+    except web.HTTPException as e:  # the router's 404 / 405
+        c = GatewayCode.METHOD_NOT_ALLOWED if e.status == 405 else GatewayCode.NOT_FOUND
+        resp, code = error_response(Refused(c, e.reason)), str(c)
+    except Exception as e:  # noqa: BLE001 (a bug: answer 500, log the class only)
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        log.error("gateway_internal_error", error=type(e).__name__, route=_route(request),
+                  where=f"{Path(tb.filename).name}:{tb.lineno}")
+        resp, code = error_response(Refused(GatewayCode.INTERNAL_ERROR, "internal error")), "INTERNAL_ERROR"
+    route = _route(request)
+    ms = (time.monotonic() - t0) * 1000.0
+    method = request.method if request.method in ("GET", "POST") else "other"
+    gw.metrics.requests.labels(route, method, str(resp.status)).inc()
+    gw.metrics.latency.labels(route).observe(ms / 1000.0)
+    if code is not None:
+        gw.metrics.refusals.labels(code).inc()
+    if code is not None or request.method == "POST":
+        log.info("gateway_request", method=request.method, route=route, status=resp.status,
+                 code=code, ms=round(ms, 1), client=request.get("client"),
+                 upload_id=request.get("upload_id"))
+    return resp
+
+
+async def _expect(request: web.Request) -> web.Response | None:
+    """``Expect: 100-continue``: refuse by the headers alone (key, rate, body size,
+    backpressure) before the sender sends its body; otherwise tell it to go on."""
+    gw = request.app[_GW]
+    if request.headers.get("Expect", "").lower() != "100-continue":
+        return error_response(Refused(GatewayCode.INVALID_PARAMETER, "unknown Expect header"))
+    try:
+        gw.client(request)
+        gw.admit_upload(request)
+    except Refused as e:
+        gw.metrics.refusals.labels(e.code).inc()
+        gw.metrics.requests.labels("/v1/uploads", "POST", str(e.status)).inc()
+        resp = error_response(e)
+        resp.force_close()
+        return resp
+    if request.version == (1, 1):
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+    return None
+
+
+async def post_upload(request: web.Request) -> web.Response:
+    """``POST /v1/uploads``: 202 with :class:`~schemas.gateway.UploadAccepted`, or 200 with the
+    VerificationResult when ``wait_ms`` is given and it is committed in time."""
+    gw = request.app[_GW]
+    client = gw.client(request)
+    wait_s = gw.wait_s(request)
+    gw.admit_upload(request)
+    raw = not request.content_type.startswith("multipart/")
+    if raw:  # everything but the image is in the query: refuse before reading the body
+        task = check_request(request.query.get("task"), parse_options(request.query.get("options")),
+                             gw.intake.tasks)
+    gw.in_flight += 1
+    gw.metrics.in_flight.set(gw.in_flight)
+    try:
+        fields, body = await gw.read_body(request)
+        options = parse_options(fields.get("options"))
+        task = check_request(fields.get("task"), options, gw.intake.tasks)
+        uid, deterministic = upload_id_for(client, fields.get("upload_id"),
+                                           request.headers.get("Idempotency-Key"))
+        request["upload_id"] = uid
+        sub = await gw.intake.submit(client, task, options, body, uid, deterministic,
+                                     has_result=gw.cache.get(uid) is not None)
+    finally:
+        gw.in_flight -= 1
+        gw.metrics.in_flight.set(gw.in_flight)
+    gw.metrics.uploads.labels("reproduced" if sub.replayed and sub.produced
+                              else "replayed" if sub.replayed else "produced").inc()
+    if wait_s > 0 or (sub.replayed and gw.cache.get(uid) is not None):
+        try:
+            return result_response(await gw.result(uid, wait_s))
+        except Refused:
+            pass  # not committed within wait_ms: 202
+    path = f"/v1/uploads/{uid}"
+    accepted = UploadAccepted(upload_id=uid, task=task, replayed=sub.replayed, result=path)
+    return web.Response(status=202, headers={"Location": path}, content_type="application/json",
+                        text=accepted.model_dump_json())
+
+
+async def get_upload(request: web.Request) -> web.Response:
+    """``GET /v1/uploads/{id}``: the latest committed result (200) or 404 ``UNKNOWN_UPLOAD``."""
+    gw = request.app[_GW]
+    uid = gw.own(gw.client(request), request.match_info["id"])
+    request["upload_id"] = uid
+    return result_response(await gw.result(uid, gw.wait_s(request)))
+
+
+async def get_output(request: web.Request) -> web.StreamResponse:
+    """``GET /v1/uploads/{id}/output``: the result's output image, streamed from the store."""
+    gw = request.app[_GW]
+    uid = gw.own(gw.client(request), request.match_info["id"])
+    request["upload_id"] = uid
+    r = codec.decode_result(await gw.result(uid, 0.0))
+    ref = registry.spec(str(r.task)).main_ref(r.payload) if str(r.task) in registry.names() else None
+    if ref is None:
+        raise Refused(GatewayCode.NO_OUTPUT, f"this upload has no output image ({r.status})",
+                      upload_id=uid)
+    loop = asyncio.get_running_loop()
+    st = gw.storage
+    try:
+        obj = await loop.run_in_executor(None, lambda: st.retry(
+            f"GET {ref.bucket}", lambda: st.client.get_object(ref.bucket, ref.key)))
+    except StorageError:
+        raise Refused(GatewayCode.UNAVAILABLE, "the object store does not answer",
+                      retry_after_s=gw.settings.gateway.retry_after_s, upload_id=uid) from None
+    resp = web.StreamResponse(headers={"Content-Type": ref.content_type or "application/octet-stream",
+                                       "Content-Length": str(ref.size_bytes),
+                                       "Cache-Control": "private, max-age=3600"})
+    try:
+        await resp.prepare(request)
+        while chunk := await loop.run_in_executor(None, obj.read, CHUNK):
+            await resp.write(chunk)
+        await resp.write_eof()
+    finally:
+        obj.close()
+        obj.release_conn()
+    return resp
+
+
+async def get_tasks(request: web.Request) -> web.Response:
+    """``GET /v1/tasks``: ``{task: options JSON Schema}`` for the tasks this gateway accepts."""
+    gw = request.app[_GW]
+    return web.json_response({t: TASKS[t].options.model_json_schema()
+                              for t in gw.intake.tasks if t in TASKS})
+
+
+async def get_page(request: web.Request) -> web.Response:
+    """``GET /``: the page."""
+    return web.Response(body=PAGE.read_bytes(), content_type="text/html", charset="utf-8",
+                        headers={"Content-Security-Policy": PAGE_CSP,
+                                 "X-Content-Type-Options": "nosniff",
+                                 "Referrer-Policy": "no-referrer"})
+
+
+async def _server_header(_request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Server"] = "cardstream"  # not the framework's name and version
+
+
+def build_app(gw: Gateway) -> web.Application:
+    """The API and page application over ``gw``."""
+    app = web.Application(middlewares=[_observe], client_max_size=gw.settings.gateway.max_body_bytes)
+    app[_GW] = gw
+    app.on_response_prepare.append(_server_header)
+    app.router.add_get("/", get_page)
+    app.router.add_get("/v1/tasks", get_tasks)
+    app.router.add_post("/v1/uploads", post_upload, expect_handler=_expect)
+    app.router.add_get("/v1/uploads/{id}", get_upload)
+    app.router.add_get("/v1/uploads/{id}/output", get_output)
+    return app
+
+
+def build_admin(gw: Gateway) -> web.Application:
+    """``/metrics``, ``/live``, ``/ready`` over ``gw``."""
+    async def metrics(_r: web.Request) -> web.Response:
+        gw.metrics.cached.set(len(gw.cache))
+        gw.metrics.waiting.set(gw.cache.waiting)
+        if gw.lag is not None and gw.lag.lag is not None:
+            gw.metrics.lag.set(gw.lag.lag)
+        return web.Response(body=generate_latest(gw.metrics.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    def state(ok: bool, **extra: Any) -> web.Response:
+        return web.json_response({"ok": ok, **extra}, status=200 if ok else 503)
+
+    async def live(_r: web.Request) -> web.Response:
+        return state(gw.tail is not None and gw.tail.alive)
+
+    async def ready(_r: web.Request) -> web.Response:
+        t = gw.tail
+        return state(t is not None and t.alive and t.caught_up.is_set(),
+                     results_read=t.records if t else 0, keys_error=gw.keys.error)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/live", live)
+    app.router.add_get("/ready", ready)
+    return app
+
+
+def make_gateway(settings: Settings) -> Gateway:
+    """The gateway of ``settings``: keys loaded, object store and Kafka producer built (the
+    results tail and the lag reader start with the server, :func:`serve`).
+
+    Raises:
+        ApiKeysError: no ``api_keys_file`` set, or it cannot be read or parsed.
+        StorageError: no S3 credentials.
+        KafkaSetupError: the uploads bucket is not one the workers read (every event would be
+            a dead letter).
+    """
+    from streams.errors import KafkaSetupError
+    from streams.gateway.errors import ApiKeysError
+
+    g = settings.gateway
+    if g.api_keys_file is None:
+        raise ApiKeysError("set CARDSTREAM_GATEWAY__API_KEYS_FILE (a file of 'client:key' lines)")
+    if settings.s3.uploads_bucket not in settings.s3.allowed_buckets:
+        raise KafkaSetupError(f"the uploads bucket {settings.s3.uploads_bucket} is not in "
+                              "CARDSTREAM_S3__ALLOWED_BUCKETS: the workers would refuse every upload")
+    keys = ApiKeys(g.api_keys_file, g.api_keys_reload_s)
+    storage = Storage(settings.s3)
+    token = settings.status.api_token
+    lookup = (StatusLookup(g.status_url, token.get_secret_value() if token else None, settings.kafka)
+              if g.status_url else None)
+    return Gateway(settings=settings, keys=keys, intake=Intake(settings, storage), storage=storage,
+                   cache=ResultCache(g.results_cache, keep=lambda u: keys.known(owner_of(u))),
+                   limiter=RateLimiter(g.rate_per_s, g.burst), lookup=lookup)
+
+
+async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None = None) -> None:
+    """Run the API and admin servers until ``stop`` is set, then stop accepting, let the
+    requests in flight finish (up to 10 s) and close the Kafka clients.
+
+    Args:
+        started: set once both servers listen (their ports then in ``gw.ports``).
+    """
+    g = gw.settings.gateway
+    loop = asyncio.get_running_loop()
+    gw.tail = ResultsTail(gw.settings.kafka, gw.cache, loop, g.results_lookback_s).start()
+    gw.lag = UploadsLag(gw.settings.kafka, g.lag_interval_s).start()
+    runners = [web.AppRunner(build_app(gw), access_log=None, shutdown_timeout=10.0)]
+    if g.admin_port:
+        runners.append(web.AppRunner(build_admin(gw), access_log=None))
+    ports = []
+    try:
+        for r, port in zip(runners, (g.port, g.admin_port), strict=False):
+            await r.setup()
+            site = web.TCPSite(r, g.bind, port, reuse_address=True)
+            await site.start()
+            ports.append(site._server.sockets[0].getsockname()[1])  # port 0: the one chosen
+        gw.ports = ports  # type: ignore[attr-defined]
+        log.info("gateway_start", port=ports[0], admin_port=ports[1] if len(ports) > 1 else 0,
+                 clients=len(gw.keys.clients), uploads_topic=gw.settings.kafka.uploads_topic,
+                 results_topic=gw.settings.kafka.results_topic)
+        if started is not None:
+            started.set()
+        await stop.wait()
+    finally:
+        for r in runners:
+            await r.cleanup()
+        gw.tail.close()
+        gw.lag.close()
+        await loop.run_in_executor(None, gw.intake.close)
+        log.info("gateway_stopped")
+
+
+def run(settings: Settings) -> None:
+    """``cardstream gateway``: serve until SIGTERM or SIGINT."""
+    gw = make_gateway(settings)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(gw, stop)
+
+    asyncio.run(main())
+
+
+__all__ = ["Gateway", "build_admin", "build_app", "make_gateway", "run", "serve"]

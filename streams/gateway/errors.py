@@ -1,0 +1,38 @@
+"""Errors of the HTTP gateway."""
+
+from __future__ import annotations
+
+from schemas.gateway import HTTP_STATUS
+from streams.errors import StreamsError
+
+
+class GatewayError(StreamsError):
+    """Root of the errors raised by :mod:`streams.gateway`."""
+
+
+class ApiKeysError(GatewayError):
+    """The API keys file is missing, unreadable or has a bad line (the message names the line
+    number, never a key)."""
+
+
+class Refused(GatewayError):
+    """A request answered with an error: the HTTP status of ``code`` (:data:`schemas.gateway.
+    HTTP_STATUS`) and the JSON body :class:`schemas.gateway.GatewayError`.
+
+    Attributes:
+        code: a :class:`~schemas.gateway.GatewayCode` or an image :class:`~schemas.reasons.ReasonCode`.
+        status: the HTTP status.
+        retry_after_s: seconds for ``Retry-After`` (429, 503), else None.
+        upload_id: the upload the request named, when known.
+    """
+
+    def __init__(self, code: str, message: str, retry_after_s: int | None = None,
+                 upload_id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = str(code)
+        self.status = HTTP_STATUS[self.code]
+        self.retry_after_s = retry_after_s
+        self.upload_id = upload_id
+
+
+__all__ = ["ApiKeysError", "GatewayError", "Refused"]

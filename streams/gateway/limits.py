@@ -1,0 +1,124 @@
+"""Per-client rate limits and the backlog the gateway refuses to add to.
+
+* :class:`RateLimiter`: a token bucket per client (``rate_per_s``, ``burst``); an empty bucket is
+  429 with the seconds until the next token as ``Retry-After``. Clients come from the keys
+  file, so the table is bounded by it.
+* :class:`UploadsLag`: the workers' consumer-group lag on the uploads topic (the sum over
+  partitions of high watermark - committed offset), read on a thread every ``lag_interval_s``
+  with an offset fetch that never joins the group (what KEDA reads to scale the workers). A POST
+  arriving while it is above ``max_lag`` is 503 ``BACKLOG``: more uploads would only queue.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import TopicPartition
+
+from streams.kafka import consumer
+from streams.logs import log
+from streams.settings import KafkaSettings
+
+
+class RateLimiter:
+    """Token buckets, one per client.
+
+    Args:
+        rate_per_s: tokens added per second.
+        burst: bucket size (and the tokens a new client starts with).
+        clock: monotonic seconds (tests pass their own).
+    """
+
+    def __init__(self, rate_per_s: float, burst: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate_per_s
+        self.burst = float(burst)
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
+        self._lock = threading.Lock()
+
+    def take(self, client: str) -> int | None:
+        """Take one token of ``client``'s bucket.
+
+        Returns:
+            None when a token was taken; else the whole seconds (at least 1) until one is
+            back, for ``Retry-After``.
+        """
+        now = self._clock()
+        with self._lock:
+            tokens, at = self._buckets.get(client, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.rate)
+            if tokens >= 1.0:
+                self._buckets[client] = (tokens - 1.0, now)
+                return None
+            self._buckets[client] = (tokens, now)
+            return max(1, math.ceil((1.0 - tokens) / self.rate))
+
+
+class UploadsLag:
+    """The workers' lag on the uploads topic, refreshed on a daemon thread.
+
+    Args:
+        k: Kafka settings (uploads topic, the workers' ``group_id``).
+        interval_s: seconds between two reads.
+
+    Attributes:
+        lag: the last sum of (high watermark - committed offset) over the partitions (a
+            partition without a committed offset counts from its low watermark); None until
+            the first read, and after a read that failed (the gateway does not refuse uploads
+            because it cannot measure the backlog; producing then says whether Kafka is up).
+    """
+
+    def __init__(self, k: KafkaSettings, interval_s: float = 1.0) -> None:
+        self.k = k
+        self.interval_s = interval_s
+        self.lag: int | None = None
+        self._stop = threading.Event()
+        # group.id = the workers' group, to fetch its committed offsets; it never subscribes,
+        # so it never joins the group nor commits anything
+        self._c = consumer(k, k.group_id)
+        self._t = threading.Thread(target=self._loop, name="gateway-lag", daemon=True)
+
+    def start(self) -> UploadsLag:
+        """Start the thread (returns self)."""
+        self._t.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the thread and close the consumer."""
+        self._stop.set()
+        self._t.join(10)
+        self._c.close()
+
+    def read(self, timeout_s: float = 5.0) -> int:
+        """One read of the lag (records).
+
+        Raises:
+            KafkaException: metadata or offsets could not be fetched.
+        """
+        md = self._c.list_topics(self.k.uploads_topic, timeout=timeout_s).topics.get(self.k.uploads_topic)
+        if md is None or md.error is not None:
+            return 0
+        tps = [TopicPartition(self.k.uploads_topic, p) for p in sorted(md.partitions)]
+        committed = self._c.committed(tps, timeout=timeout_s)
+        total = 0
+        for tp in committed:
+            lo, hi = self._c.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
+                                                   timeout=timeout_s)
+            total += max(0, hi - (tp.offset if tp.offset >= 0 else lo))
+        return total
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.lag = self.read()
+            except Exception as e:  # noqa: BLE001 (a broker outage: measured again next time)
+                self.lag = None
+                log.warning("gateway_lag_unknown", error=type(e).__name__)
+            self._stop.wait(self.interval_s)
+
+
+__all__ = ["RateLimiter", "UploadsLag"]

@@ -1,0 +1,418 @@
+"""The HTTP gateway (issue 41) against the real stack: two ``cardstream gateway`` processes and a
+sleep-processor worker on fresh topics and buckets; every bad input answered with its status and
+code, with nothing stored and nothing produced; the page in a real headless Chromium."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from schemas import codec
+from streams import procs
+from streams.gateway.settings import GatewaySettings
+from streams.kafka import read_to_end
+from streams.settings import Settings
+from streams.storage import Storage
+from tests.integration.conftest import fresh_settings
+from tests.integration.helpers import ROOT, write_images
+
+KEYS = {"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef0"}
+BODY_TIMEOUT_S = 3.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def call(port: int, method: str, path: str, body: bytes | None = None, client: str | None = "alice",
+         headers: dict[str, str] | None = None) -> Answer:
+    """One HTTP request to the gateway on ``port`` as ``client`` (None: no key)."""
+    h = dict(headers or {})
+    if client is not None:
+        h["Authorization"] = f"Bearer {KEYS[client]}"
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        return Answer(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+    finally:
+        c.close()
+
+
+def multipart(fields: dict[str, str], image: bytes) -> tuple[bytes, dict[str, str]]:
+    b = "----cardstream-test-boundary"
+    parts = [f'--{b}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    parts.append(f'--{b}\r\nContent-Disposition: form-data; name="image"; filename="x.jpg"\r\n'
+                 f"Content-Type: image/jpeg\r\n\r\n".encode() + image + b"\r\n")
+    return b"".join(parts) + f"--{b}--\r\n".encode(), {"Content-Type": f"multipart/form-data; boundary={b}"}
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    gateways: list[procs.GatewayProc]
+    images: list[bytes]
+    logs: Path
+
+    @property
+    def port(self) -> int:
+        return self.gateways[0].port
+
+    def objects(self) -> list[str]:
+        st = Storage(self.settings.s3)
+        return sorted(o.object_name for o in st.client.list_objects(self.settings.s3.uploads_bucket,
+                                                                    recursive=True))
+
+    def events(self) -> list[Any]:
+        return [codec.decode_upload(m.key(), m.value(), m.headers(),
+                                    allowed_buckets=self.settings.s3.allowed_buckets)
+                for m in read_to_end(self.settings.kafka, self.settings.kafka.uploads_topic)]
+
+
+def gateway_settings(s: Settings, keys: Path, **over: Any) -> Settings:
+    return s.model_copy(update={"gateway": GatewaySettings(
+        api_keys_file=keys, body_timeout_s=BODY_TIMEOUT_S, lag_interval_s=0.2, **over)})
+
+
+@pytest.fixture(scope="module")
+def stack(base_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A sleep worker and two gateway instances on fresh topics and buckets (module-wide)."""
+    tmp = tmp_path_factory.mktemp("gateway")
+    keys = tmp / "keys"
+    keys.write_text("".join(f"{c}:{k}\n" for c, k in KEYS.items()))
+    images = [p.read_bytes() for p in write_images(tmp / "img", 3)]
+    import uuid
+
+    with fresh_settings(base_settings, uuid.uuid4().hex[:12]) as s:
+        gs = gateway_settings(s, keys)
+        w = procs.start_worker(s, 0, tmp / "worker.log",
+                               ["--processor", "card=sleep,id_photo=sleep", "--sleep-ms", "20"])
+        gws: list[procs.GatewayProc] = []
+        try:
+            for i in range(2):
+                gws.append(procs.start_gateway(gs, tmp / f"gateway-{i}.log", free_port(), free_port()))
+            yield Stack(gs, gws, images, tmp)
+        finally:
+            procs.stop_workers([w, *[procs.WorkerProc(g.proc, 0, g.log) for g in gws]], timeout_s=30)
+
+
+def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers(stack: Stack) -> None:
+    a, b = stack.gateways
+    img = stack.images[0]
+    r = call(a.port, "POST", "/v1/uploads?task=card&wait_ms=20000", img)
+    assert r.status == 200, r.body
+    res = r.json()
+    uid = res["upload_id"]
+    assert uid.startswith("alice.") and res["task"] == "card" and res["status"] == "accepted"
+    assert res["source"]["topic"] == stack.settings.kafka.uploads_topic
+    # the other instance answers the same GET with the same bytes, and streams the output
+    for g in (a, b):
+        got = call(g.port, "GET", f"/v1/uploads/{uid}")
+        assert got.status == 200 and got.body == r.body
+    out = call(b.port, "GET", f"/v1/uploads/{uid}/output")
+    ref = res["card"]["rectified"]
+    assert out.status == 200 and out.headers["content-type"] == ref["content_type"]
+    assert hashlib.sha256(out.body).hexdigest() == ref["sha256"] and len(out.body) == ref["size_bytes"]
+    # the claim check is the image, under the usual key, and the event names it
+    key = f"card/{uid}/upload"
+    assert key in stack.objects()
+    (ev,) = [e for e in stack.events() if e.upload_id == uid]
+    assert ev.image.ref.key == key and ev.image.ref.sha256 == hashlib.sha256(img).hexdigest()
+
+
+def test_202_then_a_get_with_wait_on_the_other_instance(stack: Stack) -> None:
+    a, b = stack.gateways
+    body, headers = multipart({"task": "id_photo", "options": '{"size":"two_inch","background":"blue"}'},
+                              stack.images[1])
+    r = call(a.port, "POST", "/v1/uploads", body, headers=headers)
+    assert r.status == 202, r.body
+    acc = r.json()
+    assert acc["status"] == "pending" and acc["replayed"] is False
+    assert r.headers["location"] == acc["result"] == f"/v1/uploads/{acc['upload_id']}"
+    got = call(b.port, "GET", f"{acc['result']}?wait_ms=20000")
+    assert got.status == 200, got.body
+    assert got.json()["upload_id"] == acc["upload_id"] and got.json()["task"] == "id_photo"
+    (ev,) = [e for e in stack.events() if e.upload_id == acc["upload_id"]]
+    assert ev.options.model_dump(exclude_none=True) == {"size": "two_inch", "background": "blue"}
+
+
+def test_idempotency_key_replay_and_reuse_with_another_image(stack: Stack) -> None:
+    a, b = stack.gateways
+    key = {"Idempotency-Key": "order-4711-front"}
+    first = call(a.port, "POST", "/v1/uploads?task=card&wait_ms=20000", stack.images[0], headers=key)
+    assert first.status == 200, first.body
+    uid = first.json()["upload_id"]
+    before_objects, before_events = stack.objects(), len(stack.events())
+    again = call(b.port, "POST", "/v1/uploads?task=card", stack.images[0], headers=key)
+    assert again.status == 200 and again.json()["upload_id"] == uid  # its result, from either instance
+    other = call(b.port, "POST", "/v1/uploads?task=card", stack.images[1], headers=key)
+    assert other.status == 409 and other.json()["error"] == "IDEMPOTENCY_KEY_REUSED"
+    other_task = call(a.port, "POST", "/v1/uploads?task=id_photo", stack.images[0], headers=key)
+    assert other_task.status == 409 and other_task.json()["error"] == "IDEMPOTENCY_KEY_REUSED"
+    assert stack.objects() == before_objects and len(stack.events()) == before_events
+    obj = Storage(stack.settings.s3).get(stack.settings.s3.uploads_bucket, f"card/{uid}/upload")
+    assert obj == stack.images[0]  # the stored image is still the first one
+    # a client-chosen upload_id works the same way, inside the client's namespace
+    mine = call(a.port, "POST", "/v1/uploads?task=card&upload_id=ticket-12", stack.images[2])
+    assert mine.status == 202 and mine.json()["upload_id"] == "alice.ticket-12"
+    bobs = call(a.port, "POST", "/v1/uploads?task=card&upload_id=ticket-12", stack.images[1],
+                client="bob")
+    assert bobs.status == 202 and bobs.json()["upload_id"] == "bob.ticket-12"
+
+
+def _raw_exchange(port: int, head: bytes, chunks: list[bytes], pause_s: float = 0.0,
+                  half_close: bool = False) -> tuple[int | None, dict[str, Any] | None]:
+    """Send ``head`` and ``chunks`` by hand (``pause_s`` between chunks; ``half_close``: shut
+    the sending side afterwards) and read the status line and JSON body of the answer
+    (``(None, None)`` when the connection closed without one)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head)
+        for c in chunks:
+            try:
+                sock.sendall(c)
+            except OSError:
+                break  # the gateway answered and closed: read its answer
+            time.sleep(pause_s)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    if not data:
+        return None, None
+    head_, _, body = data.partition(b"\r\n\r\n")
+    return int(head_.split()[1]), json.loads(body)
+
+
+def _head(n: int, client: str = "alice") -> bytes:
+    return (f"POST /v1/uploads?task=card HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEYS[client]}\r\n"
+            f"Content-Type: image/jpeg\r\nContent-Length: {n}\r\n\r\n").encode()
+
+
+BAD = {
+    # name: (method, path, body, client, headers, status, code)
+    "zero_bytes": ("POST", "/v1/uploads?task=card", b"", "alice", {}, 400, "EMPTY_BODY"),
+    "not_an_image": ("POST", "/v1/uploads?task=card", b"%PDF-1.7 hello", "alice", {}, 415,
+                     "UNSUPPORTED_FORMAT"),
+    "truncated_header": ("POST", "/v1/uploads?task=card", "IMG[:300]", "alice", {}, 422,
+                         "CORRUPT_IMAGE"),
+    "body_100_mb": ("POST", "/v1/uploads?task=card", "ZEROS_100MB", "alice", {}, 413,
+                    "BODY_TOO_LARGE"),
+    "missing_key": ("POST", "/v1/uploads?task=card", "IMG", None, {}, 401, "UNAUTHORIZED"),
+    "wrong_key": ("POST", "/v1/uploads?task=card", "IMG", None,
+                  {"Authorization": "Bearer alice-key-0123456789abcdeX"}, 401, "UNAUTHORIZED"),
+    "unknown_task": ("POST", "/v1/uploads?task=passport", "IMG", "alice", {}, 400, "UNKNOWN_TASK"),
+    "options_refused": ("POST", '/v1/uploads?task=id_photo&options={"size":"huge"}', "IMG", "alice",
+                        {}, 422, "OPTIONS_INVALID"),
+    "card_option_on_id_photo": ("POST", '/v1/uploads?task=id_photo&options={"doc_type":"passport"}',
+                                "IMG", "alice", {}, 422, "OPTIONS_INVALID"),
+    "options_not_json": ("POST", "/v1/uploads?task=card&options=[1]", "IMG", "alice", {}, 422,
+                         "OPTIONS_INVALID"),
+    "bad_upload_id": ("POST", "/v1/uploads?task=card&upload_id=../x", "IMG", "alice", {}, 400,
+                      "INVALID_UPLOAD_ID"),
+    "multipart_without_image": ("POST", "/v1/uploads", "MULTIPART_NO_IMAGE", "alice", {}, 400,
+                                "BAD_MULTIPART"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_is_refused_with_nothing_stored_or_produced(stack: Stack, name: str) -> None:
+    method, path, body, client, headers, status, code = BAD[name]
+    img = stack.images[0]
+    headers = dict(headers)
+    if body == "IMG":
+        body = img
+    elif body == "IMG[:300]":
+        body = img[:300]
+    elif body == "ZEROS_100MB":
+        body = b"\0" * (100 * 1024 * 1024)
+    elif body == "MULTIPART_NO_IMAGE":
+        body, headers = multipart({"task": "card"}, b"")
+        body = body.replace(b'name="image"; filename="x.jpg"', b'name="photo"')
+    before_objects, before_events = stack.objects(), len(stack.events())
+    r = call(stack.port, method, path.replace('"', "%22").replace("{", "%7B").replace("}", "%7D"),
+             body, client=client, headers=headers)
+    assert (r.status, r.json()["error"]) == (status, code), r.body
+    assert r.json()["schema_version"] == 1 and r.json()["message"]
+    if status == 401:
+        assert r.headers["www-authenticate"].startswith("Bearer")
+    assert stack.objects() == before_objects
+    assert len(stack.events()) == before_events
+
+
+def test_slow_and_truncated_bodies_are_dropped(stack: Stack) -> None:
+    img = stack.images[0]
+    before_objects, before_events = stack.objects(), len(stack.events())
+    t0 = time.monotonic()
+    status, body = _raw_exchange(stack.port, _head(len(img)), [img[i:i + 200] for i in range(0, len(img), 200)],
+                                 pause_s=1.0)
+    assert (status, body["error"]) == (408, "BODY_TIMEOUT")
+    assert time.monotonic() - t0 < BODY_TIMEOUT_S + 5
+    # a sender that stops 1000 bytes short and closes: the gateway cannot answer a closed
+    # connection; it drops the body (its log and metrics say BODY_INCOMPLETE)
+    assert _raw_exchange(stack.port, _head(len(img) + 1000), [img], half_close=True) == (None, None)
+    metrics = call(stack.gateways[0].admin_port, "GET", "/metrics", client=None).body.decode()
+    assert 'cardstream_gateway_refusals_total{code="BODY_INCOMPLETE"} 1.0' in metrics
+    assert stack.objects() == before_objects and len(stack.events()) == before_events
+
+
+def test_another_clients_upload_is_not_found_on_either_instance(stack: Stack) -> None:
+    r = call(stack.port, "POST", "/v1/uploads?task=card&wait_ms=20000", stack.images[2])
+    assert r.status == 200
+    uid = r.json()["upload_id"]
+    for g in stack.gateways:
+        for path in (f"/v1/uploads/{uid}", f"/v1/uploads/{uid}/output"):
+            theirs = call(g.port, "GET", path, client="bob")
+            assert (theirs.status, theirs.json()["error"]) == (404, "UNKNOWN_UPLOAD")
+            nobody = call(g.port, "GET", path.replace(uid, "bob.never-used"), client="bob")
+            # the same answer as for an id nobody used (each echoes its own id)
+            assert theirs.body.replace(uid.encode(), b"ID") == nobody.body.replace(b"bob.never-used", b"ID")
+    assert call(stack.port, "GET", f"/v1/uploads/{uid}", client=None).status == 401
+
+
+def test_backpressure_backlog_and_rate_limit(base_settings: Settings, tmp_path: Path) -> None:
+    """No worker consumes: once the uploads topic's lag passes max_lag a POST is 503 BACKLOG;
+    past the burst a request is 429; both with Retry-After and nothing produced."""
+    import uuid
+
+    keys = tmp_path / "keys"
+    keys.write_text(f"alice:{KEYS['alice']}\n")
+    img = write_images(tmp_path, 1)[0].read_bytes()
+    with fresh_settings(base_settings, uuid.uuid4().hex[:12]) as s:
+        gs = gateway_settings(s, keys, max_lag=2, rate_per_s=0.2, burst=6, retry_after_s=3)
+        g = procs.start_gateway(gs, tmp_path / "gw.log", free_port(), free_port())
+        try:
+            codes = [call(g.port, "POST", "/v1/uploads?task=card", img).status for _ in range(3)]
+            assert codes == [202, 202, 202]
+            time.sleep(1.0)  # the lag is read every 0.2 s
+            r = call(g.port, "POST", "/v1/uploads?task=card", img)
+            assert (r.status, r.json()["error"], r.headers["retry-after"]) == (503, "BACKLOG", "3")
+            assert len(list(read_to_end(s.kafka, s.kafka.uploads_topic))) == 3
+            statuses = [call(g.port, "GET", "/v1/uploads/alice.x").status for _ in range(3)]
+            assert statuses[:2] == [404, 404] and statuses[2] == 429
+            r = call(g.port, "GET", "/v1/uploads/alice.x")
+            assert r.json()["error"] == "RATE_LIMITED" and int(r.headers["retry-after"]) >= 1
+            metrics = call(g.admin_port, "GET", "/metrics", client=None).body.decode()
+            assert 'cardstream_gateway_refusals_total{code="BACKLOG"} 1.0' in metrics
+            assert 'cardstream_gateway_uploads_total{outcome="produced"} 3.0' in metrics
+        finally:
+            procs.stop_workers([procs.WorkerProc(g.proc, 0, g.log)], timeout_s=20)
+    log = (tmp_path / "gw.log").read_text()
+    assert KEYS["alice"] not in log  # no key in the logs
+    assert all(json.loads(line) for line in log.splitlines() if line.strip())  # JSON lines only
+
+
+def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
+    """The page loads, a card photo goes through to a shown verdict with its output image, and a
+    file that is not an image shows the gateway's code; a phone-sized screenshot is kept."""
+    import subprocess
+
+    from playwright.sync_api import sync_playwright
+
+    chromium = subprocess.run([str(ROOT / "scripts" / "browser")], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    photo, text = tmp_path / "card.jpg", tmp_path / "notes.txt"
+    photo.write_bytes(stack.images[0])
+    text.write_bytes(b"not an image at all")
+    shots = ROOT / "out" / "gateway"
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=2)
+            page.goto(stack.gateways[1].url + "/")
+            assert page.title().startswith("cardstream")
+            page.fill("#key", KEYS["alice"])
+            page.wait_for_function("document.querySelector('#size').options.length >= 5")
+            page.set_input_files("#file", str(photo))
+            page.click("#send")
+            page.wait_for_selector("#status.verdict", timeout=30_000)
+            assert page.inner_text("#status") == "accepted"
+            assert "alice." in page.inner_text("#values")
+            page.wait_for_function("document.querySelector('#output').naturalWidth > 0", timeout=15_000)
+            page.screenshot(path=str(shots / "page-card-accepted.png"), full_page=True)
+            page.check("input[value=id_photo]")
+            assert page.is_visible("#size") and not page.is_visible("#doc_type")
+            page.set_input_files("#file", str(text))
+            page.click("#send")
+            page.wait_for_selector("#status.error", timeout=15_000)
+            assert "UNSUPPORTED_FORMAT" in page.inner_text("#status")
+            page.screenshot(path=str(shots / "page-bad-file.png"), full_page=True)
+        finally:
+            browser.close()
+    assert (shots / "page-card-accepted.png").stat().st_size > 10_000
+
+
+def test_a_restarted_gateway_finds_older_results_through_the_status_app(stack: Stack, tmp_path: Path) -> None:
+    """A gateway that starts after a result and reads nothing back (look-back 0) still answers
+    its GET, with the record itself, by asking the status app where it is; without the status
+    app it answers 404 like for any unknown id."""
+    import subprocess
+    import urllib.request
+
+    r = call(stack.port, "POST", "/v1/uploads?task=card&wait_ms=20000", stack.images[1])
+    assert r.status == 200
+    uid = r.json()["upload_id"]
+    port = free_port()
+    env = procs.settings_env(stack.settings)
+    env.update({"CARDSTREAM_STATUS__APP_ID": f"st-{stack.settings.kafka.group_id}",
+                "CARDSTREAM_STATUS__DATA_DIR": str(tmp_path / "status"),
+                "CARDSTREAM_STATUS__API_TOKEN": "status-token-for-the-test"})
+    status = subprocess.Popen([str(ROOT / ".venv" / "bin" / "cardstream"), "status", "--web-port", str(port)],
+                              env=env, stdout=open(tmp_path / "status.log", "ab"),
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    late: list[procs.GatewayProc] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the status app has read the result
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/uploads/{uid}",
+                                         headers={"Authorization": "Bearer status-token-for-the-test"})
+            try:
+                with urllib.request.urlopen(req, timeout=3) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"status app never had the verdict: {(tmp_path / 'status.log').read_text()[-2000:]}")
+        keys = stack.settings.gateway.api_keys_file
+        base = {"api_keys_file": keys, "results_lookback_s": 0.0}
+        with_status = stack.settings.model_copy(update={
+            "gateway": GatewaySettings(**base, status_url=f"http://127.0.0.1:{port}"),
+            "status": stack.settings.status.model_copy(update={"api_token": SecretStr("status-token-for-the-test")})})
+        without = stack.settings.model_copy(update={"gateway": GatewaySettings(**base)})
+        for i, s in enumerate((with_status, without)):
+            late.append(procs.start_gateway(s, tmp_path / f"late-{i}.log", free_port(), free_port()))
+        got = call(late[0].port, "GET", f"/v1/uploads/{uid}")
+        assert got.status == 200 and got.body == r.body
+        out = call(late[0].port, "GET", f"/v1/uploads/{uid}/output")
+        assert out.status == 200 and hashlib.sha256(out.body).hexdigest() == r.json()["card"]["rectified"]["sha256"]
+        miss = call(late[1].port, "GET", f"/v1/uploads/{uid}")
+        assert (miss.status, miss.json()["error"]) == (404, "UNKNOWN_UPLOAD")
+        assert call(late[0].port, "GET", f"/v1/uploads/{uid}", client="bob").status == 404
+    finally:
+        procs.stop_workers([procs.WorkerProc(status, 0, tmp_path), *[procs.WorkerProc(g.proc, 0, g.log) for g in late]],
+                           timeout_s=30)
