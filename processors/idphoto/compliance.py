@@ -19,8 +19,9 @@ gives. What is measured, in px of the output photo (``H x W``):
   upload's own, in ``retouch`` mode the painted colour, and a spec whose issuer refuses
   replaced backgrounds fails ``background_replacement``;
 - light: the mean luma of the face's left and right halves (illumination symmetry), the face's
-  mean luma (exposure), its colourfulness (a grey-scale photo), and the variance of the
-  Laplacian of the face at a fixed scale (sharpness).
+  mean luma (exposure), its colourfulness (a grey-scale photo), the variance of the Laplacian
+  of the face at a fixed scale (sharpness), and the share of specular white round each eye
+  (the glare of glasses).
 
 The thresholds the sources do not give in numbers are this project's, in
 :class:`ComplianceSettings`, set from the evaluation (``processors/idphoto/evaluation.py``).
@@ -88,6 +89,9 @@ class ComplianceSettings(BaseModel):
             the variance of the face's luma (scale- and exposure-free).
         min_colourfulness: smallest mean chroma (``max - min`` of RGB) of the face for a colour
             photo.
+        max_eye_glare: largest share of an eye's region (its contour's box, doubled) that is
+            specular white (luma >= 245, chroma <= 30): a catchlight is 1-3 %, the glare of
+            glasses tens of %.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -98,7 +102,7 @@ class ComplianceSettings(BaseModel):
         ReasonCode.NOT_FACING_CAMERA, ReasonCode.EYES_CLOSED, ReasonCode.MOUTH_OPEN,
         ReasonCode.BACKGROUND_NOT_UNIFORM, ReasonCode.BACKGROUND_COLOUR,
         ReasonCode.UNEVEN_LIGHTING, ReasonCode.POOR_EXPOSURE, ReasonCode.BLURRY,
-        ReasonCode.GREYSCALE,
+        ReasonCode.GREYSCALE, ReasonCode.GLARE,
     })
     min_eye_opening: float = Field(default=0.12, ge=0.0)
     max_mouth_opening: float = Field(default=0.08, ge=0.0)
@@ -107,6 +111,7 @@ class ComplianceSettings(BaseModel):
     exposure_luma: tuple[float, float] = (60.0, 215.0)
     min_sharpness: float = Field(default=0.015, ge=0.0)
     min_colourfulness: float = Field(default=6.0, ge=0.0)
+    max_eye_glare: float = Field(default=0.08, ge=0.0, le=1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,10 +360,33 @@ def measure(photo_rgb: np.ndarray, alpha: np.ndarray, mesh: Mesh, crown_y: float
                         if replaced and not spec.replacement_allowed else None))
     light = light_checks(photo_rgb, mesh, settings, icao, spec.colour_required)
     checks.extend(light)
+    checks.append(_check("eye_glare", eye_glare(photo_rgb, mesh), "share", None,
+                         settings.max_eye_glare if icao else None, None, ReasonCode.GLARE))
     if next(c for c in light if c.name == "sharpness").passed is False:  # landmarks unsure
         checks = [Check(c.name, c.value, c.unit, c.bound, None, None)
                   if c.name in LANDMARK_CHECKS else c for c in checks]
     return Report(tuple(checks))
+
+
+def eye_glare(photo_rgb: np.ndarray, mesh: Mesh) -> float | None:
+    """The larger of the two eyes' share of specular-white px (luma >= 245, chroma <= 30) in
+    the eye's region: its contour's bounding box grown to twice its size (glasses' lenses
+    reach past the eye). None when an eye lies outside the photo."""
+    h, w = photo_rgb.shape[:2]
+    p = mesh.points[:, :2].astype(np.float64)
+    shares = []
+    for contour in EYE_CONTOURS:
+        q = p[list(contour)]
+        c, half = (q.min(axis=0) + q.max(axis=0)) / 2.0, (q.max(axis=0) - q.min(axis=0))
+        x0, y0 = np.floor(c - half).astype(int)
+        x1, y1 = np.ceil(c + half).astype(int) + 1
+        if x0 < 0 or y0 < 0 or x1 > w or y1 > h or x1 - x0 < 2 or y1 - y0 < 2:
+            return None
+        roi = photo_rgb[y0:y1, x0:x1].astype(np.int32)
+        luma = roi @ np.array([77, 150, 29], np.int32) >> 8  # 0.299, 0.587, 0.114 in 1/256
+        white = (luma >= 245) & (roi.max(axis=2) - roi.min(axis=2) <= 30)
+        shares.append(float(white.mean()))
+    return max(shares)
 
 
 def light_checks(photo_rgb: np.ndarray, mesh: Mesh, settings: ComplianceSettings,

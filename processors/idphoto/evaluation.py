@@ -9,6 +9,8 @@ truth is known exactly:
 - ``yaw`` / ``pitch``: the face turned in 3D by a piecewise-affine warp that moves the Face
   Mesh's points as a rotation of their 3D positions would (the hair, ears and background
   stay); truth: the applied angle (the portrait's own is judged 0 by eye);
+- ``glare``: white, slightly blurred ellipses over one or both eyes (the glare of glasses;
+  truth: glare);
 - ``light``: a left-to-right gain ramp over the face (truth: even for a ramp of at most 15 %,
   uneven from 70 %); ``exposure``: a global gain (truth: poor under 0.3 or over 1.5, fine
   within 0.8-1.15); ``blur``: a Gaussian blur (truth: sharp up to sigma 0.7 px of a 160 px
@@ -249,6 +251,13 @@ def variants() -> list[Variant]:
         for s in (0.7, 3.0, 6.0):
             out.append(Variant(f"{base}_blur{s}", "blur", cv2.GaussianBlur(img, (0, 0), s),
                                {**t0, "sharp": s <= 0.7}))
+        for k, (ax, ay) in enumerate(((9, 5), (12, 7))):  # the glare of glasses on one or both eyes
+            g = img.copy()
+            for e in ((t0["eye_right"],) if k == 0 else (t0["eye_left"], t0["eye_right"])):
+                cv2.ellipse(g, (int(e[0]) + 3, int(e[1]) - 2), (ax, ay), 20, 0, 360,
+                            (252, 253, 255), -1)
+            out.append(Variant(f"{base}_glare{k + 1}", "glare", cv2.GaussianBlur(g, (0, 0), 0.8),
+                               {**t0, "glare": True}))
         grey = cv2.cvtColor(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
         out.append(Variant(f"{base}_grey", "grey", grey, {**t0, "colour": False}))
         hw = img.shape[:2]
@@ -426,6 +435,7 @@ def _truth_decisions(t: Mapping[str, Any], frame: Any, spec: Any) -> dict[str, A
         d["centring"] = _within("centring", cx / spec.width_px - 0.5, -lim.centre_tolerance,
                                 lim.centre_tolerance)
     if spec.icao_rules:
+        d["eye_glare"] = not t.get("glare", False)
         d["eyes_open"] = t.get("eyes_open")
         d["mouth_closed"] = t.get("mouth_closed")
         if t.get("asymmetry") is not None:

@@ -20,7 +20,7 @@ from processors.idphoto.compliance import (
     pose_angles,
 )
 from processors.idphoto.evaluation import TRUTH_FILE
-from processors.idphoto.facemesh import CHIN, FaceMesh, Mesh, crop_transform
+from processors.idphoto.facemesh import CHIN, EYE_CONTOURS, FaceMesh, Mesh, crop_transform
 from processors.idphoto.framing import Frame, HeadGeometry
 from processors.idphoto.inspection import fit_inside, head_with_mesh_chin
 from processors.idphoto.specs import get_spec
@@ -157,6 +157,20 @@ def test_greyscale_blur_and_dark(meshes):
     dark = (photo * 0.25).astype(np.uint8)
     assert ReasonCode.POOR_EXPOSURE in measure(dark, alpha, mesh, crown, spec, "retouch",
                                                ComplianceSettings()).failed()
+
+
+def test_glare_on_glasses(meshes):
+    spec, photo, alpha, mesh, crown = _photo_and_mesh(meshes, "schengen", (255, 255, 255))
+    clean = measure(photo, alpha, mesh, crown, spec, "retouch", ComplianceSettings())
+    assert clean.by_name()["eye_glare"].value < 0.02 and clean.by_name()["eye_glare"].passed
+    glare = photo.copy()
+    for contour in EYE_CONTOURS:
+        c = mesh.points[list(contour), :2].mean(axis=0)
+        r = np.ptp(mesh.points[list(contour), 0]) * 0.4
+        cv2.ellipse(glare, (int(c[0]), int(c[1])), (int(r), int(r * 0.6)), 20, 0, 360,
+                    (255, 255, 255), -1)
+    rep = measure(glare, alpha, mesh, crown, spec, "retouch", ComplianceSettings())
+    assert ReasonCode.GLARE in rep.failed()
 
 
 def test_which_failures_reject_is_a_setting() -> None:
