@@ -23,9 +23,9 @@ import numpy as np
 from benchmarks.portraits import phone_portrait
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float, float]:
     c0, w0 = time.process_time(), time.perf_counter()
-    out = fn()
+    out = fn(*args)
     return out, (time.process_time() - c0) * 1000.0, (time.perf_counter() - w0) * 1000.0
 
 
@@ -47,16 +47,17 @@ def measure(w: int, h: int, photos: int, passes: int) -> dict[str, float]:
         head0 = head_geometry(face, matte, an.settings.matte_threshold,
                               resolution=spec.target_head_px / face.h)
         for _ in range(passes):
-            m, c, wl = _timed(lambda: meshes(an.facemesh, [(views[0].image, views[0].factor)],
-                                             [(face, 0)])[0])
-            head, c2, w2 = _timed(lambda: head_with_mesh_chin(head0, m, matte.source_hw))
+            ms, c, wl = _timed(meshes, an.facemesh, [(views[0].image, views[0].factor)],
+                               [(face, 0)])
+            m = ms[0]
+            head, c2, w2 = _timed(head_with_mesh_chin, head0, m, matte.source_hw)
             mesh_cpu.append(c + c2)
             mesh_wall.append(wl + w2)
             frame = fit_inside(plan_frame(head, spec), head, matte.source_hw)
             photo = cv2.cvtColor(warp(img, frame), cv2.COLOR_BGR2RGB)
             alpha = cut(matte_sampler(matte), matte.source_hw, frame)
-            _, c, wl = _timed(lambda: report(photo, alpha, m, head.crown_y, frame, spec,
-                                             "validate", an.compliance, matte.source_hw))
+            _, c, wl = _timed(report, photo, alpha, m, head.crown_y, frame, spec, "validate",
+                              an.compliance, matte.source_hw)
             rep_cpu.append(c)
             rep_wall.append(wl)
     med = statistics.median

@@ -24,7 +24,8 @@ gives. What is measured, in px of the output photo (``H x W``):
   (the glare of glasses).
 
 The thresholds the sources do not give in numbers are this project's, in
-:class:`ComplianceSettings`, set from the evaluation (``processors/idphoto/evaluation.py``).
+:class:`~processors.idphoto.settings.ComplianceSettings`
+(``CARDSTREAM_IDPHOTO__COMPLIANCE__*``), set from the evaluation (``processors/idphoto/evaluation.py``).
 Everything here works on small arrays: about 2-4 ms per photo on this 2-core box.
 """
 
@@ -36,7 +37,6 @@ from typing import Any, Literal
 
 import cv2
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from processors.idphoto.facemesh import (
     CHEEKS,
@@ -50,6 +50,7 @@ from processors.idphoto.facemesh import (
     MOUTH_CORNERS,
     Mesh,
 )
+from processors.idphoto.settings import ComplianceSettings
 from processors.idphoto.specs import PhotoSpec, background_ok, pose_limits
 from schemas.reasons import ReasonCode
 
@@ -74,46 +75,6 @@ BACKGROUND_SIDE = 200
 #: Side (px) the face is resampled to for the sharpness measure (a scale-free variance of the
 #: Laplacian): about the inter-ocular distance times 4.
 SHARPNESS_SIDE = 128
-
-
-class ComplianceSettings(BaseModel):
-    """Thresholds of the checks whose sources give words, and which failures reject.
-
-    Attributes:
-        reject: reason codes that make an ``id_photo`` result ``rejected``; any other failed
-            check only annotates (its code is listed in ``reasons`` of an accepted result).
-        min_eye_opening: smallest eyelid gap per eye width (each eye) for ``eyes_open``.
-        max_mouth_opening: largest inner-lip gap per mouth width for ``mouth_closed``.
-        max_background_std: largest standard deviation of the background's luma (0..255).
-        max_illumination_asymmetry: largest ``|L - R| / mean(L, R)`` of the face halves' luma.
-        exposure_luma: the face's mean luma must lie in this range (0..255).
-        min_sharpness: smallest variance of the Laplacian of the face at 128 px, divided by
-            the variance of the face's luma (scale- and exposure-free).
-        min_colourfulness: smallest mean chroma (``max - min`` of RGB) of the face for a colour
-            photo.
-        max_eye_glare: largest share of an eye's region (its contour's box, doubled) that is
-            specular white (luma >= 245, chroma <= 30): a catchlight is 1-3 %, the glare of
-            glasses tens of %.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    reject: frozenset[str] = frozenset({
-        ReasonCode.HEAD_TOO_SMALL, ReasonCode.HEAD_TOO_LARGE, ReasonCode.HEAD_TOO_HIGH,
-        ReasonCode.HEAD_TOO_LOW, ReasonCode.HEAD_NOT_CENTRED, ReasonCode.HEAD_TILTED,
-        ReasonCode.NOT_FACING_CAMERA, ReasonCode.EYES_CLOSED, ReasonCode.MOUTH_OPEN,
-        ReasonCode.BACKGROUND_NOT_UNIFORM, ReasonCode.BACKGROUND_COLOUR,
-        ReasonCode.UNEVEN_LIGHTING, ReasonCode.POOR_EXPOSURE, ReasonCode.BLURRY,
-        ReasonCode.GREYSCALE, ReasonCode.GLARE,
-    })
-    min_eye_opening: float = Field(default=0.12, ge=0.0)
-    max_mouth_opening: float = Field(default=0.08, ge=0.0)
-    max_background_std: float = Field(default=12.0, ge=0.0)
-    max_illumination_asymmetry: float = Field(default=0.25, ge=0.0)
-    exposure_luma: tuple[float, float] = (60.0, 215.0)
-    min_sharpness: float = Field(default=0.015, ge=0.0)
-    min_colourfulness: float = Field(default=6.0, ge=0.0)
-    max_eye_glare: float = Field(default=0.08, ge=0.0, le=1.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -319,10 +319,9 @@ class Analyser:
     _one: Analyser | None = None
 
     def __init__(self) -> None:
-        from processors.idphoto.compliance import ComplianceSettings
         from processors.idphoto.facemesh import FaceMesh
         from processors.idphoto.processor import IdPhotoProcessor
-        from processors.idphoto.settings import IdPhotoSettings
+        from processors.idphoto.settings import ComplianceSettings, IdPhotoSettings
         from processors.runtime import RuntimeSettings
 
         rt = RuntimeSettings(device="cpu")
@@ -348,7 +347,8 @@ class Analyser:
             warp,
         )
         from processors.idphoto.inspection import fit_inside, head_with_mesh_chin, meshes, report
-        from processors.idphoto.specs import get_spec, named_backgrounds
+        from processors.idphoto.sizes import BACKGROUNDS
+        from processors.idphoto.specs import get_spec
 
         spec = get_spec(size)
         views, mattes = self.proc.person_mattes([None], [_decoded(img)])  # type: ignore[list-item]
@@ -373,7 +373,7 @@ class Analyser:
         src = np.ascontiguousarray(np.rot90(img, turns))
         rgb = cv2.cvtColor(warp(src, frame), cv2.COLOR_BGR2RGB)
         alpha = cut(matte_sampler(matte), matte.source_hw, frame)
-        photo = composite(rgb, alpha, named_backgrounds()["white"]) if mode == "retouch" else rgb
+        photo = composite(rgb, alpha, BACKGROUNDS["white"]) if mode == "retouch" else rgb
         assert mesh is not None
         t0 = time.process_time()
         rep = report(photo, alpha, mesh, head.crown_y, frame, spec, mode,  # type: ignore[arg-type]
@@ -401,7 +401,7 @@ def _within(name: str, value: float, lo: float | None, hi: float | None) -> bool
 def _truth_decisions(t: Mapping[str, Any], frame: Any, spec: Any) -> dict[str, Any]:
     """The truth's decision per check (None: no truth for it; :data:`BOUNDARY`: too close to
     a bound to decide) and the truth values."""
-    from processors.idphoto.compliance import ComplianceSettings
+    from processors.idphoto.settings import ComplianceSettings
     from processors.idphoto.specs import pose_limits
 
     lim = pose_limits()

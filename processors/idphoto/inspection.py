@@ -18,10 +18,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from processors.idphoto.compliance import ComplianceSettings, Mode, Report, measure
+from processors.idphoto.compliance import Mode, Report, measure
 from processors.idphoto.facemesh import CHIN, FaceMesh, Mesh
 from processors.idphoto.faces import FaceBox
 from processors.idphoto.framing import Frame, HeadGeometry
+from processors.idphoto.settings import ComplianceSettings
 from processors.idphoto.specs import PhotoSpec
 
 

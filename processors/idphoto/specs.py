@@ -5,10 +5,8 @@ rule (chin to crown), the crown margin, the eye line, the chin margin, the backg
 whether the issuer accepts a replaced background, with the official source of each figure and
 where the npm package ``passport-photo-specs`` 1.4.0 (MIT, Copyright (c) 2026 IDPhotoSnap)
 differs from it. Lengths are millimetres; pixel figures are at the spec's ``dpi``
-(``round(mm / 25.4 * dpi)``).
-
-:class:`PhotoSpec` has the attributes and properties of ``sizes.SizeSpec`` (``width_px``,
-``target_head_px``, ``target_crown_px``...), so the framing reads either.
+(``round(mm / 25.4 * dpi)``). The framing reads :attr:`PhotoSpec.target_head_px` and
+:attr:`PhotoSpec.target_crown_px`; the compliance report the rules.
 """
 
 from __future__ import annotations
@@ -168,12 +166,9 @@ def _spec(name: str, e: Mapping[str, Any]) -> PhotoSpec:
 
 
 @cache
-def _table() -> tuple[dict[str, PhotoSpec], PoseLimits, dict[str, tuple[int, int, int]]]:
+def _table() -> tuple[dict[str, PhotoSpec], PoseLimits]:
     raw = json.loads(SPECS_FILE.read_text(encoding="utf-8"))
-    specs = {name: _spec(name, e) for name, e in raw["sizes"].items()}
-    pose = PoseLimits(**raw["pose"])
-    colours = {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in raw["backgrounds"].items()}
-    return specs, pose, colours
+    return {name: _spec(name, e) for name, e in raw["sizes"].items()}, PoseLimits(**raw["pose"])
 
 
 def specs() -> dict[str, PhotoSpec]:
@@ -184,11 +179,6 @@ def specs() -> dict[str, PhotoSpec]:
 def pose_limits() -> PoseLimits:
     """The head-pose and centring limits every size shares (``specs.json`` ``pose``)."""
     return _table()[1]
-
-
-def named_backgrounds() -> dict[str, tuple[int, int, int]]:
-    """The background colours with names (``white``, ``blue``, ``red``) as RGB."""
-    return _table()[2]
 
 
 def get_spec(name: str) -> PhotoSpec:

@@ -13,7 +13,6 @@ from skimage import data
 
 from processors.idphoto.compliance import (
     Check,
-    ComplianceSettings,
     Report,
     background_stats,
     measure,
@@ -23,6 +22,7 @@ from processors.idphoto.evaluation import TRUTH_FILE
 from processors.idphoto.facemesh import CHIN, EYE_CONTOURS, FaceMesh, Mesh, crop_transform
 from processors.idphoto.framing import Frame, HeadGeometry
 from processors.idphoto.inspection import fit_inside, head_with_mesh_chin
+from processors.idphoto.settings import ComplianceSettings
 from processors.idphoto.specs import get_spec
 from processors.models import model_home
 from processors.mtcnn import Mtcnn
