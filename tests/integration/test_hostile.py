@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common import free_port
+from benchmarks.common import free_port, stop_status_app
 from streams import procs
 from streams.settings import Settings
 
@@ -82,10 +82,6 @@ def test_the_status_apps_views_want_the_token_but_healthz(settings: Settings, tm
     import sys
     import urllib.error
 
-    from streams.kafka import admin, delete_topics
-    from streams.status_app import changelog_topics
-    from streams.status_settings import StatusSettings
-
     port, token, app_id = free_port(), f"tok-{run_id}", f"st-{run_id}"
     env = {**procs.settings_env(settings), "CARDSTREAM_STATUS__APP_ID": app_id,
            "CARDSTREAM_STATUS__DATA_DIR": str(tmp_path / "status"),
@@ -123,13 +119,7 @@ def test_the_status_apps_views_want_the_token_but_healthz(settings: Settings, tm
         assert with_token["/uploads/u1"] == 404 and with_token["/nothing-here"] == 404
         assert get("/healthz", False)[0] == 200
     finally:
-        p.terminate()
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        delete_topics(admin(settings.kafka),
-                      list(changelog_topics(StatusSettings(app_id=app_id)).values()))
+        stop_status_app(p, settings.kafka, app_id)
 
 
 # --- the record: every part read defensively, once (item 1) ---------------------------------
