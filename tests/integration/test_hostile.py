@@ -269,3 +269,49 @@ def test_a_store_that_refuses_puts_stops_the_worker_loudly_and_loses_nothing(
         from benchmarks.common import remove_buckets
         remove_buckets(Storage(s.s3), [missing])
     assert sorted(r.upload_id for r in rs) == sorted(good)
+
+
+# --- the read items ------------------------------------------------------------------------------
+
+def test_the_lag_gauge_drops_partitions_the_worker_no_longer_holds(settings: Settings) -> None:
+    """Read item "stale lag gauges for revoked partitions". Uploads wait on all 6 partitions
+    behind a slow processor; a second member joins and takes some partitions. Before: the
+    worker's ``cardstream_consumer_lag`` kept the last value of every partition it ever held
+    (a dashboard summing the group's lag counted them twice). Now, at its next update, the
+    gauge has exactly the partitions the worker holds."""
+    from streams.kafka import consumer
+    from streams.storage import Storage
+    from streams.worker import Worker
+
+    from .test_poison import _batches_started, _finish, _procs, _run, _wait_for
+
+    for p in range(6):
+        _uploaded(settings, 4, partition=p)
+    s = settings.model_copy(update={"worker": settings.worker.model_copy(
+        update={"max_batch": 2, "max_wait_ms": 50})})
+    w = Worker(s, _procs(call_ms=1500.0, item_ms=0.0), Storage(s.s3))
+    t, errors = _run(w)
+
+    def lag_labels() -> set[str]:
+        return {x.labels["partition"] for x in w.metrics.lag.collect()[0].samples}
+
+    other = consumer(s.kafka, s.kafka.group_id)
+    try:
+        _wait_for(lambda: _batches_started(w) >= 1 and len(lag_labels()) == 6, 40,
+                  "the lag gauge of all 6 partitions")
+        taken: list[int] = []
+        other.subscribe([s.kafka.uploads_topic],
+                        on_assign=lambda c, ps: taken.extend(tp.partition for tp in ps))
+        end = time.monotonic() + 30
+        while not taken and time.monotonic() < end:
+            other.poll(0.1)
+        assert taken, "the second member got no partition"
+        mine = {str(p) for p in range(6)} - {str(p) for p in taken}
+        end = time.monotonic() + 20
+        while lag_labels() != mine and time.monotonic() < end:
+            other.poll(0.2)
+        assert lag_labels() == mine, (
+            f"lag gauge labels {sorted(lag_labels())} while the worker holds {sorted(mine)}")
+    finally:
+        other.close()
+        _finish(w, t, errors)
