@@ -218,7 +218,8 @@ class ImageSource(_Model):
 
 
 class CardOptions(_Closed):
-    """Options of a ``card`` upload. ``doc_type``: hint, default ``auto``."""
+    """Options of a ``card`` upload. ``doc_type``: hint, default the worker's
+    ``CARDSTREAM_CARD__DOC_TYPE`` (``auto``)."""
 
     doc_type: DocTypeHint | None = None
 
@@ -227,8 +228,10 @@ class IdPhotoOptions(_Closed):
     """Options of an ``id_photo`` upload.
 
     Attributes:
-        size: size specification, default ``one_inch``.
-        background: ``white`` | ``blue`` | ``red`` | ``#RRGGBB`` (sRGB hex), default ``white``.
+        size: size specification, default the worker's ``CARDSTREAM_IDPHOTO__DEFAULT_SIZE``
+            (``one_inch``).
+        background: ``white`` | ``blue`` | ``red`` | ``#RRGGBB`` (sRGB hex), default the
+            worker's ``CARDSTREAM_IDPHOTO__DEFAULT_BACKGROUND`` (``white``).
         alpha_matting: refine the matte edge; ``None`` = the size's default.
     """
 

@@ -6,7 +6,8 @@ in replay mode (assigned partitions, its own consumer group and transactional id
 to the side topic; then :func:`diff_results` compares them with the original results, read from
 the results topic from the window's start (less :data:`RESULTS_LOOKBACK_MS`), not from its
 beginning, and streamed: a long-lived results topic costs neither the time nor the memory of
-reading it whole.
+reading it whole. Verdicts and reasons are compared for every task; what else changed, each
+task's spec says (:meth:`processors.task.TaskSpec.compare`, e.g. the IoU of what it found).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from processors import registry
 from processors.base import Processor
-from processors.card.metrics import quad_iou
 from schemas import codec
 from schemas.models import VerificationResult
 from streams.errors import StreamsError
@@ -131,25 +132,32 @@ class Diff:
         missing_original: replayed uploads with no original result.
         verdict_changed: ``[{upload_id, before, after}]``.
         reasons_changed: ``[{upload_id, before, after}]``.
-        quad_iou: card uploads with quads on both sides -> IoU (0..1) of before vs after quads.
+        measures: measure -> upload -> value, for the uploads whose task's spec measured it on
+            both payloads (:meth:`~processors.task.TaskSpec.compare`, e.g. an IoU, 0..1, of
+            what was found before and after).
     """
 
     compared: int = 0
     missing_original: list[str] = field(default_factory=list)
     verdict_changed: list[dict[str, Any]] = field(default_factory=list)
     reasons_changed: list[dict[str, Any]] = field(default_factory=list)
-    quad_iou: dict[str, float] = field(default_factory=dict)
+    measures: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        """JSON-able report (counts, the changed uploads, IoU mean/min)."""
-        ious = list(self.quad_iou.values())
+        """JSON-able report: counts, ``<measure>_mean`` and ``<measure>_min`` for every measure
+        of every registered task (None where no upload had it), the changed uploads."""
+        names = dict.fromkeys([m for t in registry.specs() for m in t.measures] + [*self.measures])
+        stats: dict[str, float | None] = {}
+        for m in names:
+            vs = list(self.measures.get(m, {}).values())
+            stats[f"{m}_mean"] = round(sum(vs) / len(vs), 4) if vs else None
+            stats[f"{m}_min"] = round(min(vs), 4) if vs else None
         return {
             "compared": self.compared,
             "missing_original": len(self.missing_original),
             "verdicts_changed": len(self.verdict_changed),
             "reasons_changed": len(self.reasons_changed),
-            "quad_iou_mean": round(sum(ious) / len(ious), 4) if ious else None,
-            "quad_iou_min": round(min(ious), 4) if ious else None,
+            **stats,
             "changed": self.verdict_changed + [r for r in self.reasons_changed
                                                if r["upload_id"] not in
                                                {v["upload_id"] for v in self.verdict_changed}],
@@ -180,8 +188,9 @@ def diff_results(original: Iterable[VerificationResult], replayed: Iterable[Veri
         rb, ra = sorted(map(str, b.reasons)), sorted(map(str, a.reasons))
         if rb != ra:
             d.reasons_changed.append({"upload_id": uid, "before": rb, "after": ra})
-        if b.card is not None and a.card is not None and b.card.quad and a.card.quad:
-            d.quad_iou[uid] = quad_iou(b.card.quad, a.card.quad)
+        if b.task == a.task and b.payload is not None and a.payload is not None:
+            for m, v in registry.spec(a.task).compare(b.payload, a.payload).items():
+                d.measures.setdefault(m, {})[uid] = v
     return d
 
 

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.models import Background, PhotoSize
+
 MattingModelName = Literal["u2netp", "u2net", "u2net_human_seg", "silueta"]
 
 
@@ -16,9 +18,11 @@ class IdPhotoSettings(BaseModel):
         model: rembg U2-Net family model used for the person matte. ``u2netp`` (4.4 MB) is pinned
             in ``processors/models.json``; the others are rembg's release files
             (``u2net.onnx``...) and must already be in the model home (see ``matting.REMBG_MODELS``).
-        default_size: size used when an item carries no ``size`` option (see ``sizes.SIZES``).
+        default_size: size used when an item carries no ``size`` option (see ``sizes.SIZES``):
+            the one place this default is written; uploads, ``cardstream idphoto`` and the
+            processor's own calls all take it from here.
         default_background: background used when an item carries no ``background`` option
-            (``white``, ``blue``, ``red`` or ``#RRGGBB``).
+            (``white``, ``blue``, ``red`` or ``#RRGGBB``); the one place, as ``default_size``.
         min_face_px: smallest accepted face-box height (source px); smaller faces are
             ``FACE_TOO_SMALL`` because the head would be upscaled too far (a one-inch head is
             ~250 px at 300 dpi, so 80 px means an upscale of about 3x).
@@ -46,8 +50,8 @@ class IdPhotoSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model: MattingModelName = "u2netp"
-    default_size: str = "one_inch"
-    default_background: str = "white"
+    default_size: PhotoSize = PhotoSize.ONE_INCH
+    default_background: Background = "white"
     min_face_px: int = Field(default=80, ge=8)
     secondary_face_ratio: float = Field(default=0.5, gt=0.0, le=1.0)
     face_matte_min: float = Field(default=0.5, ge=0.0, le=1.0)

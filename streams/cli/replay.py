@@ -19,7 +19,8 @@ def replay(
     report: Path = typer.Option(Path("out/replay_report.json"), help="Where to write the JSON diff report."),
 ) -> None:
     """Re-process uploads whose Kafka timestamps are in [FROM, TO) into a side results topic, then diff
-    against the original results (verdicts, reasons, quad IoU)."""
+    against the original results (verdicts, reasons, and each task's measures, e.g. the IoU of
+    what it found)."""
     from rich.console import Console
     from rich.table import Table
     from tqdm import tqdm
@@ -60,10 +61,11 @@ def replay(
         typer.echo("no results to compare: every event of the window became a dead letter")
         return
     tab = Table(title=f"replay vs original ({summary['results_topic']})")
-    for col in ("replayed", "compared", "verdicts changed", "reasons changed", "quad IoU mean", "quad IoU min"):
-        tab.add_column(col)
-    tab.add_row(*(str(summary[k]) for k in ("replayed", "compared", "verdicts_changed", "reasons_changed",
-                                             "quad_iou_mean", "quad_iou_min")))
+    keys = ["replayed", "compared", "verdicts_changed", "reasons_changed",
+            *(k for k in summary if k.endswith(("_mean", "_min")))]
+    for k in keys:
+        tab.add_column(k.replace("_", " ").replace("iou", "IoU"))
+    tab.add_row(*(str(summary[k]) for k in keys))
     console = Console()
     console.print(tab)
     for ch in summary["changed"][:20]:

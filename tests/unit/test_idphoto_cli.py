@@ -51,3 +51,32 @@ def test_idphoto_cli_refuses_unknown_size(tmp_path) -> None:
     res = CliRunner().invoke(app, ["idphoto", str(tmp_path / "x.jpg"), "--size", "poster"])
     assert res.exit_code == 2
     assert "unknown size" in res.output
+
+
+def test_idphoto_cli_takes_the_default_size_from_the_settings_and_needs_out(tmp_path,
+                                                                         monkeypatch) -> None:
+    """Without --size the photo has CARDSTREAM_IDPHOTO__DEFAULT_SIZE's size (the command's
+    own ``one_inch`` default hid the setting); without --out nothing is written, as ``card``."""
+    import tempfile
+
+    if not (model_home() / "u2netp.onnx").is_file():
+        pytest.skip(f"u2netp.onnx not in {model_home()} (run `make models`)")
+    portrait = tmp_path / "astro.png"
+    cv2.imwrite(str(portrait), cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR))
+    out = tmp_path / "out"
+    env = {"CARDSTREAM_IDPHOTO__DEFAULT_SIZE": "us_passport"}
+    res = CliRunner().invoke(app, ["idphoto", str(portrait), "--out", str(out), "--json"],
+                             env=env)
+    assert res.exit_code == 0, res.output
+    (row,) = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert (row["width"], row["height"]) == (600, 600)  # 2 x 2 in at 300 dpi
+    assert [p.name for p in out.iterdir()] == ["astro-png.us_passport.jpg"] == [
+        row["photo"].rsplit("/", 1)[-1]]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    res = CliRunner().invoke(app, ["idphoto", str(portrait), "--json"], env=env)
+    (row,) = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert res.exit_code == 0 and row["photo"] is None
+    assert (row["width"], row["height"]) == (600, 600)
+    assert list(tmp.iterdir()) == []

@@ -309,3 +309,29 @@ def test_corrupt_pixel_data_is_rejected_with_a_payload_the_contract_accepts(proc
     two_inch = SIZES["two_inch"]
     assert (payload.size, payload.background, payload.width, payload.height, payload.photo) == (
         "two_inch", "blue", two_inch.width_px, two_inch.height_px, None)
+
+
+def test_the_default_size_and_background_settings_take_effect(proc, monkeypatch) -> None:
+    """An upload without ``size`` and ``background`` gets CARDSTREAM_IDPHOTO__DEFAULT_SIZE and
+    __DEFAULT_BACKGROUND, on the path the worker takes (the task's item options, then the
+    processor built from the settings section). The task's spec filled in ``one_inch`` and
+    ``white`` before the processor saw the item, so these settings changed nothing."""
+    from processors import registry
+    from schemas.models import UploadEvent
+    from streams.settings import load_settings
+
+    monkeypatch.setenv("CARDSTREAM_IDPHOTO__DEFAULT_SIZE", "two_inch")
+    monkeypatch.setenv("CARDSTREAM_IDPHOTO__DEFAULT_BACKGROUND", "#0000ff")
+    s = load_settings()
+    task = registry.spec("id_photo")
+    ev = UploadEvent.model_validate({"upload_id": "u", "task": "id_photo",
+                                     "image": {"inline_b64": "AAAA"}})
+    rt = RuntimeSettings(device="cpu", buckets=(1, 16), cpu_max_bucket=16)  # proc's sessions
+    worker_proc = registry.build_processor("id_photo", s.idphoto, rt)
+    (o,) = worker_proc.process_batch([Item.from_array("u", ASTRO, task.item_options(ev.options))])
+    assert o.status == Status.ACCEPTED, o.reasons
+    assert (o.payload["size"], o.payload["background"]) == ("two_inch", "#0000ff")
+    photo = _photo(o)
+    assert photo.shape == (579, 413, 3)
+    r, _, b = photo[3, 3]
+    assert b > 200 and r < 60  # blue, not white
