@@ -69,6 +69,26 @@ def test_options_defaults_and_values() -> None:
                       options=m.CardOptions(doc_type=m.DocTypeHint.PASSPORT))
 
 
+def test_effective_options_fill_in_what_the_processor_takes_from_its_settings() -> None:
+    """What an output is made from: the upload's options, else the settings section's
+    defaults (an operator's CARDSTREAM_IDPHOTO__DEFAULT_SIZE changes the outputs)."""
+    from processors.card.settings import CardSettings
+    from processors.idphoto.settings import IdPhotoSettings
+
+    card, photo = registry.spec("card"), registry.spec("id_photo")
+    assert card.effective_options({}, CardSettings()) == {"doc_type": "auto"}
+    assert card.effective_options({}, CardSettings(doc_type="passport")) == {
+        "doc_type": "passport"}
+    assert card.effective_options({"doc_type": "id_card"}, CardSettings(doc_type="passport")) == {
+        "doc_type": "id_card"}
+    assert photo.effective_options({}, IdPhotoSettings()) == {
+        "size": "one_inch", "background": "white", "alpha_matting": False}
+    assert photo.effective_options({"background": "#00FF00"}, IdPhotoSettings(
+        default_size="two_inch")) == {"size": "two_inch", "background": "#00ff00",
+                                      "alpha_matting": True}
+    assert TOY.effective_options({"label": "x"}, None) == {"label": "x"}
+
+
 def test_every_task_of_the_contract_has_a_spec_and_back() -> None:
     assert set(registry.names()) == set(m.V1_TASKS) == {t.value for t in Task}
     for t in registry.specs():
