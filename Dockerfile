@@ -75,7 +75,8 @@ LABEL org.opencontainers.image.title="cardstream" \
       io.cardstream.variant="${VARIANT}"
 RUN groupadd --system --gid 10001 cardstream \
  && useradd --system --uid 10001 --gid 10001 --home-dir /home/cardstream --create-home \
-      --shell /usr/sbin/nologin cardstream
+      --shell /usr/sbin/nologin cardstream \
+ && install -d -o 10001 -g 10001 /data  # the status app's RocksDB files (a volume mounts here)
 COPY --from=build /app/.venv /app/.venv
 COPY --from=build /models /models
 ENV PATH=/app/.venv/bin:${PATH} \

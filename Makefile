@@ -5,7 +5,7 @@ VENV  := .venv
 STAMP := $(VENV)/.installed
 EXTRA ?= cpu
 
-.PHONY: setup models browser stack-up stack-down demo test test-unit test-integration bench faults lint clean
+.PHONY: setup models browser tools stack-up stack-down demo test test-unit test-integration bench faults lint clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) is missing: install Python 3.11" >&2; exit 1; }
@@ -22,6 +22,10 @@ models: setup ## model files into ~/.u2net, verified by SHA-256
 browser: ## Debian's chromium for the page's test (apt-get when missing)
 	scripts/browser >/dev/null
 
+tools: ## helm and promtool, built once from the Go module proxy (cached under ~/.cache): the unit tier runs them
+	scripts/helm >/dev/null
+	scripts/promtool >/dev/null
+
 stack-up: setup ## Kafka (KRaft) + MinIO on 127.0.0.1, topics and buckets
 	scripts/stack up
 
@@ -31,10 +35,10 @@ stack-down:
 demo: models stack-up ## the main job on the sample uploads
 	eval "$$(scripts/stack env)" && $(VENV)/bin/cardstream demo
 
-test: models browser stack-up ## the whole suite (unit + integration) against the real stack
+test: models browser tools stack-up ## the whole suite (unit + integration) against the real stack
 	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m pytest tests
 
-test-unit: models
+test-unit: models tools
 	$(VENV)/bin/python -m pytest tests/unit
 
 test-integration: models browser stack-up

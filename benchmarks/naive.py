@@ -23,7 +23,7 @@ from schemas.models import ModelRef, ObjectRef, SourceRef, Timings, Verification
 from streams.kafka import consumer, transactional_producer
 from streams.settings import Settings
 from streams.storage import Storage
-from streams.worker import object_key
+from streams.worker import input_tag, object_key
 
 
 class NaiveConsumer:
@@ -92,12 +92,15 @@ class NaiveConsumer:
                                     max_bytes=s.decode.max_bytes)
         image = probe_image(data, s.decode)
         task = spec(self.task)
-        o = self.proc.process_batch([Item(ev.upload_id, image, task.item_options(ev.options))])[0]
+        options = task.item_options(ev.options)
+        o = self.proc.process_batch([Item(ev.upload_id, image, options)])[0]
         info = self.proc.model
         refs = {}
+        tag = input_tag(data, options)
         for a in o.artifacts:
             st = self.storage.put(s.s3.results_bucket,
-                                  object_key(self.task, info.version, ev.upload_id, a.name, a.ext),
+                                  object_key(self.task, info.version, ev.upload_id, tag, a.name,
+                                             a.ext),
                                   a.data, a.content_type)
             refs[a.name] = ObjectRef(bucket=st.bucket, key=st.key, size_bytes=st.size_bytes,
                                      sha256=st.sha256, content_type=a.content_type,

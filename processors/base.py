@@ -60,7 +60,7 @@ class Item:
 @dataclass(frozen=True, slots=True)
 class Artifact:
     """An output file of an outcome, stored by ``streams`` under
-    ``{task}/{model_version}/{upload_id}/{name}.{ext}``.
+    ``{task}/{model_version}/{upload_id}/{input_tag}/{name}.{ext}``.
 
     Attributes:
         name: artifact name; the task's main artifact (``TaskSpec.main_artifact``) is the one

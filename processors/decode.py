@@ -9,7 +9,12 @@ Rules (in order, each refusal is a :class:`~processors.errors.DecodeError` with 
    plugin, so no other decoder ever sees the bytes.
 3. The header is parsed lazily (``Image.open`` reads no pixel data) and the declared
    ``width * height`` is compared with ``max_pixels`` → ``IMAGE_TOO_LARGE`` before any pixel is
-   decoded. ``min(width, height) < min_side`` → ``IMAGE_TOO_SMALL``.
+   decoded. ``min(width, height) < min_side`` → ``IMAGE_TOO_SMALL``. Work the pixel count does
+   not announce is refused as ``IMAGE_TOO_COMPLEX``, also before decoding: a JPEG with more than
+   ``max_jpeg_scans`` scans (each progressive scan is a pass over every coefficient:
+   :func:`jpeg_layout`), a TIFF tile far larger than its image (libtiff inflates whole tiles).
+   The probe also estimates the decode's peak memory from the header (:func:`decoded_bytes`,
+   per format and mode, measured by ``python -m benchmarks.decode_memory``).
 4. JPEG pixels are decoded by libjpeg-turbo through ``simplejpeg`` in strict mode: every libjpeg
    warning ("Premature end of JPEG file", "Corrupt JPEG data: premature end of data segment",
    bad Huffman code...) is ``CORRUPT_IMAGE``, never a grey-filled partial image (Pillow ignores
@@ -92,6 +97,11 @@ class DecodeSettings(BaseModel):
             ``IMAGE_TOO_SMALL``.
         flatten_bgr: colour (B, G, R), 0..255, that transparent pixels are composited over
             (default white).
+        max_jpeg_scans: most scans (SOS segments) a JPEG may have (default 100, the bound
+            libtiff puts on JPEG-in-TIFF, ``tif_jpeg.c`` ``max_allowed_scan_number``); every
+            progressive scan is a pass over the whole image's coefficients, so more →
+            ``IMAGE_TOO_COMPLEX`` before decoding. libjpeg's progressive script has 10 scans
+            (``jpeg_simple_progression``), 6 for greyscale.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -100,6 +110,7 @@ class DecodeSettings(BaseModel):
     max_pixels: int = Field(default=40_000_000, gt=0)
     min_side: int = Field(default=32, ge=1)
     flatten_bgr: tuple[int, int, int] = (255, 255, 255)
+    max_jpeg_scans: int = Field(default=100, ge=1)
 
 
 # Sniffed format → the one Pillow plugin allowed to read it.
@@ -316,10 +327,47 @@ def _decode_jpeg(data: bytes, size: tuple[int, int], long_side: int | None = Non
     raise DecodeError(ReasonCode.CORRUPT_IMAGE, f"jpeg decoded {dw}x{dh} != header {w}x{h}")
 
 
+STRIP_PX = 1 << 16
+"""Pixels per conversion strip of a Pillow decode (:func:`_decode_pillow`): each strip's
+temporaries (mode conversion, alpha flattening in ``uint16``) take about 30 bytes per pixel,
+so about 8 MB, whatever the image's size."""
+
+
+def _place(out: np.ndarray, strip: np.ndarray, y0: int, orientation: int) -> None:
+    """Write ``strip`` (stored rows ``y0 ..`` of an image of ``out``'s stored height, BGR) into
+    ``out`` (the displayed image) where EXIF ``orientation`` puts them: the same mapping as
+    :func:`_apply_orientation`, one strip at a time (so no second full-size array is made)."""
+    k = strip.shape[0]
+    stored_h = out.shape[1] if orientation >= 5 else out.shape[0]
+    y1, top = y0 + k, stored_h - y0 - k  # top: where a flipped strip starts
+    if orientation == 1:
+        out[y0:y1] = strip
+    elif orientation == 2:
+        out[y0:y1] = strip[:, ::-1]
+    elif orientation == 3:
+        out[top:top + k] = strip[::-1, ::-1]
+    elif orientation == 4:
+        out[top:top + k] = strip[::-1]
+    elif orientation == 5:
+        out[:, y0:y1] = strip.transpose(1, 0, 2)
+    elif orientation == 6:
+        out[:, top:top + k] = strip.transpose(1, 0, 2)[:, ::-1]
+    elif orientation == 7:
+        out[:, top:top + k] = strip.transpose(1, 0, 2)[::-1, ::-1]
+    else:  # 8
+        out[:, y0:y1] = strip.transpose(1, 0, 2)[::-1]
+
+
 def _decode_pillow(
     im: Image.Image, fmt: str, bg_rgb: tuple[int, int, int]
-) -> tuple[np.ndarray, int]:
-    """Pillow decode of the first frame → (``(H, W, 3) uint8`` BGR, EXIF orientation to apply).
+) -> np.ndarray:
+    """Pillow decode of the first frame → ``(H, W, 3) uint8`` BGR, upright (EXIF orientation
+    applied).
+
+    The decoded Pillow image (``PILLOW_BYTES_PER_PX`` of its mode) is converted strip by strip
+    (:data:`STRIP_PX`) straight into the upright BGR array, so the peak is the Pillow image plus
+    the result (3 B/px) plus one strip's temporaries, never a full-size conversion copy (issue
+    43: a 40 MP RGBA PNG peaked at 1,201 MB when converted and flattened whole).
 
     The orientation is read after ``load()``: Pillow's TIFF plugin applies it while loading and
     then clears the tag, so reading it before would turn the picture twice.
@@ -327,16 +375,22 @@ def _decode_pillow(
     try:
         im.load()
         orientation = _orientation(im)
-        rgb = _to_rgb_array(im, bg_rgb)
+        w, h = im.size
+        out = np.empty((w, h, 3) if orientation >= 5 else (h, w, 3), np.uint8)
+        rows = max(1, STRIP_PX // w)
+        for y0 in range(0, h, rows):
+            rgb = _to_rgb_array(im.crop((0, y0, w, min(h, y0 + rows))), bg_rgb)
+            code = cv2.COLOR_GRAY2BGR if rgb.ndim == 2 else cv2.COLOR_RGB2BGR
+            _place(out, cv2.cvtColor(rgb, code), y0, orientation)
     except Image.DecompressionBombError as exc:
         raise DecodeError(ReasonCode.IMAGE_TOO_LARGE, f"{fmt} data: {exc}") from None
+    except MemoryError:
+        raise  # the process's memory, not the image: never a CORRUPT_IMAGE verdict (issue 43)
     except Exception as exc:  # noqa: BLE001 - Pillow/libtiff/libwebp/libheif raise many types
         raise DecodeError(
             ReasonCode.CORRUPT_IMAGE, f"{fmt} data undecodable: {type(exc).__name__}: {exc}"
         ) from None
-    if rgb.ndim == 2:
-        return cv2.cvtColor(rgb, cv2.COLOR_GRAY2BGR), orientation
-    return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), orientation
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +410,10 @@ class EncodedImage:
         height: displayed height (px), as ``width``.
         orientation: EXIF Orientation (1..8) that :func:`decode_probed` applies to JPEG pixels;
             1 for the other formats.
+        mode: the header's pixel mode as Pillow names it (``L``, ``RGB``, ``RGBA``, ``P``,
+            ``CMYK``, ``I;16`` ...).
+        peak_bytes: memory (bytes) a full-resolution :func:`decode_probed` of this image takes
+            at its peak, estimated from the header (:func:`decoded_bytes`).
     """
 
     data: bytes
@@ -363,6 +421,8 @@ class EncodedImage:
     width: int
     height: int
     orientation: int = 1
+    mode: str = "RGB"
+    peak_bytes: int = 0
 
     @classmethod
     def from_array(cls, image: np.ndarray, settings: DecodeSettings | None = None) -> EncodedImage:
@@ -412,9 +472,12 @@ def probe_image(data: bytes, settings: DecodeSettings) -> EncodedImage:
     with _open_checked(data, fmt, settings) as im:
         w, h = im.size
         orientation = _orientation(im) if fmt == "jpeg" else 1
+        peak = _peak_bytes(im, fmt, data, settings)
+        mode = im.mode
     if orientation >= 5:  # 5-8 swap width and height (EXIF 2.32)
         w, h = h, w
-    return EncodedImage(data=data, format=fmt, width=w, height=h, orientation=orientation)
+    return EncodedImage(data=data, format=fmt, width=w, height=h, orientation=orientation,
+                        mode=mode, peak_bytes=peak)
 
 
 def decode_probed(image: EncodedImage, settings: DecodeSettings,
@@ -443,22 +506,163 @@ def decode_probed(image: EncodedImage, settings: DecodeSettings,
             stored = im.size
             bgr, scale = _decode_jpeg(image.data, stored, long_side)
             orientation = image.orientation
-        else:
-            (bgr, orientation), scale = _decode_pillow(im, image.format,
-                                                       settings.flatten_bgr[::-1]), 1.0
-    return np.ascontiguousarray(_apply_orientation(bgr, orientation)), scale
+            return np.ascontiguousarray(_apply_orientation(bgr, orientation)), scale
+        return _decode_pillow(im, image.format, settings.flatten_bgr[::-1]), 1.0
 
 
-DECODE_PEAK_FACTOR = 2
-"""Peak memory of a decode, in decoded images: the ``(H, W, 3) uint8`` result plus one
-conversion copy (alpha flattening, colour conversion, rotation)."""
+DECODE_OVERHEAD_BYTES = {"jpeg": 8 * 1024 * 1024, "other": 16 * 1024 * 1024}
+"""Memory of a decode beyond its image buffers (bytes), measured (``python -m
+benchmarks.decode_memory`` at 3 and 12 MP: up to 11 MB for Pillow's formats, under 7 MB for
+JPEG): the decoders' own state (row buffers, Huffman and zlib tables), Pillow's 16 MB block
+rounding and one conversion strip's temporaries (:data:`STRIP_PX` x about 30 B)."""
+
+PILLOW_BYTES_PER_PX: dict[str, int] = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2,
+                                       "I;16B": 2, "I;16N": 2}
+"""Bytes per pixel of a decoded Pillow image by mode (Pillow's ``Imaging`` storage); every other
+mode (``LA``, ``PA``, ``RGB``, ``RGBA``, ``CMYK``, ``YCbCr``, ``I``, ``F`` ...) is 4."""
+
+TIFF_TILE_SLACK = 4
+"""A TIFF tile may cover at most this many times the image's own pixels (or 1 MP, whichever is
+more; TIFF 6.0 section 15 pads edge tiles to whole tiles, and writers use 256-1024 px tiles on
+small images): a larger tile is ``IMAGE_TOO_COMPLEX``, since libtiff allocates and inflates whole
+tiles whatever the image's size."""
+
+_JPEG_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")  # a marker, not stuffing, RSTn or fill
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # SOF0-15 less DHT, JPG, DAC
+_JPEG_PROGRESSIVE = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
+
+
+@dataclass(frozen=True, slots=True)
+class JpegLayout:
+    """What a JPEG's markers say about the work of decoding it (ISO/IEC 10918-1 B.2).
+
+    Attributes:
+        progressive: the frame is progressive (SOF2, 6, 10, 14): libjpeg holds every
+            coefficient of the image until the last scan.
+        sampling: ``(h, v)`` sampling factors per component of the frame header.
+        scans: start-of-scan segments before the first EOI (bytes after it, e.g. an MPO's other
+            pictures, are never decoded).
+    """
+
+    progressive: bool
+    sampling: tuple[tuple[int, int], ...]
+    scans: int
+
+    def coefficient_bytes(self, width: int, height: int) -> int:
+        """Bytes of libjpeg's whole-image coefficient arrays (``jdcoefct.c``: one 64 x 2-byte
+        block per 8 x 8 samples of each component, rows and columns rounded up to the
+        component's sampling factor); 0 unless progressive."""
+        if not self.progressive or not self.sampling:
+            return 0
+        hmax = max(max(h for h, _ in self.sampling), 1)
+        vmax = max(max(v for _, v in self.sampling), 1)
+        total = 0
+        for h, v in self.sampling:
+            bw = math.ceil(math.ceil(width * h / hmax) / 8)
+            bh = math.ceil(math.ceil(height * v / vmax) / 8)
+            total += (math.ceil(bw / max(h, 1)) * max(h, 1)) * (math.ceil(bh / max(v, 1)) * max(v, 1))
+        return total * 128
+
+
+def jpeg_layout(data: bytes) -> JpegLayout:
+    """Walk a JPEG's markers (segments by their length, entropy-coded data by searching for the
+    next marker) up to the first EOI: the frame type, sampling factors and number of scans, in
+    about 1 ms per MB. A damaged stream ends the walk early; the decoder judges it."""
+    pos, n, scans = 2, len(data), 0
+    progressive, sampling = False, ()
+    while pos < n:
+        m = _JPEG_MARKER.search(data, pos)
+        if m is None:
+            break
+        marker, pos = data[m.start() + 1], m.end()
+        if marker == 0xD9:  # EOI
+            break
+        if marker == 0x01:  # TEM: no length
+            continue
+        if pos + 2 > n:
+            break
+        (length,) = struct.unpack_from(">H", data, pos)
+        if marker in _JPEG_SOF and not sampling:
+            seg = data[pos + 2:pos + length]
+            count = seg[5] if len(seg) > 5 else 0
+            sampling = tuple((seg[7 + 3 * i] >> 4, seg[7 + 3 * i] & 15) for i in range(count)
+                             if 7 + 3 * i < len(seg))
+            progressive = marker in _JPEG_PROGRESSIVE
+        elif marker == 0xDA:  # SOS
+            scans += 1
+        pos += max(length, 2)
+    return JpegLayout(progressive, sampling, scans)
+
+
+def _tiff_buffer_px(im: Image.Image, fmt: str) -> int:
+    """Pixels of libtiff's decode buffer for a TIFF (one tile, or one strip of RowsPerStrip rows
+    clamped to the image, as ``TIFFTileSize`` / ``TIFFStripSize``); refuses a tile far larger
+    than the image (:data:`TIFF_TILE_SLACK`)."""
+    w, h = im.size
+    tags = getattr(im, "tag_v2", {})
+    tile_w, tile_h = tags.get(322), tags.get(323)
+    if tile_w and tile_h:
+        if tile_w * tile_h > max(TIFF_TILE_SLACK * w * h, 1 << 20):
+            raise DecodeError(ReasonCode.IMAGE_TOO_COMPLEX,
+                              f"{fmt} tile {tile_w}x{tile_h} px is far larger than the "
+                              f"{w}x{h} px image it holds")
+        return int(tile_w) * int(tile_h)
+    rows = tags.get(278) or h
+    return w * min(int(rows), h)
+
+
+def _peak_bytes(im: Image.Image, fmt: str, data: bytes, settings: DecodeSettings) -> int:
+    """The peak memory (bytes) of :func:`decode_probed` at full resolution, from the header
+    (``im``, opened lazily): what ``python -m benchmarks.decode_memory`` measures per format
+    and mode.
+
+    * JPEG: the BGR result (3 B/px); while decoding, a progressive frame's coefficient arrays
+      (:meth:`JpegLayout.coefficient_bytes`) and for 4 components the CMYK buffer converted
+      from (4 B/px); afterwards the rotated copy when the EXIF orientation turns it (3 B/px).
+    * The others: Pillow's decoded image (:data:`PILLOW_BYTES_PER_PX`, twice for a TIFF that
+      Pillow turns while loading) + the BGR result (3 B/px) + the decoder's own frames:
+      WebP's (libwebp's animation decoder: its canvas, the previous canvas and the frame handed
+      to Pillow, 10 B/px measured 9-10), HEIF's (libheif's planes and interleaved frame, 4 B/px
+      measured 2-3.5), TIFF's strip or tile buffer (4 B, or the samples' bytes if more, per
+      buffer px).
+    * Plus :data:`DECODE_OVERHEAD_BYTES`.
+
+    Raises:
+        DecodeError: ``IMAGE_TOO_COMPLEX``: a JPEG with more than ``settings.max_jpeg_scans``
+            scans, a TIFF tile far larger than its image.
+    """
+    w, h = im.size
+    px = w * h
+    if fmt == "jpeg":
+        layout = jpeg_layout(data)
+        if layout.scans > settings.max_jpeg_scans:
+            raise DecodeError(ReasonCode.IMAGE_TOO_COMPLEX,
+                              f"jpeg has {layout.scans} scans > max_jpeg_scans "
+                              f"{settings.max_jpeg_scans}")
+        during = layout.coefficient_bytes(w, h) + (4 * px if len(layout.sampling) == 4 else 0)
+        after = 3 * px if _orientation(im) != 1 else 0
+        return 3 * px + max(during, after) + DECODE_OVERHEAD_BYTES["jpeg"]
+    pillow = PILLOW_BYTES_PER_PX.get(im.mode, 4) * px
+    extra = 0
+    if fmt == "webp":
+        extra = 10 * px
+    elif fmt == "heif":
+        extra = 4 * px
+    elif fmt == "tiff":
+        bits = im.tag_v2.get(258, (8,))
+        sample_bytes = math.ceil(sum(bits if isinstance(bits, tuple) else (bits,)) / 8)
+        extra = max(4, sample_bytes) * _tiff_buffer_px(im, fmt)
+        if im.tag_v2.get(0x0112, 1) not in (1, None):
+            pillow *= 2  # Pillow turns the loaded image into a second one
+    return pillow + 3 * px + extra + DECODE_OVERHEAD_BYTES["other"]
 
 
 def decoded_bytes(image: EncodedImage) -> int:
-    """Memory (bytes) a full-resolution :func:`decode_probed` of ``image`` needs at its peak, from
-    its probed header (no pixel decoded): ``width * height * 3 * DECODE_PEAK_FACTOR``; an upper
-    bound for a JPEG decoded at a DCT scale below 1."""
-    return image.width * image.height * 3 * DECODE_PEAK_FACTOR
+    """Memory (bytes) a full-resolution :func:`decode_probed` of ``image`` needs at its peak,
+    estimated from its probed header when it was probed (:func:`_peak_bytes`, measured per
+    format and mode by ``python -m benchmarks.decode_memory``); an upper bound for a JPEG
+    decoded at a DCT scale below 1."""
+    return image.peak_bytes or image.width * image.height * 7 + DECODE_OVERHEAD_BYTES["other"]
 
 
 def decode_image(data: bytes, settings: DecodeSettings) -> np.ndarray:

@@ -111,6 +111,18 @@ class TaskSpec:
         given = options.model_dump(mode="json") if options is not None else {}
         return {**self.option_defaults, **{k: v for k, v in given.items() if v is not None}}
 
+    def effective_options(self, options: Mapping[str, Any], section: Any) -> dict[str, Any]:
+        """An item's ``options`` (:meth:`item_options`) with what they leave out filled in as
+        the task's processor fills it from its settings ``section``: the options an output is
+        made from, e.g. for a key that must change when the output can (an operator who
+        changes a default changes the outputs). By default ``options`` as they are (a task
+        whose defaults are all :attr:`option_defaults`).
+
+        Raises:
+            ProcessorError: options the task's processor refuses.
+        """
+        return dict(options)
+
     def payload(self, fields: Mapping[str, Any],
                 refs: Mapping[str, ObjectRef]) -> PayloadModel | None:
         """The result's payload from an outcome's payload ``fields`` and the stored artifacts.

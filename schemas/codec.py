@@ -45,7 +45,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as ModelError
 
 from schemas import formats as F
-from schemas.errors import ContractError
+from schemas.errors import ContractError, field_errors
 from schemas.models import (
     SCHEMA_VERSION,
     TASKS,
@@ -257,12 +257,6 @@ def _schema_message(err: SchemaError) -> tuple[str, list[str | int]]:
     return f"violates '{kw}'", path
 
 
-def _model_message(err: ModelError) -> tuple[str, list[str | int]]:
-    first = err.errors(include_url=False, include_input=False)[0]
-    msg = first["msg"].splitlines()[0]
-    return msg, [p for p in first["loc"] if isinstance(p, (str, int))]
-
-
 # ---------------------------------------------------------------------------------------------
 # generic decode
 
@@ -312,8 +306,8 @@ def validate_obj(kind: str, obj: Any, headers: HeadersIn = None) -> BaseModel:
     try:
         return EVENTS[kind][1].model_validate(obj)
     except ModelError as e:
-        msg, path = _model_message(e)
-        raise ContractError(C.SCHEMA_INVALID, msg, json_path(path)) from None
+        first = field_errors(e)[0]
+        raise ContractError(C.SCHEMA_INVALID, first.msg, json_path(first.loc)) from None
 
 
 def _decode(kind: str, model: type[M], value: Any, headers: HeadersIn = None) -> M:

@@ -6,6 +6,10 @@ has its own module of errors (``schemas.errors``, ``processors.errors``, ``strea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
 
 class CardstreamError(Exception):
     """Root of every error raised on purpose by cardstream."""
@@ -23,3 +27,36 @@ class ContractError(CardstreamError):
         super().__init__(message)
         self.code = code
         self.path = path
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One problem pydantic found in a value.
+
+    Attributes:
+        loc: where: field names and list indexes from the model's root (``("options",
+            "size")``); empty for the value as a whole.
+        msg: pydantic's message, its first line only: never its documentation link nor the
+            input (which may be a secret or personal data).
+    """
+
+    loc: tuple[str | int, ...]
+    msg: str
+
+    def __str__(self) -> str:
+        """``options.size: Input should be ...`` (the message alone when ``loc`` is empty)."""
+        return f"{'.'.join(map(str, self.loc))}: {self.msg}" if self.loc else self.msg
+
+
+def field_errors(err: ValidationError) -> list[FieldError]:
+    """Every problem of ``err`` (a ``pydantic.ValidationError``), in pydantic's order."""
+    return [FieldError(tuple(p for p in e["loc"] if isinstance(p, str | int)),
+                       e["msg"].splitlines()[0] if e["msg"] else "")
+            for e in err.errors(include_url=False, include_input=False)]
+
+
+def validation_message(err: ValidationError, paths: bool = True) -> str:
+    """The one-line message of ``err``: its problems joined by ``"; "``, each ``loc: msg``
+    (``msg`` alone with ``paths`` False, where the caller names the field itself, e.g. a CLI
+    option)."""
+    return "; ".join(str(f) if paths else f.msg for f in field_errors(err))

@@ -51,7 +51,10 @@ class GatewayCode(StrEnum):
 
 #: The image refusals the gateway answers with the worker's reason codes (the header probe's).
 IMAGE_CODES = (ReasonCode.UNSUPPORTED_FORMAT, ReasonCode.IMAGE_TOO_LARGE,
-               ReasonCode.IMAGE_TOO_SMALL, ReasonCode.CORRUPT_IMAGE)
+               ReasonCode.IMAGE_TOO_SMALL, ReasonCode.CORRUPT_IMAGE, ReasonCode.IMAGE_TOO_COMPLEX)
+
+#: the status of an image refusal whose reason code is not listed here (a probe rule added later)
+IMAGE_REFUSED_STATUS = 422
 
 #: code -> HTTP status (RFC 9110; 429 RFC 6585). 404, not 403, for another client's upload.
 HTTP_STATUS: dict[str, int] = {
@@ -65,6 +68,7 @@ HTTP_STATUS: dict[str, int] = {
     GatewayCode.METHOD_NOT_ALLOWED: 405, GatewayCode.INTERNAL_ERROR: 500,
     ReasonCode.UNSUPPORTED_FORMAT: 415, ReasonCode.IMAGE_TOO_LARGE: 413,
     ReasonCode.IMAGE_TOO_SMALL: 422, ReasonCode.CORRUPT_IMAGE: 422,
+    ReasonCode.IMAGE_TOO_COMPLEX: 422,
 }
 
 #: Version of the gateway's JSON answers (``schema_version``).
@@ -108,5 +112,5 @@ class UploadAccepted(_Answer):
     result: str
 
 
-__all__ = ["GATEWAY_SCHEMA_VERSION", "HTTP_STATUS", "IMAGE_CODES", "GatewayCode", "GatewayError",
+__all__ = ["GATEWAY_SCHEMA_VERSION", "HTTP_STATUS", "IMAGE_CODES", "IMAGE_REFUSED_STATUS", "GatewayCode", "GatewayError",
            "UploadAccepted"]

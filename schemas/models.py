@@ -312,7 +312,7 @@ class ObjectRef(_Model):
     """An output object the worker stored (results bucket).
 
     Attributes:
-        bucket, key: where it is; key layout ``{task}/{model_version}/{upload_id}/{artifact}.{ext}``.
+        bucket, key: where it is; key layout ``{task}/{model_version}/{upload_id}/{input_tag}/{artifact}.{ext}``.
         size_bytes: object size in bytes.
         sha256: lowercase hex SHA-256 of the object bytes.
         content_type: media type, e.g. ``image/jpeg`` / ``image/png``.

@@ -62,6 +62,7 @@ class ReasonCode(StrEnum):
     OBJECT_NOT_FOUND = "OBJECT_NOT_FOUND"
     CHECKSUM_MISMATCH = "CHECKSUM_MISMATCH"  # claim-check object differs from its size/sha256
     OBJECT_REFUSED = "OBJECT_REFUSED"  # the object store refused the ref (e.g. an invalid key)
+    IMAGE_TOO_COMPLEX = "IMAGE_TOO_COMPLEX"  # decoding would take more work than its pixels
     # processing
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
@@ -78,3 +79,4 @@ class DeadLetterCode(StrEnum):
     KEY_MISMATCH = "KEY_MISMATCH"
     PROCESSING_ERROR = "PROCESSING_ERROR"
     POISON = "POISON"  # the input crashed or hung the worker every time it was tried
+    UNREADABLE_RECORD = "UNREADABLE_RECORD"  # the Kafka client cannot read a part of the record

@@ -57,3 +57,20 @@ class ProcessorUnavailable(StreamsError):
 class StorageUnavailable(StorageError):
     """MinIO did not answer within the retries while a batch was loaded or stored: the worker
     puts the batch back, pauses and retries once the store answers; nothing is committed."""
+
+
+class StoreRefused(StorageUnavailable):
+    """The object store answered a batch's call with a refusal that no wait clears (a PUT into
+    a missing bucket, a denied permission or SSE setting, a quota: an S3 error answer below 500,
+    :func:`streams.storage.refusal_code`). The worker fails readiness, counts it
+    (``cardstream_store_refusals_total{code}``), waits longer each time, and stops after
+    ``WorkerSettings.store_refusal_limit_s`` of refusals in a row (issue 43: it recomputed the
+    batch in a hot loop, ready and live).
+
+    Attributes:
+        code: the S3 error code (``NoSuchBucket``, ``AccessDenied``...).
+    """
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -63,6 +63,10 @@ class WorkerMetrics:
         self.fetch_delay = Histogram("cardstream_fetch_delay_seconds",
                                      "Kafka timestamp to the consumer returning the event",
                                      buckets=fine, registry=r)
+        self.store_refusals = Counter(
+            "cardstream_store_refusals", "Batches put back because the object store refused a "
+            "call in a way no wait clears (missing bucket, denied permission or SSE, quota)",
+            ["code"], registry=r)
         self.breaker_opened = Counter("cardstream_breaker_opened", "Batches put back by the "
                                       "processor breaker", registry=r)
         self.trace_context_invalid = Counter(

@@ -26,12 +26,25 @@ from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
 from schemas.codec import DLQ_RECORD_MAX_BYTES, DLQ_RECORD_MIN_BYTES
 from streams.gateway.settings import GatewaySettings
+from streams.retry import RetryPolicy
 from streams.status_settings import StatusSettings
 
 
 class _Frozen(BaseModel):
     # a refused value is not echoed in the error: it may be a secret
     model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _partial_retry_policies(cls, data: Any) -> Any:
+        """A retry policy given in part (``CARDSTREAM_S3__RETRY__ATTEMPTS=6`` alone) keeps its
+        field's defaults for the rest (:mod:`streams.retry`)."""
+        if not isinstance(data, dict):
+            return data
+        for name, f in cls.model_fields.items():
+            if isinstance(f.default, RetryPolicy) and isinstance(data.get(name), dict):
+                data = {**data, name: {**f.default.model_dump(), **data[name]}}
+        return data
 
 
 class TopicSettings(_Frozen):
@@ -101,6 +114,10 @@ class KafkaSettings(_Frozen):
             commit's markers, and librdkafka retries ``send_offsets_to_transaction``'s
             AddOffsetsToTxn after this backoff: at librdkafka's default of 100 ms back-to-back
             transactions took a median 98 ms on the local stack, at 2 ms a median 4 ms.
+        commit_retry: how a worker retries ``commit_transaction`` while it fails with a
+            retriable error (:class:`~streams.retry.RetryPolicy`; 0.2 s doubling to 0.8 s, 5
+            calls; ``CARDSTREAM_KAFKA__COMMIT_RETRY__*``); still failing, the consumer group's
+            committed offsets decide the outcome (``streams.worker.committer``).
 
     Raises:
         pydantic.ValidationError: a secret in ``config``; a property in ``config`` that
@@ -124,6 +141,7 @@ class KafkaSettings(_Frozen):
     key_password: SecretStr | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     transaction_retry_backoff_ms: int = Field(2, ge=1, le=10_000)
+    commit_retry: RetryPolicy = RetryPolicy(first_s=0.2, cap_s=0.8, attempts=5)
     topics: TopicSettings = Field(default_factory=TopicSettings)
 
     @model_validator(mode="before")
@@ -220,6 +238,9 @@ class S3Settings(_Frozen):
             operator to look at a dead letter's payload the next working day). S3 lifecycle
             rules count whole days.
         roles: per-role users to create (:class:`S3RoleSettings`, set-up job only).
+        retry: how a call the store answers with an outage is retried
+            (:class:`~streams.retry.RetryPolicy`; 0.2 s doubling to 5 s, jitter 0.1, 4 calls;
+            ``CARDSTREAM_S3__RETRY__*``), then raised as ``StorageError``.
     """
 
     endpoint: str = "127.0.0.1:9000"
@@ -239,6 +260,7 @@ class S3Settings(_Frozen):
     results_expiry_days: int = Field(30, ge=1, le=36500)
     quarantine_expiry_days: int = Field(1, ge=1, le=36500)
     roles: S3RoleSettings = Field(default_factory=S3RoleSettings)
+    retry: RetryPolicy = RetryPolicy(first_s=0.2, cap_s=5.0, jitter=0.1, attempts=4)
 
     @model_validator(mode="after")
     def _consistent(self) -> S3Settings:
@@ -296,6 +318,17 @@ class WorkerSettings(_Frozen):
             is restarted; the restarted worker counts the start (``poison_attempts``). Above
             the worst legitimate batch, GET retries included.
         shutdown_timeout_s: bound on graceful SIGTERM handling.
+        store_wait: how often a worker paused by a store outage asks whether the store
+            answers again (:class:`~streams.retry.RetryPolicy`; 0.5 s doubling to 5 s;
+            ``CARDSTREAM_WORKER__STORE_WAIT__*``); it keeps polling Kafka meanwhile.
+        breaker: the processor breaker's pause (:class:`~streams.retry.RetryPolicy`; 1 s,
+            doubled per failure in a row up to 30 s; ``CARDSTREAM_WORKER__BREAKER__*``).
+        store_refusal: the pause after the object store refused a batch's call in a way no
+            wait clears (a missing bucket, a denied permission or SSE, a quota:
+            :class:`~streams.errors.StoreRefused`; 1 s doubled to 30 s;
+            ``CARDSTREAM_WORKER__STORE_REFUSAL__*``); readiness fails meanwhile.
+        store_refusal_limit_s: after refusals in a row for this long (s; 300), the worker
+            stops with the error (``cardstream worker`` exits 1) instead of trying again.
     """
 
     max_batch: int = Field(32, ge=1, le=10_000)
@@ -314,6 +347,10 @@ class WorkerSettings(_Frozen):
     decode_budget_bytes: int = Field(1024**3, ge=1024**2)
     compute_deadline_s: float = Field(120.0, gt=0)
     shutdown_timeout_s: float = Field(30.0, gt=0)
+    store_wait: RetryPolicy = RetryPolicy(first_s=0.5, cap_s=5.0)
+    breaker: RetryPolicy = RetryPolicy(first_s=1.0, cap_s=30.0)
+    store_refusal: RetryPolicy = RetryPolicy(first_s=1.0, cap_s=30.0)
+    store_refusal_limit_s: float = Field(300.0, gt=0)
 
 
 class TracingSettings(_Frozen):

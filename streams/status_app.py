@@ -19,10 +19,12 @@ group (the faust app id). Each instance:
   tumbling windows of ``window_s`` seconds (event time = the result record's Kafka timestamp),
   changelog ``{app_id}-stats-changelog``;
 * serves ``GET /uploads/{upload_id}``, ``GET /stats?task=&window=&last=``, ``GET /healthz``
-  (JSON shapes: ``schemas/status_*.v1.schema.json``) on faust's aiohttp web server; every route
-  but ``/healthz`` wants ``Authorization: Bearer <api_token>`` when a token is set (401
-  ``UNAUTHORIZED`` otherwise), and the token is required unless the server binds a loopback
-  address (:class:`~streams.status_settings.StatusSettings`).
+  (JSON shapes: ``schemas/status_*.v1.schema.json``) on faust's aiohttp web server; every path
+  but ``/healthz`` (faust's own ``/`` and ``/router/*`` included) wants
+  ``Authorization: Bearer <api_token>`` when a token is set (401 ``UNAUTHORIZED`` otherwise,
+  :func:`auth_middleware`), and the token is required unless the server binds a loopback
+  address (:class:`~streams.status_settings.StatusSettings`). ``/healthz`` reads no verdict:
+  its count comes from the store's size (:meth:`StatusApp.held_verdicts`).
 
 Kafka: faust's aiokafka clients get TLS and SASL from the same settings as the workers
 (:func:`faust_credentials`: ``security_protocol``, ``sasl_*``, ``ca_file``, client certificate),
@@ -37,9 +39,16 @@ producer uses, :func:`~streams.status_stats.crc32_partitioner`). ``/stats`` gath
 aggregates of every partition from every instance (``/stats/local``) and merges them (exact:
 counts and fixed histogram buckets add).
 
-Expiry: a verdict older than ``retention_s`` (by its record timestamp) answers 404 and is deleted
-(tombstone in the changelog) by a sweep that runs inside the stream of its partition at most every
-``sweep_interval_s``; windows older than ``window_keep_s`` likewise. The changelog topics are
+Store: ``rocksdb://`` by default (the tables in RocksDB files under ``data_dir``, each partition's
+database with :data:`ROCKSDB_OPTIONS`' few MiB of memory), so 7 days of verdicts at a rush live on
+disk; ``memory://`` holds every verdict in memory (``python -m benchmarks.status_capacity``
+measures both).
+
+Expiry: a verdict older than ``retention_s`` (by its record timestamp) answers 404 at once. With
+RocksDB it leaves the disk by the database's TTL (dropped at compaction once written
+``retention_s`` ago); in memory it is deleted (tombstone in the changelog) by a sweep that runs
+inside the stream of its partition at most every ``sweep_interval_s``. Windows older than
+``window_keep_s`` are swept in both (a few thousand keys). The changelog topics are
 ``cleanup.policy=compact,delete`` with ``retention.ms`` = the retention, so the broker drops old
 records too and a restart never resurrects an expired entry.
 
@@ -57,6 +66,7 @@ import contextlib
 import hmac
 import json
 import logging
+import math
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -64,6 +74,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
+import aiohttp.web
 import faust
 from confluent_kafka.admin import NewTopic
 from faust.auth import SASLCredentials, SSLCredentials
@@ -259,6 +270,17 @@ class StatusApp:
             return None
         return v
 
+    def held_verdicts(self) -> int:
+        """Verdicts held for this instance's partitions, without reading them (``/healthz``):
+        the memory store's size (faust drops other partitions' keys at recovery), or the sum
+        of RocksDB's ``rocksdb.estimate-num-keys`` over the partitions' databases (an estimate:
+        overwritten and expired keys count until a compaction)."""
+        store = self.verdicts.data
+        dbs = getattr(store, "_dbs_for_actives", None)  # faust's RocksDB store (no public API)
+        if dbs is None:
+            return len(store)
+        return sum(int(db.property_int_value("rocksdb.estimate-num-keys") or 0) for db in dbs())
+
     def local_windows(self, task: str, since_ms: int) -> tuple[list[int], list[dict[str, Any]]]:
         """Raw window aggregates of ``task`` starting at or after ``since_ms`` in this instance's
         active partitions. Returns ``(partitions, aggregates)``."""
@@ -313,10 +335,12 @@ class StatusApp:
         """Delete expired verdicts and windows of ``partition`` (must run inside that partition's
         stream, so the tombstones go to the right changelog partition). Returns the counts."""
         nv = nw = 0
-        for k, v in list(self.verdicts.items()):
-            if v["result"]["partition"] == partition and S.expired(v, now_ms, self.status.retention_s):
-                del self.verdicts[k]
-                nv += 1
+        if not on_disk(self.status):  # RocksDB's TTL drops them without reading every verdict
+            for k, v in list(self.verdicts.items()):
+                if v["result"]["partition"] == partition and S.expired(v, now_ms,
+                                                                       self.status.retention_s):
+                    del self.verdicts[k]
+                    nv += 1
         keep_from = now_ms - self.status.window_keep_s * 1000
         for k in list(self.stats.keys()):
             _, p, start = S.parse_stats_key(k)
@@ -351,6 +375,27 @@ class StatusApp:
         return answered, aggs
 
 
+ROCKSDB_OPTIONS: dict[str, int] = {"write_buffer_size": 4 * 1024 * 1024,
+                                   "max_write_buffer_number": 2,
+                                   "block_cache_size": 8 * 1024 * 1024,
+                                   "target_file_size_base": 16 * 1024 * 1024}
+"""faust's RocksDB options of each table partition's database: at most 2 memtables of 4 MiB and
+an 8 MiB block cache, 16 MiB per partition and table (faust's defaults, 3 x 64 MiB memtables and
+a 2 GiB cache per database, do not fit the chart's 1 GiB)."""
+
+
+def on_disk(status: StatusSettings) -> bool:
+    """Whether the tables live in RocksDB (``rocksdb://``) rather than in memory."""
+    return status.store.startswith("rocksdb:")
+
+
+def store_options(status: StatusSettings, ttl_s: float) -> dict[str, int] | None:
+    """A table's faust store options: for RocksDB :data:`ROCKSDB_OPTIONS` and a TTL of
+    ``ttl_s`` (RocksDB drops a key at compaction once it was written that long ago, so expired
+    verdicts leave the disk without a sweep reading every one); None for the memory store."""
+    return {**ROCKSDB_OPTIONS, "ttl": math.ceil(ttl_s)} if on_disk(status) else None
+
+
 def _ident(url: str) -> tuple[str, int]:
     u = URL(url)
     return (u.host or "", int(u.port or 80))
@@ -361,13 +406,26 @@ def _error(view: View, status: int, code: str, message: str) -> Response:
                      status=status)
 
 
-def _denied(view: View, status: StatusSettings, request: Request) -> Response | None:
-    """A 401 answer when ``request`` lacks the bearer token, else ``None``."""
-    if authorized(status, request.headers.get("Authorization")):
-        return None
-    resp = _error(view, 401, "UNAUTHORIZED", "send Authorization: Bearer <token>")
-    resp.headers["WWW-Authenticate"] = 'Bearer realm="cardstream-status"'
-    return resp
+#: paths answered without the bearer token: the probes' (no upload ids, no topology)
+OPEN_PATHS = frozenset({"/healthz"})
+
+
+def auth_middleware(status: StatusSettings) -> Any:
+    """An aiohttp middleware answering 401 ``UNAUTHORIZED`` (``WWW-Authenticate: Bearer``) to
+    every request but :data:`OPEN_PATHS` that lacks ``Authorization: Bearer <api_token>``: the
+    app's own views and faust's (``/``, ``/router/``, ``/router/{key}/``: they list instances,
+    topics and partitions; issue 43), whatever faust adds."""
+
+    @aiohttp.web.middleware
+    async def check(request: aiohttp.web.Request, handler: Any) -> aiohttp.web.StreamResponse:
+        if request.path in OPEN_PATHS or authorized(status, request.headers.get("Authorization")):
+            return await handler(request)
+        return aiohttp.web.json_response(
+            {"schema_version": STATUS_SCHEMA_VERSION, "error": "UNAUTHORIZED",
+             "message": "send Authorization: Bearer <token>"}, status=401,
+            headers={"WWW-Authenticate": 'Bearer realm="cardstream-status"'})
+
+    return check
 
 
 def build_app(settings: Settings, status: StatusSettings, partitions: int | None = None) -> StatusApp:
@@ -407,11 +465,14 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     )
     results = app.topic(k.results_topic, key_serializer="raw", value_serializer="raw",
                         partitions=n)
-    verdicts = app.Table("verdicts", default=None, key_type=bytes,
-                         partitions=n, help="upload_id -> latest verdict summary")
-    stats = app.Table("stats", default=None, key_type=bytes,
-                      partitions=n, help="task|partition|window_start_ms -> window aggregate")
+    verdicts = app.Table("verdicts", default=None, key_type=bytes, partitions=n,
+                         help="upload_id -> latest verdict summary",
+                         options=store_options(status, status.retention_s))
+    stats = app.Table("stats", default=None, key_type=bytes, partitions=n,
+                      help="task|partition|window_start_ms -> window aggregate",
+                      options=store_options(status, status.window_keep_s + status.window_s))
     sa = StatusApp(app, verdicts, stats, settings, status, n)
+    app.web.web_app.middlewares.append(auth_middleware(status))
 
     @app.agent(results, name="results")
     async def consume(stream: Any) -> None:
@@ -422,8 +483,6 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     @app.page("/uploads/{upload_id}")
     class Uploads(View):
         async def get(self, request: Request, upload_id: str) -> Response:
-            if (denied := _denied(self, status, request)) is not None:
-                return denied
             if not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
                 return _error(self, 400, "INVALID_UPLOAD_ID", "upload_id must match " + F.UPLOAD_ID_PATTERN)
             try:
@@ -442,8 +501,6 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     @app.page("/stats/local")
     class StatsLocal(View):
         async def get(self, request: Request) -> Response:
-            if (denied := _denied(self, status, request)) is not None:
-                return denied
             task = request.query.get("task", "")
             try:
                 since = int(request.query.get("since", "0"))
@@ -455,8 +512,6 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     @app.page("/stats")
     class Stats(View):
         async def get(self, request: Request) -> Response:
-            if (denied := _denied(self, status, request)) is not None:
-                return denied
             q = request.query
             task = q.get("task", "")
             if task not in registry.names():
@@ -496,7 +551,7 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
             ok = recovered and bool(parts)
             body = {"schema_version": STATUS_SCHEMA_VERSION, "status": "ok" if ok else "starting",
                     "app_id": status.app_id, "recovered": recovered, "partitions": parts,
-                    "verdicts": sum(1 for v in verdicts.values() if v["result"]["partition"] in parts),
+                    "verdicts": sa.held_verdicts(),
                     "uptime_s": (_now_ms() - sa.started_ms) / 1000.0}
             return self.json(body, status=200 if ok else 503)
 

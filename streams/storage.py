@@ -15,9 +15,9 @@ Every failure of a call is classified by what it means (:func:`classify`):
   429, ``SlowDown``...): the worker pauses and commits nothing, it never rejects an upload for
   those.
 
-Reads and writes retry outages with exponential backoff. Connections use TLS by default
-(``S3Settings.secure``, the CA of ``S3Settings.ca_file``) and every PUT asks for SSE-S3
-(``S3Settings.sse``).
+Reads and writes retry outages as ``S3Settings.retry`` says (:mod:`streams.retry`). Connections
+use TLS by default (``S3Settings.secure``, the CA of ``S3Settings.ca_file``) and every PUT asks
+for SSE-S3 (``S3Settings.sse``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import hashlib
 import http.client
 import io
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -38,8 +37,10 @@ from minio import Minio
 from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
 from minio.sse import SseS3
 
+from streams import retry
 from streams.errors import ObjectNotFound, ObjectRefused, ObjectTooLarge, StorageError
 from streams.logs import key_tag
+from streams.retry import RetryPolicy
 from streams.settings import S3Settings
 
 T = TypeVar("T")
@@ -48,6 +49,8 @@ _MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject", "NoSuchVersion"}
 #: parts carry no SSE header, so the role policies (:mod:`streams.access`), which refuse a PUT
 #: without one, would refuse them.
 SINGLE_PUT_MAX_BYTES = 5 * 1024**3
+#: a GET's body is read in chunks of this many bytes (counted against its limit as they come)
+GET_CHUNK_BYTES = 1024 * 1024
 
 
 #: S3 4xx codes that say nothing about the input (credentials, permissions, clocks, throttling,
@@ -58,6 +61,24 @@ _NOT_THE_INPUT = {"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "Ex
                   "XMinioServerNotInitialized", "XMinioAdminCredentialsMismatch"}
 #: HTTP statuses of the same kind (RFC 9110: 401, 403, 408, 409, 429; RFC 4918: 423)
 _NOT_THE_INPUT_STATUS = {401, 403, 408, 409, 423, 429}
+
+
+#: S3 error answers that a wait may clear (throttling, a busy or starting server): an outage,
+#: never a refusal (:func:`refusal_code`)
+_TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "OperationAborted", "ServiceUnavailable",
+                    "InternalError", "XMinioServerNotInitialized"}
+
+
+def refusal_code(exc: BaseException) -> str | None:
+    """The S3 error code when ``exc`` (raised by a :class:`Storage` call, the store's error as
+    its cause) is the store's own refusal that no wait clears: an S3 error answer below 500, not
+    throttling (``NoSuchBucket`` for a PUT, ``AccessDenied``, ``InvalidArgument`` for an SSE
+    setting, a quota); None when the store did not answer, answered 5xx, or throttled."""
+    cause = exc.__cause__
+    if not isinstance(cause, S3Error) or cause.code in _TRANSIENT_CODES:
+        return None
+    status = getattr(cause.response, "status", None) or 0
+    return None if status >= 500 else (cause.code or str(status))
 
 
 class StoreFault(StrEnum):
@@ -133,16 +154,17 @@ class Storage:
     """A thread-safe MinIO client with retries.
 
     Args:
-        s3: connection settings (credentials from the environment).
-        retries: attempts per call before giving up.
-        backoff_s: first backoff (s), doubled per attempt, capped at 5 s.
+        s3: connection settings (credentials from the environment) and ``s3.retry``, how an
+            outage is retried (:mod:`streams.retry`).
+        retries: calls per request before giving up, instead of ``s3.retry.attempts``.
+        backoff_s: the first wait between them (s), instead of ``s3.retry.first_s``.
         timeout_s: connect/read timeout per request (s).
 
     Raises:
         StorageError: credentials are not set.
     """
 
-    def __init__(self, s3: S3Settings, retries: int = 4, backoff_s: float = 0.2,
+    def __init__(self, s3: S3Settings, retries: int | None = None, backoff_s: float | None = None,
                  timeout_s: float = 10.0) -> None:
         if s3.access_key is None or s3.secret_key is None:
             raise StorageError("set CARDSTREAM_S3__ACCESS_KEY and CARDSTREAM_S3__SECRET_KEY "
@@ -151,12 +173,13 @@ class Storage:
                             secret_key=s3.secret_key.get_secret_value(), secure=s3.secure,
                             region=s3.region, http_client=http_client(s3, timeout_s))
         self.s3 = s3
-        self.retries = retries
-        self.backoff_s = backoff_s
+        given = {"attempts": retries, "first_s": backoff_s}
+        self.policy = RetryPolicy.model_validate(
+            {**s3.retry.model_dump(), **{k: v for k, v in given.items() if v is not None}})
 
     def retry(self, what: str, fn: Callable[[], T]) -> T:
-        """``fn()`` (one call of ``self.client``), retried with backoff while it fails with an outage
-        (:func:`classify`).
+        """``fn()`` (one call of ``self.client``), retried as ``self.policy`` says while it fails
+        with an outage (:func:`classify`).
 
         Args:
             what: the call, for the error message (``"PUT bucket/key:…"``: object keys only as
@@ -165,33 +188,34 @@ class Storage:
         Raises:
             ObjectNotFound: the store says the key or bucket does not exist.
             ObjectRefused: the store (or the client) refused the request for this input.
-            StorageError: still an outage after ``retries`` attempts (or raised by ``fn``).
+            StorageError: still an outage after the policy's attempts (or raised by ``fn``).
         """
-        delay = self.backoff_s
-        for attempt in range(self.retries):
-            try:
-                return fn()
-            except StorageError:
-                raise  # e.g. ObjectTooLarge, decided by fn itself
-            except Exception as e:
-                kind = classify(e)
-                if kind is None:
-                    raise
-                if kind is StoreFault.MISSING:
-                    raise ObjectNotFound(f"{what}: {_describe(e)}") from e
-                if kind is StoreFault.REFUSED:
-                    code = e.code if isinstance(e, S3Error) and e.code else type(e).__name__
-                    raise ObjectRefused(f"{what} refused: {_describe(e)}", code,
-                                        getattr(getattr(e, "response", None), "status", None)
-                                        ) from e
-                err: Exception = e
-            if attempt + 1 < self.retries:
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-        raise StorageError(f"{what} failed after {self.retries} attempts: {_describe(err)}")
+        try:
+            return retry.call(fn, self.policy, lambda e: classify(e) is StoreFault.OUTAGE)
+        except StorageError:
+            raise  # e.g. ObjectTooLarge, decided by fn itself
+        except Exception as e:
+            kind = classify(e)
+            if kind is None:
+                raise
+            if kind is StoreFault.MISSING:
+                raise ObjectNotFound(f"{what}: {_describe(e)}") from e
+            if kind is StoreFault.REFUSED:
+                code = e.code if isinstance(e, S3Error) and e.code else type(e).__name__
+                raise ObjectRefused(f"{what} refused: {_describe(e)}", code,
+                                    getattr(getattr(e, "response", None), "status", None)) from e
+            raise StorageError(f"{what} failed after {self.policy.attempts} attempts: "
+                               f"{_describe(e)}") from e
 
     def get(self, bucket: str, key: str, max_bytes: int | None = None) -> bytes:
-        """GET an object's bytes.
+        """GET an object's bytes: the bytes stored, never a transport decoding of them.
+
+        The store keeps whatever ``Content-Encoding`` the uploader sent and answers with it;
+        urllib3 would decode ``gzip``/``deflate`` (and ``br``/``zstd`` where their packages are
+        installed) while reading, so a body that is not what its header says failed as a
+        "store outage" (retried for ever) and a 1 MB gzip body decoded to 1 GiB before any limit
+        (issue 43). The body is read raw (``decode_content=False``) in chunks, and the bytes
+        actually read are counted against ``max_bytes``, whatever ``Content-Length`` says.
 
         Raises:
             ObjectNotFound: no such bucket/key.
@@ -202,10 +226,15 @@ class Storage:
         def once() -> bytes:
             r = self.client.get_object(bucket, key)
             try:
-                n = int(r.headers.get("Content-Length", "0"))
+                n = int(r.headers.get("Content-Length", "0") or 0)
                 if max_bytes is not None and n > max_bytes:
                     raise ObjectTooLarge(f"object is {n} bytes, limit {max_bytes}")
-                return r.read()
+                buf = bytearray()
+                for chunk in r.stream(GET_CHUNK_BYTES, decode_content=False):
+                    buf += chunk
+                    if max_bytes is not None and len(buf) > max_bytes:
+                        raise ObjectTooLarge(f"object is more than {max_bytes} bytes (read)")
+                return bytes(buf)
             finally:
                 r.close()
                 r.release_conn()

@@ -7,11 +7,26 @@ for the faults and ``benchmarks/README.md`` for the figures.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
+from benchmarks.common import machine_info
 from benchmarks.faults import stack as st
-from benchmarks.faults.suite import FAULTS, Options, main
+from benchmarks.faults.soak import run_soak
+from benchmarks.faults.suite import (
+    DATA_LIMIT,
+    FAULTS,
+    Options,
+    goals_met,
+    print_table,
+    run_fault,
+    totals,
+)
+from streams.logs import configure_logging
+from streams.settings import load_settings
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Options, st.OwnStack, bool]:
@@ -59,6 +74,51 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, st.OwnStack, boo
                      minio_port=a.minio_port, console_port=a.minio_console_port,
                      kafka_tls_port=a.kafka_tls_port)
     return o, stack, a.keep_stack
+
+
+def main(o: Options, stack: st.OwnStack, keep_stack: bool = False) -> dict[str, Any]:
+    """Start the suite's own stack, run the faults (or the soak), write ``summary.json``.
+
+    Returns:
+        The summary written to ``o.out / "summary.json"``.
+    """
+    configure_logging("CRITICAL")  # the rows and the table only; the workers log to out/faults/logs
+    o.out.mkdir(parents=True, exist_ok=True)
+    t_up = stack.up()
+    os.environ.update(stack.environment())  # this process and its workers: the own stack only
+    base = load_settings()
+    summary: dict[str, Any] = {
+        "command": " ".join(["python -m benchmarks.faults", *sys.argv[1:]]),
+        "stack": {"kafka": base.kafka.bootstrap_servers, "minio": base.s3.endpoint,
+                  "instance": stack.instance, "up_s": round(t_up, 1)},
+        "workers": o.workers, "rate_per_s": o.rate, "seconds_per_fault": o.seconds,
+        "processor": f"sleep ({o.sleep_ms:g} ms per call + 2 ms per item), max_batch "
+                     f"{o.max_batch}", "worker_data_limit_bytes": DATA_LIMIT,
+        "machine": machine_info()}
+    try:
+        if o.soak_minutes:
+            summary["soak"] = run_soak(base, o)
+        else:
+            rows = []
+            for name in o.faults:
+                row = run_fault(name, base, stack, o)
+                row["goals_met"] = goals_met(row)
+                rows.append(row)
+                print(json.dumps({k: row[k] for k in ("fault", "uploads", "results",
+                                                       "dead_letters", "lost", "duplicates",
+                                                       "max_stall_s")}), flush=True)
+                (o.out / "summary.json").write_text(json.dumps({**summary, **totals(rows),
+                                                                "rows": rows}, indent=2))
+            summary.update(totals(rows))
+            summary["rows"] = rows
+            summary["goals_met"] = all(r["goals_met"] for r in rows)
+            print_table(rows)
+    finally:
+        summary["machine"]["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+        (o.out / "summary.json").write_text(json.dumps(summary, indent=2))
+        if not keep_stack:
+            stack.down()
+    return summary
 
 
 if __name__ == "__main__":

@@ -21,14 +21,13 @@ Faults (:data:`FAULTS`):
 ``scale``        the group scaled 1 -> 3 (two workers started) -> 1 (SIGTERM to those two).
 
 The stall column is measured from the end of the fault (the end of production for ``poison``).
-The soak (``--soak``) first measures the group's capacity on a backlog, then runs at 70 % of it
-for 30 min with no fault and reports each worker's RSS growth.
+The soak (``--soak``, :mod:`benchmarks.faults.soak`) first measures the group's capacity on a
+backlog, then runs at 70 % of it for 30 min with no fault and reports each worker's RSS growth;
+``python -m benchmarks.faults`` (:mod:`benchmarks.faults.__main__`) runs either.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import resource
 import subprocess
@@ -43,7 +42,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from benchmarks.common import free_port, fresh_stack, machine_info, scrape
+from benchmarks.common import free_port, fresh_stack, scrape
 from benchmarks.faults import poison
 from benchmarks.faults.ledger import Output, Produced, tally
 from benchmarks.faults.proxy import FaultProxy
@@ -54,7 +53,7 @@ from schemas.models import UploadEvent
 from streams.kafka import consumer
 from streams.procs import settings_env
 from streams.produce import UploadProducer
-from streams.settings import Settings, load_settings
+from streams.settings import Settings
 
 FAULTS = ("poison", "sigkill", "broker", "minio_down", "minio_503", "scale")
 PARTITIONS = 6
@@ -512,54 +511,5 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
               f"{r['worker_restarts']:>8}  {'met' if r['goals_met'] else 'MISSED'}")
 
 
-def main(o: Options, stack: OwnStack, keep_stack: bool = False) -> dict[str, Any]:
-    """Start the suite's own stack, run the faults (or the soak), write ``summary.json``.
-
-    Returns:
-        The summary written to ``o.out / "summary.json"``.
-    """
-    from streams.logs import configure_logging
-
-    configure_logging("CRITICAL")  # the rows and the table only; the workers log to out/faults/logs
-    o.out.mkdir(parents=True, exist_ok=True)
-    t_up = stack.up()
-    os.environ.update(stack.environment())  # this process and its workers: the own stack only
-    base = load_settings()
-    summary: dict[str, Any] = {
-        "command": " ".join(["python -m benchmarks.faults", *sys.argv[1:]]),
-        "stack": {"kafka": base.kafka.bootstrap_servers, "minio": base.s3.endpoint,
-                  "instance": stack.instance, "up_s": round(t_up, 1)},
-        "workers": o.workers, "rate_per_s": o.rate, "seconds_per_fault": o.seconds,
-        "processor": f"sleep ({o.sleep_ms:g} ms per call + 2 ms per item), max_batch "
-                     f"{o.max_batch}", "worker_data_limit_bytes": DATA_LIMIT,
-        "machine": machine_info()}
-    try:
-        if o.soak_minutes:
-            from benchmarks.faults.soak import run_soak
-
-            summary["soak"] = run_soak(base, o)
-        else:
-            rows = []
-            for name in o.faults:
-                row = run_fault(name, base, stack, o)
-                row["goals_met"] = goals_met(row)
-                rows.append(row)
-                print(json.dumps({k: row[k] for k in ("fault", "uploads", "results",
-                                                       "dead_letters", "lost", "duplicates",
-                                                       "max_stall_s")}), flush=True)
-                (o.out / "summary.json").write_text(json.dumps({**summary, **totals(rows),
-                                                                "rows": rows}, indent=2))
-            summary.update(totals(rows))
-            summary["rows"] = rows
-            summary["goals_met"] = all(r["goals_met"] for r in rows)
-            print_table(rows)
-    finally:
-        summary["machine"]["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
-        (o.out / "summary.json").write_text(json.dumps(summary, indent=2))
-        if not keep_stack:
-            stack.down()
-    return summary
-
-
-__all__ = ["ACTIONS", "FAULTS", "Group", "Options", "Outputs", "Uploads", "goals_met", "main",
-           "run_fault", "totals"]
+__all__ = ["ACTIONS", "FAULTS", "Group", "Options", "Outputs", "Uploads", "goals_met",
+           "print_table", "run_fault", "totals"]

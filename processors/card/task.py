@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,11 @@ class CardTask(TaskSpec):
         h, w = item.image.height, item.image.width
         quad = [[0.0, 0.0], [float(w), 0.0], [float(w), float(h)], [0.0, float(h)]]
         return {"quad": quad, "confidence": 1.0, "doc_type": "id_card"}
+
+    def effective_options(self, options: Mapping[str, Any],
+                          section: CardSettings) -> dict[str, Any]:
+        """``doc_type`` as the processor reads it: the upload's, else ``section.doc_type``."""
+        return {**options, "doc_type": options.get("doc_type") or section.doc_type}
 
     def compare(self, before: CardPayload, after: CardPayload) -> dict[str, float]:
         """``quad_iou``: the IoU (0..1, :func:`processors.card.metrics.quad_iou`) of the two

@@ -7,6 +7,7 @@ everywhere else (this package, the settings section ``CARDSTREAM_IDPHOTO__*``, t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,21 @@ class IdPhotoTask(TaskSpec):
         no face box, 32 x 32 px."""
         return {"size": str(_DEFAULTS.default_size), "background": _DEFAULTS.default_background,
                 "face_box": None, "width": 32, "height": 32}
+
+    def effective_options(self, options: Mapping[str, Any],
+                          section: IdPhotoSettings) -> dict[str, Any]:
+        """``size``, ``background`` (normalised) and ``alpha_matting`` as the processor reads
+        them (:func:`~processors.idphoto.processor.parse_options`: the section's defaults, the
+        size's alpha matting).
+
+        Raises:
+            InvalidOptionError: an option the processor refuses.
+        """
+        from processors.idphoto.processor import parse_options
+
+        req = parse_options(options, section)
+        return {"size": req.size.name, "background": req.background,
+                "alpha_matting": req.alpha_matting}
 
     def compare(self, before: IdPhotoPayload, after: IdPhotoPayload) -> dict[str, float]:
         """``face_iou``: the IoU (0..1) of the two face boxes, where both found one face."""

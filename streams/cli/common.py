@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 import typer
 from pydantic import BaseModel, ValidationError
 
+from schemas.errors import field_errors, validation_message
+
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,10 +36,10 @@ def with_options(section: M, hints: Mapping[str, str] | None = None, **values: A
     try:
         return type(section).model_validate({**section.model_dump(), **given})
     except ValidationError as e:
-        errs = e.errors()
-        field = str(errs[0]["loc"][0]) if errs and errs[0]["loc"] else next(iter(given))
+        errs = field_errors(e)
+        field = str(errs[0].loc[0]) if errs and errs[0].loc else next(iter(given))
         hint = (hints or {}).get(field, "--" + field.replace("_", "-"))
-        raise typer.BadParameter("; ".join(err["msg"] for err in errs), param_hint=hint) from e
+        raise typer.BadParameter(validation_message(e, paths=False), param_hint=hint) from e
 
 
 def set_up(build: Callable[[], T], param_hint: str | None = None) -> T:

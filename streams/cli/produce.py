@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
+from schemas.errors import validation_message
 from schemas.reasons import Task
 
 
@@ -48,10 +49,7 @@ def produce(
         opts = json.loads(options) if options else None
         validate_request("probe", task.value, opts)
     except ValidationError as e:  # a ValueError too: pydantic's message without its links
-        raise typer.BadParameter("; ".join(
-            f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
-            for err in e.errors(include_url=False, include_input=False)),
-            param_hint="--task/--options") from e
+        raise typer.BadParameter(validation_message(e), param_hint="--task/--options") from e
     except ValueError as e:  # not JSON
         raise typer.BadParameter(f"not JSON: {' '.join(str(e).split())}",
                                  param_hint="--options") from e

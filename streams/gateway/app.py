@@ -36,6 +36,7 @@ import re
 import signal
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ from schemas import codec
 from schemas import formats as F
 from schemas.gateway import GatewayCode, GatewayError, UploadAccepted
 from schemas.models import TASKS
-from streams.errors import StorageError
+from streams.errors import ObjectNotFound, StorageError
 from streams.gateway.errors import Refused
 from streams.gateway.keys import ApiKeys
 from streams.gateway.limits import RateLimiter, UploadsLag
@@ -144,7 +145,8 @@ class Gateway:
 
     def admit_upload(self, request: web.Request) -> None:
         """Refuse a POST before its body is read: the body limit by ``Content-Length``, this
-        instance's in-flight uploads and the workers' backlog.
+        instance's in-flight uploads and the workers' backlog (the lag as last read, plus what
+        this instance produced since and what it is receiving now, against ``max_lag``).
 
         Raises:
             Refused: ``BODY_TOO_LARGE``, ``OVERLOADED``, ``BACKLOG``.
@@ -157,10 +159,11 @@ class Gateway:
         if self.in_flight >= g.max_in_flight:
             raise Refused(GatewayCode.OVERLOADED, "this gateway is receiving as many uploads as "
                           "it may", retry_after_s=g.retry_after_s)
-        lag = self.lag.lag if self.lag is not None else None
-        if lag is not None and lag > g.max_lag:
-            raise Refused(GatewayCode.BACKLOG, f"the workers are {lag} uploads behind (limit "
-                          f"{g.max_lag})", retry_after_s=g.retry_after_s)
+        lag = self.lag.estimate() if self.lag is not None else None
+        if lag is not None and lag + self.in_flight >= g.max_lag:
+            raise Refused(GatewayCode.BACKLOG, f"the workers are {lag} uploads behind and "
+                          f"{self.in_flight} are on their way (limit {g.max_lag})",
+                          retry_after_s=g.retry_after_s)
 
     # ---- the body -----------------------------------------------------------------------------
 
@@ -224,8 +227,9 @@ class Gateway:
             raise Refused(GatewayCode.UNKNOWN_UPLOAD, UNKNOWN, upload_id=upload_id)
         return upload_id
 
-    async def result(self, upload_id: str, wait_s: float) -> bytes:
-        """The latest committed result of ``upload_id``, waiting up to ``wait_s``.
+    async def result(self, upload_id: str, wait_s: float, request: str = "get") -> bytes:
+        """The latest committed result of ``upload_id``, waiting up to ``wait_s`` (``request``:
+        ``post`` or ``get``, the wait metric's label).
 
         Raises:
             Refused: ``UNKNOWN_UPLOAD`` when there is none (yet).
@@ -238,7 +242,8 @@ class Gateway:
                 self.cache.put(upload_id, value)
         if value is None and wait_s > 0:
             value = await self.cache.wait(upload_id, wait_s)
-            self.metrics.wait.labels("result" if value else "timeout").observe(time.monotonic() - t0)
+            self.metrics.wait.labels(request, "result" if value else "timeout").observe(
+                time.monotonic() - t0)
         if value is None:
             raise Refused(GatewayCode.UNKNOWN_UPLOAD, UNKNOWN, upload_id=upload_id)
         return value
@@ -365,9 +370,11 @@ async def post_upload(request: web.Request) -> web.Response:
         gw.metrics.in_flight.set(gw.in_flight)
     gw.metrics.uploads.labels("reproduced" if sub.replayed and sub.produced
                               else "replayed" if sub.replayed else "produced").inc()
+    if sub.produced and gw.lag is not None:
+        gw.lag.produced += 1
     if wait_s > 0 or (sub.replayed and gw.cache.get(uid) is not None):
         try:
-            return result_response(await gw.result(uid, wait_s))
+            return result_response(await gw.result(uid, wait_s, "post"))
         except Refused:
             pass  # not committed within wait_ms: 202
     path = f"/v1/uploads/{uid}"
@@ -399,6 +406,9 @@ async def get_output(request: web.Request) -> web.StreamResponse:
     try:
         obj = await loop.run_in_executor(None, lambda: st.retry(
             f"GET {ref.bucket}", lambda: st.client.get_object(ref.bucket, ref.key)))
+    except ObjectNotFound:  # expired (the results bucket's lifecycle rule) or removed
+        raise Refused(GatewayCode.NO_OUTPUT, "the output image is no longer stored",
+                      upload_id=uid) from None
     except StorageError:
         raise Refused(GatewayCode.UNAVAILABLE, "the object store does not answer",
                       retry_after_s=gw.settings.gateway.retry_after_s, upload_id=uid) from None
@@ -514,6 +524,7 @@ async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None 
     """
     g = gw.settings.gateway
     loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(g.io_threads, thread_name_prefix="gateway-io"))
     gw.tail = ResultsTail(gw.settings.kafka, gw.cache, loop, g.results_lookback_s).start()
     gw.lag = UploadsLag(gw.settings.kafka, g.lag_interval_s).start()
     runners = [web.AppRunner(build_app(gw), access_log=None, shutdown_timeout=10.0)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas.gateway import HTTP_STATUS
+from schemas.gateway import HTTP_STATUS, IMAGE_REFUSED_STATUS
 from streams.errors import StreamsError
 
 
@@ -17,7 +17,8 @@ class ApiKeysError(GatewayError):
 
 class Refused(GatewayError):
     """A request answered with an error: the HTTP status of ``code`` (:data:`schemas.gateway.
-    HTTP_STATUS`) and the JSON body :class:`schemas.gateway.GatewayError`.
+    HTTP_STATUS`; a probe reason code not listed there is 422) and the JSON body
+    :class:`schemas.gateway.GatewayError`.
 
     Attributes:
         code: a :class:`~schemas.gateway.GatewayCode` or an image :class:`~schemas.reasons.ReasonCode`.
@@ -30,7 +31,7 @@ class Refused(GatewayError):
                  upload_id: str | None = None) -> None:
         super().__init__(message)
         self.code = str(code)
-        self.status = HTTP_STATUS[self.code]
+        self.status = HTTP_STATUS.get(self.code, IMAGE_REFUSED_STATUS)
         self.retry_after_s = retry_after_s
         self.upload_id = upload_id
 

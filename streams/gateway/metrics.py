@@ -17,8 +17,9 @@ class GatewayMetrics:
         cardstream_gateway_request_seconds{route}: request received -> answer written (s).
         cardstream_gateway_refusals_total{code}: error answers by code (backpressure ones:
             ``RATE_LIMITED``, ``OVERLOADED``, ``BACKLOG``).
-        cardstream_gateway_wait_seconds{outcome}: how long a ``wait_ms`` request waited for its
-            verdict (``result``: it came; ``timeout``: 202 after ``wait_ms``).
+        cardstream_gateway_wait_seconds{request,outcome}: how long a ``wait_ms`` request
+            (``post`` or ``get``) waited for its verdict (``result``: it came; ``timeout``: 202
+            or 404 after ``wait_ms``).
         cardstream_gateway_in_flight: uploads being received, stored or produced now.
         cardstream_gateway_waiting: requests waiting for a verdict now.
         cardstream_gateway_uploads_lag: the workers' lag on the uploads topic, as last read.
@@ -37,7 +38,7 @@ class GatewayMetrics:
         self.refusals = Counter("cardstream_gateway_refusals", "Error answers by code", ["code"],
                                 registry=r)
         self.wait = Histogram("cardstream_gateway_wait_seconds", "Time waiting for a verdict",
-                              ["outcome"], buckets=lat, registry=r)
+                              ["request", "outcome"], buckets=lat, registry=r)
         self.in_flight = Gauge("cardstream_gateway_in_flight", "Uploads being received, stored "
                                "or produced", registry=r)
         self.waiting = Gauge("cardstream_gateway_waiting", "Requests waiting for a verdict",

@@ -34,9 +34,10 @@ class GatewaySettings(BaseModel):
         max_waiting: requests waiting for a verdict (``wait_ms``) at once on this instance;
             above it 503 ``OVERLOADED``.
         max_lag: uploads not yet consumed by the workers' consumer group (the sum over the
-            uploads topic's partitions of high watermark - committed offset); above it a POST is
-            answered 503 ``BACKLOG``: the workers are behind, and accepting more would only
-            queue it.
+            uploads topic's partitions of high watermark - committed offset, read every
+            ``lag_interval_s``, plus what this instance produced since and is receiving now); at
+            or above it a POST is answered 503 ``BACKLOG``: the workers are behind, and accepting
+            more would only queue it. Size it to what the workers clear in a few seconds.
         lag_interval_s: how often the lag is read (s).
         retry_after_s: the ``Retry-After`` of a 503 (s).
         rate_per_s / burst: per-client token bucket over every API request (requests/s and
@@ -46,6 +47,10 @@ class GatewaySettings(BaseModel):
             upload_id, least recently stored dropped first); ~1 KB each.
         results_lookback_s: at start the results topic is read from this long ago (s), so a
             restarted or new instance answers GETs and waits of recent uploads.
+        io_threads: threads for the object store's blocking calls (claim-check PUTs, HEADs,
+            output reads): 32, the store client's connection pool (``streams.storage.
+            http_client``); Python's default executor has min(32, cores + 4), 6 on 2 cores, which
+            queued PUTs behind each other at 100 concurrent uploads.
         produce_timeout_s: an UploadEvent not acknowledged by the brokers within this (s) is a
             503 ``UNAVAILABLE`` (its claim-check object is deleted).
         status_url: the status app's base URL (``http://status:6066``): a GET of an upload
@@ -74,6 +79,7 @@ class GatewaySettings(BaseModel):
     burst: int = Field(200, ge=1)
     results_cache: int = Field(50_000, ge=100)
     results_lookback_s: float = Field(900.0, ge=0)
+    io_threads: int = Field(32, ge=1, le=256)
     produce_timeout_s: float = Field(10.0, gt=0)
     status_url: str | None = None
     tasks: tuple[str, ...] | None = None

@@ -50,7 +50,12 @@ from confluent_kafka import KafkaException, Message, TopicPartition
 from streams.logs import log
 
 Key = tuple[str, int]
-"""A partition as ``(topic, partition)``."""
+"""A partition as ``(topic, partition)``: how every part of the worker names one."""
+
+
+def key_of(m: Message) -> Key:
+    """The record's partition as ``(topic, partition)``."""
+    return (m.topic(), m.partition())
 
 #: how long the assignment's committed-offset and watermark requests may take (s)
 REQUEST_TIMEOUT_S = 10.0
@@ -156,7 +161,7 @@ class AttemptLedger:
     def trying(self, consumer: Any, m: Message) -> None:
         """``m`` runs alone now (isolated, not poison): count the try in its partition's mark,
         once per process (a plain commit at the same offset, synchronous, before it runs)."""
-        key = (m.topic(), m.partition())
+        key = key_of(m)
         mark = self.marks.get(key)
         if (mark is None or mark.isolate_end is None or (key, m.offset()) in self._tried
                 or self.poisoned(m)):
@@ -173,13 +178,13 @@ class AttemptLedger:
     def isolated(self, m: Message) -> bool:
         """Whether ``m`` must run in a batch of its own (its partition restarted at an offset
         below it, within ``isolate_end``)."""
-        mark = self.marks.get((m.topic(), m.partition()))
+        mark = self.marks.get(key_of(m))
         return mark is not None and mark.isolate_end is not None and m.offset() < mark.isolate_end
 
     def poisoned(self, m: Message) -> int:
         """How many times ``m`` was tried alone, each ending the process, when that reached
         ``max_attempts`` (``m`` is then a ``POISON`` dead letter); else 0."""
-        key = (m.topic(), m.partition())
+        key = key_of(m)
         mark = self.marks.get(key)
         if (mark is None or mark.isolate_end is None or mark.offset != m.offset()
                 or mark.attempts < self.max_attempts or (key, m.offset()) in self._tried):

@@ -9,10 +9,12 @@ The checkpoint of a batch (:meth:`Committer.commit`), once every output object i
    (:func:`schemas.codec.minimal_dead_letter`: code, source, no key, value or headers), so one
    dead letter can never block its partition;
 3. ``send_offsets_to_transaction``: per partition, the offset after the batch's last event,
-   bounded in time (a stuck producer is replaced, :meth:`Committer.send_offsets`);
-4. ``commit_transaction``, retried while the error is retriable; if it still times out its
-   outcome is unknown (the coordinator may have committed it): the consumer group's committed
-   offsets decide (:meth:`Committer.commit`'s ``committed``), never a blind redo.
+   each with its attempt mark as metadata (stamped by :meth:`Checkpoint.of`), bounded in time
+   (a stuck producer is replaced, :meth:`Committer.send_offsets`);
+4. ``commit_transaction``, retried while the error is retriable (``KafkaSettings.commit_retry``,
+   :mod:`streams.retry`); if it still times out its outcome is unknown (the coordinator may have
+   committed it): the consumer group's committed offsets decide (:func:`group_reached`), never
+   a blind redo. Once committed, the marks are the attempt ledger's.
 
 Nothing of a batch is visible to read_committed consumers before step 4 returns, and a failed
 transaction commits nothing: the caller redoes the batch. As quix-streams' ``Checkpoint``, one
@@ -24,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,11 +34,13 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from schemas import codec
 from schemas.models import DeadLetter, VerificationResult
+from streams import retry
 from streams.errors import ProducerStuck
 from streams.kafka import transactional_producer
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings
+from streams.worker.attempts import AttemptLedger, Key, key_of
 
 REFUSED_RECORD_CODES = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
                         KafkaError.INVALID_MSG, KafkaError.RECORD_LIST_TOO_LARGE)
@@ -55,7 +59,8 @@ class Checkpoint:
     Attributes:
         results: the batch's results, in fetch order.
         dead_letters: its dead letters, in fetch order.
-        offsets: per partition of the batch, the offset after its last event.
+        offsets: per partition of the batch, the offset after its last event, with its attempt
+            mark as metadata when the checkpoint was given the marks.
         events: events the checkpoint covers (results + dead letters).
         stage_ms: the batch's stage times (ms), logged with the commit.
     """
@@ -68,14 +73,32 @@ class Checkpoint:
 
     @classmethod
     def of(cls, msgs: Sequence[Message], results: list[VerificationResult],
-           dead_letters: list[DeadLetter], stage_ms: Mapping[str, float] | None = None) -> Checkpoint:
-        """The checkpoint of a batch of ``msgs`` (each with a result or a dead letter)."""
-        last: dict[tuple[str, int], int] = {}
+           dead_letters: list[DeadLetter], stage_ms: Mapping[str, float] | None = None,
+           marks: AttemptLedger | None = None) -> Checkpoint:
+        """The checkpoint of a batch of ``msgs`` (each with a result or a dead letter), its
+        offsets stamped with the attempt marks they write (:meth:`AttemptLedger.commit_marks`)
+        when ``marks`` is given (None: replay mode, no marks)."""
+        last: dict[Key, int] = {}
         for m in msgs:
-            key = (m.topic(), m.partition())
-            last[key] = max(last.get(key, -1), m.offset())
-        return cls(results, dead_letters, [TopicPartition(t, p, off + 1) for (t, p), off in last.items()],
-                   len(msgs), dict(stage_ms or {}))
+            last[key_of(m)] = max(last.get(key_of(m), -1), m.offset())
+        offsets = [TopicPartition(t, p, off + 1) for (t, p), off in last.items()]
+        if marks is not None:
+            offsets = marks.commit_marks(offsets)
+        return cls(results, dead_letters, offsets, len(msgs), dict(stage_ms or {}))
+
+
+def group_reached(consumer: Any, offsets: Sequence[TopicPartition],
+                  timeout_s: float = 30.0) -> bool:
+    """Whether the consumer group's committed offsets are at or past ``offsets`` (read stable:
+    a read_committed consumer's request waits for pending transactional commits, KIP-447).
+
+    Raises:
+        KafkaException: the request failed.
+    """
+    got = consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in offsets],
+                             timeout=timeout_s)
+    want = {(tp.topic, tp.partition): tp.offset for tp in offsets}
+    return all(tp.offset >= want[(tp.topic, tp.partition)] for tp in got)
 
 
 class Committer:
@@ -92,6 +115,8 @@ class Committer:
             the slot, so a restarted slot fences its zombie).
         metrics: the worker's metrics (transactions, results, dead letters, end-to-end
             latency, the transaction's stages).
+        ledger: the worker's attempt ledger: the marks a committed checkpoint wrote become its
+            partitions' marks (:meth:`AttemptLedger.committed`). None (replay mode): none.
 
     Attributes:
         producer: the transactional producer (built by :meth:`open`, replaced when fenced,
@@ -104,10 +129,12 @@ class Committer:
     TXN_CALL_TIMEOUT_S = 30.0
     STUCK_GRACE_S = 5.0
 
-    def __init__(self, kafka: KafkaSettings, transactional_id: str, metrics: WorkerMetrics) -> None:
+    def __init__(self, kafka: KafkaSettings, transactional_id: str, metrics: WorkerMetrics,
+                 ledger: AttemptLedger | None = None) -> None:
         self.kafka = kafka
         self.transactional_id = transactional_id
         self.metrics = metrics
+        self.ledger = ledger
         self.producer: Any = None
         self.committed_events = 0
         self.minimal_sources: dict[tuple[str, int, int], str] = {}
@@ -121,18 +148,16 @@ class Committer:
         if self.producer is not None:
             self.producer.flush(timeout_s)
 
-    def commit(self, cp: Checkpoint, group_metadata: Any,
-               committed: Callable[[list[TopicPartition]], bool] | None = None) -> bool:
+    def commit(self, cp: Checkpoint, consumer: Any) -> bool:
         """Commit ``cp`` in one transaction (steps 1-4 of the module doc).
 
         Args:
             cp: the batch's checkpoint.
-            group_metadata: the consumer's ``consumer_group_metadata()``.
-            committed: whether the consumer group's committed offsets have reached these
-                (read stable, KIP-447): asked when ``commit_transaction`` still fails with a
-                retriable error after its retries, an unknown outcome. True: the transaction
-                did commit (counted as committed; the producer, whose state is unknown, is
-                replaced). None: an unknown outcome is a failure (redo).
+            consumer: the consumer whose group the offsets are committed for: its
+                ``consumer_group_metadata()`` goes with the offsets, and its group's committed
+                offsets decide an unknown outcome (:func:`group_reached`: reached, the
+                transaction did commit; it is counted as committed and the producer, whose
+                state is unknown, replaced).
 
         Returns:
             True when committed; False when nothing was (aborted, fenced or stuck: the producer
@@ -150,13 +175,12 @@ class Committer:
             for d in cp.dead_letters:
                 self.produce_dead_letter(p, d)
             t2 = time.perf_counter()
-            self.send_offsets(cp.offsets, group_metadata)  # 3.
+            self.send_offsets(cp.offsets, consumer.consumer_group_metadata())  # 3.
             t3 = time.perf_counter()
             try:
                 self.commit_transaction()  # 4.
             except KafkaException as ex:
-                if not (ex.args[0].retriable() and committed is not None
-                        and self._committed_anyway(cp, committed, ex)):
+                if not (ex.args[0].retriable() and self._committed_anyway(cp, consumer, ex)):
                     raise
             t4 = time.perf_counter()
             for name, a, b in (("begin", t0, t1), ("produce", t1, t2), ("send_offsets", t2, t3),
@@ -215,13 +239,12 @@ class Committer:
                       error=why, hint="its minimal form (code and source only) goes out instead")
         return why
 
-    def _committed_anyway(self, cp: Checkpoint, committed: Callable[[list[TopicPartition]], bool],
-                          ex: KafkaException) -> bool:
+    def _committed_anyway(self, cp: Checkpoint, consumer: Any, ex: KafkaException) -> bool:
         """``commit_transaction`` kept timing out: did the transaction commit all the same?
         Yes when the group's committed offsets reached ``cp``'s; the producer is then replaced
         (librdkafka still holds the commit as in progress). Errors of the check count as no."""
         try:
-            done = committed(cp.offsets)
+            done = group_reached(consumer, cp.offsets)
         except KafkaException:
             done = False
         log.warning("commit_outcome_unknown", error=str(ex.args[0]), committed=done,
@@ -263,22 +286,16 @@ class Committer:
         if box:
             raise box[0]
 
-    def commit_transaction(self, attempts: int = 5) -> None:
-        """Step 4: ``commit_transaction``, retried (0.2 s, 0.4 s...) while the error is
-        retriable.
+    def commit_transaction(self) -> None:
+        """Step 4: ``commit_transaction``, retried as ``KafkaSettings.commit_retry`` says (0.2 s,
+        0.4 s, 0.8 s, 0.8 s by default) while the error is retriable.
 
         Raises:
-            KafkaException: not retriable, or still failing after ``attempts``.
+            KafkaException: not retriable, or still failing after the policy's attempts.
         """
-        for i in range(attempts):
-            try:
-                self.producer.commit_transaction(self.TXN_CALL_TIMEOUT_S)
-                return
-            except KafkaException as ex:
-                if ex.args[0].retriable() and i + 1 < attempts:
-                    time.sleep(0.2 * (i + 1))
-                    continue
-                raise
+        retry.call(lambda: self.producer.commit_transaction(self.TXN_CALL_TIMEOUT_S),
+                   self.kafka.commit_retry,
+                   lambda e: isinstance(e, KafkaException) and e.args[0].retriable())
 
     def rebuild(self) -> None:
         """Fenced, fatal or stuck: drop the producer, build a new one with the same
@@ -321,6 +338,8 @@ class Committer:
         """Count a committed checkpoint and log ``batch_committed``."""
         self.metrics.transactions.labels("committed").inc()
         self.committed_events += cp.events
+        if self.ledger is not None:
+            self.ledger.committed(cp.offsets)
         for r in cp.results:
             self.metrics.results.labels(str(r.task), str(r.status)).inc()
             self.metrics.e2e.labels(str(r.task)).observe(r.timings.total_ms / 1000.0)

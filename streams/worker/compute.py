@@ -24,23 +24,29 @@ The steps of :meth:`Compute.run` (on the worker's batch thread; GETs and PUTs on
 
 Each event ends as exactly one fate: :class:`Processed` (a result with the processor's verdict,
 payload and model), :class:`Rejected` (a ``rejected`` result, no model ran) or
-:class:`DeadLettered` (a dead letter, no result); :meth:`Compute.records` turns them into what
-the committer produces. As Triton's ``execute`` answers every request of a batch with a
-response, an error carried inside it, no event's fate is a missing value.
+:class:`DeadLettered` (a dead letter, no result). Fates are frozen, each built once:
+:meth:`Compute.stored` returns new ones once the PUTs are done (a :class:`Processed` with its
+object refs, a :class:`Lettered` for each :class:`DeadLettered`: its dead letter built, its
+value quarantined), and :meth:`Compute.records` turns those into what the committer produces.
+As Triton's ``execute`` answers every request of a batch with a response, an error carried
+inside it, no event's fate is a missing value.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from confluent_kafka import Message
+from pydantic import ValidationError
 
 from processors.base import Artifact, Item, Outcome, Processor
 from processors.decode import EncodedImage, decoded_bytes, probe_image
@@ -49,7 +55,7 @@ from processors.registry import spec
 from processors.runtime import bucket_slices
 from schemas import codec
 from schemas import formats as F
-from schemas.errors import ContractError
+from schemas.errors import ContractError, validation_message
 from schemas.models import (
     DeadLetter,
     ModelRef,
@@ -67,25 +73,41 @@ from streams.errors import (
     ProcessorUnavailable,
     StorageError,
     StorageUnavailable,
+    StoreRefused,
 )
 from streams.kafka import age_ms
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.quarantine import quarantined_dead_letter
 from streams.settings import Settings
-from streams.storage import Storage
+from streams.storage import Storage, StoredObject, refusal_code
+from streams.worker.attempts import AttemptLedger
 
 
-def object_key(task: str, model_version: str, upload_id: str, name: str, ext: str) -> str:
-    """Deterministic output key ``{task}/{model_version}/{upload_id}/{name}.{ext}``.
+def object_key(task: str, model_version: str, upload_id: str, tag: str, name: str,
+               ext: str) -> str:
+    """Deterministic output key ``{task}/{model_version}/{upload_id}/{tag}/{name}.{ext}``.
 
     ``upload_id`` is contract-checked (``[A-Za-z0-9._-]``, not ``.``/``..``) so the key cannot
-    leave its prefix; a redelivered upload overwrites the same key with the same bytes.
+    leave its prefix; ``tag`` is :func:`input_tag` of what the outputs were made from, so a
+    redelivered upload (the same bytes and options) overwrites the same keys with the same
+    bytes, and a second upload under the same id with other bytes or options (a producer retry,
+    a null key on another partition) writes other keys: a committed result's refs always point
+    at the bytes they describe (issue 43).
     """
-    return f"{task}/{model_version}/{upload_id}/{name}.{ext}"
+    return f"{task}/{model_version}/{upload_id}/{tag}/{name}.{ext}"
 
 
-@dataclass(slots=True)
+def input_tag(image: bytes, options: Mapping[str, Any]) -> str:
+    """The first 16 hex digits of SHA-256 over the image's SHA-256 (hex), a newline and the
+    options as JSON with sorted keys and no spaces: what a task's outputs are made from, besides
+    the model version that has its own key segment (:func:`object_key`)."""
+    digest = hashlib.sha256(image).hexdigest().encode()
+    opts = json.dumps(dict(options), sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(digest + b"\n" + opts).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
 class Processed:
     """An event its processor decided (accepted, rejected or failed): a result with the
     processor's verdict, payload and model.
@@ -96,7 +118,9 @@ class Processed:
         outcome: the processor's outcome.
         batch_size: items in the model call the event was part of.
         t_batch_ms: when its batch started computing (epoch ms).
-        refs: artifact name -> stored object, once its PUT is done (:meth:`Compute.stored`).
+        refs: artifact name -> stored object: empty as computed, filled in the fate
+            :meth:`Compute.stored` returns.
+        tag: :func:`input_tag` of the image and options the outputs were made from.
     """
 
     msg: Message
@@ -104,7 +128,8 @@ class Processed:
     outcome: Outcome
     batch_size: int
     t_batch_ms: float
-    refs: dict[str, ObjectRef] = field(default_factory=dict)
+    refs: Mapping[str, ObjectRef] = field(default_factory=dict)
+    tag: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,27 +150,43 @@ class Rejected:
     t_batch_ms: float
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class DeadLettered:
-    """An event that gets no result: its dead letter goes to the dead-letter topic.
+    """An event that gets no result: its dead letter goes to the dead-letter topic (built with
+    the batch's PUTs: the :class:`Lettered` fate of :meth:`Compute.stored`).
 
     Attributes:
         msg: the record.
         code: the dead-letter code (``NOT_JSON``, ``SCHEMA_INVALID``, ``PROCESSING_ERROR``...).
         error: why, one line (no image bytes, no personal fields).
         upload_id: the upload id when one could be read, else None.
-        letter: the dead letter, once its value is quarantined (:meth:`Compute.stored`).
     """
 
     msg: Message
     code: str
     error: str
     upload_id: str | None
-    letter: DeadLetter | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lettered:
+    """A dead-lettered event whose dead letter is built, its value quarantined: what
+    :meth:`Compute.stored` makes of a :class:`DeadLettered`.
+
+    Attributes:
+        msg: the record.
+        letter: its dead letter.
+    """
+
+    msg: Message
+    letter: DeadLetter
 
 
 Fate = Processed | Rejected | DeadLettered
-"""What became of one event of a batch."""
+"""What became of one event of a batch, as computed."""
+
+Ready = Processed | Rejected | Lettered
+"""A fate whose objects are stored, ready to commit (:meth:`Compute.stored`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,18 +198,49 @@ class _Loaded:
     image: EncodedImage
 
 
-@dataclass
+@dataclass(frozen=True)
 class Computed:
-    """A computed batch: one fate per event in fetch order, the output PUTs still in flight
-    (fate, artifact, future) and the dead letters still being built (fate, future of its
-    :class:`~schemas.models.DeadLetter`, the value's quarantine PUT inside), started at ``t_put``
-    (``perf_counter``); ``ms``: stage times (ms) for the batch's log line."""
+    """A computed batch: one fate per event in fetch order, and the PUTs still in flight,
+    started at ``t_put`` (``perf_counter``).
 
-    fates: list[Fate]
-    puts: list[tuple[Processed, Artifact, Future]]
+    Attributes:
+        fates: one per event, in fetch order.
+        puts: ``(index of the fate, artifact, future of its stored object)``.
+        letters: ``(index of the fate, future of its dead letter)`` (the value's quarantine
+            PUT inside).
+        t_put: when the PUTs started (``perf_counter``).
+        ms: stage times (ms) for the batch's log line.
+    """
+
+    fates: tuple[Fate, ...]
+    puts: tuple[tuple[int, Artifact, Future[StoredObject]], ...]
+    letters: tuple[tuple[int, Future[DeadLetter]], ...]
     t_put: float
-    letters: list[tuple[DeadLettered, Future]] = field(default_factory=list)
-    ms: dict[str, float] = field(default_factory=dict)
+    ms: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A batch whose PUTs are done: one fate ready to commit per event, in fetch order, and
+    the stage times (ms) for its log line."""
+
+    fates: tuple[Ready, ...]
+    ms: Mapping[str, float]
+
+
+@contextlib.contextmanager
+def _outage_is_the_batchs() -> Iterator[None]:
+    """A :class:`StorageError` raised inside (a GET or a PUT still failing after its retries)
+    leaves as :class:`StorageUnavailable`: the whole batch's, which the loop puts back; as
+    :class:`StoreRefused` when the store answered with a refusal no wait clears
+    (:func:`streams.storage.refusal_code`)."""
+    try:
+        yield
+    except StorageError as se:
+        code = refusal_code(se)
+        if code is not None:
+            raise StoreRefused(str(se), code) from se
+        raise StorageUnavailable(str(se)) from se
 
 
 class Compute:
@@ -178,30 +250,27 @@ class Compute:
         settings: the app settings (decode limits, buckets (the quarantine bucket too), inline
             and dead-letter limits, I/O threads).
         processors: task -> processor serving it; events of other tasks are dead-lettered.
-        storage: the object store client (replaced by the loop's ``storage`` setter).
+        storage: the object store client (a test may replace ``storage`` between batches).
         metrics: the worker's metrics.
         model_version: label outputs (object keys, result ``model.version``) with this version
             instead of the processor's, e.g. to replay a new model beside the originals.
+        ledger: the worker's attempt ledger (:mod:`streams.worker.attempts`): a record tried
+            too often without being committed is a ``POISON`` dead letter, not tried again.
+            None (replay mode): none is.
     """
 
     def __init__(self, settings: Settings, processors: Mapping[str, Processor], storage: Storage,
-                 metrics: WorkerMetrics, model_version: str | None = None) -> None:
+                 metrics: WorkerMetrics, model_version: str | None = None,
+                 ledger: AttemptLedger | None = None) -> None:
         self.processors = dict(processors)
         self.storage = storage
         self.metrics = metrics
         self.model_version = model_version
         self.decode = settings.decode
-        self.allowed_buckets = settings.s3.allowed_buckets
-        self.results_bucket = settings.s3.results_bucket
         self.s3 = settings.s3
-        self.inline_max_bytes = settings.worker.inline_max_bytes
-        self.dlq_value_max_bytes = settings.worker.dlq_value_max_bytes
-        self.dlq_record_max_bytes = settings.worker.dlq_record_max_bytes
-        self.decode_budget = settings.worker.decode_budget_bytes
+        self.worker = settings.worker
         self.finished_at = 0.0  # perf_counter when the last batch finished computing
-        #: record -> starts it was tried in without being committed, above the limit (it is
-        #: then a POISON dead letter, not tried again); the loop sets the intake's
-        self.poisoned: Callable[[Message], int] = lambda m: 0
+        self.ledger = ledger
         self._io = ThreadPoolExecutor(max_workers=settings.worker.io_threads,
                                       thread_name_prefix="io")
 
@@ -222,82 +291,89 @@ class Compute:
         """
         t0 = time.perf_counter()
         try:
-            c = self._run(msgs)
+            with _outage_is_the_batchs():
+                c = self._run(msgs)
         finally:
             self.finished_at = time.perf_counter()
             self.metrics.stage.labels("compute").observe(self.finished_at - t0)
-        c.ms["compute"] = round((self.finished_at - t0) * 1000.0, 1)
-        return c
+        return dataclasses.replace(c, ms={"compute": round((self.finished_at - t0) * 1000.0, 1)})
 
     def _run(self, msgs: Sequence[Message]) -> Computed:
         t_batch = time.time() * 1000.0
-        fates: dict[int, Fate] = {}
-        events: dict[int, UploadEvent] = {}
-        for i, m in enumerate(msgs):  # 1. parse
-            got = self._poison(m) or self.parse(m)
-            if isinstance(got, DeadLettered):
-                fates[i] = got
-            else:
-                events[i] = got
-        loads = {i: self._io.submit(self.load, ev) for i, ev in events.items()}
-        loaded: list[tuple[int, _Loaded]] = []
-        for i, fut in loads.items():  # 2. load
-            got = self._loaded(msgs[i], events[i], fut, t_batch)
-            if isinstance(got, _Loaded):
-                loaded.append((i, got))
-            else:
-                fates[i] = got
-            if not isinstance(got, DeadLettered):
-                self.metrics.queue_wait.observe(age_ms(msgs[i], t_batch) / 1000.0)
-        # 3. process, in chunks whose decodes fit the budget together (each image's peak from
-        # its probed header), then task by task in the processor's batch buckets
-        for part in memory_chunks([decoded_bytes(x.image) for _, x in loaded], self.decode_budget):
-            by_task: dict[str, list[tuple[int, _Loaded]]] = {}
-            for i, x in loaded[part]:
-                by_task.setdefault(str(x.event.task), []).append((i, x))
-            for task, group in by_task.items():
-                proc = self.processors[task]
-                for bucket in bucket_slices(len(group), proc.bucket):
-                    chunk = group[bucket]
-                    for (i, _), fate in zip(chunk, self._process(task, proc, [x for _, x in chunk],
-                                                                 t_batch), strict=True):
-                        fates[i] = fate
-        ordered = [fates[i] for i in range(len(msgs))]
+        parsed = [self._poison(m) or self.parse(m) for m in msgs]  # 1. parse
+        loads = [self._io.submit(self.load, p) if isinstance(p, UploadEvent) else None
+                 for p in parsed]
+        staged = [self._loaded(m, p, fut, t_batch)  # 2. load
+                  if isinstance(p, UploadEvent) and fut is not None else p
+                  for m, p, fut in zip(msgs, parsed, loads, strict=True)]
+        for x in staged:
+            if isinstance(x, _Loaded | Rejected):
+                self.metrics.queue_wait.observe(age_ms(x.msg, t_batch) / 1000.0)
+        loaded = [x for x in staged if isinstance(x, _Loaded)]
+        done: dict[int, Processed | DeadLettered] = {}
+        for task, chunk in self._model_calls(loaded):  # 3. process
+            done.update(zip(map(id, chunk), self._process(task, chunk, t_batch), strict=True))
+        fates = tuple(done[id(x)] if isinstance(x, _Loaded) else x for x in staged)
         t_put = time.perf_counter()  # 4. PUT
-        puts = [(f, a, self._io.submit(self.storage.put, self.results_bucket,
-                                       object_key(str(f.event.task), self.version(str(f.event.task)),
-                                                  f.event.upload_id, a.name, a.ext),
-                                       a.data, a.content_type))
-                for f in ordered if isinstance(f, Processed) for a in f.outcome.artifacts]
-        letters = [(f, self._io.submit(self._letter, f)) for f in ordered
-                   if isinstance(f, DeadLettered)]
-        return Computed(ordered, puts, t_put, letters)
+        puts = tuple((i, a, self._io.submit(self.storage.put, self.s3.results_bucket,
+                                            self._output_key(f, a), a.data, a.content_type))
+                     for i, f in enumerate(fates) if isinstance(f, Processed)
+                     for a in f.outcome.artifacts)
+        letters = tuple((i, self._io.submit(self._letter, f)) for i, f in enumerate(fates)
+                        if isinstance(f, DeadLettered))
+        return Computed(fates, puts, letters, t_put)
+
+    def _model_calls(self, loaded: list[_Loaded]) -> Iterator[tuple[str, list[_Loaded]]]:
+        """Step 3's model calls, ``(task, its events)`` each: ``loaded`` cut into chunks whose
+        decodes fit ``decode_budget_bytes`` together (each image's peak from its probed
+        header), each chunk task by task (in order of first appearance), each task's events
+        in its processor's batch buckets."""
+        budget = self.worker.decode_budget_bytes
+        for part in memory_chunks([decoded_bytes(x.image) for x in loaded], budget):
+            by_task: dict[str, list[_Loaded]] = {}
+            for x in loaded[part]:
+                by_task.setdefault(str(x.event.task), []).append(x)
+            for task, group in by_task.items():
+                for bucket in bucket_slices(len(group), self.processors[task].bucket):
+                    yield task, group[bucket]
+
+    def _output_key(self, f: Processed, a: Artifact) -> str:
+        """The object key of ``f``'s artifact ``a`` (:func:`object_key`)."""
+        task = str(f.event.task)
+        return object_key(task, self.version(task), f.event.upload_id, f.tag, a.name, a.ext)
 
     def parse(self, m: Message) -> UploadEvent | DeadLettered:
-        """Step 1: the record as an upload this worker serves, or its dead letter."""
+        """Step 1: the record as an upload this worker serves, or its dead letter (an
+        ``UNREADABLE_RECORD`` one when the client could not read a part of it,
+        :class:`~streams.worker.record.Record`)."""
+        if (unreadable := getattr(m, "unreadable", None)) is not None:
+            return DeadLettered(m, DeadLetterCode.UNREADABLE_RECORD,
+                                f"the Kafka client could not read the record's {unreadable} "
+                                "(e.g. a header name that is not UTF-8)",
+                                _readable_upload_id(m.value()))
         try:
             ev = codec.decode_upload(m.key(), m.value(), m.headers(),
-                                     allowed_buckets=self.allowed_buckets,
-                                     inline_max_bytes=self.inline_max_bytes)
+                                     allowed_buckets=self.s3.allowed_buckets,
+                                     inline_max_bytes=self.worker.inline_max_bytes)
         except ContractError as ce:
             where = f" at {ce.path}" if ce.path != "$" else ""
-            return self.dead_letter(m, ce.code, f"{ce}{where}", _readable_upload_id(m.value()))
+            return DeadLettered(m, ce.code, f"{ce}{where}", _readable_upload_id(m.value()))
         if str(ev.task) not in self.processors:
-            return self.dead_letter(m, DeadLetterCode.PROCESSING_ERROR,
-                                    f"task {ev.task} not served by this worker", ev.upload_id)
+            return DeadLettered(m, DeadLetterCode.PROCESSING_ERROR,
+                                f"task {ev.task} not served by this worker", ev.upload_id)
         return ev
 
     def _poison(self, m: Message) -> DeadLettered | None:
         """``m``'s ``POISON`` dead letter when the worker was started on it too often without
         committing it (:mod:`streams.worker.attempts`); else None."""
-        tries = self.poisoned(m)
+        tries = self.ledger.poisoned(m) if self.ledger is not None else 0
         if not tries:
             return None
         log.error("poison_record", partition=m.partition(), offset=m.offset(), attempts=tries)
-        return self.dead_letter(m, DeadLetterCode.POISON,
-                                f"the worker stopped {tries} times while this record's batch "
-                                "computed (a crash, an out-of-memory kill or a hang past the "
-                                "compute deadline); not tried again", _readable_upload_id(m.value()))
+        return DeadLettered(m, DeadLetterCode.POISON,
+                            f"the worker stopped {tries} times while this record's batch "
+                            "computed (a crash, an out-of-memory kill or a hang past the "
+                            "compute deadline); not tried again", _readable_upload_id(m.value()))
 
     def load(self, ev: UploadEvent) -> EncodedImage:
         """Step 2, the one place an upload's image is fetched and probed: image bytes (inline
@@ -326,7 +402,7 @@ class Compute:
     def _loaded(self, m: Message, ev: UploadEvent, fut: Future,
                 t_batch: float) -> _Loaded | Rejected | DeadLettered:
         """What a load's errors mean for the event: a rejection or a dead letter; the store not
-        answering is the whole batch's (raised)."""
+        answering (a plain :class:`StorageError`) is the whole batch's (raised)."""
         try:
             return _Loaded(m, ev, fut.result())
         except ObjectNotFound:
@@ -339,11 +415,9 @@ class Compute:
         except DecodeError as de:
             return Rejected(m, ev, ReasonCode(de.reason), t_batch)
         except ContractError as ce:
-            return self.dead_letter(m, ce.code, str(ce), ev.upload_id)
-        except StorageError as se:
-            raise StorageUnavailable(str(se)) from se
+            return DeadLettered(m, ce.code, str(ce), ev.upload_id)
 
-    def _process(self, task: str, proc: Processor, chunk: list[_Loaded],
+    def _process(self, task: str, chunk: list[_Loaded],
                  t_batch: float) -> list[Processed | DeadLettered]:
         """Step 3 for one bucket: one ``process_batch`` call. If it raises (a model call that
         failed: per-item failures are outcomes already), each event is run alone, and one that
@@ -353,7 +427,7 @@ class Compute:
         Raises:
             ProcessorUnavailable: items failed alone and so did the probe (the breaker).
         """
-        task_spec = spec(task)
+        proc, task_spec = self.processors[task], spec(task)
         items = [Item(x.event.upload_id, x.image, task_spec.item_options(x.event.options))
                  for x in chunk]
         calls0 = int(proc.stats.calls)
@@ -370,8 +444,9 @@ class Compute:
         self.metrics.inference.labels(task).observe(time.perf_counter() - t0)
         self.metrics.inference_calls.labels(task).inc(max(int(proc.stats.calls) - calls0, 0))
         return [o if isinstance(o, DeadLettered)
-                else Processed(x.msg, x.event, o, len(chunk), t_batch)
-                for x, o in zip(chunk, outcomes, strict=True)]
+                else Processed(x.msg, x.event, o, len(chunk), t_batch,
+                               tag=input_tag(x.image.data, it.options))
+                for x, it, o in zip(chunk, items, outcomes, strict=True)]
 
     def _probe(self, task: str, proc: Processor) -> None:
         """Run ``proc`` on one plain synthetic image (a ``(96, 128, 3)`` mid-grey ``uint8``, the
@@ -392,52 +467,60 @@ class Compute:
         try:
             (outcome,) = proc.process_batch([item])
         except Exception as exc:
-            return self.dead_letter(x.msg, DeadLetterCode.PROCESSING_ERROR,
-                                    f"{task} processor raised {type(exc).__name__}: {exc}",
-                                    x.event.upload_id)
+            return DeadLettered(x.msg, DeadLetterCode.PROCESSING_ERROR,
+                                f"{task} processor raised {type(exc).__name__}: {exc}",
+                                x.event.upload_id)
         return outcome
 
-    def stored(self, c: Computed, wait: Callable[[Sequence[Future]], None]) -> None:
+    def stored(self, c: Computed, wait: Callable[[Sequence[Future]], None]) -> Stored:
         """Await the batch's PUTs with ``wait`` (the intake's, which keeps the consumer in its
-        group; a PUT may retry for a while), give each processed event its object refs and each
-        dead-lettered event its dead letter.
+        group; a PUT may retry for a while).
+
+        Returns:
+            The batch's fates, new: each processed event with its object refs, each
+            dead-lettered one :class:`Lettered` with its dead letter.
 
         Raises:
             StorageUnavailable: a PUT (an output's or a quarantined value's) failed after its
                 retries.
         """
         wait([f for _, _, f in c.puts] + [f for _, f in c.letters])
-        for fate, f in c.letters:
-            try:
-                fate.letter = f.result()
-            except StorageError as se:
-                raise StorageUnavailable(str(se)) from se
-        for fate, a, f in c.puts:
-            try:
+        refs: dict[int, dict[str, ObjectRef]] = {}
+        with _outage_is_the_batchs():
+            letters = {i: f.result() for i, f in c.letters}
+            for i, a, f in c.puts:
                 st = f.result()
-            except StorageError as se:
-                raise StorageUnavailable(str(se)) from se
-            fate.refs[a.name] = ObjectRef(bucket=st.bucket, key=st.key, size_bytes=st.size_bytes,
-                                          sha256=st.sha256, content_type=a.content_type,
-                                          width=a.width, height=a.height)
+                refs.setdefault(i, {})[a.name] = ObjectRef(
+                    bucket=st.bucket, key=st.key, size_bytes=st.size_bytes, sha256=st.sha256,
+                    content_type=a.content_type, width=a.width, height=a.height)
+        ms = dict(c.ms)
         if c.puts or c.letters:
             put_s = time.perf_counter() - c.t_put
             self.metrics.stage.labels("put").observe(put_s)
-            c.ms["put"] = round(put_s * 1000.0, 1)
+            ms["put"] = round(put_s * 1000.0, 1)
+        return Stored(tuple(Lettered(f.msg, letters[i]) if isinstance(f, DeadLettered)
+                            else dataclasses.replace(f, refs=refs[i]) if i in refs else f
+                            for i, f in enumerate(c.fates)), ms)
 
     # --- what the committer produces ---------------------------------------------------------
-    def records(self, fates: Sequence[Fate]) -> tuple[list[VerificationResult], list[DeadLetter]]:
+    def records(self, fates: Sequence[Ready]) -> tuple[list[VerificationResult], list[DeadLetter]]:
         """The results and the dead letters of ``fates`` (results built now: ``processed_at``
         and ``total_ms`` are taken here, just before the transaction).
 
         Raises:
-            RuntimeError: a dead letter is not built yet (:meth:`stored` was not called).
+            TypeError: a fate is not ready (a :class:`DeadLettered`, whose dead letter only
+                :meth:`stored` builds).
         """
-        results = [self._result_or_failed(f) for f in fates if not isinstance(f, DeadLettered)]
-        letters = [f.letter for f in fates if isinstance(f, DeadLettered)]
-        if any(d is None for d in letters):
-            raise RuntimeError("dead letters are built by stored(), before records()")
-        return results, [d for d in letters if d is not None]
+        results, letters = [], []
+        for f in fates:
+            if isinstance(f, Lettered):
+                letters.append(f.letter)
+            elif isinstance(f, Processed | Rejected):
+                results.append(self._result_or_failed(f))
+            else:
+                raise TypeError(f"{type(f).__name__} is not ready to commit: Compute.stored() "
+                                "makes the fates to commit")
+        return results, letters
 
     def result(self, fate: Processed | Rejected) -> VerificationResult:
         """The result of a processed or rejected event.
@@ -471,18 +554,14 @@ class Compute:
         outcome breaks the contract."""
         try:
             return self.result(fate)
-        except ValueError as exc:  # pydantic ValidationError: a processor bug, not the upload's
+        except ValueError as exc:  # pydantic's ValidationError: a processor bug, not the upload's
+            detail = (validation_message(exc) if isinstance(exc, ValidationError)
+                      else "".join(str(exc).splitlines()[:1]))
             log.error("outcome_breaks_contract", upload_id=fate.event.upload_id,
-                      task=str(fate.event.task), error=type(exc).__name__,
-                      detail=str(exc).splitlines()[0][:200])
+                      task=str(fate.event.task), error=type(exc).__name__, detail=detail[:200])
             r = self.result(Rejected(fate.msg, fate.event, ReasonCode.INTERNAL_ERROR,
                                      fate.t_batch_ms))
             return r.model_copy(update={"status": Status.FAILED})
-
-    def dead_letter(self, m: Message, code: str, error: str, upload_id: str | None) -> DeadLettered:
-        """``m``'s fate as a dead letter with ``code`` and a one-line ``error`` (the letter
-        itself is built with the batch's PUTs, :meth:`stored`)."""
-        return DeadLettered(m, code, error, upload_id)
 
     def _letter(self, f: DeadLettered) -> DeadLetter:
         """The dead letter of ``f`` (an I/O thread). By default (``dlq_value_max_bytes`` 0) the
@@ -499,9 +578,10 @@ class Compute:
         record = {"key": m.key(), "value": m.value(), "headers": m.headers(), "topic": m.topic(),
                   "partition": m.partition(), "offset": m.offset(), "code": f.code,
                   "error": f.error, "upload_id": f.upload_id,
-                  "max_record_bytes": self.dlq_record_max_bytes}
-        if self.dlq_value_max_bytes > 0:
-            return codec.make_dead_letter(max_value_bytes=self.dlq_value_max_bytes, **record)
+                  "max_record_bytes": self.worker.dlq_record_max_bytes}
+        if self.worker.dlq_value_max_bytes > 0:
+            return codec.make_dead_letter(max_value_bytes=self.worker.dlq_value_max_bytes,
+                                          **record)
         return quarantined_dead_letter(self.storage, self.s3, **record)
 
 

@@ -1,20 +1,26 @@
-"""Intake: where events come in. The consumer and its assignment, the carry list (events
-prefetched while a batch computes, or put back to be redone), pausing and resuming partitions
-(with the librdkafka behaviours that shape it), replay ranges and the lag gauge.
+"""Intake: where events come in. The consumer and its assignment (rebalance callbacks and
+assignment epochs), the carry list (:class:`Carry`), pausing and resuming partitions
+(:class:`PartitionPause`, with the librdkafka behaviours that shape it), replay ranges
+(:class:`ReplayRanges`) and the lag gauge (:class:`LagGauge`).
 
 ``max_batch`` is read once, here: a batch is at most that many events, and the carry list pauses
-the partitions once it holds that many.
+the partitions once it holds that many. The attempt ledger is the worker's
+(:mod:`streams.worker.attempts`), handed in: the intake reads the marks of partitions it is
+assigned, isolates the events that must run alone and releases the marks it gives up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from prometheus_client import Gauge
 
 from streams.health import Health
 from streams.kafka import age_ms
@@ -22,15 +28,8 @@ from streams.kafka import consumer as make_consumer
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings, WorkerSettings
-from streams.worker.attempts import AttemptLedger
-
-Key = tuple[str, int]
-"""A partition as ``(topic, partition)``."""
-
-
-def key_of(m: Message) -> Key:
-    """The record's partition as ``(topic, partition)``."""
-    return (m.topic(), m.partition())
+from streams.worker.attempts import AttemptLedger, Key, key_of
+from streams.worker.record import Record
 
 
 class PartitionPause:
@@ -53,13 +52,14 @@ class PartitionPause:
       :meth:`resume`); resuming it in the revoke callback instead made the re-assigned
       partition start at this worker's old position, past events fetched and not committed.
 
+    The consumer (``assignment``, ``pause``, ``resume``) is the argument of the calls that use
+    it.
+
     Args:
-        consumer: the consumer (``assignment``, ``pause``, ``resume``).
         revoked: the partitions revoked from this worker (shared with :class:`Intake`).
     """
 
-    def __init__(self, consumer: Any, revoked: set[Key]) -> None:
-        self.consumer = consumer
+    def __init__(self, revoked: set[Key]) -> None:
         self.paused = False  # fetching is to stop (carry list full, or the store down)
         self.resume_due = False  # a partition paused here came back in a new assignment
         self._paused: set[Key] = set()  # paused by this object (even if revoked since)
@@ -78,39 +78,150 @@ class PartitionPause:
         """``key`` left this worker (it stays in the paused set: see the class doc)."""
         self._fetching.discard(key)
 
-    def delivered(self, key: Key) -> None:
+    def delivered(self, consumer: Any, key: Key) -> None:
         """``key`` delivered an event: it is fetching now, and is paused at once if fetching is
         paused (at most one event each beyond the carry list's cap)."""
         if key in self._fetching:
             return
         self._fetching.add(key)
         if self.paused and key not in self._revoked:
-            self.consumer.pause([TopicPartition(*key)])
+            consumer.pause([TopicPartition(*key)])
             self._paused.add(key)
 
-    def pause(self) -> None:
+    def pause(self, consumer: Any) -> None:
         """Stop fetching: pause the assigned partitions that have delivered an event since their
         assignment (the others when their first event arrives, :meth:`delivered`)."""
         if self.paused:
             return
         self.paused = True
         self.resume_due = False  # what came back paused stays paused with the rest
-        tps = [tp for tp in self.consumer.assignment()
+        tps = [tp for tp in consumer.assignment()
                if (tp.topic, tp.partition) in self._fetching - self._paused - self._revoked]
         if tps:
-            self.consumer.pause(tps)
+            consumer.pause(tps)
             self._paused.update((tp.topic, tp.partition) for tp in tps)
 
-    def resume(self) -> None:
+    def resume(self, consumer: Any) -> None:
         """Fetch again: resume exactly the assigned partitions :meth:`pause` paused."""
         if not (self.paused or self.resume_due):
             return
         self.paused = self.resume_due = False
-        tps = [tp for tp in self.consumer.assignment()
+        tps = [tp for tp in consumer.assignment()
                if (tp.topic, tp.partition) in self._paused - self._revoked]
         self._paused.difference_update((tp.topic, tp.partition) for tp in tps)
         if tps:
-            self.consumer.resume(tps)
+            consumer.resume(tps)
+
+
+@dataclass(frozen=True, slots=True)
+class Carry:
+    """The carry list, a value: events held between batches (prefetched while a batch computes,
+    or put back to be redone), in fetch order, and when the oldest of them arrived.
+
+    Attributes:
+        msgs: the events, oldest first.
+        since: ``time.monotonic()`` when the oldest one arrived or was put back (what a batch
+            starting with them has waited already).
+    """
+
+    msgs: tuple[Message, ...] = ()
+    since: float = 0.0
+
+    def __len__(self) -> int:
+        return len(self.msgs)
+
+    def added(self, m: Message) -> Carry:
+        """With ``m`` (just fetched) at the end."""
+        return Carry((*self.msgs, m), self.since if self.msgs else time.monotonic())
+
+    def in_front(self, msgs: Sequence[Message]) -> Carry:
+        """With ``msgs`` (put back, in fetch order) in front."""
+        if not msgs:
+            return self
+        return Carry((*msgs, *self.msgs), self.since if self.msgs else time.monotonic())
+
+    def kept(self, keep: Callable[[Message], bool]) -> Carry:
+        """Without the events ``keep`` refuses."""
+        return Carry(tuple(m for m in self.msgs if keep(m)), self.since)
+
+    def split(self, n: int) -> tuple[list[Message], Carry]:
+        """The first ``n`` events, and the carry list after them."""
+        return list(self.msgs[:n]), Carry(self.msgs[n:], self.since)
+
+
+class ReplayRanges:
+    """Replay mode: the uploads topic's partition -> ``[start, end)`` offsets to consume, and
+    which partitions have reached their end.
+
+    Args:
+        bounds: partition -> ``(start, end)`` offsets; an empty range is done at once.
+    """
+
+    def __init__(self, bounds: Mapping[int, tuple[int, int]]) -> None:
+        self.bounds = dict(bounds)
+        self._done = {p for p, (a, b) in self.bounds.items() if a >= b}
+
+    def assignment(self, topic: str) -> list[TopicPartition]:
+        """The partitions of ``topic`` to assign, each at its start offset."""
+        return [TopicPartition(topic, p, a) for p, (a, b) in self.bounds.items() if a < b]
+
+    def within(self, m: Message) -> bool:
+        """Whether ``m`` lies before its partition's end; the partition is done once its
+        last event in the range has come."""
+        end = self.bounds[m.partition()][1]
+        if m.offset() >= end - 1:
+            self._done.add(m.partition())
+        return m.offset() < end
+
+    def reopen(self, msgs: Iterable[Message]) -> None:
+        """``msgs`` are to be redone: their partitions are not done any more."""
+        self._done -= {m.partition() for m in msgs}
+
+    def done(self) -> bool:
+        """Every partition consumed up to its end."""
+        return self._done >= set(self.bounds)
+
+
+class LagGauge:
+    """The consumer lag per partition (``cardstream_consumer_lag``), set at most every
+    ``every_s`` from the high watermarks librdkafka caches from its fetch responses (a paused
+    partition's is as old as its last fetch). Asking the broker instead (``cached=False``)
+    blocked the loop for one round trip per partition: ~0.1 s every 5 s in the load benchmark,
+    up to 2.5 s for 6 idle partitions, which was the P99.
+
+    Args:
+        gauge: the gauge, labelled by partition.
+        every_s: the shortest time between two updates (s).
+    """
+
+    def __init__(self, gauge: Gauge, every_s: float = 5.0) -> None:
+        self.gauge = gauge
+        self.every_s = every_s
+        self._last = 0.0
+        self._labels: set[str] = set()  # the partitions the gauge has a value for
+
+    def update(self, consumer: Any) -> None:
+        """Set the gauge from ``consumer``'s positions, unless it was set less than ``every_s``
+        ago, and drop the partitions no longer assigned (issue 43: a revoked partition kept its
+        last lag for ever, counted again by its new owner); Kafka errors leave it as it was."""
+        now = time.monotonic()
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        try:
+            parts = consumer.assignment()
+            held = set()
+            for tp, pos in zip(parts, consumer.position(parts), strict=True):
+                _, high = consumer.get_watermark_offsets(tp, cached=True)
+                held.add(str(tp.partition))
+                if pos.offset >= 0:
+                    self.gauge.labels(str(tp.partition)).set(max(high - pos.offset, 0))
+        except KafkaException:
+            return
+        for gone in self._labels - held:
+            with contextlib.suppress(KeyError):  # never set (no position yet)
+                self.gauge.remove(gone)
+        self._labels = held
 
 
 class Intake:
@@ -125,38 +236,35 @@ class Intake:
         ranges: replay mode: uploads-topic partition -> ``[start, end)`` offsets. The consumer
             is assigned these instead of subscribing, events at or past ``end`` are left alone,
             and :meth:`ranges_done` says when every partition reached its end.
+        ledger: the worker's attempt ledger (:mod:`streams.worker.attempts`): an event of a
+            partition restarted at the same offset runs in a batch of its own. None (replay
+            mode): no start is counted.
 
     Attributes:
-        ledger: the starts counted per partition (:mod:`streams.worker.attempts`): an event of
-            a partition restarted at the same offset runs in a batch of its own, and one tried
-            ``poison_attempts`` times is a ``POISON`` dead letter. None in replay mode.
+        consumer: the consumer, once :meth:`open` has built it.
+        carry: the carry list (:class:`Carry`).
     """
 
     def __init__(self, kafka: KafkaSettings, worker: WorkerSettings, metrics: WorkerMetrics,
-                 health: Health, ranges: Mapping[int, tuple[int, int]] | None = None) -> None:
+                 health: Health, ranges: Mapping[int, tuple[int, int]] | None = None,
+                 ledger: AttemptLedger | None = None) -> None:
         self.kafka = kafka
+        self.worker = worker
         self.max_batch = worker.max_batch
-        self.max_wait_s = worker.max_wait_ms / 1000.0
-        self.poll_interval_s = worker.poll_interval_ms / 1000.0
-        self.max_poll_interval_ms = worker.max_poll_interval_ms
         self.metrics = metrics
         self.health = health
-        self.ranges = dict(ranges) if ranges is not None else None
+        self.ranges = ReplayRanges(ranges) if ranges is not None else None
+        self.ledger = ledger
         self.consumer: Any = None
+        self.carry = Carry()
         self._revoked: set[Key] = set()  # partitions revoked from this worker
-        self.pausing = PartitionPause(None, self._revoked)
-        self._carry: list[Message] = []
-        self._carry_since = 0.0  # monotonic time the oldest carried event arrived
-        self._done_parts: set[int] = set()
-        self._last_lag = 0.0
+        self.pausing = PartitionPause(self._revoked)
+        self.lag = LagGauge(metrics.lag)
         # assignment epochs: a partition's epoch goes up each time it is assigned; an event
         # delivered in an earlier epoch is not this worker's any more, even if the partition
         # came back (librdkafka fetches it again from the committed offset)
         self._epochs: dict[Key, int] = {}
         self._fetched: OrderedDict[int, tuple[Message, int]] = OrderedDict()  # id -> (event, epoch)
-        self._fetched_max = 16 * self.max_batch
-        self.ledger = (AttemptLedger(worker.poison_attempts, worker.max_batch)
-                       if ranges is None else None)
 
     # --- the consumer and its assignment -----------------------------------------------------
     def open(self, consumer: Any = None) -> None:
@@ -165,17 +273,14 @@ class Intake:
         k = self.kafka
         self.consumer = consumer if consumer is not None else make_consumer(
             k, k.group_id,
-            **{"max.poll.interval.ms": self.max_poll_interval_ms,
+            **{"max.poll.interval.ms": self.worker.max_poll_interval_ms,
                "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000,
                "queued.max.messages.kbytes": 16_384})
-        self.pausing.consumer = self.consumer
         if self.ranges is None:
             self.consumer.subscribe([k.uploads_topic], on_assign=self.on_assign,
                                     on_revoke=self.on_revoke, on_lost=self.on_lost)
         else:
-            self._done_parts = {p for p, (a, b) in self.ranges.items() if a >= b}
-            self.consumer.assign([TopicPartition(k.uploads_topic, p, a)
-                                  for p, (a, b) in self.ranges.items() if a < b])
+            self.consumer.assign(self.ranges.assignment(k.uploads_topic))
 
     def close(self, clean: bool = True) -> None:
         """Leave the group; after a clean stop, release the attempt marks of the partitions
@@ -209,7 +314,7 @@ class Intake:
             key = (tp.topic, tp.partition)
             self._revoked.add(key)
             self.pausing.revoked(key)
-        self._carry = [m for m in self._carry if key_of(m) not in self._revoked]
+        self.carry = self.carry.kept(lambda m: key_of(m) not in self._revoked)
         log.info("partitions_revoked", partitions=[tp.partition for tp in parts])
 
     def on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
@@ -231,26 +336,9 @@ class Intake:
         got = self._fetched.get(id(m))
         return got is None or got[0] is not m or got[1] == self._epochs.get(key, 0)
 
-    def reached(self, offsets: list[TopicPartition], timeout_s: float = 30.0) -> bool:
-        """Whether the consumer group's committed offsets are at or past ``offsets`` (read
-        stable: a read_committed consumer's request waits for pending transactional commits,
-        KIP-447).
-
-        Raises:
-            KafkaException: the request failed.
-        """
-        got = self.consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in offsets],
-                                      timeout=timeout_s)
-        want = {(tp.topic, tp.partition): tp.offset for tp in offsets}
-        return all(tp.offset >= want[(tp.topic, tp.partition)] for tp in got)
-
-    def group_metadata(self) -> Any:
-        """The consumer group's metadata, for ``send_offsets_to_transaction``."""
-        return self.consumer.consumer_group_metadata()
-
     def ranges_done(self) -> bool:
-        """Replay mode: every partition consumed up to its end offset."""
-        return self.ranges is not None and self._done_parts >= set(self.ranges)
+        """Replay mode: every partition consumed up to its end."""
+        return self.ranges is not None and self.ranges.done()
 
     @property
     def paused(self) -> bool:
@@ -266,18 +354,18 @@ class Intake:
                 (carried events have waited already); False: only what is carried or already
                 fetched (the batch that starts computing while the previous one commits).
         """
-        if self.pausing.resume_due and len(self._carry) < self.max_batch:
-            self.pausing.resume()
+        if self.pausing.resume_due and len(self.carry) < self.max_batch:
+            self.pausing.resume(self.consumer)
         t0 = time.perf_counter()
-        msgs, since = self._carry[:self.max_batch], self._carry_since
-        self._carry = self._carry[self.max_batch:]
+        since = self.carry.since
+        msgs, self.carry = self.carry.split(self.max_batch)
         if len(msgs) < self.max_batch:
             wait_s = 0.0
             if wait:
-                wait_s = self.max_wait_s
+                wait_s = self.worker.max_wait_ms / 1000.0
                 if msgs:
                     wait_s = max(0.0, wait_s - (time.monotonic() - since))
-            got = self.consumer.consume(self.max_batch - len(msgs), wait_s)
+            got = [Record.of(m) for m in self.consumer.consume(self.max_batch - len(msgs), wait_s)]
             self._delivered(got)
             msgs += got
         if msgs and wait:
@@ -296,32 +384,9 @@ class Intake:
         alone = next((i for i, m in enumerate(msgs) if self.ledger.isolated(m)), None)
         if alone is None:
             return msgs
-        if len(msgs) > 1:
-            if not self._carry:
-                self._carry_since = time.monotonic()
-            self._carry = msgs[:alone] + msgs[alone + 1:] + self._carry
+        self.carry = self.carry.in_front(msgs[:alone] + msgs[alone + 1:])
         self.ledger.trying(self.consumer, msgs[alone])
         return [msgs[alone]]
-
-    def poisoned(self, m: Message) -> int:
-        """Starts ``m`` was tried in without being committed, when above ``poison_attempts``
-        (it is then a ``POISON`` dead letter); else 0."""
-        return 0 if self.ledger is None else self.ledger.poisoned(m)
-
-    def commit_marks(self, offsets: list[TopicPartition]) -> list[TopicPartition]:
-        """The offsets a transaction commits, with their attempt marks as metadata."""
-        return offsets if self.ledger is None else self.ledger.commit_marks(offsets)
-
-    def committed(self, offsets: list[TopicPartition]) -> None:
-        """A transaction committed ``offsets`` (from :meth:`commit_marks`)."""
-        if self.ledger is not None:
-            self.ledger.committed(offsets)
-
-    @property
-    def isolating(self) -> bool:
-        """Whether events run one per batch now (a partition restarted at the same offset):
-        the loop then starts no batch while another commits."""
-        return self.ledger is not None and self.ledger.isolating
 
     def prefetch(self, timeout_s: float) -> None:
         """Poll while a batch computes: move what is fetched into the carry list (up to
@@ -329,16 +394,15 @@ class Intake:
         before fetching after a resume, so pausing every batch would stall the pipeline). Also
         serves rebalance callbacks and keeps the consumer in its group."""
         self.health.tick()
-        if len(self._carry) >= self.max_batch:
-            self.pausing.pause()
+        if len(self.carry) >= self.max_batch:
+            self.pausing.pause(self.consumer)
         m = self.consumer.poll(timeout_s)
         while m is not None:
             if m.error() is None:
-                self._delivered([m])
-                if not self._carry:
-                    self._carry_since = time.monotonic()
-                self._carry.append(m)
-            if len(self._carry) >= self.max_batch:
+                r = Record.of(m)
+                self._delivered([r])
+                self.carry = self.carry.added(r)
+            if len(self.carry) >= self.max_batch:
                 break
             m = self.consumer.poll(0)
 
@@ -347,24 +411,8 @@ class Intake:
         ``poll_interval_ms`` meanwhile (:meth:`prefetch`)."""
         pending = [f for f in futs if not f.done()]
         while pending:
-            pending = list(wait(pending, timeout=self.poll_interval_s).not_done)
+            pending = list(wait(pending, timeout=self.worker.poll_interval_ms / 1000.0).not_done)
             self.prefetch(0.0)
-
-    def wait_until(self, ready: Callable[[], bool], stop: Callable[[], bool]) -> float:
-        """Prefetch (heartbeats, rebalances) until ``ready()``, checking it every 0.5 s doubling
-        to 5 s, or until ``stop()``.
-
-        Returns:
-            Seconds waited (0.0 when ready at once).
-        """
-        delay, t0, waited = 0.5, time.monotonic(), False
-        while not stop() and not ready():
-            waited = True
-            t_end = time.monotonic() + delay
-            while time.monotonic() < t_end:
-                self.prefetch(0.1)
-            delay = min(delay * 2, 5.0)
-        return time.monotonic() - t0 if waited else 0.0
 
     def redo(self, msgs: Sequence[Message]) -> None:
         """Put the events of a failed batch (and of the batch behind it), ``msgs`` in fetch
@@ -383,21 +431,20 @@ class Intake:
         librdkafka's ``seek`` is asynchronous and its failures unreported (librdkafka #2256,
         confluent-kafka-python #1270).
         """
-        held = [m for m in [*msgs, *self._carry] if self.owns(m)]
-        if held and not self._carry:
-            self._carry_since = time.monotonic()
-        self._carry = held
-        self._done_parts -= {m.partition() for m in msgs}
+        self.carry = self.carry.in_front(msgs).kept(self.owns)
+        if self.ranges is not None:
+            self.ranges.reopen(msgs)
         self.metrics.redone.inc(len(msgs))
 
     def pause(self) -> None:
-        """Stop fetching (the store is down): see :class:`PartitionPause`."""
-        self.pausing.pause()
+        """Stop fetching (the store is down, or the processor breaker is open): see
+        :class:`PartitionPause`."""
+        self.pausing.pause(self.consumer)
 
     def resume_if_room(self) -> None:
         """Fetch again unless the carry list holds a full batch."""
-        if len(self._carry) < self.max_batch:
-            self.pausing.resume()
+        if len(self.carry) < self.max_batch:
+            self.pausing.resume(self.consumer)
 
     # --- what was fetched --------------------------------------------------------------------
     def _delivered(self, msgs: Sequence[Message]) -> None:
@@ -407,9 +454,9 @@ class Intake:
         for m in msgs:
             if m.error() is None:
                 self.metrics.fetch_delay.observe(age_ms(m, now_ms) / 1000.0)
-                self.pausing.delivered(key_of(m))
+                self.pausing.delivered(self.consumer, key_of(m))
                 self._fetched[id(m)] = (m, self._epochs.get(key_of(m), 0))
-        while len(self._fetched) > self._fetched_max:  # far more than is ever held
+        while len(self._fetched) > 16 * self.max_batch:  # far more than is ever held
             self._fetched.popitem(last=False)
 
     def _usable(self, msgs: list[Message]) -> list[Message]:
@@ -417,33 +464,9 @@ class Intake:
         out = []
         for m in msgs:
             err = m.error()
-            if err is None and self.ranges is not None:
-                end = self.ranges[m.partition()][1]
-                if m.offset() >= end - 1:
-                    self._done_parts.add(m.partition())
-                if m.offset() < end:
-                    out.append(m)
-            elif err is None:
+            if err is None and (self.ranges is None or self.ranges.within(m)):
                 out.append(m)
-            elif err.code() != KafkaError._PARTITION_EOF:
+            elif err is not None and err.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume_error", error=str(err))
-        self._update_lag()
+        self.lag.update(self.consumer)
         return out
-
-    def _update_lag(self, every_s: float = 5.0) -> None:
-        """Set the lag gauge from the high watermarks librdkafka caches from its fetch responses
-        (a paused partition's is as old as its last fetch). Asking the broker instead
-        (``cached=False``) blocked this loop for one round trip per partition: ~0.1 s every 5 s
-        in the load benchmark, up to 2.5 s for 6 idle partitions, which was the P99."""
-        now = time.monotonic()
-        if now - self._last_lag < every_s:
-            return
-        self._last_lag = now
-        try:
-            parts = self.consumer.assignment()
-            for tp, pos in zip(parts, self.consumer.position(parts), strict=True):
-                _, high = self.consumer.get_watermark_offsets(tp, cached=True)
-                if pos.offset >= 0:
-                    self.metrics.lag.labels(str(tp.partition)).set(max(high - pos.offset, 0))
-        except KafkaException:
-            pass

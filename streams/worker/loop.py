@@ -18,18 +18,23 @@ has computed, batch *k+1* starts computing, and only then does the loop await *k
 commit *k*'s transaction; *k+1*'s results go in a later transaction. If *k*'s PUTs or
 transaction fail, *k+1* is awaited and thrown away and both are redone from memory
 (:meth:`Intake.redo`): nothing of either is committed. Events of partitions revoked meanwhile
-are dropped before the transaction (their new owner redoes them). If MinIO does not answer,
-nothing is committed: the loop puts the batch back, pauses, and goes on once the store answers.
+are dropped before the transaction (their new owner redoes them). If MinIO does not answer, or
+the processor breaker opens, nothing is committed: the batch is put back and fetching paused
+until the store answers or the breaker's pause is over (:mod:`streams.worker.pausing`).
+
+The worker builds its parts and hands each what it uses: the attempt ledger
+(:mod:`streams.worker.attempts`, owned here; None in replay mode) goes to the intake (marks read
+at assignment, events isolated), compute (``POISON`` dead letters) and the committer (marks
+committed); the loop itself never sees an offset or a mark.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import signal
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -39,15 +44,18 @@ from confluent_kafka import Message
 from processors import registry
 from processors.base import Processor
 from processors.runtime import RuntimeSettings
-from streams.errors import ProcessorUnavailable, StorageUnavailable
+from streams.errors import ProcessorUnavailable, StorageUnavailable, StoreRefused
 from streams.health import Health
 from streams.logs import log
 from streams.metrics import WorkerMetrics
+from streams.retry import Backoff
 from streams.settings import Settings
 from streams.storage import Storage
+from streams.worker.attempts import AttemptLedger
 from streams.worker.committer import Checkpoint, Committer
-from streams.worker.compute import Compute, Computed
+from streams.worker.compute import Compute, Computed, Ready
 from streams.worker.intake import Intake
+from streams.worker.pausing import PausingManager
 
 
 @dataclass
@@ -74,10 +82,12 @@ class Worker:
             instead of the processor's, e.g. to replay a new model beside the originals.
 
     Attributes:
+        ledger: the attempt ledger (None in replay mode), handed to the three parts below.
         intake: the consumer side (``intake.paused``: whether fetching is paused).
         compute: parse -> load -> process -> PUT (``compute.processors``, ``compute.storage``).
         committer: the transaction (``committer.committed_events``); a test may replace it
-            before :meth:`run`.
+            before :meth:`run`, with one built on ``ledger``.
+        pausing: the pausing manager (store outage, processor breaker).
         transactional_id: ``{transactional_id_prefix}-{slot}``.
         batches: batches computed so far.
     """
@@ -90,15 +100,21 @@ class Worker:
         self.metrics = metrics or WorkerMetrics()
         self.health = health or Health(stall_s=settings.worker.compute_deadline_s)
         self.transactional_id = f"{settings.kafka.transactional_id_prefix}-{settings.worker.slot}"
-        self.intake = Intake(settings.kafka, settings.worker, self.metrics, self.health, ranges)
-        self.compute = Compute(settings, processors, storage, self.metrics, model_version)
-        self.committer = Committer(settings.kafka, self.transactional_id, self.metrics)
+        w = settings.worker
+        self.ledger = AttemptLedger(w.poison_attempts, w.max_batch) if ranges is None else None
+        self.intake = Intake(settings.kafka, w, self.metrics, self.health, ranges, self.ledger)
+        self.compute = Compute(settings, processors, storage, self.metrics, model_version,
+                               self.ledger)
+        self.committer = Committer(settings.kafka, self.transactional_id, self.metrics,
+                                   self.ledger)
         self.batches = 0
         self._batch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
         self._stop = threading.Event()
+        self.pausing = PausingManager(self.intake, self._stop.is_set)
         self._inflight: _Batch | None = None  # the batch computing on the batch thread
-        self._breaker_open_s = 0.0  # the breaker's last pause (s), doubled per failure in a row
-        self.compute.poisoned = self.intake.poisoned
+        self._breaker = Backoff(w.breaker)  # its pauses, longer per failure in a row
+        self._refusal = Backoff(w.store_refusal)  # the store refusing: pauses, longer each time
+        self._refused_since: float | None = None  # monotonic start of refusals in a row
 
     @property
     def computing(self) -> bool:
@@ -205,30 +221,32 @@ class Worker:
                 return
             self._inflight = None
             self.batches += 1
-            self._breaker_open_s = 0.0
-            if start_next and not self._stop.is_set() and not self.intake.isolating:
+            self._breaker.reset()
+            # events running one per batch (a partition restarted at the same offset): no
+            # batch starts while another commits
+            isolating = self.ledger is not None and self.ledger.isolating
+            if start_next and not self._stop.is_set() and not isolating:
                 nxt = self.intake.next_batch(wait=False)
                 if nxt:
                     self._submit(nxt)
             try:
-                self.compute.stored(computed, self.intake.wait)
+                stored = self.compute.stored(computed, self.intake.wait)
             except StorageUnavailable as e:
                 self._storage_down(e, self._abandon(b))
                 return
-            fates = [f for f in computed.fates if self.intake.owns(f.msg)]
-            if fates and not self._commit(fates, computed.ms):
+            self._store_accepts()
+            fates = [f for f in stored.fates if self.intake.owns(f.msg)]
+            if fates and not self._commit(fates, stored.ms):
                 self.intake.redo(self._abandon(b))
         finally:
             self.intake.resume_if_room()
 
-    def _commit(self, fates: list, stage_ms: dict[str, float]) -> bool:
+    def _commit(self, fates: list[Ready], stage_ms: Mapping[str, float]) -> bool:
+        """One transaction with ``fates``' results and dead letters and their offsets (marked
+        by the ledger); whether it committed."""
         results, dead_letters = self.compute.records(fates)
-        cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stage_ms)
-        cp = dataclasses.replace(cp, offsets=self.intake.commit_marks(cp.offsets))
-        if not self.committer.commit(cp, self.intake.group_metadata(), self.intake.reached):
-            return False
-        self.intake.committed(cp.offsets)
-        return True
+        cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stage_ms, self.ledger)
+        return self.committer.commit(cp, self.intake.consumer)
 
     def _abandon(self, b: _Batch) -> list[Message]:
         """``b`` failed: await and discard the batch computing behind it; the events of both,
@@ -241,31 +259,66 @@ class Worker:
         return list(b.msgs) + list(nb.msgs)
 
     def _storage_down(self, e: Exception, msgs: list[Message]) -> None:
-        """MinIO did not answer: put ``msgs`` back, pause, and poll until it answers (nothing is
-        committed)."""
+        """MinIO did not answer: hold ``msgs`` (put back, pause) until it answers
+        (:meth:`wait_for_storage`); nothing is committed. A refusal
+        (:class:`StoreRefused`) goes to :meth:`_store_refused` instead."""
+        if isinstance(e, StoreRefused):
+            self._store_refused(e, msgs)
+            return
         log.warning("storage_unavailable", error=str(e))
-        self.intake.redo(msgs)
-        self.intake.pause()
-        self.wait_for_storage()
+        self.wait_for_storage(msgs)
+
+    def _store_refused(self, e: StoreRefused, msgs: list[Message]) -> None:
+        """The store answered with a refusal no wait clears (issue 43: the batch, models
+        included, was recomputed in a hot loop while ``/ready`` and ``/live`` stayed 200): count
+        it, fail readiness, hold ``msgs`` for the next pause of ``store_refusal`` (1 s doubling
+        to 30 s), and after ``store_refusal_limit_s`` of refusals in a row raise, ending the
+        loop (``cardstream worker`` exits 1; nothing is committed, so a restart redoes it).
+
+        Raises:
+            StoreRefused: refused in a row for ``store_refusal_limit_s``.
+        """
+        now = time.monotonic()
+        self._refused_since = self._refused_since or now
+        refused_s = now - self._refused_since
+        limit_s = self.settings.worker.store_refusal_limit_s
+        self.metrics.store_refusals.labels(e.code).inc()
+        self.health.ready = False
+        log.error("store_refused", code=e.code, error=str(e), refused_for_s=round(refused_s, 1),
+                  limit_s=limit_s)
+        if refused_s >= limit_s:
+            raise StoreRefused(f"the object store refused for {refused_s:.0f} s "
+                               f"(store_refusal_limit_s {limit_s:.0f}): {e}", e.code) from e
+        pause_s = self._refusal.next()
+        until = now + pause_s
+        self.pausing.hold(msgs, lambda: time.monotonic() >= until, [pause_s])
+
+    def _store_accepts(self) -> None:
+        """A batch's calls went through: refusals in a row are over (readiness back)."""
+        if self._refused_since is not None:
+            self._refused_since = None
+            self._refusal.reset()
+            self.health.ready = True
 
     def _processor_down(self, e: Exception, msgs: list[Message]) -> None:
-        """The breaker: a processor failed even on a probe (:class:`ProcessorUnavailable`): put
-        ``msgs`` back, pause fetching and fail readiness for 1 s, doubled per failure in a row
-        up to 30 s (polling meanwhile), then try the batch again; nothing is dead-lettered."""
-        self._breaker_open_s = min(max(self._breaker_open_s * 2, 1.0), 30.0)
+        """The breaker: a processor failed even on a probe (:class:`ProcessorUnavailable`): hold
+        ``msgs`` (put back, pause) and fail readiness for the breaker's next pause
+        (``WorkerSettings.breaker``: 1 s, doubled per failure in a row up to 30 s), polling
+        meanwhile, then try the batch again; nothing is dead-lettered."""
+        pause_s = self._breaker.next()
         self.metrics.breaker_opened.inc()
-        log.error("processor_breaker_open", error=str(e), pause_s=self._breaker_open_s)
-        self.intake.redo(msgs)
-        self.intake.pause()
+        log.error("processor_breaker_open", error=str(e), pause_s=round(pause_s, 3))
         self.health.ready = False
-        until = time.monotonic() + self._breaker_open_s
-        self.intake.wait_until(lambda: time.monotonic() >= until, self._stop.is_set)
+        until = time.monotonic() + pause_s
+        self.pausing.hold(msgs, lambda: time.monotonic() >= until, [pause_s])
         self.health.ready = True
 
-    def wait_for_storage(self) -> None:
-        """Keep polling (heartbeats, rebalances) until the object store answers again; logs
+    def wait_for_storage(self, msgs: Sequence[Message] = ()) -> None:
+        """Hold ``msgs`` (put back, pause) and keep polling (heartbeats, rebalances) until the
+        object store answers again, asked as ``WorkerSettings.store_wait`` says; logs
         ``storage_back`` with the wait in s once it does (nothing when it answered at once)."""
-        waited = self.intake.wait_until(lambda: self.compute.storage.healthy(), self._stop.is_set)
+        waited = self.pausing.hold(msgs, lambda: self.compute.storage.healthy(),
+                                   self.settings.worker.store_wait.delays())
         if waited > 0.0 and not self._stop.is_set():
             log.info("storage_back", waited_s=round(waited, 1))
 

@@ -141,6 +141,10 @@ def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers
     assert key in stack.objects()
     (ev,) = [e for e in stack.events() if e.upload_id == uid]
     assert ev.image.ref.key == key and ev.image.ref.sha256 == hashlib.sha256(img).hexdigest()
+    # an output that is no longer stored (expired) is 404 NO_OUTPUT, not an outage
+    Storage(stack.settings.s3).client.remove_object(ref["bucket"], ref["key"])
+    gone = call(a.port, "GET", f"/v1/uploads/{uid}/output")
+    assert (gone.status, gone.json()["error"]) == (404, "NO_OUTPUT")
 
 
 def test_202_then_a_get_with_wait_on_the_other_instance(stack: Stack) -> None:
@@ -302,21 +306,24 @@ def test_backpressure_backlog_and_rate_limit(base_settings: Settings, tmp_path: 
     keys.write_text(f"alice:{KEYS['alice']}\n")
     img = write_images(tmp_path, 1)[0].read_bytes()
     with fresh_settings(base_settings, uuid.uuid4().hex[:12]) as s:
-        gs = gateway_settings(s, keys, max_lag=2, rate_per_s=0.2, burst=6, retry_after_s=3)
+        gs = gateway_settings(s, keys, max_lag=3, rate_per_s=0.02, burst=7, retry_after_s=3)
         g = procs.start_gateway(gs, tmp_path / "gw.log", free_port(), free_port())
         try:
             codes = [call(g.port, "POST", "/v1/uploads?task=card", img).status for _ in range(3)]
             assert codes == [202, 202, 202]
-            time.sleep(1.0)  # the lag is read every 0.2 s
+            # at once: what this instance produced counts before the next read of the lag
             r = call(g.port, "POST", "/v1/uploads?task=card", img)
             assert (r.status, r.json()["error"], r.headers["retry-after"]) == (503, "BACKLOG", "3")
+            time.sleep(1.0)  # the lag is read every 0.2 s: 3 uploads, nobody consumes them
+            r = call(g.port, "POST", "/v1/uploads?task=card", img)
+            assert (r.status, r.json()["error"]) == (503, "BACKLOG")
             assert len(list(read_to_end(s.kafka, s.kafka.uploads_topic))) == 3
             statuses = [call(g.port, "GET", "/v1/uploads/alice.x").status for _ in range(3)]
             assert statuses[:2] == [404, 404] and statuses[2] == 429
             r = call(g.port, "GET", "/v1/uploads/alice.x")
             assert r.json()["error"] == "RATE_LIMITED" and int(r.headers["retry-after"]) >= 1
             metrics = call(g.admin_port, "GET", "/metrics", client=None).body.decode()
-            assert 'cardstream_gateway_refusals_total{code="BACKLOG"} 1.0' in metrics
+            assert 'cardstream_gateway_refusals_total{code="BACKLOG"} 2.0' in metrics
             assert 'cardstream_gateway_uploads_total{outcome="produced"} 3.0' in metrics
         finally:
             procs.stop_workers([procs.WorkerProc(g.proc, 0, g.log)], timeout_s=20)
@@ -416,3 +423,25 @@ def test_a_restarted_gateway_finds_older_results_through_the_status_app(stack: S
     finally:
         procs.stop_workers([procs.WorkerProc(status, 0, tmp_path), *[procs.WorkerProc(g.proc, 0, g.log) for g in late]],
                            timeout_s=30)
+
+
+def test_expect_100_continue_is_answered_before_the_body(stack: Stack) -> None:
+    """A sender that asks first (``Expect: 100-continue``, as curl does for large bodies) gets
+    ``100 Continue`` and then its answer, or its refusal before it sends a byte of the body."""
+    img = stack.images[0]
+    head = _head(len(img)).replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=30) as sock:
+        sock.sendall(head)
+        assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(img)
+        data = b""
+        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+            data += sock.recv(65536)
+    assert data.split()[1] == b"202" and b'"status":"pending"' in data
+    big = (f"POST /v1/uploads?task=card HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEYS['alice']}\r\n"
+           f"Content-Length: {200 * 1024 * 1024}\r\nExpect: 100-continue\r\n\r\n").encode()
+    status, body = _raw_exchange(stack.port, big, [])
+    assert (status, body["error"]) == (413, "BODY_TOO_LARGE")
+    nokey = big.replace(f"Authorization: Bearer {KEYS['alice']}\r\n".encode(), b"")
+    status, body = _raw_exchange(stack.port, nokey, [])
+    assert (status, body["error"]) == (401, "UNAUTHORIZED")

@@ -191,8 +191,15 @@ EXPECT = {
     "huge_image": (8, "accepted", None, 60),
     "crash": (1, "dead_letter", "POISON", 90),
     "hang": (1, "dead_letter", "POISON", 120),
+    "scan_bomb": (1, "rejected", "IMAGE_TOO_COMPLEX", 45),
+    "tile_bomb": (1, "rejected", "IMAGE_TOO_COMPLEX", 45),
+    "alpha_png": (1, "accepted", None, 60),
+    "gzip_lie": (1, "accepted", None, 45),
+    "brotli_lie": (1, "accepted", None, 45),
+    "deflate_lie": (1, "accepted", None, 45),
+    "gzip_bomb": (1, "rejected", "UNSUPPORTED_FORMAT", 45),
 }
-FAILS_TODAY = {
+FAILS_TODAY: dict[str, str] = {
 }
 
 

@@ -58,7 +58,7 @@ from .helpers import ROOT, read_committed, settings_env, write_images
 
 pytestmark = pytest.mark.integration
 
-ROLE_NAMES = ("worker", "producer", "ocr")
+ROLE_NAMES = ("worker", "producer", "ocr", "gateway")
 
 
 # ------------------------------------------------------------------------------- fixtures
@@ -276,7 +276,7 @@ def test_the_stack_made_its_buckets_and_role_users(stack_tls: dict, base_setting
         assert st.client.get_bucket_encryption(b.name).rule.sse_algorithm == "AES256"
         assert st.client.get_bucket_lifecycle(b.name).rules[0].expiration.days == b.expiry_days
     admin = admin_client(s3)
-    for role in ROLE_NAMES:
+    for role in ("worker", "producer", "ocr"):  # the users scripts/stack makes (no gateway)
         info = json.loads(admin.user_info(f"cardstream-{role}"))
         assert info["status"] == "enabled" and info["policyName"] == f"cardstream-{role}", info
     assert "cardstream-status" not in json.loads(admin.user_list())  # the status app has no user
@@ -420,6 +420,50 @@ def test_each_role_may_do_its_job_and_nothing_else(secure: dict) -> None:
     # nobody but the admin creates buckets or reads the quarantine
     assert all(_denied(lambda r=r: st[r].client.make_bucket(f"x-{uuid.uuid4().hex[:8]}")) for r in ROLE_NAMES)
     assert Storage(a).get(qua, "t/0/1") == b"payload"
+
+
+
+def test_gateway_works_under_its_own_role_over_tls(secure: dict, tmp_path: Path) -> None:
+    """``cardstream gateway`` under the gateway role's MinIO user (and Kafka over SASL_SSL) with
+    a worker under the worker role: an upload with a wait, its replay, the same key with another
+    image (its stored metadata is read back), the same key under another task (a HEAD of a
+    missing key must say missing, not AccessDenied), the output streamed from the results
+    bucket; the role may not read the quarantine, write results or create buckets."""
+    from streams import procs
+    from streams.gateway.settings import GatewaySettings
+
+    from .test_gateway import KEYS, call, free_port
+
+    keys = tmp_path / "keys"
+    keys.write_text(f"alice:{KEYS['alice']}\n")
+    imgs = [p.read_bytes() for p in write_images(tmp_path / "imgs", 2, seed=11)]
+    gs = secure["gateway"].model_copy(update={"gateway": GatewaySettings(api_keys_file=keys)})
+    w = procs.start_worker(secure["worker"], 0, tmp_path / "worker.log",
+                           ["--processor", "card=sleep,id_photo=sleep"])
+    g = None
+    try:
+        g = procs.start_gateway(gs, tmp_path / "gateway.log", free_port(), free_port())
+        key = {"Idempotency-Key": "tls-order-1"}
+        r = call(g.port, "POST", "/v1/uploads?task=card&wait_ms=30000", imgs[0], headers=key)
+        assert r.status == 200, r.body
+        uid, ref = r.json()["upload_id"], r.json()["card"]["rectified"]
+        assert call(g.port, "POST", "/v1/uploads?task=card", imgs[0], headers=key).status == 200
+        other = call(g.port, "POST", "/v1/uploads?task=card", imgs[1], headers=key)
+        assert (other.status, other.json()["error"]) == (409, "IDEMPOTENCY_KEY_REUSED")
+        task = call(g.port, "POST", "/v1/uploads?task=id_photo", imgs[0], headers=key)
+        assert (task.status, task.json()["error"]) == (409, "IDEMPOTENCY_KEY_REUSED")
+        fresh = call(g.port, "POST", "/v1/uploads?task=id_photo", imgs[1],
+                     headers={"Idempotency-Key": "tls-order-2"})
+        assert fresh.status == 202, fresh.body  # the other task's key was missing: NoSuchKey
+        out = call(g.port, "GET", f"/v1/uploads/{uid}/output")
+        assert out.status == 200 and hashlib.sha256(out.body).hexdigest() == ref["sha256"]
+    finally:
+        procs.stop_workers([w, *([procs.WorkerProc(g.proc, 0, g.log)] if g else [])], timeout_s=30)
+    a = secure["admin"].s3
+    st = Storage(secure["gateway"].s3, retries=1)
+    assert _sse(Storage(a), a.uploads_bucket, f"card/{uid}/upload") == "AES256"
+    assert _denied(lambda: st.get(a.quarantine_bucket, "t/0/1"))
+    assert _denied(lambda: st.put(a.results_bucket, "card/v1/x/forged.png", b"x", "image/png"))
 
 
 # ------------------------------------------------------------------ a full run, scanned

@@ -92,7 +92,9 @@ def test_a_toy_task_registered_here_runs_end_to_end(settings: Settings, tmp_path
     for r in rs:
         assert (r.payload.source_width, r.payload.source_height) == (80, 60)
         ref = r.payload.thumb
-        assert ref.key == f"thumb/sleep-1/{r.upload_id}/thumb.png" and (ref.width, ref.height) == (32, 32)
+        prefix, tag, name = ref.key.rsplit("/", 2)  # tag: the input_tag, 16 hex digits
+        assert (prefix, len(tag), name) == (f"thumb/sleep-1/{r.upload_id}", 16, "thumb.png")
+        assert (ref.width, ref.height) == (32, 32)
         assert hashlib.sha256(st.get(ref.bucket, ref.key)).hexdigest() == ref.sha256
         assert r.model.name == "sleep" and r.timings.batch_size in (1, 2, 3, 4)
     assert [(d.upload_id, str(d.error_code)) for d in ds] == [("bad", "SCHEMA_INVALID")]

@@ -45,7 +45,10 @@ def _check_objects(s: Settings, rs) -> None:
         payload = r.card if r.card is not None else r.id_photo
         ref = payload.rectified if r.card is not None else payload.photo
         assert ref is not None, r.upload_id
-        assert ref.key == f"{r.task}/{r.model.version}/{r.upload_id}/{'rectified' if r.card else 'photo'}.png"
+        prefix, tag, name = ref.key.rsplit("/", 2)
+        assert (prefix, name) == (f"{r.task}/{r.model.version}/{r.upload_id}",
+                                  f"{'rectified' if r.card else 'photo'}.png")
+        assert len(tag) == 16 and int(tag, 16) >= 0  # input_tag: 16 hex digits
         assert hashlib.sha256(st.get(ref.bucket, ref.key)).hexdigest() == ref.sha256
 
 
@@ -216,16 +219,17 @@ class _AbortOneCommit(Committer):
     sent) with a batch in flight behind it."""
 
     def __init__(self, worker: Worker) -> None:
-        super().__init__(worker.settings.kafka, worker.transactional_id, worker.metrics)
+        super().__init__(worker.settings.kafka, worker.transactional_id, worker.metrics,
+                         worker.ledger)
         self.worker, self.injected = worker, False
 
-    def commit_transaction(self, attempts: int = 5) -> None:
+    def commit_transaction(self) -> None:
         from confluent_kafka import KafkaError, KafkaException
 
         if not self.injected and self.worker.computing:
             self.injected = True
             raise KafkaException(KafkaError(KafkaError._STATE, "injected", txn_requires_abort=True))
-        super().commit_transaction(attempts)
+        super().commit_transaction()
 
 
 def test_aborted_transaction_redoes_the_batch_computing_behind_it(settings: Settings,
@@ -299,17 +303,18 @@ class _FencedOnce(Committer):
     see :class:`_SlowFirstProduce`)."""
 
     def __init__(self, worker: Worker, at: str = "commit") -> None:
-        super().__init__(worker.settings.kafka, worker.transactional_id, worker.metrics)
+        super().__init__(worker.settings.kafka, worker.transactional_id, worker.metrics,
+                         worker.ledger)
         self.usurper, self.at = None, at
 
-    def commit(self, cp, group_metadata, committed=None) -> bool:
+    def commit(self, cp, consumer) -> bool:
         from streams.kafka import transactional_producer
 
         if self.usurper is None:
             self.usurper = transactional_producer(self.kafka, self.transactional_id)
             if self.at == "produce":
                 self.producer = _SlowFirstProduce(self.producer)
-        return super().commit(cp, group_metadata, committed)
+        return super().commit(cp, consumer)
 
 
 @pytest.mark.parametrize("at", ["commit", "produce"])

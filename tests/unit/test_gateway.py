@@ -232,3 +232,32 @@ def test_gateway_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("CARDSTREAM_GATEWAY__MAX_WAIT_MS", "-1")
     with pytest.raises(ValueError):
         load_settings()
+
+
+def test_lag_reader_closes_whether_or_not_it_started() -> None:
+    from streams.gateway.limits import UploadsLag
+    from streams.settings import KafkaSettings
+
+    lag = UploadsLag(KafkaSettings(bootstrap_servers="127.0.0.1:1"))
+    assert lag.lag is None
+    lag.close()  # never started (a benchmark that failed before its first level)
+
+
+def test_lag_estimate_counts_what_this_instance_produced_since_the_read() -> None:
+    from streams.gateway.limits import UploadsLag
+    from streams.settings import KafkaSettings
+
+    lag = UploadsLag(KafkaSettings(bootstrap_servers="127.0.0.1:1"))
+    try:
+        assert lag.estimate() is None  # not measured: uploads are not refused for it
+        lag.lag = 3
+        lag.produced += 2
+        assert lag.estimate() == 5
+    finally:
+        lag.close()
+
+
+def test_a_probe_code_added_later_is_a_422_not_a_crash() -> None:
+    assert Refused("IMAGE_TOO_COMPLEX", "x").status == 422
+    assert Refused("SOME_FUTURE_PROBE_RULE", "x").status == 422
+    assert Refused(GatewayCode.RATE_LIMITED, "x", retry_after_s=1).status == 429

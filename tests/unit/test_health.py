@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.error
 import urllib.request
 
-from streams.health import Health, serve
+from streams.health import Health, HealthServer, serve
 from streams.metrics import WorkerMetrics
 
 
@@ -35,4 +36,33 @@ def test_health_endpoints() -> None:
             body = r.read().decode()
         assert 'cardstream_results_total{status="accepted",task="card"} 3.0' in body
     finally:
+        srv.shutdown()
+
+
+def test_idle_connections_take_no_thread_and_do_not_block_the_probes() -> None:
+    """Issue 43: 1,000 idle connections to ThreadingHTTPServer made 1,014 threads. Now 300 idle
+    connections (more than ``max_connections``) add no thread, /live still answers at once, the
+    oldest idle ones are closed to make room, and the rest are closed after the head timeout."""
+    import socket
+
+    h, m = Health(), WorkerMetrics()
+    h.tick()
+    srv = HealthServer(h, m, 0, host="127.0.0.1", max_connections=32, head_timeout_s=1.0)
+    port = srv.server_address[1]
+    threads = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(300)]
+    try:
+        t0 = time.monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/live", timeout=2) as r:
+            assert (r.status, r.read()) == (200, b"live\n")
+        assert time.monotonic() - t0 < 1.0
+        assert threading.active_count() == threads
+        assert srv.evicted >= 300 - 32
+        time.sleep(1.5)  # past the head timeout: every idle connection has been closed
+        for s in idle:
+            s.settimeout(2)
+            assert s.recv(1) == b""  # closed by the server
+    finally:
+        for s in idle:
+            s.close()
         srv.shutdown()

@@ -65,9 +65,11 @@ def test_corpus_covers_every_event_and_code() -> None:
         assert any(n[0] == kind and n[1] == "invalid" for n in names)
     codes = {n[2] for n in names if n[2]}
     # INLINE_TOO_LARGE needs > 512 KiB, KEY_MISMATCH needs a record key: tested below instead;
-    # PROCESSING_ERROR and POISON are the worker's verdicts on valid events
+    # PROCESSING_ERROR and POISON are the worker's verdicts on valid events, UNREADABLE_RECORD
+    # its verdict on a record the Kafka client cannot read (tests/integration/test_hostile.py)
     want = set(DeadLetterCode) - {DeadLetterCode.INLINE_TOO_LARGE, DeadLetterCode.KEY_MISMATCH,
-                                  DeadLetterCode.PROCESSING_ERROR, DeadLetterCode.POISON}
+                                  DeadLetterCode.PROCESSING_ERROR, DeadLetterCode.POISON,
+                                  DeadLetterCode.UNREADABLE_RECORD}
     assert want <= codes
 
 

@@ -100,7 +100,8 @@ def test_bad_values_and_expired_results_are_skipped() -> None:
 
 
 def test_sweep_deletes_only_expired_entries_of_its_partition() -> None:
-    sa = _app(retention_s=600, window_keep_s=3000, window_s=60)
+    """The memory store's sweep (RocksDB's TTL does the verdicts' part on disk)."""
+    sa = _app(retention_s=600, window_keep_s=3000, window_s=60, store="memory://")
     base = S.window_start_ms(int(time.time() * 1000), 60)
     for uid, p, ts in (("a", 0, base - 480_000), ("b", 0, base - 59_999), ("c", 1, base - 480_000)):
         sa.on_result(_result("verification_result.valid.card_accepted.json", uid), p, 1, ts)
@@ -140,3 +141,37 @@ def test_result_examples_decode() -> None:
     # guard: the fixtures above are real v1 results
     assert isinstance(codec.decode_result((EX / "verification_result.valid.card_accepted.json").read_bytes()),
                       VerificationResult)
+
+
+def _no_walk():
+    raise AssertionError("the whole verdict table was read")
+
+
+class _Db:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def property_int_value(self, name: str) -> int:
+        assert name == "rocksdb.estimate-num-keys"
+        return self.n
+
+
+def test_on_rocksdb_neither_the_sweep_nor_healthz_reads_every_verdict() -> None:
+    """Issue 43: ``/healthz`` counted the verdicts by reading each one, and the sweep read them
+    all every ``sweep_interval_s``; with millions held (a rush for 7 days) both stalled the event
+    loop. On RocksDB the count is the partitions' key estimates and the TTL expires verdicts."""
+    from types import SimpleNamespace
+
+    from streams.status_app import ROCKSDB_OPTIONS, store_options
+
+    sa = _app(retention_s=600, window_keep_s=3000, window_s=60)
+    assert sa.status.store == "rocksdb://"
+    sa.verdicts = SimpleNamespace(data=SimpleNamespace(_dbs_for_actives=lambda: [_Db(5), _Db(7)]),
+                                  items=_no_walk)
+    assert sa.held_verdicts() == 12
+    assert sa.sweep(0, int(time.time() * 1000)) == (0, 0)
+    assert store_options(sa.status, 600.5) == {**ROCKSDB_OPTIONS, "ttl": 601}
+    assert store_options(StatusSettings(store="memory://"), 600) is None
+    mem = _app(store="memory://")
+    mem.verdicts = SimpleNamespace(data={b"a": 1, b"b": 2})
+    assert mem.held_verdicts() == 2

@@ -24,7 +24,23 @@ _MIN = {"upload_id": "u1", "task": "card", "image": {"inline_b64": "AAAA"}}
 
 
 def test_object_key_layout() -> None:
-    assert object_key("card", "u2netp-1", "abc.1", "rectified", "jpg") == "card/u2netp-1/abc.1/rectified.jpg"
+    assert object_key("card", "u2netp-1", "abc.1", "0123456789abcdef", "rectified", "jpg") == (
+        "card/u2netp-1/abc.1/0123456789abcdef/rectified.jpg")
+
+
+def test_input_tag_differs_when_the_inputs_do_and_only_then() -> None:
+    """Issue 43 item 5: the key segment of what outputs were made from (bytes and options)."""
+    import hashlib
+
+    from streams.worker import input_tag
+
+    a = input_tag(b"png-1", {"size": "one_inch", "background": "white"})
+    assert a == input_tag(b"png-1", {"background": "white", "size": "one_inch"})  # key order
+    assert a != input_tag(b"png-2", {"size": "one_inch", "background": "white"})
+    assert a != input_tag(b"png-1", {"size": "two_inch", "background": "white"})
+    digest = hashlib.sha256(b"png-1").hexdigest()
+    assert a == hashlib.sha256(f'{digest}\n{{"background":"white","size":"one_inch"}}'.encode()
+                               ).hexdigest()[:16]
 
 
 def test_task_payload_fills_defaults_and_refs() -> None:
@@ -51,6 +67,26 @@ def test_options_defaults_and_values() -> None:
     with pytest.raises(ValidationError):
         m.UploadEvent(upload_id="u1", task=Task.ID_PHOTO, image=m.ImageSource(inline_b64="AAAA"),
                       options=m.CardOptions(doc_type=m.DocTypeHint.PASSPORT))
+
+
+def test_effective_options_fill_in_what_the_processor_takes_from_its_settings() -> None:
+    """What an output is made from: the upload's options, else the settings section's
+    defaults (an operator's CARDSTREAM_IDPHOTO__DEFAULT_SIZE changes the outputs)."""
+    from processors.card.settings import CardSettings
+    from processors.idphoto.settings import IdPhotoSettings
+
+    card, photo = registry.spec("card"), registry.spec("id_photo")
+    assert card.effective_options({}, CardSettings()) == {"doc_type": "auto"}
+    assert card.effective_options({}, CardSettings(doc_type="passport")) == {
+        "doc_type": "passport"}
+    assert card.effective_options({"doc_type": "id_card"}, CardSettings(doc_type="passport")) == {
+        "doc_type": "id_card"}
+    assert photo.effective_options({}, IdPhotoSettings()) == {
+        "size": "one_inch", "background": "white", "alpha_matting": False}
+    assert photo.effective_options({"background": "#00FF00"}, IdPhotoSettings(
+        default_size="two_inch")) == {"size": "two_inch", "background": "#00ff00",
+                                      "alpha_matting": True}
+    assert TOY.effective_options({"label": "x"}, None) == {"label": "x"}
 
 
 def test_every_task_of_the_contract_has_a_spec_and_back() -> None:

@@ -10,7 +10,7 @@ import streams.worker.committer as committer_mod
 from streams.metrics import WorkerMetrics
 from streams.settings import load_settings
 from streams.worker.committer import Checkpoint, Committer
-from tests.doubles import Msg, StuckProducer
+from tests.doubles import FakeConsumer, Msg, StuckProducer
 
 
 def test_checkpoint_offsets_are_one_past_each_partitions_last_event() -> None:
@@ -30,7 +30,7 @@ def test_a_stuck_send_offsets_replaces_the_producer_and_the_batch_is_redone(
     monkeypatch.setattr(committer_mod, "transactional_producer",
                         lambda k, tid: built.append(tid) or fresh)
     t0 = time.monotonic()
-    assert c.commit(Checkpoint.of([], [], []), "group-metadata") is False  # redo the batch
+    assert c.commit(Checkpoint.of([], [], []), FakeConsumer()) is False  # redo the batch
     waited = time.monotonic() - t0
     assert 0.5 <= waited < 3.0
     assert stuck.calls == ["begin", "send_offsets(0.2)"]  # no commit or abort on the stuck one
@@ -79,7 +79,8 @@ def test_a_dead_letter_the_producer_refuses_is_sent_minimal_in_the_same_transact
                                  topic="up", partition=2, offset=7, code="NOT_JSON", error="bad")
     small = codec.make_dead_letter(key=b"u1", value=b"x", headers=None, topic="up", partition=2,
                                    offset=8, code="NOT_JSON", error="bad")
-    assert c.commit(Checkpoint.of([Msg(2, 7), Msg(2, 8)], [], [big, small]), "gm") is True
+    assert c.commit(Checkpoint.of([Msg(2, 7), Msg(2, 8)], [], [big, small]),
+                    FakeConsumer()) is True
     letters = [codec.decode_dead_letter(v) for t, _, v in p.produced if t == k.dlq_topic]
     assert [(d.source.offset, d.key_b64 is None, d.key_size) for d in letters] == [
         (7, True, 25_600), (8, False, None)]

@@ -41,8 +41,8 @@ def test_dead_letter_values_go_to_the_quarantine_bucket() -> None:
     try:
         computed = c.run(_batch())
         assert [type(f) for f in computed.fates] == [DeadLettered, DeadLettered]
-        c.stored(computed, wait)
-        results, letters = c.records(computed.fates)
+        stored = c.stored(computed, wait)
+        results, letters = c.records(stored.fates)
     finally:
         c.close()
     assert results == [] and [str(d.error_code) for d in letters] == [DeadLetterCode.NOT_JSON] * 2
@@ -61,7 +61,7 @@ def test_quarantine_outage_is_the_batchs_not_a_dead_letter_without_payload() -> 
         computed = c.run(_batch())
         with pytest.raises(StorageUnavailable, match="quarantine/t.uploads/3/41"):
             c.stored(computed, wait)
-        with pytest.raises(RuntimeError):  # no dead letter was built to commit
+        with pytest.raises(TypeError):  # no dead letter was built to commit
             c.records(computed.fates)
     finally:
         c.close()
@@ -72,8 +72,8 @@ def test_dlq_value_max_bytes_keeps_bytes_on_the_topic_instead() -> None:
     c = _compute(store, dlq_value_max_bytes=4)
     try:
         computed = c.run(_batch()[:1])
-        c.stored(computed, wait)
-        _, (d,) = c.records(computed.fates)
+        stored = c.stored(computed, wait)
+        _, (d,) = c.records(stored.fates)
     finally:
         c.close()
     assert store.objects == {}
@@ -121,9 +121,10 @@ def test_memory_chunks_keep_each_run_within_the_budget() -> None:
 
 
 def test_a_batch_decodes_and_processes_in_chunks_within_the_decode_budget() -> None:
-    """Eight 600x800 inline PNGs (each 2.88 MB at its decode peak, from its header) with a
-    6 MB budget: decoded and processed two at a time, all accepted; with the default budget,
-    one model call for all eight."""
+    """Eight 600x800 inline PNGs (each 20.1 MB at its decode peak, from its header: Pillow's
+    RGB image and the BGR result, 7 B/px, and the decoder's 16 MiB) with a 45 MB budget:
+    decoded and processed two at a time, all accepted; with the default budget, one model call
+    for all eight."""
     import json
 
     import cv2
@@ -133,13 +134,14 @@ def test_a_batch_decodes_and_processes_in_chunks_within_the_decode_budget() -> N
     from schemas import codec
 
     ok, png = cv2.imencode(".png", np.full((600, 800, 3), 90, np.uint8))
-    assert ok and decoded_bytes(probe_image(png.tobytes(), load_settings().decode)) == 600 * 800 * 3 * 2
+    assert ok and decoded_bytes(probe_image(png.tobytes(), load_settings().decode)) == (
+        600 * 800 * 7 + 16 * 1024 * 1024)
     value = {"schema_version": 1, "task": "card", "submitted_at": "2026-12-04T00:00:00Z",
              "image": {"inline_b64": base64.b64encode(png.tobytes()).decode()}}
     msgs = [Msg(0, i, topic="t.uploads", key=f"u{i}".encode(),
                 value=codec.dumps({**value, "upload_id": f"u{i}"})) for i in range(8)]
     assert json.loads(msgs[0].value())["upload_id"] == "u0"
-    for budget, calls in ((6_000_000, [2, 2, 2, 2]), (1024**3, [8])):
+    for budget, calls in ((45_000_000, [2, 2, 2, 2]), (1024**3, [8])):
         s = load_settings()
         s = s.model_copy(update={"worker": s.worker.model_copy(
             update={"decode_budget_bytes": budget, "io_threads": 2})})
@@ -206,8 +208,8 @@ def test_dead_letter_upload_id_only_when_the_value_names_one() -> None:
     try:
         computed = c.run([Msg(0, 1, topic="t.uploads", key=b"k", value=dup),
                           Msg(0, 2, topic="t.uploads", key=b"good-1", value=bad)])
-        c.stored(computed, wait)
-        _, letters = c.records(computed.fates)
+        stored = c.stored(computed, wait)
+        _, letters = c.records(stored.fates)
     finally:
         c.close()
     assert [(str(d.error_code), d.upload_id) for d in letters] == [
@@ -231,8 +233,8 @@ def test_record_timestamps_far_off_do_not_poison_the_latencies(ts_ms, low_s, hig
     c = _compute(store)
     try:
         computed = c.run([m])
-        c.stored(computed, wait)
-        (r,), _ = c.records(computed.fates)
+        stored = c.stored(computed, wait)
+        (r,), _ = c.records(stored.fates)
         waits = c.metrics.queue_wait.collect()[0].samples
     finally:
         c.close()
