@@ -99,15 +99,6 @@ class FaceBox:
         union = self.w * self.h + other.w * other.h - inter
         return inter / union if union > 0 else 0.0
 
-    def iou(self, other: FaceBox) -> float:
-        """Intersection over union (0..1) of this box and ``other`` (same px); 0.0 when either
-        is empty."""
-        w = min(self.x + self.w, other.x + other.w) - max(self.x, other.x)
-        h = min(self.y + self.h, other.y + other.h) - max(self.y, other.y)
-        inter = max(w, 0.0) * max(h, 0.0)
-        union = self.w * self.h + other.w * other.h - inter
-        return inter / union if union > 0 else 0.0
-
     def as_list(self) -> list[int]:
         """``[x, y, w, h]`` (source px, rounded) for result payloads."""
         return [round(self.x), round(self.y), round(self.w), round(self.h)]
