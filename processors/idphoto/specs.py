@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from processors.idphoto.sizes import InvalidOptionError
+from processors.idphoto.sizes import InvalidOptionError, mm_to_px
 
 SPECS_FILE = Path(__file__).with_name("specs.json")
 
@@ -108,12 +108,12 @@ class PhotoSpec:
     @property
     def width_px(self) -> int:
         """Width at :attr:`dpi` (px)."""
-        return round(self.px(self.width_mm))
+        return mm_to_px(self.width_mm, self.dpi)
 
     @property
     def height_px(self) -> int:
         """Height at :attr:`dpi` (px)."""
-        return round(self.px(self.height_mm))
+        return mm_to_px(self.height_mm, self.dpi)
 
     @property
     def head_range_px(self) -> tuple[float, float]:
