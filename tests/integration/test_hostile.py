@@ -315,3 +315,53 @@ def test_the_lag_gauge_drops_partitions_the_worker_no_longer_holds(settings: Set
     finally:
         other.close()
         _finish(w, t, errors)
+
+
+def test_a_crash_in_the_overlapping_second_batch_is_isolated_at_the_first_restart(
+        settings: Settings, tmp_path: Path) -> None:
+    """Read item "the isolation range after a crash covers one batch, not the overlapping
+    second". A real worker (max_batch 4) reads 8 records of partition 0: four good ones, then a
+    good one, one that crashes the process (SIGSEGV), two good ones. The store holds each PUT
+    3 s, so the second batch computes, and crashes, while the first's PUTs are still in flight:
+    nothing is committed and 8 records were read past the committed offset. Before: the restart
+    isolated only offsets 0-3, ran 4-7 as a batch again and crashed a second time in it (4
+    restarts before the POISON dead letter); now it isolates both batches (0-7) and the record
+    is found alone at once: 3 restarts (one in the batch, two alone), the 7 good ones accepted
+    once each."""
+    from benchmarks.faults import poison
+    from benchmarks.faults.proxy import FaultProxy
+    from benchmarks.faults.suite import DATA_LIMIT
+    from streams.produce import UploadProducer
+
+    from .helpers import dead_letters
+    from .test_poison import _dl_id, _good, _Supervised
+
+    prod = UploadProducer(settings)
+    good = _good(prod, 4, tag="first") + _good(prod, 1, tag="second")
+    poison.send(prod, *poison.record("crash", prod, "crash-2nd"), partition=0)
+    good += _good(prod, 2, tag="third")
+    assert prod.flush() == []
+    from benchmarks.common import ResultWatcher
+
+    with FaultProxy.for_store(settings.s3) as px, ResultWatcher(settings) as rw:
+        px.mode = "slow_put"
+        s = settings.model_copy(update={"s3": settings.s3.model_copy(
+            update={"endpoint": px.endpoint})})
+        sup = _Supervised(s, tmp_path / "worker.log",
+                          [*SLEEP_WORKER[:4], "--max-batch", "4", "--max-wait-ms", "500"],
+                          DATA_LIMIT)
+        try:
+            end = time.monotonic() + 150
+            while time.monotonic() < end and len(rw.results) < 8:
+                sup.poll()
+                if sup.restarts:
+                    px.mode = "pass"  # the first crash happened with the first batch unstored
+                time.sleep(0.2)
+        finally:
+            sup.stop()
+    rs = results(settings, 7, timeout_s=10)
+    ds = dead_letters(settings, 1, timeout_s=10)
+    assert sorted(r.upload_id for r in rs) == sorted(good)
+    assert [(_dl_id(d), str(d.error_code), d.source.offset) for d in ds] == [
+        ("crash-2nd", "POISON", 5)]
+    assert sup.restarts == 3, f"{sup.restarts} restarts before the POISON dead letter"
