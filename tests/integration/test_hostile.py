@@ -365,3 +365,42 @@ def test_a_crash_in_the_overlapping_second_batch_is_isolated_at_the_first_restar
     assert [(_dl_id(d), str(d.error_code), d.source.offset) for d in ds] == [
         ("crash-2nd", "POISON", 5)]
     assert sup.restarts == 3, f"{sup.restarts} restarts before the POISON dead letter"
+
+
+# --- replay into the live topic (item 7) ------------------------------------------------------
+
+def test_a_replay_into_the_live_results_topic_or_group_is_refused(settings: Settings) -> None:
+    """Item 7. Three uploads answered by a worker, then a replay of their window with
+    ``--results-topic`` set to the live results topic (and, separately, ``--group`` set to the
+    live group). Before: not refused; the downstream readers got 3 extra results for 3 uploads.
+    Now both are refused before anything is read or written (the CLI with exit 2 naming
+    ``--allow-live``), and the live topic still holds 3 results."""
+    import subprocess
+    import sys
+
+    from streams.replay import LiveTargetError, run_replay
+    from streams.storage import Storage
+    from streams.worker import Worker
+
+    from .test_poison import _finish, _procs, _run
+
+    from_ms = int(time.time() * 1000) - 1000
+    good = _uploaded(settings, 3)
+    w = Worker(settings, _procs(), Storage(settings.s3))
+    t, errors = _run(w)
+    assert len(results(settings, 3, timeout_s=45)) == 3
+    _finish(w, t, errors)
+    to_ms = int(time.time() * 1000) + 1000
+    k = settings.kafka
+    for kw in ({"results_topic": k.results_topic}, {"group": k.group_id},
+               {"results_topic": k.dlq_topic.removesuffix(".dlq")} if k.dlq_topic.endswith(".dlq")
+               else {"results_topic": k.dlq_topic}):
+        with pytest.raises(LiveTargetError):
+            run_replay(settings, from_ms, to_ms, _procs(), **kw)
+    cli = subprocess.run([str(Path(sys.executable).with_name("cardstream")), "replay", "--from",
+                          str(from_ms), "--to", str(to_ms), "--results-topic", k.results_topic],
+                         env=procs.settings_env(settings), capture_output=True, text=True,
+                         timeout=120)
+    assert cli.returncode == 2 and "--allow-live" in cli.stderr, (cli.returncode, cli.stderr[-500:])
+    rs = results(settings, 3, timeout_s=10)
+    assert sorted(r.upload_id for r in rs) == sorted(good)
