@@ -39,6 +39,27 @@ produced after its upload, but its Kafka timestamp (CreateTime) is the worker's 
 run a little behind the uploader's; 5 min covers any clock skew NTP leaves between hosts."""
 
 
+class LiveTargetError(StreamsError):
+    """A replay was pointed at the live results or dead-letter topic, or the live consumer
+    group, without ``allow_live`` (issue 43: downstream readers got a second result per
+    upload)."""
+
+
+def live_targets(s: Settings, results_topic: str, group: str) -> list[str]:
+    """What of a replay's side results topic (its dead letters go to ``<side>.dlq``) and
+    consumer group is the live worker's: ``results topic ...``, ``dead-letter topic ...``,
+    ``consumer group ...`` (empty when none)."""
+    k = s.kafka
+    hits = []
+    if results_topic in (k.results_topic, k.dlq_topic):
+        hits.append(f"results topic {results_topic}")
+    if f"{results_topic}.dlq" in (k.results_topic, k.dlq_topic):
+        hits.append(f"dead-letter topic {results_topic}.dlq")
+    if group == k.group_id:
+        hits.append(f"consumer group {group}")
+    return hits
+
+
 class TimeArgError(StreamsError):
     """A ``--from``/``--to`` value is neither ISO-8601 nor epoch milliseconds."""
 
@@ -196,7 +217,7 @@ def diff_results(original: Iterable[VerificationResult], replayed: Iterable[Veri
 
 def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, Processor], *,
                group: str | None = None, results_topic: str | None = None,
-               model_version: str | None = None,
+               model_version: str | None = None, allow_live: bool = False,
                on_total: Callable[[int], Any] | None = None,
                on_progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Replay the uploads of ``[from_ms, to_ms)`` into a side results topic and diff with the originals.
@@ -208,7 +229,12 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
         group / results_topic: consumer group and side topic (default: ``cardstream-replay-<time>``
             and ``cardstream.results.replay-<time>``); the side dead-letter topic is ``<side>.dlq``.
         model_version: label outputs with this version instead of the processors' own.
+        allow_live: let ``results_topic`` / ``group`` be the live worker's (else refused).
         on_total / on_progress: progress callbacks (number of uploads in the window; uploads done).
+
+    Raises:
+        LiveTargetError: the side topic, its ``.dlq`` or the group is the live one
+            (:func:`live_targets`) and ``allow_live`` is not set; nothing was read or written.
 
     Returns:
         The JSON report: ``window_ms``, ``results_topic``, ``events`` (records in the window),
@@ -223,6 +249,11 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
 
     stamp = time.strftime("%Y%m%dT%H%M%S")
     side = results_topic or f"cardstream.results.replay-{stamp}"
+    live = live_targets(s, side, group or "")
+    if live and not allow_live:
+        raise LiveTargetError(f"the replay would write to the live {' and the live '.join(live)}: "
+                              "downstream readers would get a second result per upload; pass "
+                              "--allow-live (allow_live=True) if that is what you mean")
     k = s.kafka.model_copy(update={"results_topic": side, "dlq_topic": f"{side}.dlq",
                                    "group_id": group or f"cardstream-replay-{stamp}",
                                    "transactional_id_prefix": f"cardstream-replay-{stamp}"})

@@ -17,6 +17,9 @@ def replay(
     model_version: str = typer.Option("", help="Label outputs with this model version (object keys and "
                                       "results), to compare a new model beside the originals."),
     report: Path = typer.Option(Path("out/replay_report.json"), help="Where to write the JSON diff report."),
+    allow_live: bool = typer.Option(False, "--allow-live", help="Let --results-topic / --group be "
+                                    "the live worker's (refused otherwise: downstream readers "
+                                    "would get a second result per upload)."),
 ) -> None:
     """Re-process uploads whose Kafka timestamps are in [FROM, TO) into a side results topic, then diff
     against the original results (verdicts, reasons, and each task's measures, e.g. the IoU of
@@ -26,7 +29,7 @@ def replay(
     from tqdm import tqdm
 
     from streams.logs import configure_logging
-    from streams.replay import TimeArgError, parse_time_ms, run_replay
+    from streams.replay import TimeArgError, live_targets, parse_time_ms, run_replay
     from streams.settings import load_settings
     from streams.worker import build_processors
 
@@ -37,13 +40,16 @@ def replay(
     if t_ms <= f_ms:
         raise typer.BadParameter("--to must be after --from")
     s = load_settings()
+    if not allow_live and (live := live_targets(s, results_topic, group)):
+        raise typer.BadParameter(f"{' and '.join(live)} is the live worker's: downstream readers "
+                                 "would get a second result per upload (--allow-live if meant)")
     configure_logging("WARNING")
     procs = build_processors(s)
     bars: list[tqdm] = []  # one bar, made once the window's size is known (no empty bar before it)
     try:
         summary = run_replay(s, f_ms, t_ms, procs, group=group or None,
                              results_topic=results_topic or None,
-                             model_version=model_version or None,
+                             model_version=model_version or None, allow_live=allow_live,
                              on_total=lambda n: bars.append(tqdm(total=n, unit="upload", disable=None)),
                              on_progress=lambda k: bars and bars[0].update(k))
     finally:

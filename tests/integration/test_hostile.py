@@ -315,3 +315,92 @@ def test_the_lag_gauge_drops_partitions_the_worker_no_longer_holds(settings: Set
     finally:
         other.close()
         _finish(w, t, errors)
+
+
+def test_a_crash_in_the_overlapping_second_batch_is_isolated_at_the_first_restart(
+        settings: Settings, tmp_path: Path) -> None:
+    """Read item "the isolation range after a crash covers one batch, not the overlapping
+    second". A real worker (max_batch 4) reads 8 records of partition 0: four good ones, then a
+    good one, one that crashes the process (SIGSEGV), two good ones. The store holds each PUT
+    3 s, so the second batch computes, and crashes, while the first's PUTs are still in flight:
+    nothing is committed and 8 records were read past the committed offset. Before: the restart
+    isolated only offsets 0-3, ran 4-7 as a batch again and crashed a second time in it (4
+    restarts before the POISON dead letter); now it isolates both batches (0-7) and the record
+    is found alone at once: 3 restarts (one in the batch, two alone), the 7 good ones accepted
+    once each."""
+    from benchmarks.faults import poison
+    from benchmarks.faults.proxy import FaultProxy
+    from benchmarks.faults.suite import DATA_LIMIT
+    from streams.produce import UploadProducer
+
+    from .helpers import dead_letters
+    from .test_poison import _dl_id, _good, _Supervised
+
+    prod = UploadProducer(settings)
+    good = _good(prod, 4, tag="first") + _good(prod, 1, tag="second")
+    poison.send(prod, *poison.record("crash", prod, "crash-2nd"), partition=0)
+    good += _good(prod, 2, tag="third")
+    assert prod.flush() == []
+    from benchmarks.common import ResultWatcher
+
+    with FaultProxy.for_store(settings.s3) as px, ResultWatcher(settings) as rw:
+        px.mode = "slow_put"
+        s = settings.model_copy(update={"s3": settings.s3.model_copy(
+            update={"endpoint": px.endpoint})})
+        sup = _Supervised(s, tmp_path / "worker.log",
+                          [*SLEEP_WORKER[:4], "--max-batch", "4", "--max-wait-ms", "500"],
+                          DATA_LIMIT)
+        try:
+            end = time.monotonic() + 150
+            while time.monotonic() < end and len(rw.results) < 8:
+                sup.poll()
+                if sup.restarts:
+                    px.mode = "pass"  # the first crash happened with the first batch unstored
+                time.sleep(0.2)
+        finally:
+            sup.stop()
+    rs = results(settings, 7, timeout_s=10)
+    ds = dead_letters(settings, 1, timeout_s=10)
+    assert sorted(r.upload_id for r in rs) == sorted(good)
+    assert [(_dl_id(d), str(d.error_code), d.source.offset) for d in ds] == [
+        ("crash-2nd", "POISON", 5)]
+    assert sup.restarts == 3, f"{sup.restarts} restarts before the POISON dead letter"
+
+
+# --- replay into the live topic (item 7) ------------------------------------------------------
+
+def test_a_replay_into_the_live_results_topic_or_group_is_refused(settings: Settings) -> None:
+    """Item 7. Three uploads answered by a worker, then a replay of their window with
+    ``--results-topic`` set to the live results topic (and, separately, ``--group`` set to the
+    live group). Before: not refused; the downstream readers got 3 extra results for 3 uploads.
+    Now both are refused before anything is read or written (the CLI with exit 2 naming
+    ``--allow-live``), and the live topic still holds 3 results."""
+    import subprocess
+    import sys
+
+    from streams.replay import LiveTargetError, run_replay
+    from streams.storage import Storage
+    from streams.worker import Worker
+
+    from .test_poison import _finish, _procs, _run
+
+    from_ms = int(time.time() * 1000) - 1000
+    good = _uploaded(settings, 3)
+    w = Worker(settings, _procs(), Storage(settings.s3))
+    t, errors = _run(w)
+    assert len(results(settings, 3, timeout_s=45)) == 3
+    _finish(w, t, errors)
+    to_ms = int(time.time() * 1000) + 1000
+    k = settings.kafka
+    for kw in ({"results_topic": k.results_topic}, {"group": k.group_id},
+               {"results_topic": k.dlq_topic.removesuffix(".dlq")} if k.dlq_topic.endswith(".dlq")
+               else {"results_topic": k.dlq_topic}):
+        with pytest.raises(LiveTargetError):
+            run_replay(settings, from_ms, to_ms, _procs(), **kw)
+    cli = subprocess.run([str(Path(sys.executable).with_name("cardstream")), "replay", "--from",
+                          str(from_ms), "--to", str(to_ms), "--results-topic", k.results_topic],
+                         env=procs.settings_env(settings), capture_output=True, text=True,
+                         timeout=120)
+    assert cli.returncode == 2 and "--allow-live" in cli.stderr, (cli.returncode, cli.stderr[-500:])
+    rs = results(settings, 3, timeout_s=10)
+    assert sorted(r.upload_id for r in rs) == sorted(good)
