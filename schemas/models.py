@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -40,7 +40,7 @@ from schemas import formats as F
 from schemas.reasons import DeadLetterCode, ReasonCode, Status, Task
 
 #: The schema version these models read and write.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 
 class DocTypeHint(StrEnum):
@@ -312,7 +312,8 @@ class ObjectRef(_Model):
     """An output object the worker stored (results bucket).
 
     Attributes:
-        bucket, key: where it is; key layout ``{task}/{model_version}/{upload_id}/{input_tag}/{artifact}.{ext}``.
+        bucket, key: where it is; key layout
+            ``{task}/{model_version}/{upload_id}/{input_tag}/{artifact}.{ext}``.
         size_bytes: object size in bytes.
         sha256: lowercase hex SHA-256 of the object bytes.
         content_type: media type, e.g. ``image/jpeg`` / ``image/png``.
