@@ -1,7 +1,7 @@
 """Processor-level throughput on one machine, bytes in -> output bytes out, and GPU/CPU parity.
 
 For each task (``card``, ``id_photo``): phone-like JPEG uploads made by the project's own code
-(:func:`processors.gpu.parity.synthetic_uploads`, default 1600 x 1200, ~2 MP) are probed as the
+(:func:`benchmarks.parity.synthetic_uploads`, default 1600 x 1200, ~2 MP) are probed as the
 worker probes them, then ``process_batch`` runs on chunks of each batch size with the model's
 bucket forced to it: decode, model input, model, post-processing and output encoding, nothing of
 Kafka or MinIO. images/s per batch; ``batching_gain`` = best / batch 1. ``bare_model_ips``: the
@@ -9,7 +9,7 @@ processor's own ``BatchedModel.run`` alone on its model input at the best batch 
 ceiling for this pipeline). With ``--procs``, K worker processes (each its own session and CUDA
 context, as ``cardstream worker --slot k`` runs them) process at the best batch at once;
 images/s summed. With ``--parity``, the GPU path is first compared with the CPU path on the same
-uploads (:mod:`processors.gpu.parity`; on ``--device cpu``: the graph backend on ONNX Runtime's
+uploads (:mod:`benchmarks.parity`; on ``--device cpu``: the graph backend on ONNX Runtime's
 CPU provider, the same code the GPU runs).
 
 Prints ONE JSON line (also written to ``OUT/gpu_sweep.json``)::
@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from benchmarks.parity import card_parity, idphoto_parity, synthetic_uploads
 from processors.base import Item
 from processors.decode import DecodeSettings, probe_image
-from processors.gpu.parity import card_parity, idphoto_parity, synthetic_uploads
 from processors.runtime import RuntimeSettings
 
 TASKS = ("card", "id_photo")

@@ -28,7 +28,7 @@ from processors.card.settings import CardSettings
 from processors.card.verify import CardView, Verification, Verifier
 from processors.decode import DecodeSettings
 from processors.errors import DecodeError, ModelError
-from processors.models import manifest, model_path
+from processors.models import pinned_model
 from processors.pixels import Decoded, PixelBackend, pixel_backend
 from processors.runtime import BatchedModel, BatchStats, RuntimeSettings
 from schemas.reasons import ReasonCode, Status
@@ -123,10 +123,7 @@ class CardProcessor:
         self.verifier = (Verifier(v, runtime, settings.glare_level, mrz_file)
                          if v.quality or v.mrz else None)
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
-        if model_file is None:
-            path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
-        else:
-            path, sha = Path(model_file), None
+        path, sha = pinned_model(MODEL_FILE, model_file)
         self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True,
                                           outputs=1, input_shape=(3, INPUT_SIZE, INPUT_SIZE))
         digest = (sha or "local")[:12]
