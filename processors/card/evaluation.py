@@ -192,7 +192,7 @@ def mrz_given_quads(set_dir: Path, batch: int = 8, mrz_file: Path | None = None
 
     from processors.base import Outcome
     from processors.card.mrz.locate import band_maps
-    from processors.card.mrz.read import MrzReader
+    from processors.card.mrz.read import MrzReader, View
     from processors.card.mrz.recognise import Recogniser
     from processors.card.rectify import canonical_size, homography
     from processors.runtime import RuntimeSettings
@@ -215,7 +215,8 @@ def mrz_given_quads(set_dir: Path, batch: int = 8, mrz_file: Path | None = None
                                               | cv2.WARP_INVERSE_MAP,
                                               borderMode=cv2.BORDER_REPLICATE)
                           for a, bs in band_maps(d["truth"]["doc_type"], size)])
-        reads = reader.read(bands, [d["truth"]["doc_type"] for d in part], today)
+        reads = reader.read([[View(d["truth"]["doc_type"], b)]
+                             for d, b in zip(part, bands, strict=True)], today)
         cpu += time.process_time() - t0
         for r in reads:
             if isinstance(r, Exception):

@@ -131,6 +131,78 @@ def approx_aspect(quad: np.ndarray) -> float:
     return float(hi / max(lo, 1e-9))
 
 
+ASPECT_FOCAL = (0.55, 1.0)
+"""Focal lengths (share of the photo's diagonal) :func:`metric_aspect` allows: a phone's main
+camera (26-28 mm equivalent: 0.60-0.65) to a webcam's or a mild tele's narrower view. The
+synthetic scenes draw 0.55-0.95."""
+ASPECT_DEFAULT_FOCAL = 0.75
+"""Focal length (share of the diagonal) assumed when the quad cannot tell it (a frontal view, a
+perspective too weak, or corners that imply an impossible one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricAspect:
+    """A quad's rectangle aspect ratio (long / short side) with the perspective undone.
+
+    Attributes:
+        value: at the focal length the quad implies (clipped to :data:`ASPECT_FOCAL`).
+        low, high: the smallest and largest over the focal lengths of :data:`ASPECT_FOCAL`
+            (equal for a frontal view: its aspect does not depend on the focal length).
+    """
+
+    value: float
+    low: float
+    high: float
+
+    def straddles(self, split: float) -> bool:
+        """The allowed focal lengths put the aspect on both sides of ``split``."""
+        return self.low < split <= self.high
+
+
+def _aspect_at(n2: np.ndarray, n3: np.ndarray, f: float) -> float:
+    a2 = n2[0] ** 2 + n2[1] ** 2 + (f * n2[2]) ** 2
+    a3 = n3[0] ** 2 + n3[1] ** 2 + (f * n3[2]) ** 2
+    r = math.sqrt(a2 / max(a3, 1e-24))
+    return max(r, 1.0 / max(r, 1e-12))
+
+
+def metric_aspect(quad: np.ndarray, size: tuple[int, int]) -> MetricAspect:
+    """Aspect ratio of the rectangle a quad images, by a pinhole camera whose principal point is
+    the photo's centre and whose focal length is estimated from the quad itself (Zhang and He,
+    "Whiteboard scanning and image enhancement", Digital Signal Processing 17(2), 2007: the
+    vanishing geometry of the rectangle's sides gives ``f`` from their orthogonality, then its
+    width / height). Unlike :func:`approx_aspect` it stays right at 30-35 degrees of tilt,
+    where the sides' mean lengths are 10-20 % off and ID-1 (1.586) and ID-3 (1.420) swap.
+
+    Args:
+        quad: ``(4, 2)`` corners in px, in order around the quad (any start, either sense).
+        size: ``(width, height)`` of the photo (px).
+
+    Returns:
+        The aspect (long / short, >= 1) at the estimated focal length and its range over
+        :data:`ASPECT_FOCAL` (:class:`MetricAspect`).
+    """
+    w, h = size
+    diag = math.hypot(w, h)
+    q = np.asarray(quad, np.float64) - [w / 2.0, h / 2.0]
+    m1, m2, m4, m3 = (np.array([x, y, 1.0]) for x, y in q)  # TL, TR, BR, BL
+    d2, d3 = float(np.cross(m2, m4) @ m3), float(np.cross(m3, m4) @ m2)
+    if abs(d2) < 1e-12 or abs(d3) < 1e-12:  # degenerate (three corners on a line)
+        a = approx_aspect(quad)
+        return MetricAspect(a, a, a)
+    n2 = float(np.cross(m1, m4) @ m3) / d2 * m2 - m1
+    n3 = float(np.cross(m1, m4) @ m2) / d3 * m3 - m1
+    lo_f, hi_f = ASPECT_FOCAL[0] * diag, ASPECT_FOCAL[1] * diag
+    f = ASPECT_DEFAULT_FOCAL * diag
+    den = n2[2] * n3[2]
+    if abs(den) > 1e-12:
+        f2 = -(n2[0] * n3[0] + n2[1] * n3[1]) / den
+        if f2 > 0:
+            f = min(max(math.sqrt(f2), lo_f), hi_f)
+    ends = (_aspect_at(n2, n3, lo_f), _aspect_at(n2, n3, hi_f))
+    return MetricAspect(_aspect_at(n2, n3, f), min(ends), max(ends))
+
+
 def _approx_four(hull: np.ndarray) -> np.ndarray | None:
     """approxPolyDP on the hull with a tolerance search until exactly 4 vertices remain."""
     peri = cv2.arcLength(hull, True)

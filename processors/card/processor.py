@@ -39,10 +39,12 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo8"
+POSTPROCESS_REVISION = "geo9"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
-``geo8``: capture quality and the MRZ, whose zone found upside down turns the output)."""
+``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
+``geo9``: the document type from the quad's metric aspect ratio, and from the MRZ's format
+when the quad cannot tell)."""
 
 
 class CardProcessor:
@@ -246,10 +248,12 @@ class CardProcessor:
         if det.second_quad is not None:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
         requested = str(item.options.get("doc_type") or s.doc_type)
-        doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
-        reasons = [ReasonCode.PARTIAL_CARD] if self._partial(quad, _upload_shape(item, image)) else []
-        lo, hi = s.doc_print_band
-        by_print = requested not in ("id_card", "passport") and lo <= det.aspect <= hi
+        shape = _upload_shape(item, image)
+        aspect = geo.metric_aspect(quad, (shape[1], shape[0]))
+        doc_type = choose_doc_type(requested, aspect.value, s.auto_aspect_split)
+        reasons = [ReasonCode.PARTIAL_CARD] if self._partial(quad, shape) else []
+        by_print = (requested not in ("id_card", "passport")
+                    and aspect.straddles(s.auto_aspect_split))
         return _Card(det, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
                      by_print)
 
@@ -340,8 +344,14 @@ class CardProcessor:
         if self.verifier is not None:
             vers = list(self._verify(items, cards, thumbs, turned))
             for j, v in enumerate(vers):
-                if v is not None and v.mrz is not None and v.mrz.turned:
+                if v is None or v.mrz is None:
+                    continue
+                if v.mrz.turned:
                     turned[j] = not turned[j]  # the zone reads upside down: so does the card
+                k, d, c = cards[j]
+                if v.mrz.doc_type is not None and v.mrz.doc_type != c.doc_type:
+                    doc = v.mrz.doc_type  # the zone's format decided a type in doubt
+                    cards[j] = (k, d, replace(c, doc_type=doc, size=canonical_size(doc, s.dpi)))
         done = outcomes_per_item(
             lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms,
                                    vers[j]),
@@ -377,9 +387,14 @@ class CardProcessor:
             h, w = _upload_shape(items[k], d)
             # the thumbnail was warped before the upright decision: turn it as the card turns
             thumb = np.ascontiguousarray(thumbs[j][::-1, ::-1]) if turned[j] else thumbs[j]
+            alt = None
+            if c.by_print:  # the type is in doubt: the zone's format may decide it
+                other = "passport" if c.doc_type == "id_card" else "id_card"
+                size = canonical_size(other, self.settings.dpi)
+                alt = (other, c.homography(d, size, bool(turned[j])), size)
             views.append(CardView(image=d, homography=c.homography(d, c.size, bool(turned[j])),
                                   size=c.size, doc_type=c.doc_type, quad=c.det.quad,
-                                  upload_size=(w, h), thumb=thumb))
+                                  upload_size=(w, h), thumb=thumb, alternative=alt))
         return self.verifier.verify(views, self.clock().date(), self.pixels)
 
 
@@ -393,8 +408,11 @@ class _Card:
         size: output ``(width, height)`` px (ISO/IEC 7810 at ``dpi``).
         k: quarter turns from the quad's TL-first reading to its landscape reading (0 or 1).
         reasons: verdicts so far (PARTIAL_CARD).
-        by_print: the document type is ``auto`` and the aspect ratio lies in
-            ``doc_print_band``: the orientation classifier's print reading may decide it.
+        by_print: the document type is ``auto`` and in doubt (the card's metric aspect ratio,
+            :func:`processors.card.geometry.metric_aspect`, lies on both sides of
+            ``auto_aspect_split`` over a camera's focal lengths): the orientation classifier's
+            print reading may decide it, and then the MRZ's format (searched on both
+            rectifications).
     """
 
     det: Detection

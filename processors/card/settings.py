@@ -68,12 +68,14 @@ class CardSettings(BaseModel):
         doc_type: default when the upload's options carry none: ``id_card`` (ISO/IEC 7810 ID-1,
             85.60 x 53.98 mm), ``passport`` (ID-3, 125 x 88 mm) or ``auto`` (by aspect ratio).
         auto_aspect_split: in ``auto``, aspect ratios at or above this are ID-1, below it ID-3
-            (midway between 1.586 and 1.420), unless the print decides (below).
-        doc_print_band: in ``auto``, measured aspect ratios within this band (perspective puts
-            ID-1 cards and ID-3 pages there alike) take the document type from the orientation
-            classifier's second output when it is at least ``doc_print_min`` sure of it. Its
-            lower end stays above A4's 1.414, so a page keeps the nearer ID-3 shape.
-        doc_print_min: that certainty (probability of the type chosen).
+            (midway between 1.586 and 1.420), unless the print decides (below). The aspect is
+            the quad's metric one, its perspective undone with a focal length estimated from
+            the quad (:func:`processors.card.geometry.metric_aspect`).
+        doc_print_min: in ``auto``, a card whose metric aspect lies on both sides of
+            ``auto_aspect_split`` over a camera's focal lengths (the quad cannot tell) takes
+            the document type from the orientation classifier's second output when it is at
+            least this sure of it (probability of the type chosen), and then from its MRZ's
+            format when one reads (searched on both rectifications).
         dpi: output resolution; ID-1 at 300 dpi is 1011 x 637 px, ID-3 is 1476 x 1039 px.
         jpeg_quality: JPEG quality (1-100) of the ``rectified`` artifact.
         orient: decide 0/180 (and 90/270) with the orientation classifier
@@ -114,7 +116,6 @@ class CardSettings(BaseModel):
 
     doc_type: Literal["id_card", "passport", "auto"] = "auto"
     auto_aspect_split: float = Field(1.50, gt=1.0)
-    doc_print_band: tuple[float, float] = (1.45, 1.65)
     doc_print_min: float = Field(0.9, ge=0.5, le=1.0)
     dpi: int = Field(300, ge=50, le=1200)
     jpeg_quality: int = Field(92, ge=1, le=100)

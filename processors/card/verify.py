@@ -27,7 +27,7 @@ import numpy as np
 
 from processors.card.mrz.icao import Format
 from processors.card.mrz.locate import band_maps
-from processors.card.mrz.read import MrzRead, MrzReader
+from processors.card.mrz.read import MrzRead, MrzReader, View
 from processors.card.mrz.recognise import Recogniser
 from processors.card.policy import Profile, VerifySettings
 from processors.card.quality import Quality, measure, portrait_crop
@@ -57,6 +57,9 @@ class CardView:
         quad: ``(4, 2)`` the card's corners in the upload's px.
         upload_size: ``(width, height)`` of the upload (px).
         thumb: the upright card, ``(h, w, 3) uint8`` BGR at ``quality_width``.
+        alternative: when the document type is in doubt, the other one's ``(doc_type,
+            homography, size)``: the MRZ is searched on both rectifications, and the format
+            read decides (a TD1 zone is on an ID-1 card, TD2 and TD3 on ID-2 / ID-3 pages).
     """
 
     image: Decoded
@@ -66,6 +69,7 @@ class CardView:
     quad: np.ndarray
     upload_size: tuple[int, int]
     thumb: np.ndarray
+    alternative: tuple[str, np.ndarray, tuple[int, int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,16 +139,26 @@ class Verifier:
             self.reader.recogniser.warm_up()
 
     @staticmethod
-    def bands(cards: Sequence[CardView], pixels: PixelBackend) -> list[list[np.ndarray]]:
-        """Per card, its two MRZ bands (grey ``uint8``), warped in one call of the card
-        processor's pixel backend."""
-        maps = [band_maps(c.doc_type, c.size) for c in cards]
-        hs = np.stack([c.homography @ a for c, m in zip(cards, maps, strict=True) for a, _ in m])
-        imgs = [c.image for c, m in zip(cards, maps, strict=True) for _ in m]
-        sizes = [s for m in maps for _, s in m]
+    def views(cards: Sequence[CardView], pixels: PixelBackend) -> list[list[View]]:
+        """Per card, the rectifications its MRZ is searched on (its own, then the
+        ``alternative``), each with its two bands (grey ``uint8``), all warped in one call of
+        the card processor's pixel backend."""
+        per = [[(c.doc_type, c.homography, c.size)]
+               + ([c.alternative] if c.alternative is not None else []) for c in cards]
+        maps = [[(t, h, band_maps(t, size)) for t, h, size in p] for p in per]
+        hs = np.stack([h @ a for p in maps for _, h, m in p for a, _ in m])
+        imgs = [c.image for c, p in zip(cards, maps, strict=True) for _, _, m in p for _ in m]
+        sizes = [s for p in maps for _, _, m in p for _, s in m]
         warped = pixels.to_host(pixels.warp(imgs, hs, sizes))
         grey = [cv2.cvtColor(w, cv2.COLOR_BGR2GRAY) for w in warped]
-        return [grey[2 * i:2 * i + 2] for i in range(len(cards))]
+        out, k = [], 0
+        for p in maps:
+            views = []
+            for t, _, m in p:
+                views.append(View(t, grey[k:k + len(m)]))
+                k += len(m)
+            out.append(views)
+        return out
 
     def verify(self, cards: Sequence[CardView], today: dt.date, pixels: PixelBackend
                ) -> list[Verification]:
@@ -164,38 +178,39 @@ class Verifier:
         got: list[MrzRead | Exception | None] = [None] * len(cards)
         t0 = time.process_time()
         if self.reader is not None:
-            got = list(self.reader.read(self.bands(cards, pixels), [c.doc_type for c in cards],
-                                        today))
+            got = list(self.reader.read(self.views(cards, pixels), today))
         t1 = time.process_time()
         self.cpu_ms["mrz"] += (t1 - t0) * 1000.0
         errors: list[Exception | None] = [g if isinstance(g, Exception) else None for g in got]
         reads = [None if isinstance(g, Exception) else g for g in got]
+        # the type the zone's format decided (an alternative read), else the card's
+        types = [r.doc_type if r is not None and r.doc_type else c.doc_type
+                 for c, r in zip(cards, reads, strict=True)]
         if not s.quality:
             return [Verification(None, r, e) for r, e in zip(reads, errors, strict=True)]
         # a zone found turned: the card reads upside down, and so do its thumbnail's zones
         thumbs = [c.thumb[::-1, ::-1] if r is not None and r.turned else c.thumb
                   for c, r in zip(cards, reads, strict=True)]
         quality: list[Quality | None] = []
-        for k, (c, r, t) in enumerate(zip(cards, reads, thumbs, strict=True)):
-            doc_mm = ID2_MM if r is not None and r.format is Format.TD2 else DOC_MM[c.doc_type]
+        for k, (c, r, t, doc) in enumerate(zip(cards, reads, thumbs, types, strict=True)):
+            doc_mm = ID2_MM if r is not None and r.format is Format.TD2 else DOC_MM[doc]
             try:
-                quality.append(measure(c.quad, c.upload_size, doc_mm, c.doc_type, t,
-                                       self.glare_level))
+                quality.append(measure(c.quad, c.upload_size, doc_mm, doc, t, self.glare_level))
             except Exception as e:  # noqa: BLE001 - this card fails alone
                 quality.append(None)
                 errors[k] = errors[k] or e
         t2 = time.process_time()
         self.cpu_ms["quality"] += (t2 - t1) * 1000.0
         if self.faces is not None:
-            want = [k for k, (c, r) in enumerate(zip(cards, reads, strict=True))
-                    if quality[k] is not None and _carries_portrait(c.doc_type, r)]
+            want = [k for k, (r, doc) in enumerate(zip(reads, types, strict=True))
+                    if quality[k] is not None and _carries_portrait(doc, r)]
             if want:
                 found = self._portraits([thumbs[k] for k in want])
                 for k, f in zip(want, found, strict=True):
                     quality[k] = replace(quality[k], portrait=f)  # type: ignore[arg-type]
             self.cpu_ms["portrait"] += (time.process_time() - t2) * 1000.0
-        return [Verification(q, r, e, c.doc_type == "passport")
-                for q, r, e, c in zip(quality, reads, errors, cards, strict=True)]
+        return [Verification(q, r, e, doc == "passport")
+                for q, r, e, doc in zip(quality, reads, errors, types, strict=True)]
 
     def _portraits(self, thumbs: Sequence[np.ndarray]) -> list[bool]:
         """Whether a face lies in each thumbnail's portrait zone (one detector call)."""

@@ -80,6 +80,8 @@ class MrzRead:
         expired: the document had expired at ``today`` (None: not readable, or the expiry's
             check digit fails).
         turned: the zone was found in the top band turned (the document read upside down).
+        doc_type: the document type of the rectification the zone was read on (None: not
+            found); when the type was in doubt, the format read decided it.
         reasons: ``MRZ_UNREADABLE``, ``MRZ_CHECK_DIGIT``, ``DOCUMENT_EXPIRED`` as they apply.
     """
 
@@ -90,6 +92,7 @@ class MrzRead:
     corrected: bool = False
     expired: bool | None = None
     turned: bool = False
+    doc_type: str | None = None
     reasons: tuple[ReasonCode, ...] = ()
 
     @property
@@ -112,6 +115,20 @@ class MrzRead:
 
 
 NOT_FOUND = MrzRead(found=False)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """One rectification of a document that its zone is searched on.
+
+    Attributes:
+        doc_type: ``id_card`` or ``passport``, the shape it was rectified to.
+        bands: its bands, ``(h, w) uint8`` grey: the bottom as rectified, then the top turned
+            (:func:`processors.card.mrz.locate.band_maps`).
+    """
+
+    doc_type: str
+    bands: Sequence[np.ndarray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,67 +285,74 @@ class MrzReader:
     def __init__(self, recogniser: Recogniser) -> None:
         self.recogniser = recogniser
 
-    def read(self, bands: Sequence[Sequence[np.ndarray]], doc_types: Sequence[str],
-             today: dt.date) -> list[MrzRead | Exception]:
+    def read(self, docs: Sequence[Sequence[View]], today: dt.date) -> list[MrzRead | Exception]:
         """One :class:`MrzRead` per document, or the exception its own locating or judging
         raised (the caller fails that document alone; the others are read).
 
         Args:
-            bands: per document, its bands (``(h, w) uint8`` grey, bottom as rectified, then
-                the top turned; :func:`locate.band_maps`).
-            doc_types: per document, ``id_card`` or ``passport`` (as rectified).
+            docs: per document, the rectifications its zone is searched on (:class:`View`:
+                the document type as rectified, and its bands); more than one when the type is
+                in doubt, and the format read decides it.
             today: the date expiry is judged at (the result's ``processed_at``).
 
         Raises:
             ModelError: the recogniser's call failed (the whole batch).
         """
-        zones: list[Zone | None | Exception] = []
-        plan = []  # (document, format, line): one entry per cell variant of a line read
+        zones: list[list[Zone | None] | Exception] = []
+        plan = []  # (document, view, format, line): one entry per cell variant of a line read
         batch = []
-        for d, b in enumerate(bands):
+        for d, views in enumerate(docs):
             try:
-                z = locate_zone(b)
-                lines = [(fmt, li, v) for fmt, first in candidates(len(z.crops))
+                found = [locate_zone(v.bands) for v in views]
+                lines = [(vi, fmt, li, c) for vi, z in enumerate(found) if z is not None
+                         for fmt, first in candidates(len(z.crops))
                          for li in range(first, len(z.crops))
-                         for v in cell_variants(z.crops[li], SHAPE[fmt][1])
-                         ] if z is not None else []
+                         for c in cell_variants(z.crops[li], SHAPE[fmt][1])]
             except Exception as e:  # noqa: BLE001 - this document fails alone
                 zones.append(e)
                 continue
-            zones.append(z)
-            for fmt, li, c in lines:
-                plan.append((d, fmt, li))
+            zones.append(found)
+            for vi, fmt, li, c in lines:
+                plan.append((d, vi, fmt, li))
                 batch.append(c)
         probs = self.recogniser.probs(batch)
-        # per document, format and line: the variant read most confidently
-        best: dict[tuple[int, Format, int], Read] = {}
+        # per document, view, format and line: the variant read most confidently
+        best: dict[tuple[int, int, Format, int], Read] = {}
         for key, p in zip(plan, probs, strict=True):
             r = read_line(p)
             if key not in best or r.confidence > best[key].confidence:
                 best[key] = r
-        tried: dict[int, dict[Format, list[Read]]] = {}
-        for (d, fmt, _), r in best.items():  # insertion order: lines top to bottom
-            tried.setdefault(d, {}).setdefault(fmt, []).append(r)
+        tried: dict[int, dict[tuple[int, Format], list[Read]]] = {}
+        for (d, vi, fmt, _), r in best.items():  # insertion order: lines top to bottom
+            tried.setdefault(d, {}).setdefault((vi, fmt), []).append(r)
         out: list[MrzRead | Exception] = []
-        for d, (zone, doc_type) in enumerate(zip(zones, doc_types, strict=True)):
-            if zone is None or isinstance(zone, Exception):
-                out.append(NOT_FOUND if zone is None else zone)
+        for d, (found, views) in enumerate(zip(zones, docs, strict=True)):
+            if isinstance(found, Exception):
+                out.append(found)
                 continue
             try:
-                out.append(self._judge(tried.get(d, {}), zone, doc_type, today))
+                out.append(self._judge(tried.get(d, {}), found, views, today))
             except Exception as e:  # noqa: BLE001 - this document fails alone
                 out.append(e)
         return out
 
     @staticmethod
-    def _judge(tried: dict[Format, list[Read]], zone: Zone, doc_type: str,
-               today: dt.date) -> MrzRead:
-        """The format read most confidently, judged (``NOT_FOUND`` below
-        :data:`MIN_CONFIDENCE`)."""
+    def _judge(tried: dict[tuple[int, Format], list[Read]], zones: list[Zone | None],
+               views: Sequence[View], today: dt.date) -> MrzRead:
+        """The format read most confidently, a format that fits its view's document type
+        first, judged (``NOT_FOUND`` below :data:`MIN_CONFIDENCE`)."""
         if not tried:
             return NOT_FOUND
-        fmt, reads = max(tried.items(),
-                         key=lambda kv: float(np.mean([r.confidence for r in kv[1]])))
+
+        def key(kv: tuple[tuple[int, Format], list[Read]]) -> tuple[bool, float]:
+            (vi, fmt), reads = kv
+            return (fmt in FORMATS_FOR.get(views[vi].doc_type, tuple(Format)),
+                    float(np.mean([r.confidence for r in reads])))
+
+        (vi, fmt), reads = max(tried.items(), key=key)
         if np.mean([r.confidence for r in reads]) < MIN_CONFIDENCE:
             return NOT_FOUND
-        return replace(judge(fmt, reads, doc_type, today), turned=zone.band == 1)
+        zone = zones[vi]
+        assert zone is not None  # a view read has a zone
+        return replace(judge(fmt, reads, views[vi].doc_type, today), turned=zone.band == 1,
+                       doc_type=views[vi].doc_type)

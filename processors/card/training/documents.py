@@ -53,6 +53,11 @@ MRZ_BAND_MM: dict[Format, float] = {Format.TD1: 17.5, Format.TD2: 14.0, Format.T
 """Height (mm) of the clear zone printed at the bottom (no other print there)."""
 FACE_PX_PER_MM = 14.0
 """Resolution the document face is rendered at (about 356 dpi) before it is photographed."""
+HIDDEN_COVER = 1.0 / 3.0
+"""Share of a character's cell under the hand above which the character counts as hidden."""
+HIDDEN_CONTRAST = 0.35
+"""A character whose print keeps less than this share of its contrast (95th - 5th percentile
+of grey over its cell) once the glare is added and clipped counts as hidden."""
 REFERENCE_DATE = dt.date(2026, 12, 4)
 """Default date a set's expiry truth is judged at (``--today``)."""
 
@@ -80,6 +85,11 @@ class DocTruth:
         glare_on_mrz: a glare spot saturates at least 10 % of the MRZ band.
         low_light: the light was scaled by this factor (1 = normal).
         has_portrait: the face carries a portrait photo.
+        mrz_hidden: characters of the zone that cannot be read in the photo: at least
+            :data:`HIDDEN_COVER` of the character's cell under the hand, or its print's contrast
+            cut below :data:`HIDDEN_CONTRAST` of what it had before the glare (ink and paper
+            both saturated). A document with any is unreadable as photographed: the right
+            answer for it is a zone reported unreadable or failing its checks, not a read.
     """
 
     format: str
@@ -99,6 +109,7 @@ class DocTruth:
     glare_on_mrz: bool = False
     low_light: float = 1.0
     has_portrait: bool = False
+    mrz_hidden: int = 0
 
 
 def _word(rng: np.random.Generator, lo: int, hi: int) -> str:
@@ -288,7 +299,9 @@ _SIZES = ((1600, 1200), (1200, 1600), (1920, 1080), (1280, 960))
 
 def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, truth: DocTruth,
                band_px: float, size: tuple[int, int] | None = None,
-               glare_share: float = 0.15, grey_share: float = 0.1) -> np.ndarray:
+               glare_share: float = 0.15, grey_share: float = 0.1,
+               line_boxes: list[list[float]] | None = None,
+               line_lengths: list[int] | None = None) -> np.ndarray:
     """Photograph a document face (``truth`` is filled in: quad, DPI, tilt, light, glare).
 
     Args:
@@ -299,6 +312,9 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         glare_share: share of photos with a glare spot on the document (40 % of them over the
             MRZ band).
         grey_share: share of grey photocopies.
+        line_boxes, line_lengths: the MRZ lines' boxes (face px, :func:`draw_mrz`) and their
+            characters, for ``truth.mrz_hidden`` (None: not counted). They draw nothing from
+            ``rng``, so a set's images do not depend on them.
 
     Returns:
         The photo, ``(H, W, 3) uint8`` BGR (JPEG-compressed once).
@@ -322,8 +338,11 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     truth.dpi = round(effective_dpi(quad, doc_mm), 2)
     bg = background(rng, W, H)
     img = composite(bg, face, alpha, quad)
+    covered = np.zeros((H, W), bool)
     if rng.random() < 0.15:
-        img = holding_hand(img, quad, rng)
+        held = holding_hand(img, quad, rng)
+        covered = np.any(held != img, axis=2)
+        img = held
     out = img.astype(np.float32)
     gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
     a = rng.uniform(0, 2 * np.pi)
@@ -339,6 +358,7 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     fh, fw = face.shape[:2]
     hom = cv2.getPerspectiveTransform(np.float32([[0, 0], [fw, 0], [fw, fh], [0, fh]]),
                                       np.float32(quad))
+    lit = _grey(out)
     if rng.random() < glare_share:
         on_mrz = rng.random() < 0.4
         fx = rng.uniform(0.15, 0.85) * fw
@@ -348,6 +368,9 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         out += rng.uniform(250, 450) * np.exp(-(((gx - c[0]) ** 2 + (gy - c[1]) ** 2)
                                                 / (2 * r * r)))[..., None]
     out = np.clip(out, 0, 255).astype(np.uint8)
+    if line_boxes is not None and line_lengths is not None:
+        truth.mrz_hidden = hidden_characters(line_boxes, line_lengths, hom, covered, lit,
+                                             _grey(out))
     band = np.zeros((H, W), np.uint8)
     poly = cv2.perspectiveTransform(np.float32([[[0, fh - band_px], [fw, fh - band_px],
                                                  [fw, fh], [0, fh]]]), hom)
@@ -362,6 +385,51 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         out = np.clip(out + rng.normal(0, noise, out.shape), 0, 255).astype(np.uint8)
     ok, buf = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, int(rng.integers(60, 96))])
     return cv2.imdecode(buf, cv2.IMREAD_COLOR)
+
+
+def _grey(img: np.ndarray) -> np.ndarray:
+    """``(H, W) float32`` grey (BT.601 weights) of a BGR image, clipped to 0-255."""
+    g = img[..., 0] * 0.114 + img[..., 1] * 0.587 + img[..., 2] * 0.299
+    return np.clip(g, 0, 255).astype(np.float32)
+
+
+def hidden_characters(line_boxes: list[list[float]], line_lengths: list[int], hom: np.ndarray,
+                      covered: np.ndarray, before: np.ndarray, after: np.ndarray) -> int:
+    """How many of the zone's characters are hidden in the photo (``DocTruth.mrz_hidden``).
+
+    Args:
+        line_boxes: each line's ``[x0, y0, x1, y1]`` (face px); its characters split it evenly.
+        line_lengths: characters per line.
+        hom: ``(3, 3)`` face px -> photo px.
+        covered: ``(H, W) bool``, photo px under the hand.
+        before, after: ``(H, W) float32`` grey photo before and after the glare (clipped).
+    """
+    H, W = covered.shape
+    hidden = 0
+    for (x0, y0, x1, y1), n in zip(line_boxes, line_lengths, strict=True):
+        pitch = (x1 - x0) / max(n, 1)
+        for i in range(n):
+            a, b = x0 + i * pitch, x0 + (i + 1) * pitch
+            poly = cv2.perspectiveTransform(np.float32([[[a, y0], [b, y0], [b, y1], [a, y1]]]),
+                                            hom)[0]
+            lo = np.maximum(np.floor(poly.min(axis=0)).astype(int), 0)
+            hi = np.minimum(np.ceil(poly.max(axis=0)).astype(int) + 1, [W, H])
+            if np.any(hi - lo < 2):
+                hidden += 1  # outside the frame
+                continue
+            cell = np.zeros((hi[1] - lo[1], hi[0] - lo[0]), np.uint8)
+            cv2.fillConvexPoly(cell, np.round(poly - lo).astype(np.int32), 1)
+            m = cell > 0
+            if not m.any():
+                continue
+            sl = (slice(lo[1], hi[1]), slice(lo[0], hi[0]))
+            if covered[sl][m].mean() >= HIDDEN_COVER:
+                hidden += 1
+                continue
+            c0 = np.subtract(*np.percentile(before[sl][m], [95, 5]))
+            c1 = np.subtract(*np.percentile(after[sl][m], [95, 5]))
+            hidden += bool(c1 < HIDDEN_CONTRAST * c0)
+    return hidden
 
 
 def document(rng: np.random.Generator, fmt: Format | None = None,
@@ -381,10 +449,10 @@ def document(rng: np.random.Generator, fmt: Format | None = None,
                      checks=mrz.checks.as_dict(), all_valid=mrz.checks.all_valid,
                      expired=bool(mrz.expired(today)), doc_type=DOC_TYPE[fmt],
                      doc_mm=DOC_MM[fmt])
-    face, alpha, _, has_portrait = render_document(rng, fmt, lines)
+    face, alpha, boxes, has_portrait = render_document(rng, fmt, lines)
     truth.has_portrait = has_portrait
     img = photograph(rng, face, alpha, truth, MRZ_BAND_MM[fmt] * FACE_PX_PER_MM, size,
-                     glare_share, grey_share)
+                     glare_share, grey_share, boxes, [len(x) for x in lines])
     return img, truth
 
 
