@@ -182,7 +182,7 @@ class ResultWatcher:
         self._stop = threading.Event()
         self._reader = read_topic(s.kafka, [s.kafka.results_topic, s.kafka.dlq_topic], follow=True,
                                   poll_s=0.05, wait_topics_s=15.0,
-                                  **{"fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
+                                  config={"fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
         try:
             next(self._reader)  # assigned from the beginning before the first upload
         except KafkaSetupError as e:

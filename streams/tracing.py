@@ -68,7 +68,8 @@ Headers = Sequence[tuple[str, bytes | None]] | None
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 INSTRUMENTATION = "cardstream"
-"""The instrumentation scope of the worker's spans (the processors' is ``cardstream.processors``)."""
+"""The instrumentation scope of the worker's spans (the processors' is
+``cardstream.processors``)."""
 
 
 class Spans:
