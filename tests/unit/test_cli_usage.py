@@ -67,7 +67,8 @@ def test_results_refuses_a_bad_since_as_a_usage_error(since: str) -> None:
      "--task/--options: options.size: Extra inputs are not permitted"),
     (["--task", "card", "--options", '{"size":'], "--options: not JSON: Expecting value"),
 ])
-def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str], says: str) -> None:
+def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str],
+                                                       says: str) -> None:
     from typer.testing import CliRunner
 
     from streams.cli import app
@@ -78,7 +79,8 @@ def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str]
     assert says in r.output and "Traceback" not in r.output and "pydantic.dev" not in r.output
 
 
-def test_the_console_script_prints_project_errors_on_one_line(tmp_path, monkeypatch, capsys) -> None:
+def test_the_console_script_prints_project_errors_on_one_line(tmp_path, monkeypatch,
+                                                              capsys) -> None:
     """``cardstream produce`` without S3 credentials: one line naming the settings, exit 1,
     no traceback (the console script is ``streams.cli:main``)."""
     import sys
