@@ -381,7 +381,7 @@ class CardProcessor:
             # the thumbnail was warped before the upright decision: turn it as the card turns
             thumb = np.ascontiguousarray(thumbs[j][::-1, ::-1]) if turned[j] else thumbs[j]
             views.append(CardView(image=d, homography=c.homography(d, c.size, bool(turned[j])),
-                                  size=c.size, doc_type=c.doc_type, quad=c.det.quad,
+                                  size=c.size, doc_type=c.doc_type, quad=c.quad,
                                   upload_size=(w, h), thumb=thumb))
         return self.verifier.verify(views, self.clock().date(), self.pixels)
 

@@ -58,7 +58,8 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
     assert quad_iou(rows[0]["quad"], quad) >= 0.9
     alone = CliRunner().invoke(app, ["card", "--json", str(img), str(tmp_path / "missing.jpg")])
     missing = json.loads(alone.output.strip().splitlines()[-1])
-    assert alone.exit_code == 1 and (missing["status"], missing["reasons"]) == ("rejected", ["OBJECT_NOT_FOUND"])
+    assert alone.exit_code == 1
+    assert (missing["status"], missing["reasons"]) == ("rejected", ["OBJECT_NOT_FOUND"])
     # capture-quality annotations off (this small test card is LOW_RESOLUTION): no reasons
     ok = CliRunner().invoke(app, ["card", str(img)],
                             env={"CARDSTREAM_CARD__VERIFY__QUALITY": "false"})
