@@ -372,7 +372,7 @@ class Intake:
             got = []
         if (msgs or got) and wait:
             self.metrics.stage.labels("fill").observe(time.perf_counter() - t0)
-        return self._isolate(self._usable([*msgs, *got]))
+        return self._isolate(self._usable(msgs + self._records(got)))
 
     def _isolate(self, msgs: list[Record]) -> list[Record]:
         """Read the attempt marks of the partitions seen for the first time since their
@@ -461,17 +461,21 @@ class Intake:
         while len(self._fetched) > 16 * self.max_batch:  # far more than is ever held
             self._fetched.popitem(last=False)
 
-    def _usable(self, msgs: Sequence[Record | Message]) -> list[Record]:
-        """Drop errors (logging all but partition EOF) and, in replay mode, events past the
-        range."""
+    def _records(self, got: Sequence[Record | Message]) -> list[Record]:
+        """The records of a fetch (:meth:`Record.of` made each one a :class:`Record`), its error
+        events dropped (logging all but partition EOF)."""
         out = []
-        for m in msgs:
-            if isinstance(m, Record):  # Record.of made every record one: the rest are errors
-                if self.ranges is None or self.ranges.within(m):
-                    out.append(m)
+        for m in got:
+            if isinstance(m, Record):
+                out.append(m)
                 continue
             err = m.error()
             if err is None or err.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume_error", error=str(err))
+        return out
+
+    def _usable(self, msgs: list[Record]) -> list[Record]:
+        """Drop, in replay mode, events past the range."""
+        out = [m for m in msgs if self.ranges is None or self.ranges.within(m)]
         self.lag.update(self.consumer)
         return out
