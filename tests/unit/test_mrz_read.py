@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from processors.card.mrz.icao import Format, check_digit, compose
-from processors.card.mrz.read import candidates, judge
+from processors.card.mrz.read import MrzReader, View, Zone, candidates, judge
 from processors.card.mrz.recognise import CLASSES, INK_SPAN, PAD_PX, Read, cells, read_line
 from schemas.reasons import ReasonCode
 
@@ -161,3 +161,27 @@ def test_all_filler_lines_are_not_valid(n):
     assert r.found
     # every check digit position holds '<': no check passes, nothing expires
     assert not r.valid and r.expired is None
+
+
+def test_a_type_in_doubt_takes_the_rectification_whose_format_fits():
+    """A document searched on both rectifications (its type in doubt): a format that fits the
+    view's document type wins over a more confident read that does not (a TD3 zone is not on
+    an ID-1 card); among fitting ones the most confident; the read says which type it was
+    read on."""
+    td1 = compose(Format.TD1, document_code="I", issuing_state="UTO", document_number="D23145890",
+                  nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
+                  primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="")
+
+    def at(lines, p):
+        return [Read(text=line, alts=tuple(((c, p),) for c in line)) for line in lines]
+
+    views = [View("id_card", []), View("passport", [])]
+    zones = [Zone(0, [], []), Zone(1, [], [])]
+    tried = {(0, Format.TD3): at(TD3, 0.99), (1, Format.TD3): at(TD3, 0.9)}
+    r = MrzReader._judge(tried, zones, views, TODAY)
+    assert (r.format, r.doc_type, r.turned, r.valid) == (Format.TD3, "passport", True, True)
+    tried = {(0, Format.TD1): at(td1, 0.97), (1, Format.TD3): at(TD3, 0.9)}
+    r = MrzReader._judge(tried, zones, views, TODAY)
+    assert (r.format, r.doc_type, r.turned, r.valid) == (Format.TD1, "id_card", False, True)
+    tried = {(0, Format.TD1): at(td1, 0.9), (1, Format.TD3): at(TD3, 0.97)}
+    assert MrzReader._judge(tried, zones, views, TODAY).doc_type == "passport"

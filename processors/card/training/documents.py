@@ -38,6 +38,7 @@ from processors.card.training.synth import (
     holding_hand,
     jpeg_round_trip,
     render_face,
+    scan_of,
 )
 
 DOC_MM: dict[Format, tuple[float, float]] = {Format.TD1: (85.60, 53.98),
@@ -59,11 +60,6 @@ MRZ_BAND_MM: dict[Format, float] = {Format.TD1: 17.5, Format.TD2: 14.0, Format.T
 """Height (mm) of the clear zone printed at the bottom (no other print there)."""
 FACE_PX_PER_MM = 14.0
 """Resolution the document face is rendered at (about 356 dpi) before it is photographed."""
-HIDDEN_COVER = 1.0 / 3.0
-"""Share of a character's cell under the hand above which the character counts as hidden."""
-HIDDEN_CONTRAST = 0.35
-"""A character whose print keeps less than this share of its contrast (95th - 5th percentile
-of grey over its cell) once the glare is added and clipped counts as hidden."""
 REFERENCE_DATE = dt.date(2026, 12, 4)
 """Default date a set's expiry truth is judged at (``--today``)."""
 
@@ -91,11 +87,8 @@ class DocTruth:
         glare_on_mrz: a glare spot saturates at least 10 % of the MRZ band.
         low_light: the light was scaled by this factor (1 = normal).
         has_portrait: the face carries a portrait photo.
-        mrz_hidden: characters of the zone that cannot be read in the photo: at least
-            :data:`HIDDEN_COVER` of the character's cell under the hand, or its print's contrast
-            cut below :data:`HIDDEN_CONTRAST` of what it had before the glare (ink and paper
-            both saturated). A document with any is unreadable as photographed: the right
-            answer for it is a zone reported unreadable or failing its checks, not a read.
+        capture: ``photo`` (:func:`photograph`) or ``scan`` (:func:`scan`: a flatbed scan or a
+            phone app's crop, issue 44).
     """
 
     format: str
@@ -115,7 +108,7 @@ class DocTruth:
     glare_on_mrz: bool = False
     low_light: float = 1.0
     has_portrait: bool = False
-    mrz_hidden: int = 0
+    capture: str = "photo"
 
 
 def _word(rng: np.random.Generator, lo: int, hi: int) -> str:
@@ -305,9 +298,7 @@ _SIZES = ((1600, 1200), (1200, 1600), (1920, 1080), (1280, 960))
 
 def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, truth: DocTruth,
                band_px: float, size: tuple[int, int] | None = None,
-               glare_share: float = 0.15, grey_share: float = 0.1,
-               line_boxes: list[list[float]] | None = None,
-               line_lengths: list[int] | None = None) -> np.ndarray:
+               glare_share: float = 0.15, grey_share: float = 0.1) -> np.ndarray:
     """Photograph a document face (``truth`` is filled in: quad, DPI, tilt, light, glare).
 
     Args:
@@ -318,9 +309,6 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         glare_share: share of photos with a glare spot on the document (40 % of them over the
             MRZ band).
         grey_share: share of grey photocopies.
-        line_boxes, line_lengths: the MRZ lines' boxes (face px, :func:`draw_mrz`) and their
-            characters, for ``truth.mrz_hidden`` (None: not counted). They draw nothing from
-            ``rng``, so a set's images do not depend on them.
 
     Returns:
         The photo, ``(H, W, 3) uint8`` BGR (JPEG-compressed once).
@@ -344,11 +332,8 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     truth.dpi = round(effective_dpi(quad, doc_mm), 2)
     bg = background(rng, W, H)
     img = composite(bg, face, alpha, quad)
-    covered = np.zeros((H, W), bool)
     if rng.random() < 0.15:
-        held = holding_hand(img, quad, rng)
-        covered = np.any(held != img, axis=2)
-        img = held
+        img = holding_hand(img, quad, rng)
     out: np.ndarray = img.astype(np.float32)
     gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
     a = rng.uniform(0, 2 * np.pi)
@@ -364,7 +349,6 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     fh, fw = face.shape[:2]
     hom = cv2.getPerspectiveTransform(np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32),
                                       quad.astype(np.float32))
-    lit = _grey(out)
     if rng.random() < glare_share:
         on_mrz = rng.random() < 0.4
         fx = rng.uniform(0.15, 0.85) * fw
@@ -374,9 +358,6 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         out += rng.uniform(250, 450) * np.exp(-(((gx - c[0]) ** 2 + (gy - c[1]) ** 2)
                                                 / (2 * r * r)))[..., None]
     out = np.clip(out, 0, 255).astype(np.uint8)
-    if line_boxes is not None and line_lengths is not None:
-        truth.mrz_hidden = hidden_characters(line_boxes, line_lengths, hom, covered, lit,
-                                             _grey(out))
     band = np.zeros((H, W), np.uint8)
     poly = cv2.perspectiveTransform(np.array([[[0, fh - band_px], [fw, fh - band_px],
                                                [fw, fh], [0, fh]]], np.float32), hom)
@@ -392,57 +373,34 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     return jpeg_round_trip(out, int(rng.integers(60, 96)))
 
 
-def _grey(img: np.ndarray) -> np.ndarray:
-    """``(H, W) float32`` grey (BT.601 weights) of a BGR image, clipped to 0-255."""
-    g = img[..., 0] * 0.114 + img[..., 1] * 0.587 + img[..., 2] * 0.299
-    return np.clip(g, 0, 255).astype(np.float32)
-
-
-def hidden_characters(line_boxes: list[list[float]], line_lengths: list[int], hom: np.ndarray,
-                      covered: np.ndarray, before: np.ndarray, after: np.ndarray) -> int:
-    """How many of the zone's characters are hidden in the photo (``DocTruth.mrz_hidden``).
-
-    Args:
-        line_boxes: each line's ``[x0, y0, x1, y1]`` (face px); its characters split it evenly.
-        line_lengths: characters per line.
-        hom: ``(3, 3)`` face px -> photo px.
-        covered: ``(H, W) bool``, photo px under the hand.
-        before, after: ``(H, W) float32`` grey photo before and after the glare (clipped).
-    """
-    H, W = covered.shape
-    hidden = 0
-    for (x0, y0, x1, y1), n in zip(line_boxes, line_lengths, strict=True):
-        pitch = (x1 - x0) / max(n, 1)
-        for i in range(n):
-            a, b = x0 + i * pitch, x0 + (i + 1) * pitch
-            poly = cv2.perspectiveTransform(np.float32([[[a, y0], [b, y0], [b, y1], [a, y1]]]),
-                                            hom)[0]
-            lo = np.maximum(np.floor(poly.min(axis=0)).astype(int), 0)
-            hi = np.minimum(np.ceil(poly.max(axis=0)).astype(int) + 1, [W, H])
-            if np.any(hi - lo < 2):
-                hidden += 1  # outside the frame
-                continue
-            cell = np.zeros((hi[1] - lo[1], hi[0] - lo[0]), np.uint8)
-            cv2.fillConvexPoly(cell, np.round(poly - lo).astype(np.int32), 1)
-            m = cell > 0
-            if not m.any():
-                continue
-            sl = (slice(lo[1], hi[1]), slice(lo[0], hi[0]))
-            if covered[sl][m].mean() >= HIDDEN_COVER:
-                hidden += 1
-                continue
-            c0 = np.subtract(*np.percentile(before[sl][m], [95, 5]))
-            c1 = np.subtract(*np.percentile(after[sl][m], [95, 5]))
-            hidden += bool(c1 < HIDDEN_CONTRAST * c0)
-    return hidden
+def scan(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
+         truth: DocTruth) -> np.ndarray:
+    """Scan a document face (``truth`` is filled in: quad, DPI, rotation): a flatbed scan at
+    150-300 dpi (60 %) or a phone app's crop 640-1200 px wide (40 %), as
+    :func:`processors.card.training.synth.scan_of` makes them (thin plain margins or none, no
+    perspective, no glare). Returns the upload, ``(H, W, 3) uint8`` BGR."""
+    flatbed = rng.random() < 0.6
+    width = (truth.doc_mm[0] / 25.4 * rng.uniform(150, 300) if flatbed
+             else float(rng.choice([640, 800, 1000, 1200])))
+    h = int(round(face.shape[0] * width / face.shape[1]))
+    face = cv2.resize(face, (int(round(width)), h), interpolation=cv2.INTER_AREA)
+    alpha = cv2.resize(alpha, (face.shape[1], h), interpolation=cv2.INTER_AREA)
+    img, quad = scan_of(rng, face, alpha, "flatbed" if flatbed else "cropped")
+    top = quad[1] - quad[0]
+    truth.quad, truth.rotation_deg = (np.round(quad, 2).tolist(),
+                                      round(float(np.degrees(np.arctan2(top[1], top[0]))), 3))
+    truth.dpi = round(effective_dpi(quad, truth.doc_mm), 2)
+    truth.capture = "scan"
+    return img
 
 
 def document(rng: np.random.Generator, fmt: Format | None = None,
              today: dt.date = REFERENCE_DATE, invalid_share: float = 0.05,
              expired_share: float = 0.2, size: tuple[int, int] | None = None,
-             glare_share: float = 0.15, grey_share: float = 0.1
+             glare_share: float = 0.15, grey_share: float = 0.1, capture: str = "photo"
              ) -> tuple[np.ndarray, DocTruth]:
-    """One photographed document and its truth (``fmt`` None: TD3 45 %, TD1 35 %, TD2 20 %)."""
+    """One photographed (``capture`` ``photo``) or scanned (``scan``, :func:`scan`) document
+    and its truth (``fmt`` None: TD3 45 %, TD1 35 %, TD2 20 %)."""
     if fmt is None:
         u = rng.random()
         fmt = Format.TD3 if u < 0.45 else Format.TD1 if u < 0.8 else Format.TD2
@@ -454,15 +412,20 @@ def document(rng: np.random.Generator, fmt: Format | None = None,
                      checks=mrz.checks.as_dict(), all_valid=mrz.checks.all_valid,
                      expired=bool(mrz.expired(today)), doc_type=DOC_TYPE[fmt],
                      doc_mm=DOC_MM[fmt])
-    face, alpha, boxes, has_portrait = render_document(rng, fmt, lines)
+    face, alpha, _, has_portrait = render_document(rng, fmt, lines)
     truth.has_portrait = has_portrait
+    if capture == "scan":
+        return scan(rng, face, alpha, truth), truth
     img = photograph(rng, face, alpha, truth, MRZ_BAND_MM[fmt] * FACE_PX_PER_MM, size,
-                     glare_share, grey_share, boxes, [len(x) for x in lines])
+                     glare_share, grey_share)
     return img, truth
 
 
-def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE) -> Path:
-    """Write ``n`` photographed documents (JPEG quality 95) and ``manifest.json``.
+def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE,
+              scans: int = 0) -> Path:
+    """Write ``n`` photographed documents (JPEG quality 95) and ``manifest.json``, then
+    ``scans`` scanned ones (:func:`scan`) from a second stream ``default_rng([seed, 44])``, so
+    the first ``n`` are the same with or without them.
 
     The manifest: ``{"seed", "today", "documents": [{"file", "truth": DocTruth}]}``; the
     ``images`` list of the ``shared/cases`` format is included too (``quad_approx``, ``kind``),
@@ -474,14 +437,18 @@ def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE) -> 
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     docs, images = [], []
-    for i in range(n):
-        img, truth = document(rng, today=today)
-        name = f"doc_{seed}_{i:04d}.jpg"
+    rng2 = np.random.default_rng([seed, 44])
+    for i in range(n + scans):
+        scanned = i >= n
+        img, truth = document(rng2 if scanned else rng, today=today,
+                              capture="scan" if scanned else "photo")
+        name = f"scan_doc_{seed}_{i - n:04d}.jpg" if scanned else f"doc_{seed}_{i:04d}.jpg"
         cv2.imwrite(str(out / name), img, [cv2.IMWRITE_JPEG_QUALITY, 95])
         docs.append({"file": name, "truth": asdict(truth)})
         images.append({"file": name, "expect": {"kind": truth.doc_type, "quad_approx": truth.quad,
                                                  "iou_min": 0.9},
-                       "why": f"synthetic {truth.format} document (seed {seed}, index {i})"})
+                       "why": f"synthetic {truth.format} document, {truth.capture} "
+                              f"(seed {seed}, index {i})"})
     path = out / "manifest.json"
     path.write_text(json.dumps({"seed": seed, "today": today.isoformat(), "documents": docs,
                                 "images": images, "events": []}, indent=1))
@@ -497,8 +464,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=600)
     ap.add_argument("--seed", type=int, default=20261204)
     ap.add_argument("--today", type=dt.date.fromisoformat, default=REFERENCE_DATE)
+    ap.add_argument("--scans", type=int, default=0,
+                    help="also write this many scanned documents (a second stream)")
     a = ap.parse_args()
-    print(write_set(a.out, a.n, a.seed, a.today))
+    print(write_set(a.out, a.n, a.seed, a.today, a.scans))
 
 
 if __name__ == "__main__":
