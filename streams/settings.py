@@ -120,6 +120,11 @@ class KafkaSettings(_Frozen):
             retriable error (:class:`~streams.retry.RetryPolicy`; 0.2 s doubling to 0.8 s, 5
             calls; ``CARDSTREAM_KAFKA__COMMIT_RETRY__*``); still failing, the consumer group's
             committed offsets decide the outcome (``streams.worker.committer``).
+        producer_wait: how often a worker without a transactional producer (the broker did not
+            answer a new one's ``init_transactions``, e.g. down past a stuck commit's bound)
+            tries again (0.5 s doubling to 5 s, jitter 0.1, until it works;
+            ``CARDSTREAM_KAFKA__PRODUCER_WAIT__*``); each try blocks up to 5 s
+            (``Committer.INIT_TIMEOUT_S``), its batch waits meanwhile.
 
     Raises:
         pydantic.ValidationError: a secret in ``config``; a property in ``config`` that
@@ -144,6 +149,7 @@ class KafkaSettings(_Frozen):
     config: dict[str, Any] = Field(default_factory=dict)
     transaction_retry_backoff_ms: int = Field(2, ge=1, le=10_000)
     commit_retry: RetryPolicy = RetryPolicy(first_s=0.2, cap_s=0.8, attempts=5)
+    producer_wait: RetryPolicy = RetryPolicy(first_s=0.5, cap_s=5.0, jitter=0.1)
     topics: TopicSettings = Field(default_factory=TopicSettings)
 
     @model_validator(mode="before")

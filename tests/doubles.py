@@ -133,14 +133,33 @@ class FakeConsumer:
         pass
 
 
+class TxnProducer:
+    """A transactional producer whose every call succeeds at once; it records them in ``calls``
+    (``init_transactions`` raises ``init_errors`` first, one per call, while any are left)."""
+
+    def __init__(self, init_errors: Iterable[Exception] = ()) -> None:
+        self.calls: list[str] = []
+        self.init_errors = list(init_errors)
+
+    def init_transactions(self, timeout: float) -> None:
+        self.calls.append("init")
+        if self.init_errors:
+            raise self.init_errors.pop(0)
+
+    def __getattr__(self, name: str) -> Any:  # begin, produce, send_offsets, commit, poll...
+        return lambda *a, **kw: self.calls.append(name)
+
+
 class StuckProducer:
     """A transactional producer whose ``send_offsets_to_transaction`` never returns (librdkafka
     #5456) until ``release`` is set; it records every call in ``calls``, and fails the test if
-    anything else is called on it after that (commit, abort, flush...)."""
+    anything else is called on it after that (commit, abort, flush...). ``holds``: a real
+    librdkafka client it keeps while it lives (its threads and sockets, as a stuck one keeps)."""
 
-    def __init__(self) -> None:
+    def __init__(self, release: threading.Event | None = None, holds: Any = None) -> None:
         self.calls: list[str] = []
-        self.release = threading.Event()
+        self.release = release or threading.Event()
+        self.holds = holds
 
     def begin_transaction(self) -> None:
         self.calls.append("begin")

@@ -10,7 +10,7 @@ The checkpoint of a batch (:meth:`Committer.commit`), once every output object i
    dead letter can never block its partition;
 3. ``send_offsets_to_transaction``: per partition, the offset after the batch's last event,
    each with its attempt mark as metadata (stamped by :meth:`Checkpoint.of`), bounded in time
-   (a stuck producer is replaced, :meth:`Committer.send_offsets`);
+   on the committer's one call thread (a stuck producer is replaced, :meth:`Committer.send_offsets`);
 4. ``commit_transaction``, retried while the error is retriable (``KafkaSettings.commit_retry``,
    :mod:`streams.retry`); if it still times out its outcome is unknown (the coordinator may have
    committed it): the consumer group's committed offsets decide (:func:`group_reached`), never
@@ -19,14 +19,22 @@ The checkpoint of a batch (:meth:`Committer.commit`), once every output object i
 Nothing of a batch is visible to read_committed consumers before step 4 returns, and a failed
 transaction commits nothing: the caller redoes the batch. As quix-streams' ``Checkpoint``, one
 object owns the commit and its steps are numbered here and in the code.
+
+The committer may be without a producer for a while (:attr:`Committer.ready` False): the broker
+did not answer a new producer's ``init_transactions`` (a broker down longer than a stuck call's
+bound, issue 43), or the call thread could not start (a process thread limit). A commit then
+commits nothing and :meth:`Committer.reopen` is asked again later (the worker's loop holds the
+batch meanwhile, ``streams.worker.loop``); nothing of that raises out of :meth:`Committer.commit`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +43,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from schemas import codec
 from schemas.models import DeadLetter, VerificationResult
 from streams import retry
-from streams.errors import ProducerStuck
+from streams.errors import KafkaSetupError, ProducerStuck
 from streams.kafka import transactional_producer
 from streams.logs import log
 from streams.metrics import WorkerMetrics
@@ -102,6 +110,51 @@ def group_reached(consumer: Any, offsets: Sequence[TopicPartition],
     return all(tp.offset >= want[(tp.topic, tp.partition)] for tp in got)
 
 
+class _Caller:
+    """One daemon thread that runs the calls handed to it, one at a time (:meth:`call`).
+
+    The committer's ``send_offsets_to_transaction`` runs here, on a thread started once and
+    reused, instead of a thread started per commit (issue 43: under a thread limit that
+    ``Thread.start()`` raised ``RuntimeError`` out of the commit). A daemon thread, so that a call
+    librdkafka never returns does not hold the process at its exit (a ``ThreadPoolExecutor``'s
+    threads are joined at exit). Once a call has returned, the thread lets go of the callable
+    and its arguments: an abandoned producer is freed when its stuck call ends.
+
+    Args:
+        name: the thread's name.
+
+    Raises:
+        RuntimeError: the thread cannot start (``can't start new thread``: a process thread
+            limit, or no address space left for its stack).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple] | None] = (
+            queue.SimpleQueue())
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fut, fn, args = job
+            del job
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller through fut
+                fut.set_exception(e)
+            del fut, fn, args  # the producer goes with its call
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """Run ``fn(*args)`` on the thread, after the calls handed before; its future."""
+        fut: Future = Future()
+        self._jobs.put((fut, fn, args))
+        return fut
+
+    def close(self) -> None:
+        """Let the thread end once the call it runs (if any) has returned."""
+        self._jobs.put(None)
+
+
 class Committer:
     """The transactional producer of a worker slot and the batch checkpoint (module doc).
 
@@ -109,6 +162,11 @@ class Committer:
     producer call; ``STUCK_GRACE_S`` (5 s) is how much longer ``send_offsets_to_transaction``
     may take before the producer counts as stuck (:meth:`send_offsets`): a call that keeps its
     own timeout has returned by then, and a broker restart's stall is bounded by 35 s, not 60 s.
+    ``INIT_TIMEOUT_S`` (5 s) bounds each ``init_transactions`` try of :meth:`reopen` (the loop
+    polls between tries; librdkafka resumes the operation at the next try).
+    ``STUCK_HELD_MAX`` (3): stuck producers left behind whose call has still not returned; one
+    more and :meth:`commit` raises (each holds its librdkafka threads, sockets and a blocked
+    call thread, and only a new process frees a call that never returns).
 
     Args:
         kafka: Kafka settings (results and dead-letter topics, producer settings).
@@ -120,15 +178,19 @@ class Committer:
             partitions' marks (:meth:`AttemptLedger.committed`). None (replay mode): none.
 
     Attributes:
-        producer: the transactional producer (built by :meth:`open`, replaced when fenced,
-            fatal or stuck).
+        producer: the transactional producer, ``init_transactions`` done (built by :meth:`open`
+            or :meth:`reopen`, replaced when fenced, fatal or stuck); None while the broker
+            does not answer a new one.
         committed_events: events whose result or dead letter is committed.
         minimal_sources: ``(topic, partition, offset)`` of the records whose full dead letter
-            was refused: their dead letter goes out in its minimal form from then on.
+            was refused: their dead letter goes out in its minimal form from then on (until it
+            is committed, or its partition is no longer held at a commit).
     """
 
     TXN_CALL_TIMEOUT_S = 30.0
     STUCK_GRACE_S = 5.0
+    INIT_TIMEOUT_S = 5.0
+    STUCK_HELD_MAX = 3
 
     def __init__(self, kafka: KafkaSettings, transactional_id: str, metrics: WorkerMetrics,
                  ledger: AttemptLedger | None = None) -> None:
@@ -139,15 +201,84 @@ class Committer:
         self.producer: Any = None
         self.committed_events = 0
         self.minimal_sources: dict[tuple[str, int, int], str] = {}
+        self._building: Any = None  # a producer whose init_transactions has not gone through
+        self._caller: _Caller | None = None
+        self._stuck: list[Future] = []  # calls of abandoned producers that had not returned
+
+    @property
+    def ready(self) -> bool:
+        """Whether a commit can start: a producer with its transactions initialised, and the
+        call thread."""
+        return self.producer is not None and self._caller is not None
+
+    @property
+    def stuck_held(self) -> int:
+        """Abandoned producers whose stuck call has still not returned."""
+        self._stuck = [f for f in self._stuck if not f.done()]
+        return len(self._stuck)
 
     def open(self) -> None:
-        """Build the producer (``init_transactions`` fences an older one with this id)."""
-        self.producer = transactional_producer(self.kafka, self.transactional_id)
+        """Build the producer (``init_transactions`` fences an older one with this id) and the
+        call thread: :meth:`reopen` with up to ``TXN_CALL_TIMEOUT_S``. Not ready then (the
+        broker does not answer), the worker starts all the same and the next commit tries again.
+
+        Raises:
+            KafkaSetupError: ``init_transactions`` failed with an error no retry fixes.
+        """
+        self.reopen(self.TXN_CALL_TIMEOUT_S)
+
+    def reopen(self, timeout_s: float | None = None) -> bool:
+        """Make the committer :attr:`ready` if it is not: build a producer, or call the
+        ``init_transactions`` of the one built before again (after a retriable error librdkafka
+        resumes the operation), for at most ``timeout_s`` (default ``INIT_TIMEOUT_S``); then
+        start the call thread. A fatal error drops that producer (the next try builds another).
+
+        Returns:
+            Whether the committer is ready now.
+
+        Raises:
+            KafkaSetupError: ``init_transactions`` failed with an error neither retriable nor
+                fatal (an unsupported broker, an invalid ``transaction.timeout.ms``, a denied
+                transactional id): no retry fixes it.
+        """
+        if self.producer is None:
+            if self._building is None:
+                self._building = transactional_producer(self.kafka, self.transactional_id,
+                                                        init_timeout_s=None)
+            try:
+                self._building.init_transactions(timeout_s or self.INIT_TIMEOUT_S)
+            except KafkaException as ex:
+                err = ex.args[0]
+                if not (err.retriable() or err.fatal()):
+                    self._building = None
+                    raise KafkaSetupError(
+                        f"init_transactions({self.transactional_id}) failed: {err}") from ex
+                if err.fatal():
+                    self._building = None
+                log.warning("producer_unavailable", error=str(err), retriable=err.retriable(),
+                            transactional_id=self.transactional_id,
+                            hint="the broker did not initialise the transactional producer; "
+                                 "nothing is committed until it does, batches wait")
+                return False
+            self.producer, self._building = self._building, None
+        if self._caller is None:
+            try:
+                self._caller = _Caller("send-offsets")
+            except RuntimeError as ex:
+                log.error("txn_thread_unavailable", error=str(ex),
+                          threads=threading.active_count(),
+                          hint="the process cannot start a thread (a thread limit, or no memory "
+                               "for its stack); nothing is committed until it can")
+                return False
+        return True
 
     def close(self, timeout_s: float) -> None:
-        """Flush what the producer holds (at most ``timeout_s``)."""
+        """Flush what the producer holds (at most ``timeout_s``); let the call thread end."""
         if self.producer is not None:
             self.producer.flush(timeout_s)
+        if self._caller is not None:
+            self._caller.close()
+            self._caller = None
 
     def commit(self, cp: Checkpoint, consumer: Any) -> bool:
         """Commit ``cp`` in one transaction (steps 1-4 of the module doc).
@@ -162,8 +293,18 @@ class Committer:
 
         Returns:
             True when committed; False when nothing was (aborted, fenced or stuck: the producer
-            is aborted or replaced, and the caller redoes the batch).
+            is aborted or replaced, and the caller redoes the batch; or the committer is not
+            :attr:`ready` and :meth:`reopen` did not make it so: the caller waits for it).
+
+        Raises:
+            ProducerStuck: more than ``STUCK_HELD_MAX`` abandoned producers are still stuck.
+            KafkaSetupError: a new producer's ``init_transactions`` failed for good
+                (:meth:`reopen`).
         """
+        if not self.ready and not self.reopen():
+            return False
+        if self.minimal_sources:
+            self._forget_unheld(consumer)
         p = self.producer
         stage = self.metrics.stage
         try:
@@ -189,11 +330,17 @@ class Committer:
                 stage.labels(name).observe(b - a)
         except ProducerStuck as ex:
             self.metrics.transactions.labels("stuck").inc()
+            held = self._abandon_stuck()
             log.error("producer_stuck", error=str(ex), transactional_id=self.transactional_id,
+                      stuck_held=held,
                       hint="librdkafka #5456: a new producer with the same transactional id "
                            "fences the stuck one (its open transaction is aborted) and the "
                            "batch is redone")
-            self.rebuild()  # the stuck one is left alone: a call on it may block too
+            if held > self.STUCK_HELD_MAX:
+                raise ProducerStuck(f"{held} abandoned producers are stuck at once (more than "
+                                    f"STUCK_HELD_MAX {self.STUCK_HELD_MAX}): only a new process "
+                                    "frees them") from ex
+            self.reopen()
             return False
         except KafkaException as ex:
             self._failed(p, ex)
@@ -240,6 +387,13 @@ class Committer:
                       error=why, hint="its minimal form (code and source only) goes out instead")
         return why
 
+    def _forget_unheld(self, consumer: Any) -> None:
+        """Drop the refused dead letters of partitions ``consumer`` no longer holds: their
+        records are the new owner's (issue 43: such entries stayed for ever)."""
+        held = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        self.minimal_sources = {src: why for src, why in self.minimal_sources.items()
+                                if src[:2] in held}
+
     def _committed_anyway(self, cp: Checkpoint, consumer: Any, ex: KafkaException) -> bool:
         """``commit_transaction`` kept timing out: did the transaction commit all the same?
         Yes when the group's committed offsets reached ``cp``'s; the producer is then replaced
@@ -266,26 +420,32 @@ class Committer:
         abandoned and the batch redone without a duplicate. Only this call is bounded this way:
         a ``commit_transaction`` that does not return may have committed.
 
+        The call runs on the committer's call thread (:class:`_Caller`), started once, not per
+        commit.
+
         Raises:
             KafkaException: what the call raised.
-            ProducerStuck: the call has not returned in time; it is left running on a daemon thread.
+            ProducerStuck: the call has not returned in time; it is left running on the call
+                thread (its future is counted in :attr:`stuck_held` until it returns).
         """
-        p, box = self.producer, []
-
-        def call() -> None:
-            try:
-                p.send_offsets_to_transaction(offsets, group_metadata, self.TXN_CALL_TIMEOUT_S)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
-                box.append(e)
-
-        th = threading.Thread(target=call, name="send-offsets", daemon=True)
-        th.start()
-        th.join(self.TXN_CALL_TIMEOUT_S + self.STUCK_GRACE_S)
-        if th.is_alive():
+        assert self._caller is not None  # commit() starts only when ready
+        fut = self._caller.call(self.producer.send_offsets_to_transaction, offsets,
+                                group_metadata, self.TXN_CALL_TIMEOUT_S)
+        bound_s = self.TXN_CALL_TIMEOUT_S + self.STUCK_GRACE_S
+        if not wait([fut], bound_s).done:
+            self._stuck.append(fut)
             raise ProducerStuck(f"send_offsets_to_transaction has not returned after "
-                                f"{self.TXN_CALL_TIMEOUT_S + self.STUCK_GRACE_S:.0f} s")
-        if box:
-            raise box[0]
+                                f"{bound_s:.0f} s")
+        fut.result()
+
+    def _abandon_stuck(self) -> int:
+        """Leave the stuck producer and its call thread behind (a call on it may block too;
+        the thread lets the producer go once the call returns, :class:`_Caller`); returns how
+        many abandoned producers are stuck now, this one included."""
+        if self._caller is not None:
+            self._caller.close()
+        self._caller, self.producer = None, None
+        return self.stuck_held
 
     def commit_transaction(self) -> None:
         """Step 4: ``commit_transaction``, retried as ``KafkaSettings.commit_retry`` says (0.2 s,
@@ -299,13 +459,15 @@ class Committer:
                    lambda e: isinstance(e, KafkaException) and e.args[0].retriable())
 
     def rebuild(self) -> None:
-        """Fenced, fatal or stuck: drop the producer, build a new one with the same
-        transactional.id.
+        """Fenced, fatal or unknown: drop the producer, build a new one with the same
+        transactional.id (:meth:`reopen`: when the broker does not answer it, the committer
+        stays not :attr:`ready` and the next commit tries again; nothing raises).
 
         The old producer is not flushed: what it holds belongs to the failed transaction, which
         read_committed consumers never see, and a fenced producer's ``flush`` raised out of the
         loop (a bare ``KafkaError`` that no ``except`` clause can name)."""
-        self.producer = transactional_producer(self.kafka, self.transactional_id)
+        self.producer = None
+        self.reopen()
 
     def _failed(self, p: Any, ex: KafkaException) -> None:
         """A transaction failed: serve the delivery reports still queued (a refused dead

@@ -20,7 +20,10 @@ transaction fail, *k+1* is awaited and thrown away and both are redone from memo
 (:meth:`Intake.redo`): nothing of either is committed. Events of partitions revoked meanwhile
 are dropped before the transaction (their new owner redoes them). If MinIO does not answer, or
 the processor breaker opens, nothing is committed: the batch is put back and fetching paused
-until the store answers or the breaker's pause is over (:mod:`streams.worker.pausing`).
+until the store answers or the breaker's pause is over (:mod:`streams.worker.pausing`); the same
+when the committer has no producer (the broker did not answer a new one's
+``init_transactions``) until :meth:`Committer.reopen <streams.worker.committer.Committer.reopen>`
+succeeds.
 
 The worker builds its parts and hands each what it uses: the attempt ledger
 (:mod:`streams.worker.attempts`, owned here; None in replay mode) goes to the intake (marks read
@@ -137,7 +140,7 @@ class Worker:
         """Build the producer and the consumer, and subscribe (after :meth:`warm_up`)."""
         self.committer.open()
         self.intake.open()
-        self.health.ready = True
+        self.health.ready = self.committer.ready
 
     def close(self, clean: bool = True) -> None:
         """Leave the group and flush; bounded by ``shutdown_timeout_s``. ``clean``: the loop
@@ -238,7 +241,11 @@ class Worker:
             self._store_accepts()
             fates = [f for f in stored.fates if self.intake.owns(f.msg)]
             if fates and not self._commit(fates, stored.ms):
-                self.intake.redo(self._abandon(b))
+                msgs = self._abandon(b)
+                if self.committer.ready:
+                    self.intake.redo(msgs)
+                else:
+                    self._committer_down(msgs)
         finally:
             self.intake.resume_if_room()
 
@@ -247,7 +254,10 @@ class Worker:
         by the ledger); whether it committed."""
         results, dead_letters = self.compute.records(fates)
         cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stage_ms, self.ledger)
-        return self.committer.commit(cp, self.intake.consumer)
+        if not self.committer.commit(cp, self.intake.consumer):
+            return False
+        self.health.ready = True  # a start without a producer (broker down) was not ready
+        return True
 
     def _abandon(self, b: _Batch) -> list[Record]:
         """``b`` failed: await and discard the batch computing behind it; the events of both,
@@ -293,6 +303,22 @@ class Worker:
         pause_s = self._refusal.next()
         until = now + pause_s
         self.pausing.hold(msgs, lambda: time.monotonic() >= until, [pause_s])
+
+    def _committer_down(self, msgs: list[Message]) -> None:
+        """The committer has no producer (the broker did not answer a new one's
+        ``init_transactions``: issue 43, a broker down past a stuck commit's bound, where the
+        rebuild's ``KafkaSetupError`` escaped the loop and the worker exited) or no call thread:
+        hold ``msgs`` (put back, pause), fail readiness, and poll (heartbeats, rebalances) until
+        :meth:`Committer.reopen` succeeds, asked as ``KafkaSettings.producer_wait`` says (each
+        try blocks up to ``Committer.INIT_TIMEOUT_S``); nothing is committed meanwhile."""
+        self.health.ready = False
+        log.warning("committer_unavailable", events=len(msgs),
+                    hint="no transactional producer: the batch waits for the broker")
+        waited = self.pausing.hold(msgs, self.committer.reopen,
+                                   self.settings.kafka.producer_wait.delays())
+        if self.committer.ready:
+            self.health.ready = self._refused_since is None
+            log.info("committer_back", waited_s=round(waited, 1))
 
     def _store_accepts(self) -> None:
         """A batch's calls went through: refusals in a row are over (readiness back)."""
