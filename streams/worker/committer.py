@@ -10,7 +10,8 @@ The checkpoint of a batch (:meth:`Committer.commit`), once every output object i
    dead letter can never block its partition;
 3. ``send_offsets_to_transaction``: per partition, the offset after the batch's last event,
    each with its attempt mark as metadata (stamped by :meth:`Checkpoint.of`), bounded in time
-   on the committer's one call thread (a stuck producer is replaced, :meth:`Committer.send_offsets`);
+   on the committer's one call thread (a stuck producer is replaced,
+   :meth:`Committer.send_offsets`);
 4. ``commit_transaction``, retried while the error is retriable (``KafkaSettings.commit_retry``,
    :mod:`streams.retry`); if it still times out its outcome is unknown (the coordinator may have
    committed it): the consumer group's committed offsets decide (:func:`group_reached`), never

@@ -304,7 +304,7 @@ class Worker:
         until = now + pause_s
         self.pausing.hold(msgs, lambda: time.monotonic() >= until, [pause_s])
 
-    def _committer_down(self, msgs: list[Message]) -> None:
+    def _committer_down(self, msgs: list[Record]) -> None:
         """The committer has no producer (the broker did not answer a new one's
         ``init_transactions``: issue 43, a broker down past a stuck commit's bound, where the
         rebuild's ``KafkaSetupError`` escaped the loop and the worker exited) or no call thread:
