@@ -323,7 +323,7 @@ def _decode(kind: str, model: type[M], value: Any, headers: HeadersIn = None) ->
     return ev
 
 
-def _encode(m: UploadEvent | VerificationResult | DeadLetter,
+def _encode(m: UploadEvent | VerificationResult | DeadLetter | ShadowDiff,
             key: bytes | None) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
     return key, dumps(m.canonical()), [(CONTENT_TYPE_HEADER, HEADERS_CONTENT_TYPE.encode()),
                                        (SCHEMA_VERSION_HEADER, str(SCHEMA_VERSION).encode())]
