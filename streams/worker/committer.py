@@ -42,13 +42,14 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from schemas import codec
-from schemas.models import DeadLetter, VerificationResult
+from schemas.models import DeadLetter, ShadowDiff, VerificationResult
 from streams import retry
 from streams.errors import KafkaSetupError, ProducerStuck
 from streams.kafka import transactional_producer
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings
+from streams.shadow import change_of
 from streams.worker.attempts import AttemptLedger, Key, key_of
 from streams.worker.record import Record
 
@@ -73,6 +74,10 @@ class Checkpoint:
             mark as metadata when the checkpoint was given the marks.
         events: events the checkpoint covers (results + dead letters).
         stage_ms: the batch's stage times (ms), logged with the commit.
+        trace_headers: per source record ``(topic, partition, offset)``, the trace-context
+            headers (``traceparent``...) its result or dead letter carries (:mod:`streams.tracing`).
+        shadow_diffs: the shadow model's comparisons (:mod:`streams.shadow`), to the shadow
+            topic in the same transaction.
     """
 
     results: list[VerificationResult]
@@ -80,11 +85,16 @@ class Checkpoint:
     offsets: list[TopicPartition]
     events: int
     stage_ms: Mapping[str, float] = field(default_factory=dict)
+    trace_headers: Mapping[tuple[str, int, int], list[tuple[str, bytes]]] = field(
+        default_factory=dict)
+    shadow_diffs: list[ShadowDiff] = field(default_factory=list)
 
     @classmethod
     def of(cls, msgs: Sequence[Record], results: list[VerificationResult],
            dead_letters: list[DeadLetter], stage_ms: Mapping[str, float] | None = None,
-           marks: AttemptLedger | None = None) -> Checkpoint:
+           marks: AttemptLedger | None = None,
+           trace_headers: Mapping[tuple[str, int, int], list[tuple[str, bytes]]] | None = None,
+           shadow_diffs: Sequence[ShadowDiff] = ()) -> Checkpoint:
         """The checkpoint of a batch of ``msgs`` (each with a result or a dead letter), its
         offsets stamped with the attempt marks they write (:meth:`AttemptLedger.commit_marks`)
         when ``marks`` is given (None: replay mode, no marks)."""
@@ -94,7 +104,8 @@ class Checkpoint:
         offsets = [TopicPartition(t, p, off + 1) for (t, p), off in last.items()]
         if marks is not None:
             offsets = marks.commit_marks(offsets)
-        return cls(results, dead_letters, offsets, len(msgs), dict(stage_ms or {}))
+        return cls(results, dead_letters, offsets, len(msgs), dict(stage_ms or {}),
+                   dict(trace_headers or {}), list(shadow_diffs))
 
 
 def group_reached(consumer: Any, offsets: Sequence[TopicPartition],
@@ -177,6 +188,7 @@ class Committer:
             latency, the transaction's stages).
         ledger: the worker's attempt ledger: the marks a committed checkpoint wrote become its
             partitions' marks (:meth:`AttemptLedger.committed`). None (replay mode): none.
+        shadow_topic: where a checkpoint's shadow comparisons go (:mod:`streams.shadow`).
 
     Attributes:
         producer: the transactional producer, ``init_transactions`` done (built by :meth:`open`
@@ -194,8 +206,10 @@ class Committer:
     STUCK_HELD_MAX = 3
 
     def __init__(self, kafka: KafkaSettings, transactional_id: str, metrics: WorkerMetrics,
-                 ledger: AttemptLedger | None = None) -> None:
+                 ledger: AttemptLedger | None = None,
+                 shadow_topic: str = "cardstream.shadow.v1") -> None:
         self.kafka = kafka
+        self.shadow_topic = shadow_topic
         self.transactional_id = transactional_id
         self.metrics = metrics
         self.ledger = ledger
@@ -314,9 +328,15 @@ class Committer:
             t1 = time.perf_counter()
             for r in cp.results:  # 2.
                 key, value, headers = codec.encode_result(r)
-                p.produce(self.kafka.results_topic, key=key, value=value, headers=headers)
+                src = (r.source.topic, r.source.partition, r.source.offset)
+                p.produce(self.kafka.results_topic, key=key, value=value,
+                          headers=headers + cp.trace_headers.get(src, []))
             for d in cp.dead_letters:
-                self.produce_dead_letter(p, d)
+                self.produce_dead_letter(p, d, cp.trace_headers.get(
+                    (d.source.topic, d.source.partition, d.source.offset), []))
+            for sd in cp.shadow_diffs:
+                key, value, headers = codec.encode_shadow_diff(sd)
+                p.produce(self.shadow_topic, key=key, value=value, headers=headers)
             t2 = time.perf_counter()
             self.send_offsets(cp.offsets, consumer.consumer_group_metadata())  # 3.
             t3 = time.perf_counter()
@@ -349,10 +369,12 @@ class Committer:
         self._committed(cp, t4 - t0)
         return True
 
-    def produce_dead_letter(self, p: Any, d: DeadLetter) -> None:
+    def produce_dead_letter(self, p: Any, d: DeadLetter,
+                            trace: Sequence[tuple[str, bytes]] = ()) -> None:
         """Step 2 for one dead letter: the full one, or its minimal form when the full one of
         this source was refused before (by the broker: its delivery report names the source) or
-        is refused now (by the producer: ``produce`` raises).
+        is refused now (by the producer: ``produce`` raises). Either carries ``trace`` (its
+        upload's trace-context headers) after its own.
 
         Raises:
             KafkaException: ``produce`` failed for another reason than the record itself.
@@ -362,7 +384,7 @@ class Committer:
         if why is None:
             key, value, headers = codec.encode_dead_letter(d)
             try:
-                p.produce(self.kafka.dlq_topic, key=key, value=value, headers=headers,
+                p.produce(self.kafka.dlq_topic, key=key, value=value, headers=headers + [*trace],
                           on_delivery=lambda err, _msg: self._delivered(src, err))
                 return
             except KafkaException as ex:
@@ -370,7 +392,7 @@ class Committer:
                     raise
                 why = self._refused(src, ex.args[0])
         key, value, headers = codec.encode_dead_letter(codec.minimal_dead_letter(d, why))
-        p.produce(self.kafka.dlq_topic, key=key, value=value, headers=headers)
+        p.produce(self.kafka.dlq_topic, key=key, value=value, headers=headers + [*trace])
 
     def _delivered(self, src: tuple[str, int, int], err: KafkaError | None) -> None:
         """Delivery report of a full dead letter: one the broker refused for itself goes out
@@ -507,6 +529,16 @@ class Committer:
         for r in cp.results:
             self.metrics.results.labels(str(r.task), str(r.status)).inc()
             self.metrics.e2e.labels(str(r.task)).observe(r.timings.total_ms / 1000.0)
+            for reason in r.reasons:
+                self.metrics.result_reasons.labels(str(r.task), str(reason)).inc()
+            if r.cache_hit:
+                self.metrics.cache_hits.labels(str(r.task)).inc()
+        for tp in cp.offsets:
+            self.metrics.committed_offset.labels(str(tp.partition)).set(tp.offset)
+        for sd in cp.shadow_diffs:
+            self.metrics.shadow_diffs.labels(str(sd.task), change_of(sd)).inc()
+            for m, v in sd.measures.items():
+                self.metrics.shadow_measure.labels(str(sd.task), m).observe(v)
         for d in cp.dead_letters:
             self.metrics.dead_letters.labels(str(d.error_code)).inc()
             self.minimal_sources.pop((d.source.topic, d.source.partition, d.source.offset), None)
