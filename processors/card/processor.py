@@ -12,6 +12,7 @@ import structlog
 
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads, outcomes_per_item
 from processors.card import geometry as geo
+from processors.card import scan
 from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask
 from processors.card.orient import Orienter
 from processors.card.rectify import (
@@ -210,10 +211,15 @@ class CardProcessor:
     def _judge(self, item: Item, image: Decoded, det: Detection, grey: np.ndarray,
                inference_ms: float) -> Outcome | _Card:
         """The verdicts decided before the card is warped (NO_CARD, CARD_TOO_SMALL,
-        MULTIPLE_CARDS: an outcome), else the card's plan (PARTIAL_CARD noted)."""
+        MULTIPLE_CARDS: an outcome), else the card's plan (PARTIAL_CARD noted). A photo the
+        card path judges NO_CARD or PARTIAL_CARD is judged once more as a scan or a
+        pre-cropped document (:meth:`_as_scan`)."""
         s = self.settings
         det = _to_upload_px(det, image.scale)
         if self._no_card(det):
+            doc = self._as_scan(item, image, grey)
+            if doc is not None:
+                return doc
             if det.quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
                 return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
             blurred = self._blurry(grey)
@@ -224,13 +230,39 @@ class CardProcessor:
             return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
         if det.second_quad is not None:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
+        if self._partial(quad, _upload_shape(item, image)):
+            return self._as_scan(item, image, grey) or self._plan(item, det, [ReasonCode.PARTIAL_CARD])
+        return self._plan(item, det, [])
+
+    def _plan(self, item: Item, det: Detection, reasons: list[ReasonCode]) -> _Card:
+        """The plan of a card found at ``det`` (upload px): its document type (the upload's
+        option, else ``doc_type``; ``auto`` by aspect ratio, or by print in ``doc_print_band``),
+        output size and reading."""
+        s = self.settings
         requested = str(item.options.get("doc_type") or s.doc_type)
         doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
-        reasons = [ReasonCode.PARTIAL_CARD] if self._partial(quad, _upload_shape(item, image)) else []
         lo, hi = s.doc_print_band
         by_print = requested not in ("id_card", "passport") and lo <= det.aspect <= hi
-        return _Card(det, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
+        return _Card(det, doc_type, canonical_size(doc_type, s.dpi), reading(det.quad), reasons,
                      by_print)
+
+    def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray) -> _Card | None:
+        """The plan of the upload's whole frame (or its near-border quad) as the document, when
+        :func:`processors.card.scan.judge` takes it for one (``scan`` on) and its long side
+        reaches ``min_card_px``; else None. Its sides on the frame are not PARTIAL_CARD: the
+        frame is the document's edge there."""
+        s = self.settings
+        if not s.scan:
+            return None
+        verdict = scan.judge(grey, s)
+        if not verdict.document:
+            return None
+        det = scan.detection(verdict, grey.shape, (image.width, image.height),
+                             lambda pts: self.pixels.sample_grey(image, pts))
+        det = _to_upload_px(det, image.scale)
+        if det.quad is None or _long_side(det.quad) < s.min_card_px:
+            return None
+        return self._plan(item, det, [])
 
     def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
                 inference_ms: float) -> tuple[Outcome, bool]:
