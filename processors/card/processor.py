@@ -38,9 +38,10 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo7"
+POSTPROCESS_REVISION = "geo8"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
-new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades)."""
+new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
+``geo8``: the scan path, :mod:`processors.card.scan`)."""
 
 
 class CardProcessor:
@@ -74,6 +75,11 @@ class CardProcessor:
         thumbnail) below the threshold, or its detail much weaker in one direction than in
         another (motion blur); also added to NO_CARD when the whole photo fails either measure.
         ``GLARE``: share of saturated pixels in the card's thumbnail above the threshold.
+    Scans (``geo8``): a photo the card path judges NO_CARD or PARTIAL_CARD is judged once more
+    as an upload that is already the document (a flatbed scan, a phone app's crop;
+    :mod:`processors.card.scan`, ``scan_*`` settings); when it is one, its quad (the frame or
+    the document within a thin plain margin) is verified like a photographed card, without
+    PARTIAL_CARD for the sides on the frame.
     An accepted outcome carries one artifact ``rectified.jpg``; rejected ones carry none.
 
     Pixels: each upload is decoded once, at ``decode_side`` (:class:`CardSettings`), by the
