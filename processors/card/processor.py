@@ -80,9 +80,9 @@ class CardProcessor:
     :mod:`processors.card.scan`, ``scan_*`` settings); when it is one, its quad (the frame or
     the document within a thin plain margin) is verified like a photographed card, without
     PARTIAL_CARD for the sides on the frame. A card found on less than
-    ``scan.INNER_CARD_AREA`` of the frame gives way to a document within plain margins on 3-4
-    sides, or to any document when its confidence is below ``scan.INNER_CARD_CONFIDENCE`` (the
-    card path took the portrait or a block of print of a scan).
+    ``scan.INNER_CARD_AREA`` of the frame with a confidence below
+    ``scan.INNER_CARD_CONFIDENCE`` gives way to a document the scan path finds (the card path
+    took the portrait or a block of print of a scan).
     An accepted outcome carries one artifact ``rectified.jpg``; rejected ones carry none.
 
     Pixels: each upload is decoded once, at ``decode_side`` (:class:`CardSettings`), by the
@@ -241,12 +241,10 @@ class CardProcessor:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
         if self._partial(quad, _upload_shape(item, image)):
             return self._as_scan(item, image, grey) or self._plan(item, det, [ReasonCode.PARTIAL_CARD])
-        if det.area_frac < scan.INNER_CARD_AREA:
+        if det.area_frac < scan.INNER_CARD_AREA and det.confidence < scan.INNER_CARD_CONFIDENCE:
             # a scan whose card path took a rectangle inside the document (its portrait, a
-            # block of print): a document within plain margins on 3-4 sides overrides it, any
-            # document overrides a card found with less than INNER_CARD_CONFIDENCE
-            margined = det.confidence >= scan.INNER_CARD_CONFIDENCE
-            return self._as_scan(item, image, grey, margined) or self._plan(item, det, [])
+            # block of print) with little confidence: the document overrides it
+            return self._as_scan(item, image, grey) or self._plan(item, det, [])
         return self._plan(item, det, [])
 
     def _plan(self, item: Item, det: Detection, reasons: list[ReasonCode]) -> _Card:
@@ -261,18 +259,16 @@ class CardProcessor:
         return _Card(det, doc_type, canonical_size(doc_type, s.dpi), reading(det.quad), reasons,
                      by_print)
 
-    def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray,
-                 margined: bool = False) -> _Card | None:
+    def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray) -> _Card | None:
         """The plan of the upload's whole frame (or its near-border quad) as the document, when
-        :func:`processors.card.scan.judge` takes it for one (``scan`` on; with ``margined``
-        only a document within plain margins on 3 or 4 sides) and its long side reaches
-        ``min_card_px``; else None. Its sides on the frame are not PARTIAL_CARD: the frame is
+        :func:`processors.card.scan.judge` takes it for one (``scan`` on) and its long side
+        reaches ``min_card_px``; else None. Its sides on the frame are not PARTIAL_CARD: the frame is
         the document's edge there."""
         s = self.settings
         if not s.scan:
             return None
         verdict = scan.judge(grey, s)
-        if not verdict.document or (margined and sum(verdict.frame.edges) < 3):
+        if not verdict.document:
             return None
         det = scan.detection(verdict, grey.shape, (image.width, image.height),
                              lambda pts: self.pixels.sample_grey(image, pts))
