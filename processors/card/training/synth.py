@@ -594,6 +594,19 @@ def _paper(face: np.ndarray, rng: np.random.Generator, share: float) -> np.ndarr
     return np.clip(face.astype(np.float32) * (1 - share) + tone * share, 0, 255).astype(np.uint8)
 
 
+def _soften(img: np.ndarray, rng: np.random.Generator, blur: tuple[float, float],
+            noise: tuple[float, float, float]) -> np.ndarray:
+    """A scanner's or a phone's softness: with probability ``blur[0]`` a Gaussian blur of
+    sigma 0.3 to ``blur[1]`` px, then with probability ``noise[0]`` Gaussian noise of sigma
+    ``noise[1]`` to ``noise[2]`` grey levels. ``img`` ``(H, W, 3) uint8``; returns a new one."""
+    if rng.random() < blur[0]:
+        img = cv2.GaussianBlur(img, (0, 0), rng.uniform(0.3, blur[1]))
+    if rng.random() < noise[0]:
+        img = np.clip(img + rng.normal(0, rng.uniform(noise[1], noise[2]), img.shape), 0,
+                      255).astype(np.uint8)
+    return img
+
+
 def scan_sample(rng: np.random.Generator, doc_type: str | None = None,
                 mode: str | None = None) -> Sample:
     """An upload that is already the document: a flatbed scan or a crop made by a phone app.
@@ -655,11 +668,7 @@ def scan_sample(rng: np.random.Generator, doc_type: str | None = None,
             line = cv2.GaussianBlur(line, (0, 0), 2.0)
             out *= (1 - 0.4 * line)[..., None]
             img = np.clip(out, 0, 255).astype(np.uint8)
-        if rng.random() < 0.6:
-            img = cv2.GaussianBlur(img, (0, 0), rng.uniform(0.3, 0.8))
-        if rng.random() < 0.5:
-            img = np.clip(img + rng.normal(0, rng.uniform(0.5, 2.5), img.shape), 0,
-                          255).astype(np.uint8)
+        img = _soften(img, rng, (0.6, 0.8), (0.5, 0.5, 2.5))
         q = int(rng.integers(70, 96))
     else:
         margin = rng.uniform(-0.015, 0.015, 4)  # > 0: background left; < 0: cut inside
@@ -675,12 +684,7 @@ def scan_sample(rng: np.random.Generator, doc_type: str | None = None,
         a = rng.uniform(0, 2 * np.pi)
         out *= (1 + rng.uniform(-0.2, 0.1) * (np.cos(a) * (gx / W - 0.5)
                                                + np.sin(a) * (gy / H - 0.5)))[..., None]
-        img = np.clip(out, 0, 255).astype(np.uint8)
-        if rng.random() < 0.6:
-            img = cv2.GaussianBlur(img, (0, 0), rng.uniform(0.3, 1.0))
-        if rng.random() < 0.6:
-            img = np.clip(img + rng.normal(0, rng.uniform(1, 4), img.shape), 0,
-                          255).astype(np.uint8)
+        img = _soften(np.clip(out, 0, 255).astype(np.uint8), rng, (0.6, 1.0), (0.6, 1.0, 4.0))
         q = int(rng.integers(60, 96))
     ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, q])
     return Sample(image=cv2.imdecode(buf, cv2.IMREAD_COLOR), quad=quad, kind="scan",
