@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## .venv with the project (cpu extra) and dev tools; fast when nothing changed
 
-models: setup ## model files into ~/.u2net, verified by SHA-256
+models: setup ## model files into ~/.u2net and the OCR-B font into ~/.cache/cardstream, verified by SHA-256
 	scripts/models
+	scripts/fonts
 
 browser: ## Debian's chromium for the page's test (apt-get when missing)
 	scripts/browser >/dev/null
@@ -53,8 +54,9 @@ bench: models stack-up ## benchmarks (never part of `make test`)
 faults: setup ## issue 31's fault table -> out/faults/summary.json (never part of `make test`); SOAK=1: the 30 min soak
 	$(VENV)/bin/python -m benchmarks.faults $(if $(SOAK),--soak) $(FAULTS_ARGS)
 
-lint: setup
+lint: setup ## ruff (style, imports, lines <= 100) over the code and its tests; mypy over the packages
 	$(VENV)/bin/ruff check streams processors schemas tests benchmarks
+	$(VENV)/bin/mypy
 
 clean: stack-down
 	rm -rf $(VENV) out .stack

@@ -128,8 +128,9 @@ class TaskSpec:
         """The result's payload from an outcome's payload ``fields`` and the stored artifacts.
 
         Fields the payload model does not know, and ``None`` values, are dropped;
-        :attr:`payload_defaults` fill what is missing; the main artifact's ref (None when it
-        was not produced) fills its field.
+        :attr:`payload_defaults` fill what is missing; each stored artifact's ref fills the
+        field of its name when the payload has one (the ID photo's ``photo`` and ``sheet``),
+        the main artifact's None when it was not produced.
 
         Raises:
             pydantic.ValidationError (a ``ValueError``): the outcome breaks the contract (a
@@ -140,6 +141,7 @@ class TaskSpec:
             return None
         d = {**self.payload_defaults,
              **{k: v for k, v in fields.items() if k in model.model_fields and v is not None}}
+        d.update({k: ref for k, ref in refs.items() if k in model.model_fields})
         if self.main_artifact in model.model_fields:
             d[self.main_artifact] = refs.get(self.main_artifact)
         return model(**d)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import cv2
@@ -17,20 +17,25 @@ import structlog
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads, outcomes_per_item
 from processors.decode import DecodeSettings, EncodedImage
 from processors.errors import DecodeError
+from processors.idphoto.compliance import Mode
+from processors.idphoto.facemesh import FaceMesh, Mesh
 from processors.idphoto.faces import FaceBox, FaceDetector, faces_on_person
 from processors.idphoto.framing import (
     Frame,
+    HeadGeometry,
     alpha_matting_rgba,
     composite,
     cut,
-    encode_jpeg,
     head_geometry,
     matte_sampler,
     plan_frame,
 )
+from processors.idphoto.inspection import fit_inside, head_with_mesh_chin, meshes, report
 from processors.idphoto.matting import MATTE_SIDE, Matte, U2NetMatting
+from processors.idphoto.output import encode_within, print_sheet
 from processors.idphoto.settings import IdPhotoSettings
-from processors.idphoto.sizes import InvalidOptionError, SizeSpec, get_size, parse_background
+from processors.idphoto.sizes import InvalidOptionError, parse_background
+from processors.idphoto.specs import PhotoSpec, get_spec
 from processors.pixels import Decoded, PixelBackend, pixel_backend, shrink
 from processors.runtime import BatchStats, RuntimeSettings, sha256_file
 from schemas.reasons import ReasonCode, Status, Task
@@ -65,10 +70,11 @@ FAST_SCALES = (0.125, 0.25, 0.5, 1.0)
 def base_payload(req: PhotoRequest) -> dict[str, Any]:
     """The payload fields every outcome of a valid request carries, rejected ones included:
     ``size`` (name), ``background``, ``face_box`` None, ``width`` / ``height`` (px of the
-    requested size; the contract's ``IdPhotoPayload`` requires them positive)."""
+    requested size at its dpi; the contract's ``IdPhotoPayload`` requires them positive),
+    ``mode`` and ``dpi``."""
     spec = req.size
     return {"size": spec.name, "background": req.background, "face_box": None,
-            "width": spec.width_px, "height": spec.height_px}
+            "width": spec.width_px, "height": spec.height_px, "mode": req.mode, "dpi": spec.dpi}
 
 
 def decode_side(width: int, height: int, scale: float) -> int:
@@ -159,16 +165,22 @@ class PhotoRequest:
     """An item's validated options.
 
     Attributes:
-        size: the size spec.
+        size: the size's spec (``specs.json``), at the requested ``dpi``.
         background: the option as given, normalised (``white`` or ``#rrggbb``).
         background_rgb: its RGB.
         alpha_matting: whether to run alpha matting on the framed crop.
+        mode: ``retouch`` (a new background) or ``validate`` (the upload's own, checked).
+        target_kb: the largest JPEG size in KB, or None.
+        print_sheet: whether to store a 6 x 4 in print sheet too.
     """
 
-    size: SizeSpec
+    size: PhotoSpec
     background: str
     background_rgb: tuple[int, int, int]
     alpha_matting: bool
+    mode: Mode = "retouch"
+    target_kb: float | None = None
+    print_sheet: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +230,8 @@ class Plan(ItemStep):
         found: faces, turn and matte.
         payload: the result's task fields.
         inference_ms: the batch's model time (ms).
+        head: the head measured on the turned upload (crown from the matte, chin from the mesh).
+        mesh: the face's landmarks in px of the turned upload (None: the face had none).
     """
 
     req: PhotoRequest
@@ -226,6 +240,8 @@ class Plan(ItemStep):
     found: Found
     payload: dict[str, Any]
     inference_ms: float
+    head: HeadGeometry
+    mesh: Mesh | None
 
 
 Step = Outcome | Asked | Loaded | Plan
@@ -251,22 +267,45 @@ def advance(steps: Sequence[Step], kind: type[S],
     return out
 
 
-def parse_options(options: Mapping[str, Any], settings: IdPhotoSettings) -> PhotoRequest:
-    """Validate an item's ``size`` / ``background`` / ``alpha_matting`` options.
+def _flag(options: Mapping[str, Any], name: str) -> bool | None:
+    v = options.get(name)
+    if v is not None and not isinstance(v, bool):
+        raise InvalidOptionError(f"{name} must be true, false or null, not {v!r}")
+    return v
 
-    Missing or None values take the settings' defaults; ``alpha_matting`` None means the size's
-    default (off for one_inch, on for the larger sizes).
+
+def parse_options(options: Mapping[str, Any], settings: IdPhotoSettings) -> PhotoRequest:
+    """Validate an item's options: ``size``, ``background``, ``alpha_matting``, ``mode``,
+    ``dpi``, ``target_kb``, ``print_sheet``.
+
+    Missing or None values take the settings' defaults (``default_size``,
+    ``default_background``, ``default_mode``); ``alpha_matting`` None means the size's default
+    (off for one_inch, on for the larger sizes), ``dpi`` None the size's (300).
 
     Raises:
-        InvalidOptionError: unknown size, bad colour, or a non-boolean ``alpha_matting``.
+        InvalidOptionError: unknown size or mode, bad colour, a non-boolean flag, a dpi outside
+            72..1200 or a target size outside 5..10000 KB.
     """
-    size = get_size(str(options.get("size") or settings.default_size))
+    size = get_spec(str(options.get("size") or settings.default_size))
     background = str(options.get("background") or settings.default_background).strip().lower()
     rgb = parse_background(background)
-    am = options.get("alpha_matting")
-    if am is not None and not isinstance(am, bool):
-        raise InvalidOptionError(f"alpha_matting must be true, false or null, not {am!r}")
-    return PhotoRequest(size, background, rgb, size.alpha_matting if am is None else am)
+    am = _flag(options, "alpha_matting")
+    mode = str(options.get("mode") or settings.default_mode)
+    if mode not in ("retouch", "validate"):
+        raise InvalidOptionError(f"mode must be retouch or validate, not {mode!r}")
+    dpi = options.get("dpi")
+    if dpi is not None:
+        if isinstance(dpi, bool) or not isinstance(dpi, int | float) or dpi != int(dpi) \
+                or not 72 <= dpi <= 1200:
+            raise InvalidOptionError(f"dpi must be an integer in 72..1200, not {dpi!r}")
+        size = replace(size, dpi=int(dpi))
+    kb = options.get("target_kb")
+    if kb is not None and (isinstance(kb, bool) or not isinstance(kb, int | float)
+                           or not 5 <= kb <= 10000):
+        raise InvalidOptionError(f"target_kb must be a number in 5..10000, not {kb!r}")
+    return PhotoRequest(size, background, rgb, size.alpha_matting if am is None else am,
+                        mode, None if kb is None else float(kb),  # type: ignore[arg-type]
+                        bool(_flag(options, "print_sheet")))
 
 
 class IdPhotoProcessor:
@@ -293,11 +332,15 @@ class IdPhotoProcessor:
         self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
         self.matting = U2NetMatting(settings.model, runtime)
         self.faces = FaceDetector(settings, runtime)
-        self._version = f"{settings.model}.{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}.mtcnn"
+        self.facemesh = FaceMesh(runtime)
+        self._version = (f"{settings.model}."
+                         f"{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}"
+                         ".mtcnn.facemesh")
 
     @property
     def model(self) -> ModelInfo:
-        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.mtcnn``, active provider."""
+        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.mtcnn.facemesh``, active
+        provider."""
         return ModelInfo(
             name=f"idphoto-{self.settings.model}",
             version=self._version,
@@ -318,6 +361,9 @@ class IdPhotoProcessor:
         """Run every matting batch bucket once (choosing the best) and the face detector."""
         bucket = self.matting.warm_up()
         self.faces.detect([np.zeros((self.faces.canvas, self.faces.canvas, 3), np.uint8)])
+        z = np.zeros((64, 64, 3), np.uint8)
+        self.facemesh.landmarks([z], [np.array([[20, 24], [44, 24], [32, 34], [22, 44], [42, 44]],
+                                               np.float64)])
         log.info("idphoto_warm", model=self.settings.model, bucket=bucket,
                  provider=self.matting.provider)
 
@@ -386,10 +432,24 @@ class IdPhotoProcessor:
         :meth:`_faces`), then per item the verdict and frame (:meth:`_plan`)."""
         views, mattes = self.person_mattes([x.item for x in loaded], [x.image for x in loaded])
         found, face_ms = self._faces(views, mattes)
-        ms = self.matting.last_inference_ms + face_ms
-        return outcomes_per_item(lambda k: self._plan(loaded[k], found[k], ms),
+        mesh = self._meshes(views, found)
+        ms = self.matting.last_inference_ms + face_ms + self.facemesh.last_inference_ms
+        return outcomes_per_item(lambda k: self._plan(loaded[k], found[k], mesh[k], ms),
                                  [x.item for x in loaded], self.threads, task=self.task,
                                  inference_ms=ms)
+
+    def _meshes(self, views: Sequence[View], found: Sequence[Found]) -> list[Mesh | None]:
+        """The Face Mesh of every upload with exactly one face large enough to frame, one
+        batched call (``facemesh.last_inference_ms``); None for the others."""
+        one = [k for k, f in enumerate(found)
+               if len(f.faces) == 1 and f.faces[0].h >= self.settings.min_face_px]
+        self.facemesh.last_inference_ms = 0.0
+        out: list[Mesh | None] = [None] * len(found)
+        got = meshes(self.facemesh, [(views[k].image, views[k].factor) for k in one],
+                     [(found[k].faces[0], found[k].turns) for k in one])
+        for k, m in zip(one, got, strict=True):
+            out[k] = m
+        return out
 
     def _photographs(self, plans: Sequence[Plan]) -> list[Outcome]:
         """Step 4: the photos of the planned items (:meth:`_photos`, one batched warp), then
@@ -490,8 +550,11 @@ class IdPhotoProcessor:
                 out[i] = Found(faces, t, m)
         return out, face_ms
 
-    def _plan(self, x: Loaded, found: Found, inference_ms: float) -> Plan | Outcome:
-        """The verdict, and for an accepted item its frame (host work on the matte only)."""
+    def _plan(self, x: Loaded, found: Found, mesh: Mesh | None,
+              inference_ms: float) -> Plan | Outcome:
+        """The verdict, and for an accepted item its frame (host work on the matte only): the
+        chin from the mesh (:func:`~processors.idphoto.inspection.head_with_mesh_chin`), and
+        in ``validate`` mode the frame moved onto the upload (:func:`fit_inside`)."""
         it, spec = x.item, x.req.size
         payload = base_payload(x.req)
 
@@ -509,11 +572,15 @@ class IdPhotoProcessor:
         payload["face_box"] = face.unrotated(turns, hw).as_list()
         if face.h < self.settings.min_face_px:
             return reject(ReasonCode.FACE_TOO_SMALL)
-        head = head_geometry(face, matte, self.settings.matte_threshold,
-                             resolution=spec.target_head_px / face.h)
+        head = head_with_mesh_chin(
+            head_geometry(face, matte, self.settings.matte_threshold,
+                          resolution=spec.target_head_px / face.h), mesh, matte.source_hw)
         if head.cropped:
             return reject(ReasonCode.HEAD_CROPPED)
-        return Plan(it, x.req, x.image, plan_frame(head, spec), found, payload, inference_ms)
+        frame = plan_frame(head, spec)
+        if x.req.mode == "validate":
+            frame = fit_inside(frame, head, matte.source_hw)
+        return Plan(it, x.req, x.image, frame, found, payload, inference_ms, head, mesh)
 
     def _photos(self, plans: Sequence[Plan]) -> list[np.ndarray]:
         """The colour photos of the planned items, ``(h, w, 3) uint8`` BGR host arrays, by one
@@ -539,20 +606,46 @@ class IdPhotoProcessor:
         return self.pixels.to_host(self.pixels.warp(srcs, np.stack(hm), sizes))
 
     def _finish(self, plan: Plan, bgr: np.ndarray) -> Outcome:
-        """Alpha of the photo from the matte, optional alpha matting, compositing, JPEG."""
+        """The photo (``retouch``: alpha from the matte, optional alpha matting, composited on
+        the background; ``validate``: as framed), its compliance report, the JPEG (at the
+        spec's dpi, within ``target_kb``) and the optional print sheet.
+
+        The report's failed checks are the outcome's reasons; it is ``rejected`` when one of
+        them is in ``settings.compliance.reject``, else ``accepted`` (the others annotate).
+        The photo is stored either way, so a rejected photo can be looked at.
+        """
         it, req = plan.item, plan.req
-        frame, matte = plan.frame, plan.found.matte
+        frame, matte, spec = plan.frame, plan.found.matte, req.size
         rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         alpha = cut(matte_sampler(matte), matte.source_hw, frame)
-        if req.alpha_matting:
-            s = self.settings
-            rgb, alpha = alpha_matting_rgba(
-                rgb, alpha, s.alpha_matting_foreground_threshold,
-                s.alpha_matting_background_threshold, s.alpha_matting_erode_size,
-            )
-        photo = composite(rgb, alpha, req.background_rgb)
-        data = encode_jpeg(photo, self.settings.jpeg_quality)
-        art = Artifact(name="photo", ext="jpg", content_type="image/jpeg", data=data,
-                       width=frame.width, height=frame.height)
-        return Outcome(it.upload_id, Status.ACCEPTED, (), plan.payload, (art,),
+        photo = rgb
+        if req.mode == "retouch":
+            if req.alpha_matting:
+                s = self.settings
+                rgb, alpha = alpha_matting_rgba(
+                    rgb, alpha, s.alpha_matting_foreground_threshold,
+                    s.alpha_matting_background_threshold, s.alpha_matting_erode_size,
+                )
+            photo = composite(rgb, alpha, req.background_rgb)
+        payload = dict(plan.payload)
+        status, reasons = Status.ACCEPTED, ()
+        if plan.mesh is not None:
+            rep = report(photo, alpha, plan.mesh, plan.head.crown_y, frame, spec, req.mode,
+                         self.settings.compliance, matte.source_hw)
+            payload["compliance"] = rep.as_payload(spec, req.mode)
+            reasons = tuple(ReasonCode(r) for r in rep.failed())
+            if rep.rejecting(self.settings.compliance):
+                status = Status.REJECTED
+        jpeg = encode_within(photo, self.settings.jpeg_quality, spec.dpi, req.target_kb)
+        if req.target_kb is not None:
+            payload["target_kb_met"] = jpeg.fits
+        arts = [Artifact(name="photo", ext="jpg", content_type="image/jpeg", data=jpeg.data,
+                         width=frame.width, height=frame.height)]
+        if req.print_sheet:
+            sheet, _ = print_sheet(photo, spec.dpi)
+            arts.append(Artifact(name="sheet", ext="jpg", content_type="image/jpeg",
+                                 data=encode_within(sheet, self.settings.jpeg_quality, spec.dpi,
+                                                    None).data,
+                                 width=sheet.shape[1], height=sheet.shape[0]))
+        return Outcome(it.upload_id, status, reasons, payload, tuple(arts),
                        inference_ms=plan.inference_ms)

@@ -61,9 +61,10 @@ class IdPhotoTask(TaskSpec):
 
     def effective_options(self, options: Mapping[str, Any],
                           section: IdPhotoSettings) -> dict[str, Any]:
-        """``size``, ``background`` (normalised) and ``alpha_matting`` as the processor reads
-        them (:func:`~processors.idphoto.processor.parse_options`: the section's defaults, the
-        size's alpha matting).
+        """``size``, ``background`` (normalised), ``alpha_matting``, ``mode``, ``dpi``,
+        ``target_kb`` and ``print_sheet`` as the processor reads them
+        (:func:`~processors.idphoto.processor.parse_options`: the section's defaults, the
+        size's alpha matting and dpi).
 
         Raises:
             InvalidOptionError: an option the processor refuses.
@@ -72,7 +73,8 @@ class IdPhotoTask(TaskSpec):
 
         req = parse_options(options, section)
         return {"size": req.size.name, "background": req.background,
-                "alpha_matting": req.alpha_matting}
+                "alpha_matting": req.alpha_matting, "mode": req.mode, "dpi": req.size.dpi,
+                "target_kb": req.target_kb, "print_sheet": req.print_sheet}
 
     def compare(self, before: IdPhotoPayload, after: IdPhotoPayload) -> dict[str, float]:
         """``face_iou``: the IoU (0..1) of the two face boxes, where both found one face."""

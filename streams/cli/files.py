@@ -57,12 +57,15 @@ class View:
         return [c for c in self.columns if c not in fields]
 
     def row(self, task: TaskSpec, file: Path, outcome: Outcome,
-            written: Path | None) -> dict[str, Any]:
-        """The row of a processed ``file``: its outcome, and the main artifact's path
-        ``written`` (None: nothing written)."""
+            written: Path | None, others: Mapping[str, Path] | None = None) -> dict[str, Any]:
+        """The row of a processed ``file``: its outcome, the main artifact's path ``written``
+        (None: nothing written) and the paths of its other artifacts written (``others``, by
+        artifact name: a column of that name shows it)."""
         def value(column: str) -> Any:
             if column == task.main_artifact:
                 return None if written is None else str(written)
+            if others and column in others:
+                return str(others[column])
             v = outcome.payload.get(column)
             return self.blank.get(column) if v is None else v
 
@@ -76,9 +79,12 @@ class View:
         return {"file": str(file), "status": "rejected", "reasons": [code],
                 **{c: self.blank.get(c) for c in self.columns}, "error": error}
 
-    def file_tail(self, outcome: Outcome, artifact: Artifact) -> str:
-        """The output file's name after ``<stem>-<ext>.`` (:attr:`name_field`)."""
+    def file_tail(self, outcome: Outcome, artifact: Artifact, main: bool = True) -> str:
+        """The output file's name after ``<stem>-<ext>.`` (:attr:`name_field`); an artifact
+        other than the main one adds its own name (``one_inch.sheet.jpg``)."""
         name = artifact.name if self.name_field is None else outcome.payload[self.name_field]
+        if not main and self.name_field is not None:
+            name = f"{name}.{artifact.name}"
         return f"{name}.{artifact.ext}"
 
 
@@ -214,7 +220,8 @@ def run_files(task: TaskSpec, view: View, proc: Processor, files: list[Path],
               options: Mapping[str, Any], dec: DecodeSettings, batch: int,
               out_dir: Path | None) -> list[dict[str, Any]]:
     """The processor commands' work: probe ``files``, process them in buckets of ``batch``
-    (one model call each), write each main artifact into ``out_dir`` (None: write nothing).
+    (one model call each), write each main artifact into ``out_dir`` (None: write nothing),
+    and each other artifact whose name is one of the view's columns (the print sheet).
 
     Returns:
         One row per file, in order (:meth:`View.row`, :meth:`View.refused`).
@@ -228,10 +235,16 @@ def run_files(task: TaskSpec, view: View, proc: Processor, files: list[Path],
     for (i, _), o in zip(probed, process_in_buckets(proc, items, batch), strict=True):
         main = next((a for a in o.artifacts if a.name == task.main_artifact), None)
         written = None
+        others: dict[str, Path] = {}
         if out_dir is not None and main is not None:
             written = output_path(out_dir, files[i], view.file_tail(o, main), taken)
             written.write_bytes(main.data)
-        rows[i] = view.row(task, files[i], o, written)
+        for a in o.artifacts:
+            if out_dir is not None and a is not main and a.name in view.columns:
+                others[a.name] = output_path(out_dir, files[i], view.file_tail(o, a, main=False),
+                                             taken)
+                others[a.name].write_bytes(a.data)
+        rows[i] = view.row(task, files[i], o, written, others)
     return [rows[i] for i in range(len(files))]
 
 

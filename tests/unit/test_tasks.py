@@ -82,10 +82,12 @@ def test_effective_options_fill_in_what_the_processor_takes_from_its_settings() 
     assert card.effective_options({"doc_type": "id_card"}, CardSettings(doc_type="passport")) == {
         "doc_type": "id_card"}
     assert photo.effective_options({}, IdPhotoSettings()) == {
-        "size": "one_inch", "background": "white", "alpha_matting": False}
-    assert photo.effective_options({"background": "#00FF00"}, IdPhotoSettings(
-        default_size="two_inch")) == {"size": "two_inch", "background": "#00ff00",
-                                      "alpha_matting": True}
+        "size": "one_inch", "background": "white", "alpha_matting": False, "mode": "retouch",
+        "dpi": 300, "target_kb": None, "print_sheet": False}
+    assert photo.effective_options({"background": "#00FF00", "dpi": 600}, IdPhotoSettings(
+        default_size="two_inch", default_mode="validate")) == {
+        "size": "two_inch", "background": "#00ff00", "alpha_matting": True, "mode": "validate",
+        "dpi": 600, "target_kb": None, "print_sheet": False}
     assert TOY.effective_options({"label": "x"}, None) == {"label": "x"}
 
 
