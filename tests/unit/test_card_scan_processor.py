@@ -56,7 +56,10 @@ def test_scans_and_crops_are_accepted_and_rectified(both) -> None:
     for (seed, dt, mode, reason), s, o, b in zip(UPLOADS, samples, after, before, strict=True):
         assert b.status is Status.REJECTED and reason in b.reasons, (seed, mode, b.reasons)
         assert o.status is Status.ACCEPTED, (seed, mode, o.reasons)
-        assert o.reasons == ()
+        # the card path's verdicts are gone (verification may still annotate, e.g. NO_PORTRAIT
+        # on a drawn portrait)
+        assert not {ReasonCode.NO_CARD, ReasonCode.PARTIAL_CARD, ReasonCode.BLURRY,
+                    ReasonCode.GLARE} & set(o.reasons)
         assert quad_iou(o.payload["quad"], s.quad) > 0.95
         assert o.payload["doc_type"] == dt
         (art,) = o.artifacts
