@@ -113,3 +113,35 @@ def test_end_stripe_is_not_taken_for_a_margin() -> None:
     v, iou = _judge(s)
     assert v.document and not v.frame.edges[3]  # the left side stays on the frame
     assert iou >= 0.98
+
+
+def test_scanned_travel_document_carries_its_truth() -> None:
+    """The MRZ generator's scan capture (issue 44): the document's truth says ``scan``, its
+    quad is the document's within a thin margin and its DPI is the scan's (150-300 dpi for a
+    flatbed scan; a crop 640-1200 px wide)."""
+    from processors.card.mrz.icao import Format
+    from processors.card.training import documents
+
+    for seed in range(4):
+        img, truth = documents.document(np.random.default_rng(seed), Format.TD3, capture="scan")
+        h, w = img.shape[:2]
+        assert truth.capture == "scan" and truth.format == "TD3"
+        quad = np.asarray(truth.quad)
+        frame = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64)
+        assert quad_iou(quad, frame) > 0.7
+        assert abs(truth.rotation_deg) <= 2.5
+        width_px = float(np.linalg.norm(quad[1] - quad[0]))
+        assert truth.dpi == pytest.approx(width_px / (125.0 / 25.4), rel=0.03)
+        assert 125 <= truth.dpi <= 305  # flatbed 150-300 dpi; a crop 640-1200 px: 130-244
+
+
+def test_documents_write_set_adds_scans_after_the_photos(tmp_path) -> None:
+    import json
+
+    from processors.card.training import documents
+
+    plain = json.loads(documents.write_set(tmp_path / "a", 1, seed=3).read_text())
+    more = json.loads(documents.write_set(tmp_path / "b", 1, seed=3, scans=2).read_text())
+    assert more["documents"][0] == plain["documents"][0]
+    assert [d["truth"]["capture"] for d in more["documents"]] == ["photo", "scan", "scan"]
+    assert [d["file"] for d in more["documents"][1:]] == ["scan_doc_3_0000.jpg", "scan_doc_3_0001.jpg"]

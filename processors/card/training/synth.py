@@ -647,6 +647,31 @@ def scan_sample(rng: np.random.Generator, doc_type: str | None = None,
     face, alpha = render_face(rng, doc_type, width=fw, blank=False)
     if rng.random() < (0.6 if doc_type == "passport" else 0.3):
         face = _paper(face, rng, float(rng.uniform(0.35, 0.75)))
+    img, quad = scan_of(rng, face, alpha, mode)
+    return Sample(image=img, quad=quad, kind="scan", doc_type=doc_type)
+
+
+def scan_of(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
+            mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """A document face as a flatbed scan or a phone app's crop (see :func:`scan_sample`; the
+    face's size is the scan's resolution).
+
+    Args:
+        rng: random generator.
+        face: ``(h, w, 3) uint8`` BGR document face, at the scan's resolution.
+        alpha: ``(h, w) uint8`` its alpha.
+        mode: ``flatbed`` or ``cropped``.
+
+    Returns:
+        ``(image, quad)``: the upload ``(H, W, 3) uint8`` BGR (JPEG-compressed once) and the
+        document's corners TL, TR, BR, BL (px).
+
+    Raises:
+        ValueError: an unknown ``mode``.
+    """
+    if mode not in _SCAN_MODES:
+        raise ValueError(f"scan_of: mode must be one of {_SCAN_MODES}, not {mode!r}")
+    fw = face.shape[1]
     fh = face.shape[0]
     if mode == "flatbed":
         border = [0.0 if rng.random() < 0.25 else float(rng.uniform(0.005, 0.08))
@@ -693,8 +718,7 @@ def scan_sample(rng: np.random.Generator, doc_type: str | None = None,
         img = _soften(np.clip(out, 0, 255).astype(np.uint8), rng, (0.6, 1.0), (0.6, 1.0, 4.0))
         q = int(rng.integers(60, 96))
     ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, q])
-    return Sample(image=cv2.imdecode(buf, cv2.IMREAD_COLOR), quad=quad, kind="scan",
-                  doc_type=doc_type)
+    return cv2.imdecode(buf, cv2.IMREAD_COLOR), quad
 
 
 def table_texture(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
