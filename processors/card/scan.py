@@ -18,10 +18,10 @@ frame itself, geometrically, for the uploads the card path did not accept:
 3. **Print** (:func:`print_glyphs`): a document carries lines of print (names, numbers, the
    MRZ); the rectified quad must show at least ``scan_min_print_glyphs`` glyphs standing in a
    row with a neighbour of their size, on a plain ground (at least ``scan_min_ground`` of it,
-   :func:`ground_share`), when fewer than 3 of its sides were found as plain-margined edges, i.e. when only the print can tell a document
-   that fills the frame from a photo of the same shape. With 3 or 4 margined edges the shape is
-   the evidence (a blank card on a lid is a card, as in the card path) and the print is not
-   asked for.
+   :func:`ground_share`), when fewer than 3 of its sides were found as plain-margined edges,
+   i.e. when only the print can tell a document that fills the frame from a photo of the same
+   shape. With 3 or 4 margined edges the shape is the evidence (a blank card on a lid is a card,
+   as in the card path) and the print is not asked for.
 
 A quad that passes is verified like a photographed card (BLURRY, GLARE, the orientation, the
 verification of :mod:`processors.card.verify` where present); PARTIAL_CARD does not apply to its
@@ -206,7 +206,7 @@ def frame_quad(grey: np.ndarray, settings: CardSettings) -> FrameQuad:
     else:
         _, quad, pick = best
     return FrameQuad(quad=quad, edges=tuple(k > 0 for k in pick),  # type: ignore[arg-type]
-                     scores=tuple(options[i][k][1] for i, k in enumerate(pick)),  # type: ignore[arg-type]
+                     scores=tuple(options[i][k][1] for i, k in enumerate(pick)),
                      aspect=geo.approx_aspect(quad),
                      area_frac=geo.polygon_area(quad) / float(w * h))
 
@@ -248,7 +248,7 @@ def print_glyphs(doc: np.ndarray) -> int:
     lo, hi = np.percentile(doc, (1, 99))
     gain = 255.0 / max(float(hi - lo), 100.0)
     doc = cv2.convertScaleAbs(doc, alpha=gain, beta=-float(lo) * gain)
-    mser = cv2.MSER_create(5, int(0.0001 * H * W) + 4, int(0.004 * H * W), 0.25)
+    mser = cv2.MSER.create(5, int(0.0001 * H * W) + 4, int(0.004 * H * W), 0.25)
     _, boxes = mser.detectRegions(doc)
     if len(boxes) == 0:
         return 0
@@ -279,8 +279,8 @@ def ground_share(doc: np.ndarray) -> float:
     a document's print stands on a plain ground (synthetic ID cards and passport pages: at least
     0.41), grass, gravel or a crowd of leaves are busy everywhere (0.09-0.18)."""
     g = cv2.GaussianBlur(doc.astype(np.float32), (0, 0), 1.0)
-    mag = cv2.magnitude(cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3) / 8.0,
-                        cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3) / 8.0)
+    mag = cv2.magnitude(cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3),
+                        cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3)) / 8.0
     return float(cv2.countNonZero((mag < GROUND_GRADIENT).astype(np.uint8))) / float(mag.size)
 
 

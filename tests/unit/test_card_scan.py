@@ -144,4 +144,5 @@ def test_documents_write_set_adds_scans_after_the_photos(tmp_path) -> None:
     more = json.loads(documents.write_set(tmp_path / "b", 1, seed=3, scans=2).read_text())
     assert more["documents"][0] == plain["documents"][0]
     assert [d["truth"]["capture"] for d in more["documents"]] == ["photo", "scan", "scan"]
-    assert [d["file"] for d in more["documents"][1:]] == ["scan_doc_3_0000.jpg", "scan_doc_3_0001.jpg"]
+    assert [d["file"] for d in more["documents"][1:]] == ["scan_doc_3_0000.jpg",
+                                                          "scan_doc_3_0001.jpg"]

@@ -119,7 +119,8 @@ def test_write_set_extra_kinds_leave_the_first_n_unchanged(tmp_path) -> None:
     b = json.loads(more.read_text())["images"]
     assert [c["file"] for c in b[:3]] == [c["file"] for c in a]
     for c in a:
-        assert (tmp_path / "a" / c["file"]).read_bytes() == (tmp_path / "b" / c["file"]).read_bytes()
+        a_bytes = (tmp_path / "a" / c["file"]).read_bytes()
+        assert a_bytes == (tmp_path / "b" / c["file"]).read_bytes()
     kinds = [c["expect"]["kind"] for c in b[3:]]
     assert kinds == ["none", "handheld", "handheld", "scan", "scan"]
     assert all(c["expect"]["doc_type"] in ("id_card", "passport") for c in b[4:])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -703,7 +704,7 @@ def scan_of(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
         bg = np.clip(bg + rng.uniform(-4, 4, 3), 0, 255).astype(np.uint8)
         a = np.radians(rng.uniform(-2, 2))
         c = np.array([left + fw / 2, top + fh / 2])
-        rect = np.array([[-fw / 2, -fh / 2], [fw / 2, -fh / 2], [fw / 2, fh / 2], [-fw / 2, fh / 2]])
+        rect = np.array([[-fw, -fh], [fw, -fh], [fw, fh], [-fw, fh]]) / 2
         rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
         quad = rect @ rot.T + c
         img = composite(bg, face, alpha, quad)
@@ -735,8 +736,7 @@ def scan_of(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
                                                + np.sin(a) * (gy / H - 0.5)))[..., None]
         img = _soften(np.clip(out, 0, 255).astype(np.uint8), rng, (0.6, 1.0), (0.6, 1.0, 4.0))
         q = int(rng.integers(60, 96))
-    ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, q])
-    return cv2.imdecode(buf, cv2.IMREAD_COLOR), quad
+    return jpeg_round_trip(img, q), quad
 
 
 def table_texture(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
@@ -843,7 +843,7 @@ def handheld_sample(rng: np.random.Generator, doc_type: str | None = None,
         s = short_px * rng.uniform(0.8, 1.3)
         w2, h2 = s * f2.shape[1] / f2.shape[0], s
         ang = np.radians(rng.uniform(-40, 40))
-        rect = np.array([[-w2 / 2, -h2 / 2], [w2 / 2, -h2 / 2], [w2 / 2, h2 / 2], [-w2 / 2, h2 / 2]])
+        rect = np.array([[-w2, -h2], [w2, -h2], [w2, h2], [-w2, h2]]) / 2
         rect = rect @ np.array([[np.cos(ang), -np.sin(ang)], [np.sin(ang), np.cos(ang)]]).T
         border = int(rng.integers(0, 4))  # which frame border it runs off
         out_share = rng.uniform(0.35, 0.75)
@@ -922,7 +922,8 @@ def frame_negative(rng: np.random.Generator) -> Sample:
     return Sample(image=degrade(bg, rng), quad=None, kind="none")
 
 
-EXTRA_KINDS = {"scan": scan_sample, "handheld": handheld_sample, "frame_negative": frame_negative}
+EXTRA_KINDS: dict[str, Callable[[np.random.Generator], Sample]] = {
+    "scan": scan_sample, "handheld": handheld_sample, "frame_negative": frame_negative}
 """The classes :func:`write_set` can add after its ``n`` photos (issue 44), each drawn by its
 function from the set's second stream."""
 

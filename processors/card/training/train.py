@@ -90,7 +90,8 @@ def quad_mask(quad: np.ndarray | None, shape_hw: tuple[int, int], side: int) -> 
 
 def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0.0,
                blur_share: float = 0.0, hard_share: float = 0.0,
-               grey_share: float = 0.0, handheld_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+               grey_share: float = 0.0,
+               handheld_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` synthetic samples → inputs ``(n, 3, side, side) float32`` and targets
     ``(n, 1, side, side) float32`` in [0, 1]. ``cut_share`` of the cards run past the frame
     (the target is their visible part), ``blur_share`` of the photos get a strong blur,
@@ -402,8 +403,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--grey-share", type=float, default=0.0,
                     help="share of photos turned to grey (black-and-white photos, photocopies)")
     ap.add_argument("--handheld-share", type=float, default=0.0,
-                    help="share of hand-held scenes (synth.handheld_sample: fingers over the card's "
-                         "edges, a textured table, a second document partly in view)")
+                    help="share of hand-held scenes (synth.handheld_sample: fingers over the "
+                         "card's edges, a textured table, a second document partly in view)")
     ap.add_argument("--recipe", choices=["shipped", *RECIPES], default=None,
                     help="run a named chain of runs in one command, each stage starting from the "
                          "one before (shipped: the one that made the committed model; the other "
