@@ -326,12 +326,12 @@ class MrzReader:
         for (d, vi, fmt, _), r in best.items():  # insertion order: lines top to bottom
             tried.setdefault(d, {}).setdefault((vi, fmt), []).append(r)
         out: list[MrzRead | Exception] = []
-        for d, (found, views) in enumerate(zip(zones, docs, strict=True)):
-            if isinstance(found, Exception):
-                out.append(found)
+        for d, (got, views) in enumerate(zip(zones, docs, strict=True)):
+            if isinstance(got, Exception):
+                out.append(got)
                 continue
             try:
-                out.append(self._judge(tried.get(d, {}), found, views, today))
+                out.append(self._judge(tried.get(d, {}), got, views, today))
             except Exception as e:  # noqa: BLE001 - this document fails alone
                 out.append(e)
         return out
