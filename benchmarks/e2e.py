@@ -43,13 +43,31 @@ def _timed(s: Settings, task: str, files: Sequence[Path], count: int, mode: str,
             stop()
     if not got:
         raise BenchError(f"{mode}/{task}: no result within {timeout_s} s")
-    sec = (max(g.recv_ms for g in got.values()) - t0) / 1000.0
+    recv = sorted(g.recv_ms for g in got.values())
+    sec = (recv[-1] - t0) / 1000.0
     statuses = Counter(g.status for g in got.values())
     errors = count - len(got) + statuses.get("failed", 0) + statuses.get("dead_letter", 0)
+    start_s = fixed_start([(r - t0) / 1000.0 for r in recv])
     return {"task": task, "mode": mode, "images": count, "results": len(got),
             "seconds": round(sec, 3), "images_per_s": round(len(got) / sec, 3),
             "mean_batch_size": round(sum(g.batch_size for g in got.values()) / len(got), 2),
+            "first_result_s": round((recv[0] - t0) / 1000.0, 3),
+            "fixed_start_s": round(start_s, 3), "fixed_start_share": round(start_s / sec, 3),
             "statuses": dict(statuses), "errors": errors}
+
+
+def fixed_start(result_s: Sequence[float]) -> float:
+    """The part of a pass that does not grow with its uploads: the time to the first committed
+    result, less one upload at the pass's steady rate (``(N - 1)`` results over the time from
+    the first to the last), in s (0 when only one result or all at once).
+
+    Args:
+        result_s: seconds from the first upload to each committed result, ascending.
+    """
+    if len(result_s) < 2 or result_s[-1] <= result_s[0]:
+        return max(result_s[0], 0.0) if result_s else 0.0
+    per_upload = (result_s[-1] - result_s[0]) / (len(result_s) - 1)
+    return max(result_s[0] - per_upload, 0.0)
 
 
 def _in_thread(target: Callable[[], object], stop: Callable[[], None]) -> Callable[[], None]:

@@ -13,7 +13,8 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -66,11 +67,18 @@ class RuntimeSettings(BaseModel):
         cpu_max_bucket: bucket cap when the session runs on the CPU EP. u2netp needs about
             260 MiB of activations per image, and on a CPU a batch above 8 only costs memory
             (measured in ``benchmarks/``: no throughput gain past 2-4 on 2 cores).
-        precision: ``fp32``, or ``fp16``: the model's weights and activations in float16 with
-            float32 inputs and outputs (ONNX Runtime's ``transformers.float16``
-            ``convert_float_to_float16(keep_io_types=True)``); with ``tensorrt`` the fp32 graph
-            is kept and TensorRT builds fp16 kernels (``trt_fp16_enable``). u2netp's mask moves by
-            well under one level of 255 (``tests/unit/test_gpu_model.py``).
+        precision: the model files and arithmetic (:func:`model_precision`). ``auto``
+            (default): ``int8`` on ONNX Runtime's CPU provider, ``fp32`` on a GPU. ``int8``: each
+            model that has an int8 file pinned in ``models.json`` (``precision: int8``, built by
+            :mod:`processors.quantise` and held to ``python -m benchmarks.precision_gate``)
+            loads that file, the others their fp32 file; CPU provider only (a GPU session
+            refuses it at start-up). ``fp32``: the fp32 files. ``fp16``: the fp32 files with
+            weights and activations in float16 and float32 inputs and outputs (ONNX Runtime's
+            ``transformers.float16`` ``convert_float_to_float16(keep_io_types=True)``); with
+            ``tensorrt`` the fp32 graph is kept and TensorRT builds fp16 kernels
+            (``trt_fp16_enable``). u2netp's mask moves by well under one level of 255
+            (``tests/unit/test_gpu_model.py``); for the GPU (ONNX Runtime's CPU provider has no
+            fast fp16 or bfloat16 convolution on x86: ``bf16`` is not offered, issue 40).
         tensorrt: put ONNX Runtime's TensorRT execution provider first (CUDA, then CPU, behind
             it) with an engine cache and one explicit optimisation profile for the batch axis
             (``trt_profile_min/opt/max_shapes``: 1, the largest bucket, the largest bucket).
@@ -90,7 +98,7 @@ class RuntimeSettings(BaseModel):
     cuda_device_id: int = 0
     postprocess_threads: int = 0
     cpu_max_bucket: int = 8
-    precision: Literal["fp32", "fp16"] = "fp32"
+    precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
     tensorrt: bool = False
     trt_cache_dir: Path | None = None
 
@@ -178,6 +186,24 @@ def providers_for(settings: RuntimeSettings, trt: dict[str, str] | None = None
     return ["CPUExecutionProvider"]
 
 
+def model_precision(settings: RuntimeSettings) -> Literal["fp32", "fp16", "int8"]:
+    """The precision the sessions of ``settings`` run at (:class:`RuntimeSettings`'s
+    ``precision``): ``auto`` is ``int8`` where the session runs on the CPU provider
+    (:func:`providers_for`) and ``fp32`` on a GPU.
+
+    Raises:
+        ProviderError: ``int8`` asked for a session on a GPU (the int8 files are QDQ graphs
+            calibrated for the CPU provider's kernels).
+    """
+    on_cpu = providers_for(settings) == ["CPUExecutionProvider"]
+    if settings.precision == "auto":
+        return "int8" if on_cpu else "fp32"
+    if settings.precision == "int8" and not on_cpu:
+        raise ProviderError("precision int8 runs on ONNX Runtime's CPU provider only; on a GPU "
+                            "use fp32 or fp16 (CARDSTREAM_RUNTIME__PRECISION)")
+    return settings.precision
+
+
 def to_fp16(model_bytes: bytes) -> bytes:
     """The model with float16 weights and activations and float32 inputs and outputs (ONNX
     Runtime's ``onnxruntime.transformers.float16.convert_float_to_float16``, ``keep_io_types``;
@@ -248,7 +274,8 @@ class BatchedModel:
         ModelError: missing file, SHA-256 mismatch, a graph ONNX Runtime cannot load, or a
             graph whose first input does not take ``input_shape`` (e.g. another model's file
             given as ``--model``).
-        ProviderError: ``device="cuda"`` but CUDAExecutionProvider is not active.
+        ProviderError: ``device="cuda"`` but CUDAExecutionProvider is not active, or precision
+            ``int8`` for a session on a GPU (:func:`model_precision`).
     """
 
     def __init__(
@@ -267,6 +294,8 @@ class BatchedModel:
         else:
             require_file(path)
         self.name = name
+        self.path = path
+        self.sha256 = sha256
         self.settings = settings
         data = path.read_bytes()
         if not data:
@@ -285,11 +314,12 @@ class BatchedModel:
             # the CPU arena keeps its peak for the life of the process (GBs after one big batch)
             so.enable_cpu_mem_arena = False
             so.add_session_config_entry(SPINNING_KEY, "1" if settings.intra_op_spinning else "0")
+        precision = model_precision(settings)
         trt = None
         try:
             if settings.tensorrt and not on_cpu:
                 trt = self._trt_options(data, settings)
-            elif settings.precision == "fp16":
+            elif precision == "fp16":
                 data = to_fp16(data)
             self.session = ort.InferenceSession(data, so, providers=providers_for(settings, trt))
         except Exception as e:  # onnxruntime raises its own untyped errors
@@ -469,3 +499,38 @@ class BatchedModel:
         self.stats.calls, self.stats.images, self.stats.padded = calls0, images0, padded0
         self.chosen_bucket = best
         return best
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One recorded :meth:`BatchedModel.run` (see :func:`recorded_calls`).
+
+    Attributes:
+        model: the model instance.
+        x: its input ``(N, ...) float32`` (a copy).
+        outputs: what it returned (copies).
+    """
+
+    model: BatchedModel
+    x: np.ndarray
+    outputs: list[np.ndarray]
+
+
+@contextmanager
+def recorded_calls(calls: list[ModelCall]) -> Iterator[None]:
+    """Inside: every :meth:`BatchedModel.run` of the process runs as usual and is appended to
+    ``calls`` (host inputs only), in call order, so a processor's pass over some uploads gives
+    the exact inputs each of its models saw: the quantiser's calibration data
+    (:mod:`processors.quantise`) and the benchmarks' replays (``benchmarks.cpu_outside``)."""
+    real = BatchedModel.run
+
+    def record(self: BatchedModel, x: np.ndarray) -> list[np.ndarray]:
+        out = real(self, x)
+        calls.append(ModelCall(self, np.array(x, copy=True), [np.array(o, copy=True) for o in out]))
+        return out
+
+    BatchedModel.run = record  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        BatchedModel.run = real  # type: ignore[method-assign]

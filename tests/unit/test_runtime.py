@@ -11,7 +11,13 @@ import pytest
 from onnx import TensorProto, helper
 
 from processors.errors import ModelError, ProviderError
-from processors.runtime import SPINNING_KEY, BatchedModel, RuntimeSettings, sha256_file
+from processors.runtime import (
+    SPINNING_KEY,
+    BatchedModel,
+    RuntimeSettings,
+    model_precision,
+    sha256_file,
+)
 
 
 def _model(path: Path, batch: int | str = 1) -> Path:
@@ -130,6 +136,27 @@ def test_cuda_requested_without_cuda_fails_loudly(tmp_path: Path) -> None:
     p = _model(tmp_path / "m.onnx")
     with pytest.raises(ProviderError, match="CUDA"):
         BatchedModel(p, None, RuntimeSettings(device="cuda"), "t", make_batch_symbolic=True)
+
+
+@pytest.mark.parametrize(("precision", "cpu", "gpu"), [
+    ("auto", "int8", "fp32"), ("fp32", "fp32", "fp32"), ("fp16", "fp16", "fp16"),
+    ("int8", "int8", ProviderError)])
+def test_model_precision_resolves_auto_by_provider(monkeypatch: pytest.MonkeyPatch, precision: str,
+                                                   cpu: str, gpu: object) -> None:
+    """``auto`` is int8 on the CPU provider and fp32 on a GPU; int8 asked for a GPU session is
+    refused at start-up (the int8 files are calibrated for the CPU provider's kernels)."""
+    import onnxruntime as ort
+
+    assert model_precision(RuntimeSettings(device="cpu", precision=precision)) == cpu
+    monkeypatch.setattr(ort, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    on_gpu = RuntimeSettings(device="cuda", precision=precision)
+    if gpu is ProviderError:
+        with pytest.raises(ProviderError, match="int8 runs on ONNX Runtime's CPU provider only"):
+            model_precision(on_gpu)
+    else:
+        assert model_precision(on_gpu) == gpu
+    assert RuntimeSettings().precision == "auto"
 
 
 def test_cpu_sessions_do_not_spin_by_default_and_give_the_same_outputs(tmp_path: Path) -> None:
