@@ -3,7 +3,9 @@
 Both consumers run in this process on the same warmed-up processor, each on fresh topics and
 buckets. A step waits until its consumer holds every partition, then uploads the images (MinIO
 PUT + UploadEvent, the platform's claim check) and times from the first upload to the last
-result read back as committed (read_committed). ``compare`` interleaves model-only, batching
+result read back as committed (read_committed); it also reports the time to the first result,
+the fixed start (:func:`fixed_start`) and the process CPU per image over the pass (consumer,
+uploader and reader together: what the consumer costs beyond the same uploads' other work). ``compare`` interleaves model-only, batching
 and naive passes (order reversed every other round) so load from other processes on a shared
 machine hits them alike, and reports the median ratios.
 """
@@ -36,9 +38,11 @@ def _timed(s: Settings, task: str, files: Sequence[Path], count: int, mode: str,
         stop = start()
         try:
             wait_group(s, 1, PARTITIONS)
+            c0 = time.process_time()
             t0 = time.time() * 1000.0
             sent = UploadProducer(s).produce_files(list(files), task, count=count, concurrency=4)
             got = rw.wait_all([x.upload_id for x in sent], timeout_s)
+            cpu_s = time.process_time() - c0
         finally:
             stop()
     if not got:
@@ -53,6 +57,7 @@ def _timed(s: Settings, task: str, files: Sequence[Path], count: int, mode: str,
             "mean_batch_size": round(sum(g.batch_size for g in got.values()) / len(got), 2),
             "first_result_s": round((recv[0] - t0) / 1000.0, 3),
             "fixed_start_s": round(start_s, 3), "fixed_start_share": round(start_s / sec, 3),
+            "cpu_ms_per_image": round(cpu_s * 1000.0 / count, 1),
             "statuses": dict(statuses), "errors": errors}
 
 

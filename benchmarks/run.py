@@ -237,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"{a.rounds} round(s): e2e/model-only = {c['e2e_over_model_only']} "
                       f"(goal >= 0.90), batching/naive = {c['batching_over_naive']} (goal >= 1.0)")
                 rows = [r[k] for r in c["rounds"] for k in ("model_only", "batching", "naive")]
-                print(_table(rows, ["mode", "images", "seconds", "images_per_s"]), flush=True)
+                print(_table(rows, ["mode", "images", "seconds", "images_per_s", "first_result_s",
+                                    "fixed_start_share", "cpu_ms_per_image", "mean_batch_size"]),
+                      flush=True)
             _write(out, "e2e.json", {"machine": machine, "tasks": compares})
             summary["e2e_over_model_only"] = {t: c["e2e_over_model_only"] for t, c in compares.items()}
             summary["batching_over_naive"] = {t: c["batching_over_naive"] for t, c in compares.items()}

@@ -32,6 +32,7 @@ Commands (from the repository root, ``.venv/bin/python``)::
     python -m processors.quantise                    # rebuild every int8 file in place; print sha256
     python -m processors.quantise --check            # rebuild to a temporary folder, compare with the pins
     python -m processors.quantise --trace card_u2netp.int8   # the sensitivity pass (JSON lines)
+    python -m processors.quantise --trace card_u2netp.int8 --as-built   # what the file still loses
 
 The files are committed rather than built at set-up: their bytes follow the calibration's float
 results, which follow the CPU's kernels (MLAS picks AVX-512, AVX2 or SSE code at run time), so a
@@ -313,14 +314,16 @@ def _outputs(path: Path, tensors: Sequence[str], xs: Sequence[np.ndarray]
     return {t: [r[k] for r in runs] for k, t in enumerate(fetch)}
 
 
-def trace(name: str, images: int = 4, seed: int = 20261142) -> list[dict[str, object]]:
+def trace(name: str, images: int = 4, seed: int = 20261142, keep_float: Sequence[str] = ()
+          ) -> list[dict[str, object]]:
     """The per-node sensitivity pass of ``name``'s recipe (module docstring).
 
-    The source is quantised in full (no node kept in float); it and its prepared fp32 graph run
-    on the inputs of ``images`` uploads of another ``seed``, every node output fetched (in the
-    int8 graph, a node's output before its own quantisation); each node's SQNR loss is the
-    lowest SQNR (:func:`snr_db`, over all images) of its inputs minus that of its output, a
-    graph input counting as exact.
+    The source is quantised with only ``keep_float`` in float (none: the first pass; the
+    recipe's: what its file still loses); it and its prepared fp32 graph run on the inputs of
+    ``images`` uploads of another ``seed``, every node output fetched (in the int8 graph, a
+    node's output before its own quantisation); each node's SQNR loss is the lowest SQNR
+    (:func:`snr_db`, over all images) of its inputs minus that of its output, a graph input
+    counting as exact.
 
     Returns:
         One row per node, biggest loss first: ``{"node", "op", "sqnr_in_db", "sqnr_out_db",
@@ -334,7 +337,7 @@ def trace(name: str, images: int = 4, seed: int = 20261142) -> list[dict[str, ob
         cal = model_inputs(r.task, calibration_uploads(r.task, r.uploads, r.seed))[r.model]
         full = work / "full.onnx"
         src = model_path(r.source)
-        quantise(src, full, cal, work, symbolic=r.symbolic)
+        quantise(src, full, cal, work, keep_float, r.symbolic)
         xs = model_inputs(r.task, calibration_uploads(r.task, images, seed))[r.model]
         prepared = work / f"{src.stem}.prepared.onnx"
         g = onnx.load(str(prepared)).graph
@@ -366,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="rebuild into a temporary folder and compare with the pins")
     ap.add_argument("--trace", metavar="NAME", help="the per-node sensitivity pass of NAME")
+    ap.add_argument("--as-built", action="store_true",
+                    help="--trace with the recipe's nodes kept in float (what its file still loses)")
     a = ap.parse_args(argv)
     import logging
 
@@ -374,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     # the processors' per-item debug lines would bury the result
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if a.trace:
-        for row in trace(a.trace)[:40]:
+        keep = RECIPES[a.trace].keep_float if a.as_built else ()
+        for row in trace(a.trace, keep_float=keep)[:40]:
             print(json.dumps(row))
         return 0
     unknown = sorted(set(a.names) - set(RECIPES))

@@ -174,3 +174,21 @@ def test_cpu_sessions_do_not_spin_by_default_and_give_the_same_outputs(tmp_path:
     (a,), (b,) = quiet.run(x), spinning.run(x)
     np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(a, x * 2 + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("arena", [True, False])
+def test_cpu_arena_setting_and_shrink(tmp_path: Path, arena: bool) -> None:
+    """``cpu_arena`` (on by default) is the CPU session's memory arena; ``shrink`` runs one
+    uncounted call, and the outputs stay what they were."""
+    p = _model(tmp_path / "m.onnx")
+    m = BatchedModel(p, None, RuntimeSettings(device="cpu", buckets=(1, 2, 4), cpu_arena=arena),
+                     "t", make_batch_symbolic=True, input_shape=(3, 4, 4))
+    assert m.session.get_session_options().enable_cpu_mem_arena is arena
+    assert RuntimeSettings().cpu_arena is True
+    x = np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 4)
+    before = m.run(x)[0]
+    calls = m.stats.calls
+    m.shrink()
+    assert m.stats.calls == calls
+    np.testing.assert_array_equal(m.run(x)[0], before)
+    np.testing.assert_array_equal(before, x * 2 + 1)
