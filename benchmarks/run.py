@@ -46,7 +46,7 @@ from typing import Any
 from benchmarks.common import BenchError, machine_info, small_jpegs
 from processors import registry
 from processors.base import Processor
-from processors.runtime import model_precision as session_precision
+from processors.models import file_precision, manifest, pinned_model
 from streams.logs import configure_logging
 from streams.samples import write_samples
 from streams.settings import Settings, load_settings
@@ -144,18 +144,26 @@ def build(base: Settings, task: str, batches: list[int], device: str | None,
 
 
 def model_precision(proc: Processor) -> str:
-    """The precision ``proc``'s model sessions run at (``fp32``, ``fp16``, ``int8``)."""
+    """The precision ``proc``'s model runs at (``fp32``, ``fp16``, ``int8``): its file's and
+    session's (:func:`processors.models.file_precision`)."""
     from benchmarks.model_only import batched_model
 
-    return session_precision(batched_model(proc).settings)
+    bm = batched_model(proc)
+    return file_precision(bm.path, bm.settings)
 
 
 def _resolved(precision: str, proc: Processor) -> str:
-    """``precision`` as ``proc``'s runtime resolves it (``auto`` -> ``int8`` on a CPU...)."""
+    """The precision ``proc``'s model would run at were it built with ``precision`` (``auto``
+    -> ``int8`` on a CPU where the model's int8 build passed the gate, else ``fp32``...)."""
     from benchmarks.model_only import batched_model
 
-    rt = batched_model(proc).settings.model_copy(update={"precision": precision})
-    return session_precision(rt)
+    bm = batched_model(proc)
+    rt = bm.settings.model_copy(update={"precision": precision})
+    name = next((n for n, e in manifest().items() if e["file"] == bm.path.name), None)
+    if name is None:  # a --model file: float
+        return file_precision(bm.path, rt)
+    base = manifest()[name].get("quantised_from", name)
+    return file_precision(pinned_model(base, runtime=rt)[0], rt)
 
 
 def _table(rows: list[dict], cols: list[str]) -> str:
@@ -209,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{bm.provider}, bucket chosen at warm-up {bm.chosen_bucket} "
                       f"(images/s per bucket {({k: round(v, 2) for k, v in bm.stats.bucket_ips.items()})})",
                       flush=True)
-            summary["precision"] = model_precision(next(iter(procs.values())))
+            summary["precision"] = {t: model_precision(p) for t, p in procs.items()}
             summary["provider"] = {t: model_only.batched_model(p).provider for t, p in procs.items()}
             summary["bucket"] = {t: model_only.batched_model(p).chosen_bucket for t, p in procs.items()}
         sweeps: dict[str, list[dict]] = {}

@@ -78,12 +78,14 @@ class RuntimeSettings(BaseModel):
         cpu_max_bucket: bucket cap when the session runs on the CPU EP. u2netp needs about
             260 MiB of activations per image, and on a CPU a batch above 8 only costs memory
             (measured in ``benchmarks/``: no throughput gain past 2-4 on 2 cores).
-        precision: the model files and arithmetic (:func:`model_precision`). ``auto``
-            (default): ``int8`` on ONNX Runtime's CPU provider, ``fp32`` on a GPU. ``int8``: each
+        precision: the model files and arithmetic (:func:`model_precision`). ``int8``: each
             model that has an int8 file pinned in ``models.json`` (``precision: int8``, built by
-            :mod:`processors.quantise` and held to ``python -m benchmarks.precision_gate``)
-            loads that file, the others their fp32 file; CPU provider only (a GPU session
-            refuses it at start-up). ``fp32``: the fp32 files. ``fp16``: the fp32 files with
+            :mod:`processors.quantise`) loads that file, the others their fp32 file; CPU
+            provider only (a GPU session refuses it at start-up). ``auto`` (default): on ONNX
+            Runtime's CPU provider, the int8 files that pass ``python -m
+            benchmarks.precision_gate`` (entries without ``"auto": false``: today the ID
+            photo's ``u2netp.int8``, not the card's) and fp32 files otherwise; on a GPU,
+            ``fp32`` (:func:`processors.models.pinned_model`). ``fp32``: the fp32 files. ``fp16``: the fp32 files with
             weights and activations in float16 and float32 inputs and outputs (ONNX Runtime's
             ``transformers.float16`` ``convert_float_to_float16(keep_io_types=True)``); with
             ``tensorrt`` the fp32 graph is kept and TensorRT builds fp16 kernels
@@ -201,7 +203,9 @@ def providers_for(settings: RuntimeSettings, trt: dict[str, str] | None = None
 def model_precision(settings: RuntimeSettings) -> Literal["fp32", "fp16", "int8"]:
     """The precision the sessions of ``settings`` run at (:class:`RuntimeSettings`'s
     ``precision``): ``auto`` is ``int8`` where the session runs on the CPU provider
-    (:func:`providers_for`) and ``fp32`` on a GPU.
+    (:func:`providers_for`) and ``fp32`` on a GPU. ``int8`` says which file a pinned model
+    loads (:func:`processors.models.pinned_model`); a float file runs in fp32 under it
+    (:func:`processors.models.file_precision`).
 
     Raises:
         ProviderError: ``int8`` asked for a session on a GPU (the int8 files are QDQ graphs

@@ -11,9 +11,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from processors.errors import ModelError
-from processors.models import manifest
+from processors.models import file_precision, manifest, pinned_model
 from processors.quantise import RECIPES, destination, quantise, snr_db
-from processors.runtime import sha256_file
+from processors.runtime import RuntimeSettings, sha256_file
 
 
 def _graph(tmp: Path) -> Path:
@@ -102,3 +102,36 @@ def test_each_int8_file_is_committed_pinned_and_points_at_its_source(name: str) 
     assert entry["precision"] == "int8" and entry["quantised_from"] == recipe.source
     assert recipe.source in manifest() and name == f"{recipe.source}.int8"
     assert sha256_file(destination(name)) == entry["sha256"]
+
+
+@pytest.mark.parametrize(("precision", "card", "idphoto", "ran"), [
+    ("auto", "card_u2netp.onnx", "u2netp.int8.onnx", ("fp32", "int8")),
+    ("int8", "card_u2netp.int8.onnx", "u2netp.int8.onnx", ("int8", "int8")),
+    ("fp32", "card_u2netp.onnx", "u2netp.onnx", ("fp32", "fp32")),
+    ("fp16", "card_u2netp.onnx", "u2netp.onnx", ("fp16", "fp16"))])
+def test_precision_picks_the_pinned_file(precision: str, card: str, idphoto: str,
+                                         ran: tuple[str, str]) -> None:
+    """On the CPU provider, ``auto`` loads only the int8 builds that passed the precision gate
+    (the card's is pinned ``"auto": false``), ``int8`` every int8 build; the digest returned is
+    the chosen file's pin; a model without an int8 build keeps its own file."""
+    rt = RuntimeSettings(device="cpu", precision=precision)  # type: ignore[arg-type]
+    got = {n: pinned_model(n, runtime=rt) for n in ("card_u2netp", "u2netp", "card_orient")}
+    assert (got["card_u2netp"][0].name, got["u2netp"][0].name) == (card, idphoto)
+    for path, sha in got.values():
+        entry = next(e for e in manifest().values() if e["file"] == path.name)
+        assert sha == entry["sha256"] == sha256_file(path)
+    assert got["card_orient"] == pinned_model("card_orient")
+    assert tuple(file_precision(got[n][0], rt) for n in ("card_u2netp", "u2netp")) == ran
+    assert manifest()["card_u2netp.int8"]["auto"] is False
+    assert "auto" not in manifest()["u2netp.int8"]
+
+
+def test_gpu_sessions_keep_the_float_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` on a GPU is fp32 (the int8 files are QDQ graphs for the CPU provider's kernels),
+    a ``--model`` override is taken as given and not checked."""
+    monkeypatch.setattr(ort, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    rt = RuntimeSettings(device="cuda")
+    assert pinned_model("u2netp", runtime=rt) == pinned_model("u2netp")
+    assert file_precision(pinned_model("u2netp", runtime=rt)[0], rt) == "fp32"
+    assert pinned_model("u2netp", Path("x.onnx"), rt) == (Path("x.onnx"), None)
