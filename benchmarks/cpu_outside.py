@@ -53,11 +53,11 @@ def replayed_models(calls: Sequence[ModelCall]) -> Iterator[None]:
                              f"{c.model.name}{tuple(c.x.shape)} was recorded")
         return c.outputs
 
-    BatchedModel.run = replay  # type: ignore[method-assign]
+    BatchedModel.run = replay  # type: ignore[method-assign]  # measured: the model call swapped
     try:
         yield
     finally:
-        BatchedModel.run = real  # type: ignore[method-assign]
+        BatchedModel.run = real  # type: ignore[method-assign]  # the real call put back
 
 
 def _items(blobs: Sequence[bytes], dec: DecodeSettings, options: dict) -> list[Item]:

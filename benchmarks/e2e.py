@@ -5,9 +5,10 @@ buckets. A step waits until its consumer holds every partition, then uploads the
 PUT + UploadEvent, the platform's claim check) and times from the first upload to the last
 result read back as committed (read_committed); it also reports the time to the first result,
 the fixed start (:func:`fixed_start`) and the process CPU per image over the pass (consumer,
-uploader and reader together: what the consumer costs beyond the same uploads' other work). ``compare`` interleaves model-only, batching
-and naive passes (order reversed every other round) so load from other processes on a shared
-machine hits them alike, and reports the median ratios.
+uploader and reader together: what the consumer costs beyond the same uploads' other work).
+``compare`` interleaves model-only, batching and naive passes (order reversed every other
+round) so load from other processes on a shared machine hits them alike, and reports the median
+ratios.
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ reaches no package index. What it lacks is downloaded here (``pip download``, cp
 x86-64), then:
 
 - ``onnxruntime-gpu`` 1.31.1 (CUDA 13, cuDNN 9; 256 MB): the CUDA kernels of every GPU
-  architecture but Hopper's (sm_90; ``--keep-arch``, 0 keeps them all) are zeroed in ``libonnxruntime_providers_cuda.so`` (its
-  ``.nv_fatbin`` section: 218 MB of cubins, 77 MB of them sm_90, already compressed). Each entry
-  header stays, so the CUDA runtime still finds the sm_90 image of every kernel by architecture
-  and never reads a zeroed one on an H100/H200; the zeros compress away in the wheel. Built for
-  another GPU, pass ``--keep-arch``.
+  architecture but Hopper's (sm_90; ``--keep-arch``, 0 keeps them all) are zeroed in
+  ``libonnxruntime_providers_cuda.so`` (its ``.nv_fatbin`` section: 218 MB of cubins, 77 MB of them
+  sm_90, already compressed). Each entry header stays, so the CUDA runtime still finds the sm_90
+  image of every kernel by architecture and never reads a zeroed one on an H100/H200; the zeros
+  compress away in the wheel. Built for another GPU, pass ``--keep-arch``.
 - ``nvidia-nvimgcodec-cu13`` 0.9.0.20 (25 MB): the Python binding for cp312 and the nvJPEG and
   libjpeg-turbo extensions only; ``nvidia-nvjpeg`` 13.0.1.86 (libnvjpeg.so.13, CUDA 13.0).
 - pydantic, structlog, simplejpeg, pillow-heif and what they need, at this checkout's versions.
@@ -41,6 +41,7 @@ import struct
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +113,8 @@ def _record_line(name: str, payload: bytes) -> str:
     return f"{name},sha256={digest},{len(payload)}"
 
 
-def rewrite_wheel(src: Path, dst: Path, keep: callable, edit: callable | None = None) -> None:  # type: ignore[valid-type]
+def rewrite_wheel(src: Path, dst: Path, keep: Callable[[str], bool],
+                  edit: Callable[[str, bytes], bytes] | None = None) -> None:
     """Copy wheel ``src`` to ``dst`` with only the members ``keep(name)`` accepts, each passed
     through ``edit(name, bytes)`` when given, and a RECORD that matches (PEP 376 / 427)."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED,

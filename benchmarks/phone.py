@@ -138,7 +138,8 @@ def run_phone(base: Settings, procs: dict[str, dict[str, Processor]],
                                                               for x in passes[p]),
                                 "fixed_start_share": round(median(x["fixed_start_share"]
                                                                   for x in passes[p]), 3),
-                                "e2e_over_bare_model": round(ips / row["bare_model_images_per_s"], 3)})
+                                "e2e_over_bare_model":
+                                    round(ips / row["bare_model_images_per_s"], 3)})
                     if fp32_bare:
                         row["e2e_over_bare_fp32"] = round(ips / fp32_bare, 3)
                 out.setdefault(task, {}).setdefault(name, {})[p] = row

@@ -74,7 +74,7 @@ def heldout_set(seed: int, n: int, cache: Path) -> Path:
 def processor(task: str, precision: str, decode: DecodeSettings) -> Processor:
     """``task``'s processor on the CPU provider at ``precision``, default settings, warmed up."""
     spec = registry.spec(task)
-    rt = RuntimeSettings(device="cpu", precision=precision)  # type: ignore[arg-type]
+    rt = RuntimeSettings(device="cpu", precision=precision)  # type: ignore[arg-type]  # a checked choice
     section = spec.settings_model() if spec.settings_model is not None else None
     proc = registry.build_processor(task, section, rt, decode=decode)
     proc.warm_up()

@@ -29,8 +29,8 @@ convolution that reads them (``Conv_787``) falls from 44.6 dB to -6.2 dB; keepin
 
 Commands (from the repository root, ``.venv/bin/python``)::
 
-    python -m processors.quantise                    # rebuild every int8 file in place; print sha256
-    python -m processors.quantise --check            # rebuild to a temporary folder, compare with the pins
+    python -m processors.quantise            # rebuild every int8 file in place; print sha256
+    python -m processors.quantise --check    # rebuild to a temporary folder, compare with the pins
     python -m processors.quantise --trace card_u2netp.int8   # the sensitivity pass (JSON lines)
     python -m processors.quantise --trace card_u2netp.int8 --as-built   # what the file still loses
 
@@ -374,7 +374,7 @@ def trace(name: str, images: int = 4, seed: int = 20261142, keep_float: Sequence
         lo, out = min(ins), snr[n.output[0]]
         rows.append({"node": n.name, "op": n.op_type, "sqnr_in_db": round(lo, 1),
                      "sqnr_out_db": round(out, 1), "loss_db": round(lo - out, 1)})
-    return sorted(rows, key=lambda row: -float(row["loss_db"]))  # type: ignore[arg-type]
+    return sorted(rows, key=lambda row: -float(row["loss_db"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="rebuild into a temporary folder and compare with the pins")
     ap.add_argument("--trace", metavar="NAME", help="the per-node sensitivity pass of NAME")
     ap.add_argument("--as-built", action="store_true",
-                    help="--trace with the recipe's nodes kept in float (what its file still loses)")
+                    help="--trace with the recipe's nodes kept in float (what its file loses)")
     a = ap.parse_args(argv)
     import logging
 

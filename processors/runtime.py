@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 #: ONNX Runtime's session option for busy-waiting intra-op threads
-#: (``onnxruntime_session_options_config_keys.h``: ``kOrtSessionOptionsConfigAllowIntraOpSpinning``).
+#: (``onnxruntime_session_options_config_keys.h``:
+#: ``kOrtSessionOptionsConfigAllowIntraOpSpinning``).
 SPINNING_KEY = "session.intra_op.allow_spinning"
 #: ONNX Runtime's run option that gives an arena's free memory back at the end of a run
 #: (``onnxruntime_run_options_config_keys.h``: ``kOrtRunOptionsConfigEnableMemoryArenaShrinkage``).
@@ -72,9 +73,9 @@ class RuntimeSettings(BaseModel):
             bucket's activations per model (~260 MiB per image for u2netp).
         cuda_device_id: GPU index for the CUDA EP.
         postprocess_threads: threads for per-item pre- and post-processing around the model call
-            (decode, quad fit, warp, face search, mattes, JPEG encode; 0: ``os.cpu_count()``). OpenCV
-            and NumPy release the GIL, so this is what feeds a GPU: on an H200 u2netp runs 830
-            images/s at batch 64 while one thread post-processes about 10 cards/s.
+            (decode, quad fit, warp, face search, mattes, JPEG encode; 0: ``os.cpu_count()``).
+            OpenCV and NumPy release the GIL, so this is what feeds a GPU: on an H200 u2netp runs
+            830 images/s at batch 64 while one thread post-processes about 10 cards/s.
         cpu_max_bucket: bucket cap when the session runs on the CPU EP. u2netp needs about
             260 MiB of activations per image, and on a CPU a batch above 8 only costs memory
             (measured in ``benchmarks/``: no throughput gain past 2-4 on 2 cores).
@@ -85,13 +86,14 @@ class RuntimeSettings(BaseModel):
             Runtime's CPU provider, the int8 files that pass ``python -m
             benchmarks.precision_gate`` (entries without ``"auto": false``: today the ID
             photo's ``u2netp.int8``, not the card's) and fp32 files otherwise; on a GPU,
-            ``fp32`` (:func:`processors.models.pinned_model`). ``fp32``: the fp32 files. ``fp16``: the fp32 files with
-            weights and activations in float16 and float32 inputs and outputs (ONNX Runtime's
-            ``transformers.float16`` ``convert_float_to_float16(keep_io_types=True)``); with
-            ``tensorrt`` the fp32 graph is kept and TensorRT builds fp16 kernels
-            (``trt_fp16_enable``). u2netp's mask moves by well under one level of 255
-            (``tests/unit/test_gpu_model.py``); for the GPU (ONNX Runtime's CPU provider has no
-            fast fp16 or bfloat16 convolution on x86: ``bf16`` is not offered, issue 40).
+            ``fp32`` (:func:`processors.models.pinned_model`). ``fp32``: the fp32 files.
+            ``fp16``: the fp32 files with weights and activations in float16 and float32 inputs
+            and outputs (ONNX Runtime's ``transformers.float16``
+            ``convert_float_to_float16(keep_io_types=True)``); with ``tensorrt`` the fp32 graph
+            is kept and TensorRT builds fp16 kernels (``trt_fp16_enable``). u2netp's mask moves
+            by well under one level of 255 (``tests/unit/test_gpu_model.py``); for the GPU (ONNX
+            Runtime's CPU provider has no fast fp16 or bfloat16 convolution on x86: ``bf16`` is
+            not offered, issue 40).
         tensorrt: put ONNX Runtime's TensorRT execution provider first (CUDA, then CPU, behind
             it) with an engine cache and one explicit optimisation profile for the batch axis
             (``trt_profile_min/opt/max_shapes``: 1, the largest bucket, the largest bucket).
@@ -320,7 +322,8 @@ class BatchedModel:
             try:
                 data = symbolic_batch(data)
             except Exception as e:  # protobuf's DecodeError and friends: not an ONNX file
-                raise ModelError(f"cannot load {path}: not an ONNX model ({type(e).__name__})") from e
+                raise ModelError(f"cannot load {path}: not an ONNX model "
+                                 f"({type(e).__name__})") from e
         so = ort.SessionOptions()
         if settings.intra_op_threads:
             so.intra_op_num_threads = settings.intra_op_threads
@@ -413,7 +416,7 @@ class BatchedModel:
         if b > n:
             pad = np.zeros((b - n, *x.shape[1:]), dtype=x.dtype)
             x = np.concatenate([x, pad], axis=0)
-        with self._lock, span(MODEL, **self._span_attributes(n, b)):
+        with self._lock, span(MODEL, attributes=self._span_attributes(n, b)):
             outs = self.session.run(self.output_names, {self.input_name: x})
             self.stats.calls += 1
             self.stats.images += n
@@ -430,7 +433,7 @@ class BatchedModel:
                       [rows, 3, batch.side, batch.side], batch.row_ptr(start))
         for name in self.output_names:
             io.bind_output(name, "cpu")
-        with self._lock, span(MODEL, **self._span_attributes(n, rows)):
+        with self._lock, span(MODEL, attributes=self._span_attributes(n, rows)):
             self.session.run_with_iobinding(io)
             self.stats.calls += 1
             self.stats.images += n
@@ -560,13 +563,15 @@ def recorded_calls(calls: list[ModelCall]) -> Iterator[None]:
     (:mod:`processors.quantise`) and the benchmarks' replays (``benchmarks.cpu_outside``)."""
     real = BatchedModel.run
 
-    def record(self: BatchedModel, x: np.ndarray) -> list[np.ndarray]:
+    def record(self: BatchedModel, x: np.ndarray | DeviceBatch) -> list[np.ndarray]:
         out = real(self, x)
-        calls.append(ModelCall(self, np.array(x, copy=True), [np.array(o, copy=True) for o in out]))
+        if isinstance(x, np.ndarray):  # a GPU batch stays on the device: not recorded
+            calls.append(ModelCall(self, np.array(x, copy=True),
+                                   [np.array(o, copy=True) for o in out]))
         return out
 
-    BatchedModel.run = record  # type: ignore[method-assign]
+    BatchedModel.run = record  # type: ignore[method-assign]  # recording: the model call wrapped
     try:
         yield
     finally:
-        BatchedModel.run = real  # type: ignore[method-assign]
+        BatchedModel.run = real  # type: ignore[method-assign]  # the real call put back

@@ -262,7 +262,8 @@ class GraphPixels:
             io.bind_ortvalue_input("rxt", rxt)
         return sess, io
 
-    def _device_output(self, sess: ort.InferenceSession, io: ort.IOBinding, name: str) -> DeviceImage:
+    def _device_output(self, sess: ort.InferenceSession, io: ort.IOBinding,
+                       name: str) -> DeviceImage:
         io.bind_output(name, self.device, self.device_id)
         sess.run_with_iobinding(io)
         return DeviceImage.of_ortvalue(io.get_outputs()[0], self.device_id)
@@ -281,8 +282,8 @@ class GraphPixels:
         nvJPEG has no DCT scaling). JPEGs go to the codec in one batch; EXIF orientation by the
         ``orient`` graph; a JPEG the codec refuses and every other format are decoded by the CPU
         backend (its strict rules and reasons) and uploaded."""
-        with span(DECODE, **{"cardstream.decode.images": len(images),
-                             "cardstream.decode.backend": self.name}):
+        with span(DECODE, attributes={"cardstream.decode.images": len(images),
+                                     "cardstream.decode.backend": self.name}):
             return self._decode(images)
 
     def _decode(self, images: Sequence[EncodedImage]) -> list[Decoded | DecodeError]:
@@ -309,7 +310,7 @@ class GraphPixels:
             out[i] = Decoded(self.upload(d.pixels), d.width, d.height, 1.0) \
                 if isinstance(d, Decoded) else d
         self.synchronize()
-        return out  # type: ignore[return-value]
+        return [o for o in out if o is not None]  # every index is filled: the codec's or the CPU's
 
     def model_input(self, images: Sequence[Decoded], side: int) -> DeviceBatch:
         """See :meth:`processors.pixels.PixelBackend.model_input`: a
@@ -402,9 +403,10 @@ class GraphPixels:
         for i, data in zip(host, self.cpu.encode_jpeg([images[i] for i in host], quality),
                            strict=True):
             out[i] = data
-        if any(o is None for o in out):
+        done = [o for o in out if o is not None]
+        if len(done) != len(out):
             raise RuntimeError("JPEG encoding failed")
-        return out  # type: ignore[return-value]
+        return done
 
 
 class CudaPixels(GraphPixels):

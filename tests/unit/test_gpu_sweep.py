@@ -35,8 +35,10 @@ def test_cpu_sweep_prints_one_json_line(tmp_path: Path, capsys) -> None:
     r = json.loads(lines[0])
     assert r == json.loads((tmp_path / "gpu_sweep.json").read_text())
     card = r["card"]
-    assert set(card["images_per_s"]) == {"1", "2"} and all(v > 0 for v in card["images_per_s"].values())
+    assert set(card["images_per_s"]) == {"1",
+                                         "2"} and all(v > 0 for v in card["images_per_s"].values())
     assert card["best_images_per_s"] == max(card["images_per_s"].values())
-    assert card["batching_gain"] == pytest.approx(card["best_images_per_s"] / card["images_per_s"]["1"], abs=0.01)
+    assert (card["batching_gain"]
+            == pytest.approx(card["best_images_per_s"] / card["images_per_s"]["1"], abs=0.01))
     assert card["bare_model_ips"] > 0 and card["provider"] == "CPUExecutionProvider"
     assert r["machine"]["cpus"] >= 1 and "parity" not in r

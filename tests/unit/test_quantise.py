@@ -114,7 +114,7 @@ def test_precision_picks_the_pinned_file(precision: str, card: str, idphoto: str
     """On the CPU provider, ``auto`` loads only the int8 builds that passed the precision gate
     (the card's is pinned ``"auto": false``), ``int8`` every int8 build; the digest returned is
     the chosen file's pin; a model without an int8 build keeps its own file."""
-    rt = RuntimeSettings(device="cpu", precision=precision)  # type: ignore[arg-type]
+    rt = RuntimeSettings(device="cpu", precision=precision)  # type: ignore[arg-type]  # a checked choice
     got = {n: pinned_model(n, runtime=rt) for n in ("card_u2netp", "u2netp", "card_orient")}
     assert (got["card_u2netp"][0].name, got["u2netp"][0].name) == (card, idphoto)
     for path, sha in got.values():
