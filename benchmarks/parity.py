@@ -34,17 +34,17 @@ def synthetic_uploads(task: str, n: int, size: tuple[int, int] = (1600, 1200), s
 
     ``card``: scenes of :func:`processors.card.training.synth.sample` (a card on a background,
     75 % ID-1, every tenth without a card). ``id_photo``: scikit-image's public-domain
-    ``astronaut`` portrait (:func:`benchmarks.portraits.astronaut_bgr`) scaled to 55-75 % of the
-    frame's height on a :func:`~processors.card.training.synth.background`, at a random place.
-    Deterministic for a seed.
+    ``astronaut`` portrait (:func:`processors.idphoto.portraits.astronaut_bgr`) scaled to 55-75 %
+    of the frame's height on a :func:`~processors.card.training.synth.background`, at a random
+    place. Deterministic for a seed.
 
     Raises:
         ValueError: an unknown ``task``.
     """
     import cv2
 
-    from benchmarks.portraits import astronaut_bgr
     from processors.card.training.synth import background, sample
+    from processors.idphoto.portraits import astronaut_bgr
 
     rng = np.random.default_rng(seed)
     out = []
