@@ -27,7 +27,7 @@ memory and a host codec (libjpeg-turbo): that is how it is tested without a GPU
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any, Protocol
@@ -59,17 +59,61 @@ from processors.pixels import (
     antialias_plan,
     working_size,
 )
-from processors.runtime import RuntimeSettings
+from processors.runtime import SPINNING_KEY, RuntimeSettings, cuda_provider_options
 from processors.tracing import DECODE, span
 from schemas.reasons import ReasonCode
 
 log = structlog.get_logger("cardstream.pixels")
 
-__all__ = ["Codec", "CudaPixels", "GraphPixels", "HostCodec"]
+__all__ = ["Codec", "CudaPixels", "Fallbacks", "GraphPixels", "HostCodec"]
 
 WEIGHT_CACHE = 64
 """Resize weight pairs kept on the device, by (kind, source size, output size, factor): uploads
 of one app mostly share a size, so the model input's weights are uploaded once."""
+
+
+class Fallbacks:
+    """Counts of the work a GPU backend handed to the host instead (thread-safe), so that a run
+    that looks healthy cannot measure another path than the one it names: a benchmark reports
+    :meth:`snapshot` beside its figures, and the first fallback of each kind is logged
+    (``pixels_fallback``, with its reason).
+
+    Kinds: ``codec_start`` (nvImageCodec did not start: the host codec serves the backend),
+    ``decode_host`` (JPEGs the codec did not decode, decoded on the CPU and uploaded; a corrupt
+    upload counts here too, since the CPU decoder then names its reason), ``encode_host``
+    (outputs the codec did not encode, copied to the host and encoded by libjpeg-turbo).
+    """
+
+    KINDS = ("codec_start", "decode_host", "encode_host")
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._why: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def add(self, kind: str, n: int = 1, why: str = "") -> None:
+        """Count ``n`` fallbacks of ``kind`` (one of :attr:`KINDS`) for reason ``why``.
+
+        Raises:
+            ValueError: an unknown ``kind``.
+        """
+        if kind not in self.KINDS:
+            raise ValueError(f"fallback kind must be one of {self.KINDS}, not {kind!r}")
+        if n <= 0:
+            return
+        with self._lock:
+            first = kind not in self._counts
+            self._counts[kind] += n
+            if why:
+                self._why[kind] = why
+        if first:
+            log.warning("pixels_fallback", kind=kind, images=n, why=why)
+
+    def snapshot(self) -> dict[str, Any]:
+        """``{"counts": {kind: n}, "why": {kind: last reason}}`` (every kind, 0 when none)."""
+        with self._lock:
+            return {"counts": {k: self._counts.get(k, 0) for k in self.KINDS},
+                    "why": dict(self._why)}
 
 
 class Codec(Protocol):
@@ -84,6 +128,11 @@ class Codec(Protocol):
 
     def encode(self, images: Sequence[DeviceImage], quality: int) -> list[bytes | None]:
         """Baseline 4:2:0 JPEG bytes per BGR image, None where encoding failed."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """What encodes and decodes (library and version), for reports."""
         ...
 
 
@@ -118,6 +167,13 @@ class HostCodec:
         """See :class:`Codec` (OpenCV's libjpeg-turbo)."""
         return list(self.cpu.encode_jpeg(self.download(images), quality))
 
+    @property
+    def version(self) -> str:
+        """See :class:`Codec`: OpenCV's build (its libjpeg-turbo encodes, simplejpeg decodes)."""
+        import cv2
+
+        return f"host (OpenCV {cv2.__version__})"
+
 
 class GraphPixels:
     """:class:`processors.pixels.PixelBackend` on ONNX graphs, pixels in ``device`` memory.
@@ -143,7 +199,8 @@ class GraphPixels:
                 raise ProviderError(f"device=cuda requested but ONNX Runtime's providers are "
                                     f"{available}; install the `gpu` extra (CUDAExecutionProvider)")
             self.providers: list = [("CUDAExecutionProvider",
-                                     {"device_id": runtime.cuda_device_id}), "CPUExecutionProvider"]
+                                     cuda_provider_options(runtime, tf32=False)),
+                                    "CPUExecutionProvider"]
         elif device == "cpu":
             self.providers = ["CPUExecutionProvider"]
         else:
@@ -152,6 +209,7 @@ class GraphPixels:
         self.device_id = runtime.cuda_device_id if device == "cuda" else 0
         self.threads = runtime.postprocess_threads
         self.cpu = CpuPixels(decode, runtime.postprocess_threads)
+        self.fallbacks = Fallbacks()
         self.codec: Codec = codec or HostCodec(self.cpu, self.upload, self.to_host)
         self._weights: OrderedDict[tuple, tuple[ort.OrtValue, ort.OrtValue]] = OrderedDict()
         self._lock = threading.Lock()
@@ -160,8 +218,18 @@ class GraphPixels:
 
     # sessions ------------------------------------------------------------------------------
     def _session(self, model: onnx.ModelProto) -> ort.InferenceSession:
+        """A pixel graph's session: one intra-op thread that does not spin (the graphs run on
+        the device; the host only computes shapes, and images run on ``postprocess_threads``
+        threads already), TF32 off on CUDA (:func:`processors.runtime.cuda_provider_options`).
+
+        Raises:
+            ProviderError: on ``cuda``, the session's first provider is not CUDA's.
+        """
         so = ort.SessionOptions()
         so.log_severity_level = 3
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.add_session_config_entry(SPINNING_KEY, "0")
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=self.providers)
         if self.device == "cuda" and sess.get_providers()[0] != "CUDAExecutionProvider":
             raise ProviderError(f"pixel graph {model.graph.name} runs on {sess.get_providers()}")
@@ -203,6 +271,31 @@ class GraphPixels:
             if sess is None:
                 sess = self._orient[orientation] = self._session(orient_graph(orientation))
             return sess
+
+    def start_codec(self, choice: str) -> None:
+        """Use nvImageCodec (:class:`processors.gpu.nvcodec.NvImageCodec`, its images in this
+        backend's memory) as the codec, per ``RuntimeSettings.cuda_codec``: ``host`` keeps the
+        host codec; ``auto`` keeps it when nvImageCodec is missing or fails to start (counted as
+        ``codec_start`` with the reason); ``nvimgcodec`` raises then.
+
+        Raises:
+            ProviderError: ``nvimgcodec`` and nvImageCodec did not start.
+            ValueError: an unknown ``choice``.
+        """
+        if choice not in ("auto", "nvimgcodec", "host"):
+            raise ValueError(f"codec must be auto, nvimgcodec or host, not {choice!r}")
+        if choice == "host":
+            return
+        try:
+            from processors.gpu.nvcodec import NvImageCodec
+
+            self.codec = NvImageCodec(self.device_id, self.threads, self.device)
+        except Exception as e:  # noqa: BLE001 - nvImageCodec raises its own types without a GPU
+            why = (f"no module {e.name}" if isinstance(e, ModuleNotFoundError)
+                   else f"{type(e).__name__}: {e}")
+            if choice == "nvimgcodec":
+                raise ProviderError(f"nvImageCodec unavailable: {why}") from e
+            self.fallbacks.add("codec_start", 1, why)
 
     # memory --------------------------------------------------------------------------------
     def upload(self, image: np.ndarray) -> DeviceImage:
@@ -289,7 +382,16 @@ class GraphPixels:
         """:meth:`decode`'s work (its span around it)."""
         out: list[Decoded | DecodeError | None] = [None] * len(images)
         jpegs = [i for i, im in enumerate(images) if im.format == "jpeg"]
-        decoded = self.codec.decode([images[i].data for i in jpegs]) if jpegs else []
+        decoded: list[DeviceImage | None] = []
+        if jpegs:
+            try:
+                decoded = list(self.codec.decode([images[i].data for i in jpegs]))
+            except Exception as e:  # noqa: BLE001 - a codec's own error types (CUDA, nvJPEG)
+                decoded = [None] * len(jpegs)
+                self.fallbacks.add("decode_host", len(jpegs), f"{type(e).__name__}: {e}")
+            else:
+                self.fallbacks.add("decode_host", sum(d is None for d in decoded),
+                                   "the codec returned no image")
         for i, dev in zip(jpegs, decoded, strict=True):
             if dev is None:
                 continue
@@ -389,43 +491,45 @@ class GraphPixels:
 
     def encode_jpeg(self, images: Sequence[Any], quality: int) -> list[bytes]:
         """See :meth:`processors.pixels.PixelBackend.encode_jpeg`: device images in one batch
-        of the codec; host arrays (a card turned on the host) by the CPU backend.
+        of the codec; host arrays (a card turned on the host), and device images the codec did
+        not encode (an error of the whole call, or None for an image: counted as
+        ``encode_host``), by the CPU backend.
 
         Raises:
-            RuntimeError: the codec failed on an image.
+            RuntimeError: the CPU backend failed on an image too.
         """
         out: list[bytes | None] = [None] * len(images)
         dev = [i for i, im in enumerate(images) if isinstance(im, DeviceImage)]
-        host = [i for i in range(len(images)) if i not in set(dev)]
-        for i, data in zip(dev, self.codec.encode([images[i] for i in dev], quality), strict=True):
+        if dev:
+            try:
+                coded = list(self.codec.encode([images[i] for i in dev], quality))
+            except Exception as e:  # noqa: BLE001 - a codec's own error types (CUDA, nvJPEG)
+                coded = [None] * len(dev)
+                self.fallbacks.add("encode_host", len(dev), f"{type(e).__name__}: {e}")
+            else:
+                self.fallbacks.add("encode_host", sum(c is None for c in coded),
+                                   "the codec returned no bytes")
+            for i, data in zip(dev, coded, strict=True):
+                out[i] = data
+        host = [i for i in range(len(images)) if out[i] is None]
+        hosted = self.to_host([images[i] for i in host])
+        for i, data in zip(host, self.cpu.encode_jpeg(hosted, quality), strict=True):
             out[i] = data
-        for i, data in zip(host, self.cpu.encode_jpeg([images[i] for i in host], quality),
-                           strict=True):
-            out[i] = data
-        if any(o is None for o in out):
-            raise RuntimeError("JPEG encoding failed")
         return out  # type: ignore[return-value]
 
 
 class CudaPixels(GraphPixels):
-    """:class:`GraphPixels` on the GPU: ``device="cuda"``, nvImageCodec as the codec
-    (:class:`processors.gpu.nvcodec.NvImageCodec`) when it is installed, else the CPU decoder
-    with an upload (logged once as ``pixels_codec_host``).
+    """:class:`GraphPixels` on the GPU: ``device="cuda"``, its codec chosen by
+    ``RuntimeSettings.cuda_codec`` (:meth:`GraphPixels.start_codec`: nvImageCodec, or the host
+    codec when it is missing or fails to start, counted in :attr:`GraphPixels.fallbacks`).
 
     Raises:
-        ProviderError: no CUDA execution provider, or nvImageCodec is installed but fails to
-            start (no CUDA device, driver too old).
+        ProviderError: no CUDA execution provider, or ``cuda_codec="nvimgcodec"`` and
+            nvImageCodec fails to start (not installed, no CUDA device, driver too old).
     """
 
     name = "cuda"
 
     def __init__(self, runtime: RuntimeSettings, decode: DecodeSettings) -> None:
         super().__init__(runtime, decode, device="cuda")
-        try:
-            from processors.gpu.nvcodec import NvImageCodec
-
-            self.codec = NvImageCodec(runtime.cuda_device_id, runtime.postprocess_threads)
-        except ModuleNotFoundError as e:
-            log.warning("pixels_codec_host", why=f"no module {e.name}")
-        except Exception as e:  # noqa: BLE001 - nvImageCodec raises its own types without a GPU
-            raise ProviderError(f"nvImageCodec unavailable: {type(e).__name__}: {e}") from e
+        self.start_codec(runtime.cuda_codec)

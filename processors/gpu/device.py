@@ -63,6 +63,19 @@ class DeviceImage:
         return {"shape": self.shape, "typestr": "|u1", "data": (self.ptr, False),
                 "version": 3, "strides": None}
 
+    @property
+    def __array_interface__(self) -> dict:
+        """NumPy's array interface (v3) of an image in host memory (``device`` ``cpu``): what
+        nvImageCodec's ``as_image`` and ``np.asarray`` read.
+
+        Raises:
+            AttributeError: the image is not in host memory.
+        """
+        if self.device != "cpu":
+            raise AttributeError("__array_interface__ is only defined for host memory")
+        return {"shape": self.shape, "typestr": "|u1", "data": (self.ptr, False),
+                "version": 3, "strides": None}
+
     @classmethod
     def of_ortvalue(cls, value: ort.OrtValue, device_id: int = 0) -> DeviceImage:
         """Wrap an ``OrtValue`` of shape ``(1, h, w, c)`` or ``(h, w, c)``, uint8.
