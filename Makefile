@@ -53,8 +53,9 @@ bench: models stack-up ## benchmarks (never part of `make test`)
 faults: setup ## issue 31's fault table -> out/faults/summary.json (never part of `make test`); SOAK=1: the 30 min soak
 	$(VENV)/bin/python -m benchmarks.faults $(if $(SOAK),--soak) $(FAULTS_ARGS)
 
-lint: setup
+lint: setup ## ruff (style, imports, lines <= 100) over the code and its tests; mypy over the packages
 	$(VENV)/bin/ruff check streams processors schemas tests benchmarks
+	$(VENV)/bin/mypy
 
 clean: stack-down
 	rm -rf $(VENV) out .stack

@@ -30,7 +30,7 @@ from streams import procs
 from streams.errors import KafkaSetupError
 from streams.kafka import admin, create_topics, delete_topics, read_topic, topic_specs
 from streams.procs import WorkerProc
-from streams.settings import Settings, TopicSettings
+from streams.settings import KafkaSettings, Settings, TopicSettings
 from streams.storage import Storage
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -379,3 +379,17 @@ def machine_info() -> dict[str, object]:
             "os": platform.platform(), "python": platform.python_version(),
             "onnxruntime": ort.__version__, "ort_providers": ort.get_available_providers(),
             "git_commit": commit, "load_avg_1m": round(os.getloadavg()[0], 2)}
+
+
+def stop_status_app(p: subprocess.Popen, k: KafkaSettings, app_id: str) -> None:
+    """SIGTERM a ``cardstream status`` process (SIGKILL after 30 s) and delete its changelog
+    topics (``{app_id}-*-changelog``), which its start created on the shared broker."""
+    from streams.status_app import changelog_topics
+    from streams.status_settings import StatusSettings
+
+    p.terminate()
+    try:
+        p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    delete_topics(admin(k), list(changelog_topics(StatusSettings(app_id=app_id)).values()))

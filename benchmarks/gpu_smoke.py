@@ -96,7 +96,7 @@ def placement(model_bytes: bytes, providers: list, feeds: dict[str, np.ndarray],
 
 
 def _upload(size: tuple[int, int]) -> bytes:
-    from processors.gpu.parity import synthetic_uploads
+    from benchmarks.parity import synthetic_uploads
 
     return synthetic_uploads("card", 1, size, seed=7)[0]
 

@@ -2,7 +2,7 @@
 every figure appended to a journal the moment it is measured.
 
 For each task (``card``, ``id_photo``) and precision (``fp32``, ``fp16``): phone-like JPEG
-uploads made by the project's own code (:func:`processors.gpu.parity.synthetic_uploads`, default
+uploads made by the project's own code (:func:`benchmarks.parity.synthetic_uploads`, default
 1600 x 1200, ~2 MP) are probed as the worker probes them, then ``process_batch`` runs on chunks
 of each batch size with the model's bucket forced to it: decode, model input, model,
 post-processing and output encoding, nothing of Kafka or MinIO. Then the processor's own
@@ -122,7 +122,7 @@ def build(task: str, runtime: RuntimeSettings, graph_cpu: bool = False) -> Any:
 
 def items_for(task: str, n: int, size: tuple[int, int], seed: int = 29) -> list[Item]:
     """``n`` probed uploads of ``task``."""
-    from processors.gpu.parity import synthetic_uploads
+    from benchmarks.parity import synthetic_uploads
 
     ds = DecodeSettings()
     return [Item(f"{task[0]}{k}", probe_image(u, ds), {})
@@ -268,7 +268,7 @@ def procs_point(journal: Journal, task: str, precision: str, batch: int, k: int,
 def parity_child(task: str, a: argparse.Namespace) -> None:
     """The GPU path (or the graph backend on the CPU provider) against the CPU path, in its own
     process: one ``parity`` record."""
-    from processors.gpu.parity import card_parity, idphoto_parity
+    from benchmarks.parity import card_parity, idphoto_parity
 
     journal = Journal(a.out / JOURNAL)
     ref = build(task, runtime_for(a, "fp32", "cpu"))

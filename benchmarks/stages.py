@@ -79,7 +79,9 @@ processors.idphoto.framing head_geometry | head geometry
 processors.idphoto.framing cut | photo alpha from the matte
 processors.idphoto.framing alpha_matting_rgba | alpha matting
 processors.idphoto.framing composite | compositing
-processors.idphoto.framing encode_jpeg | JPEG encode (300 dpi)
+processors.idphoto.output encode | JPEG encode (JFIF dpi)
+processors.idphoto.facemesh FaceMesh.landmarks | Face Mesh crops and glue
+processors.idphoto.compliance measure | compliance checks
 """)
 STAGES: dict[str, tuple[Stage, ...]] = {"card": CARD, "id_photo": ID_PHOTO}
 

@@ -39,14 +39,12 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from benchmarks.common import free_port, fresh_stack, machine_info
+from benchmarks.common import free_port, fresh_stack, machine_info, stop_status_app
 from schemas import codec
 from schemas.models import VerificationResult
-from streams.kafka import admin, consumer, delete_topics, plain_producer
+from streams.kafka import consumer, plain_producer
 from streams.procs import settings_env
 from streams.settings import Settings, load_settings
-from streams.status_app import changelog_topics
-from streams.status_settings import StatusSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "schemas" / "examples" / "verification_result.valid.card_accepted.json"
@@ -159,14 +157,8 @@ def measure(base: Settings, store: str, n: int, memory_mib: int, disk_gib: float
                 took += t
             code, body, hz_ms = _healthz(port)
         finally:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+            stop_status_app(p, s.kafka, f"cap-{run}")
             shutil.rmtree(data_dir, ignore_errors=True)
-            delete_topics(admin(s.kafka), list(changelog_topics(
-                StatusSettings(app_id=f"cap-{run}")).values()))
     (rss1, disk1), (rss2, disk2) = stages[-2:]
     rss_pv = max(rss2 - rss1, 0) / n
     disk_pv = max(disk2 - disk1, 0) / n

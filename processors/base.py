@@ -37,8 +37,8 @@ class Item:
             displayed width and height in px, EXIF orientation); the processor decodes them. Bad
             pixel data found then (``CORRUPT_IMAGE``...) is a ``rejected`` outcome with that
             reason.
-        options: the task's options from the UploadEvent with the task's defaults applied
-            (:meth:`processors.task.TaskSpec.item_options`).
+        options: the task's options from the UploadEvent (:meth:`processors.task.TaskSpec.
+            item_options`); what they leave out, the processor takes from its settings.
     """
 
     upload_id: str

@@ -28,3 +28,8 @@ class ModelError(ProcessorError):
 
 class ProviderError(ProcessorError):
     """The requested execution provider (e.g. CUDA) is not active in the ONNX Runtime session."""
+
+
+class EvalSetError(ProcessorError):
+    """A labelled image set cannot be scored: no manifest, a malformed case, an unreadable
+    listed file, or no case to score."""

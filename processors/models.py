@@ -50,3 +50,17 @@ def model_path(name: str, verify: bool = True) -> Path:
     if verify:
         verify_sha256(path, entry["sha256"])
     return path
+
+
+def pinned_model(name: str, override: Path | None = None) -> tuple[Path, str | None]:
+    """The file of model ``name`` and the SHA-256 to check it against when it is loaded: the
+    pinned file (:func:`model_path`, not read here) with its pinned digest, or ``override`` (a
+    test's file, a new training run, a processor command's ``--model``) with None: not
+    checked.
+
+    Raises:
+        ModelError: ``override`` is None and ``name`` is not in ``models.json``.
+    """
+    if override is not None:
+        return Path(override), None
+    return model_path(name, verify=False), manifest()[name]["sha256"]

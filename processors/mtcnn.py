@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from processors.models import manifest, model_path
+from processors.models import pinned_model
 from processors.runtime import BatchedModel, RuntimeSettings
 
 #: P-Net's window (px) and the stride of its output map (px), from the MTCNN paper.
@@ -238,8 +238,7 @@ class Mtcnn:
                                         "cpu_max_bucket": MTCNN_BUCKETS[-1]})
 
         def load(name: str, symbolic: bool) -> BatchedModel:
-            return BatchedModel.shared(model_path(name, verify=False), manifest()[name]["sha256"],
-                                       rt, name, make_batch_symbolic=symbolic)
+            return BatchedModel.shared(*pinned_model(name), rt, name, make_batch_symbolic=symbolic)
 
         self.pnet = load(MODELS[0], True)
         self.rnet = load(MODELS[1], False)

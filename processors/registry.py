@@ -1,14 +1,17 @@
 """The task registry: task name -> :class:`~processors.task.TaskSpec`, one line per task.
 
 Everything that differs between tasks is read from here: the worker (options, payloads, main
-artifacts), the settings (one section per task), the CLI (the ``--tasks`` default, the processor
-commands' rows), the demo and the status app. Unknown names fail loudly.
+artifacts, processors), the settings (one section per task), replay's diff, the CLI (the
+``--tasks`` default, the processor commands' factories), the demo and the status app. Every
+task, built in or added later, comes in through :func:`register`, which adds its contract to
+``schemas`` too. Unknown names fail loudly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from processors.base import Processor
@@ -20,8 +23,14 @@ from processors.runtime import RuntimeSettings
 from processors.task import TaskSpec
 from schemas.models import register_task, unregister_task
 
-_SPECS: dict[str, TaskSpec] = {s.name: s for s in (CARD, IDPHOTO)}
-"""The tasks, one line per task (a task's spec lives in its processor's package)."""
+BUILT_IN: tuple[TaskSpec, ...] = (
+    CARD,
+    IDPHOTO,
+)
+"""The project's tasks, one line per task (a task's spec lives in its processor's package);
+each is registered by :func:`register` below, its contract included."""
+
+_SPECS: dict[str, TaskSpec] = {}
 
 SLEEP = "sleep"
 """The fixed-latency stand-in processor (:mod:`processors.sleep`), which can serve any task."""
@@ -63,6 +72,10 @@ def register(new: TaskSpec) -> None:
     _SPECS[new.name] = new
 
 
+for _spec in BUILT_IN:
+    register(_spec)
+
+
 def unregister(name: str) -> None:
     """Remove a task added by :func:`register` (the built-in ones stay).
 
@@ -100,7 +113,8 @@ def stand_in(task: str, call_ms: float = 20.0, item_ms: float = 2.0,
 
 
 def build_processor(task: str, section: Any, runtime: RuntimeSettings, *, name: str | None = None,
-                    sleep_ms: float = 20.0, decode: DecodeSettings | None = None) -> Processor:
+                    sleep_ms: float = 20.0, decode: DecodeSettings | None = None,
+                    model_file: Path | None = None) -> Processor:
     """The processor serving ``task``.
 
     Args:
@@ -113,6 +127,8 @@ def build_processor(task: str, section: Any, runtime: RuntimeSettings, *, name: 
         sleep_ms: per-call latency of the ``sleep`` processor (ms).
         decode: the decode limits the uploads are probed with (None: the defaults); the
             processors decode the pixels with them.
+        model_file: an unpinned ONNX file instead of the task's main model
+            (:meth:`~processors.task.TaskSpec.build`; the ``cardstream card --model`` option).
 
     Raises:
         ProcessorError: unknown task or processor, or a task's processor asked to serve another
@@ -122,6 +138,8 @@ def build_processor(task: str, section: Any, runtime: RuntimeSettings, *, name: 
     if name == SLEEP:
         return stand_in(task, call_ms=sleep_ms)
     if name in (None, s.name):
+        if model_file is not None:
+            return s.build(section, runtime, decode, model_file)
         return s.build(section, runtime, decode)
     if name in _SPECS:
         raise ProcessorError(f"processor {name!r} cannot serve task {task!r}")

@@ -1,14 +1,16 @@
-"""A task, as one spec: the unit of extension.
+"""A task, as one spec: its contract with the rest of the project, the unit of extension.
 
-A task is everything the rest of the project needs to know to serve it:
-its contract (its name on the wire, the models of its options and result payload), its main
-artifact, how an outcome becomes a payload, the factory of its processor and how the processor
-commands show one file of it. Each task is a :class:`TaskSpec` subclass in its processor's package
-(``processors/<package>/task.py``, e.g. ``processors/card/task.py``) and :mod:`processors.registry` maps
-names to them; the worker, the settings, the CLI, the demo and the status app derive what they
-need from there. As rembg's ``sessions/`` (one file per model, one registry line), adding a task
-is one file plus one registry line (and, for a task the v1 contract does not name, its contract
-models: :func:`processors.registry.register` adds them, :func:`schemas.models.register_task`).
+A task is what the worker, the settings and replay need to know to serve it: its wire contract
+(its name, the models of its options and result payload), its settings section, the factory of
+its processor, its main artifact, how an outcome becomes a payload and how two payloads of the
+same upload compare (:meth:`TaskSpec.compare`, replay's diff). How a command shows a file
+(``streams/cli``) and the demo's sample uploads (``streams/samples.py``) are not part of it.
+Each task is a :class:`TaskSpec` subclass in its processor's package
+(``processors/<package>/task.py``) and
+:mod:`processors.registry` lists them, one line per task. As rembg's ``sessions/`` (one file per
+model, one registry line), adding a task is one package plus one registry line (and, for a task
+the v1 contract does not name, its contract models in ``schemas/``; the registry registers them
+with :func:`schemas.models.register_task`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from processors.base import Artifact, Item, Outcome, Processor
+from processors.base import Item, Processor
 from processors.decode import DecodeSettings
 from processors.runtime import RuntimeSettings
 from schemas.models import ObjectRef, OptionsModel, PayloadModel, TaskContract
@@ -34,14 +36,16 @@ class TaskSpec:
             ``options`` model and the ``payload`` model (the result's field named after the
             task; None: the task's results carry none).
         main_artifact: name of the artifact whose stored object ref fills the payload field of
-            the same name (``rectified``, ``photo``).
-        settings_key: the task's section of the app settings (``card`` ->
-            ``CARDSTREAM_CARD__*``); None for a task without settings.
+            the same name.
+        settings_key: the task's section of the app settings (``<key>`` ->
+            ``CARDSTREAM_<KEY>__*``); None for a task without settings.
         settings_model: that section's model (frozen pydantic).
-        option_defaults: the options an item gets where the upload leaves them out.
+        option_defaults: the options an item gets where the upload leaves them out; none for
+            a task whose processor takes what is left out from its settings section (the
+            built-in ones: one place for each default, and its setting takes effect).
         payload_defaults: payload fields an outcome may lack (a rejected one), and their values.
-        cli_blank: the task's columns, in order, in a row of ``cardstream <command> IMAGE...``
-            for a file nothing was made of (refused by safe decoding, or unreadable).
+        measures: the names of what :meth:`compare` measures (replay's report has
+            ``<name>_mean`` and ``<name>_min`` for each), e.g. an IoU.
     """
 
     contract: ClassVar[TaskContract]
@@ -50,7 +54,7 @@ class TaskSpec:
     settings_model: ClassVar[type[BaseModel] | None] = None
     option_defaults: ClassVar[Mapping[str, Any]] = {}
     payload_defaults: ClassVar[Mapping[str, Any]] = {}
-    cli_blank: ClassVar[Mapping[str, Any]] = {}
+    measures: ClassVar[tuple[str, ...]] = ()
 
     @property
     def name(self) -> str:
@@ -69,7 +73,7 @@ class TaskSpec:
 
     # --- what a task defines -----------------------------------------------------------------
     def build(self, settings: Any, runtime: RuntimeSettings,
-              decode: DecodeSettings | None = None) -> Processor:
+              decode: DecodeSettings | None = None, model_file: Path | None = None) -> Processor:
         """The processor serving the task (loads its model; warm-up is separate).
 
         Args:
@@ -77,6 +81,13 @@ class TaskSpec:
             runtime: ONNX Runtime settings.
             decode: the limits the uploads were probed with (``Settings.decode``; None: the
                 defaults); the processor decodes the pixels with them.
+            model_file: an ONNX file to use instead of the task's pinned main model (a new
+                training run, a processor command's ``--model``; not checked against a
+                SHA-256); None: the pinned one.
+
+        Raises:
+            ProcessorError: the task takes no model file but was given one; ``ModelError``,
+                ``ProviderError`` from the processor's construction.
         """
         raise NotImplementedError
 
@@ -85,30 +96,13 @@ class TaskSpec:
         (worker tests and benchmarks); none by default."""
         return {}
 
-    def describe(self, payload: Any) -> str:
-        """A result payload in a few words (the demo's ``kind`` column); ``""`` by default."""
-        return ""
-
-    def samples(self, folder: Path) -> list[Path]:
-        """Sample uploads of the task, written into ``folder`` by the project's own code (the
-        demo, the benchmarks); none by default."""
-        return []
-
-    def cli_columns(self, outcome: Outcome, artifact: Artifact | None,
-                    written: str | None) -> dict[str, Any]:
-        """The task's columns in a processor command's row for a processed file: ``artifact``
-        is the outcome's main artifact (None when it has none), ``written`` the path it was
-        written to (None without an output folder)."""
+    def compare(self, before: Any, after: Any) -> dict[str, float]:
+        """What changed between two payloads of the same upload (replay: the original result's
+        and the replayed one's, the task's payload models), as :attr:`measures` -> value, for
+        the measures both payloads allow (e.g. no IoU of two regions where either payload has
+        none); none by default. Verdicts and reasons are compared by replay itself, for every
+        task."""
         return {}
-
-    def cli_text(self, row: Mapping[str, Any]) -> str:
-        """What a processor command's text line shows between the verdict and the error note."""
-        return ""
-
-    def cli_file_tail(self, options: Mapping[str, Any], artifact: Artifact) -> str:
-        """The name of a processor command's output file after ``<stem>-<ext>.``:
-        ``<artifact>.<ext>`` by default (``rectified.jpg``)."""
-        return f"{artifact.name}.{artifact.ext}"
 
     # --- what every task derives ---------------------------------------------------------------
     def item_options(self, options: BaseModel | None) -> dict[str, Any]:
@@ -117,13 +111,26 @@ class TaskSpec:
         given = options.model_dump(mode="json") if options is not None else {}
         return {**self.option_defaults, **{k: v for k, v in given.items() if v is not None}}
 
+    def effective_options(self, options: Mapping[str, Any], section: Any) -> dict[str, Any]:
+        """An item's ``options`` (:meth:`item_options`) with what they leave out filled in as
+        the task's processor fills it from its settings ``section``: the options an output is
+        made from, e.g. for a key that must change when the output can (an operator who
+        changes a default changes the outputs). By default ``options`` as they are (a task
+        whose defaults are all :attr:`option_defaults`).
+
+        Raises:
+            ProcessorError: options the task's processor refuses.
+        """
+        return dict(options)
+
     def payload(self, fields: Mapping[str, Any],
                 refs: Mapping[str, ObjectRef]) -> PayloadModel | None:
         """The result's payload from an outcome's payload ``fields`` and the stored artifacts.
 
         Fields the payload model does not know, and ``None`` values, are dropped;
-        :attr:`payload_defaults` fill what is missing; the main artifact's ref (None when it
-        was not produced) fills its field.
+        :attr:`payload_defaults` fill what is missing; each stored artifact's ref fills the
+        field of its name when the payload has one (the ID photo's ``photo`` and ``sheet``),
+        the main artifact's None when it was not produced.
 
         Raises:
             pydantic.ValidationError (a ``ValueError``): the outcome breaks the contract (a
@@ -134,6 +141,7 @@ class TaskSpec:
             return None
         d = {**self.payload_defaults,
              **{k: v for k, v in fields.items() if k in model.model_fields and v is not None}}
+        d.update({k: ref for k, ref in refs.items() if k in model.model_fields})
         if self.main_artifact in model.model_fields:
             d[self.main_artifact] = refs.get(self.main_artifact)
         return model(**d)

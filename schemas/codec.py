@@ -225,17 +225,22 @@ def _schema_message(err: SchemaError) -> tuple[str, list[str | int]]:
     """A one-line message without the instance value, and the path it applies to."""
     if err.validator in ("anyOf", "oneOf") and err.context:
         # "X or null": report the failure against X, not the null branch
-        ctx = [c for c in err.context if not (c.validator == "type" and c.validator_value == "null")]
+        ctx = [c for c in err.context
+               if not (c.validator == "type" and c.validator_value == "null")]
         inner = best_match(ctx)
         if inner is not None and len({c.relative_schema_path[0] for c in ctx}) == 1:
             return _schema_message(inner)
     path = list(err.absolute_path)
-    kw, want = err.validator, err.validator_value
+    # an error from a validator's iter_errors always carries its keyword and value (the stubs'
+    # ``Unset`` is for errors built by hand)
+    kw: str = str(err.validator)
+    want: Any = err.validator_value
     if kw == "required":
         missing = [k for k in want if isinstance(err.instance, dict) and k not in err.instance]
         return f"required property '{missing[0] if missing else '?'}' is missing", path
     if kw == "additionalProperties" and isinstance(err.instance, dict):
-        extra = sorted(k for k in err.instance if k not in err.schema.get("properties", {}))
+        props = err.schema.get("properties", {}) if isinstance(err.schema, Mapping) else {}
+        extra = sorted(k for k in err.instance if k not in props)
         if extra:
             return "unknown property (not allowed here)", [*path, extra[0]]
     if kw == "type":
@@ -316,7 +321,8 @@ def _decode(kind: str, model: type[M], value: Any, headers: HeadersIn = None) ->
     return ev
 
 
-def _encode(m: BaseModel, key: bytes | None) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
+def _encode(m: UploadEvent | VerificationResult | DeadLetter,
+            key: bytes | None) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
     return key, dumps(m.canonical()), [(CONTENT_TYPE_HEADER, HEADERS_CONTENT_TYPE.encode()),
                                        (SCHEMA_VERSION_HEADER, str(SCHEMA_VERSION).encode())]
 

@@ -50,7 +50,7 @@ class FieldError:
 
 def field_errors(err: ValidationError) -> list[FieldError]:
     """Every problem of ``err`` (a ``pydantic.ValidationError``), in pydantic's order."""
-    return [FieldError(tuple(p for p in e["loc"] if isinstance(p, str | int)),
+    return [FieldError(tuple(e["loc"]),
                        e["msg"].splitlines()[0] if e["msg"] else "")
             for e in err.errors(include_url=False, include_input=False)]
 

@@ -37,6 +37,8 @@ MEDIA_TYPE_PATTERN = (
 OPAQUE_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 # ID-photo background: a named colour or sRGB hex "#RRGGBB".
 BACKGROUND_PATTERN = r"^(?:white|blue|red|#[0-9A-Fa-f]{6})$"
+# Names of an ID photo's compliance checks: lower snake case.
+CHECK_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 # Reason and dead-letter codes: upper snake case. Known codes are listed in schemas/reasons.py;
 # new ones may be added, so consumers accept any code of this shape.
 CODE_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}$"

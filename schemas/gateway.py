@@ -112,5 +112,5 @@ class UploadAccepted(_Answer):
     result: str
 
 
-__all__ = ["GATEWAY_SCHEMA_VERSION", "HTTP_STATUS", "IMAGE_CODES", "IMAGE_REFUSED_STATUS", "GatewayCode", "GatewayError",
-           "UploadAccepted"]
+__all__ = ["GATEWAY_SCHEMA_VERSION", "HTTP_STATUS", "IMAGE_CODES", "IMAGE_REFUSED_STATUS",
+           "GatewayCode", "GatewayError", "UploadAccepted"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -40,7 +40,7 @@ from schemas import formats as F
 from schemas.reasons import DeadLetterCode, ReasonCode, Status, Task
 
 #: The schema version these models read and write.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 
 class DocTypeHint(StrEnum):
@@ -64,7 +64,10 @@ class PhotoSize(StrEnum):
 
     ``one_inch`` 25 x 35 mm and ``two_inch`` 35 x 49 mm (Chinese 1-inch/2-inch photo sizes),
     ``cn_passport`` 33 x 48 mm, ``us_passport`` 2 x 2 in (US Department of State),
-    ``schengen`` 35 x 45 mm (ICAO 9303 / Schengen visa photo).
+    ``schengen`` 35 x 45 mm (ICAO 9303 / Schengen visa photo); since issue 39 also
+    ``cn_visa``, ``us_visa``, ``uk_passport``, ``canada_passport`` (50 x 70 mm),
+    ``canada_visa``, ``india_passport`` and ``japan_passport``. Each size's rules and sources:
+    ``processors/idphoto/specs.json``.
     """
 
     ONE_INCH = "one_inch"
@@ -72,6 +75,21 @@ class PhotoSize(StrEnum):
     CN_PASSPORT = "cn_passport"
     US_PASSPORT = "us_passport"
     SCHENGEN = "schengen"
+    CN_VISA = "cn_visa"
+    US_VISA = "us_visa"
+    UK_PASSPORT = "uk_passport"
+    CANADA_PASSPORT = "canada_passport"
+    CANADA_VISA = "canada_visa"
+    INDIA_PASSPORT = "india_passport"
+    JAPAN_PASSPORT = "japan_passport"
+
+
+class PhotoMode(StrEnum):
+    """What the ID-photo task does to the upload: ``retouch`` (a new background, framed) or
+    ``validate`` (crop and frame only, the upload's own background kept and checked)."""
+
+    RETOUCH = "retouch"
+    VALIDATE = "validate"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,7 +236,8 @@ class ImageSource(_Model):
 
 
 class CardOptions(_Closed):
-    """Options of a ``card`` upload. ``doc_type``: hint, default ``auto``."""
+    """Options of a ``card`` upload. ``doc_type``: hint, default the worker's
+    ``CARDSTREAM_CARD__DOC_TYPE`` (``auto``)."""
 
     doc_type: DocTypeHint | None = None
 
@@ -227,14 +246,24 @@ class IdPhotoOptions(_Closed):
     """Options of an ``id_photo`` upload.
 
     Attributes:
-        size: size specification, default ``one_inch``.
-        background: ``white`` | ``blue`` | ``red`` | ``#RRGGBB`` (sRGB hex), default ``white``.
+        size: size specification, default the worker's ``CARDSTREAM_IDPHOTO__DEFAULT_SIZE``
+            (``one_inch``).
+        background: ``white`` | ``blue`` | ``red`` | ``#RRGGBB`` (sRGB hex), default the
+            worker's ``CARDSTREAM_IDPHOTO__DEFAULT_BACKGROUND`` (``white``).
         alpha_matting: refine the matte edge; ``None`` = the size's default.
+        mode: ``retouch`` (default) or ``validate``.
+        dpi: the photo's resolution and the JPEG's density (72..1200); default the size's (300).
+        target_kb: the largest JPEG file size in KB (1000 bytes); the quality is lowered to fit.
+        print_sheet: also store a 6 x 4 in print sheet with as many copies as fit.
     """
 
     size: PhotoSize | None = None
     background: Background | None = None
     alpha_matting: Annotated[bool, Strict()] | None = None
+    mode: PhotoMode | None = None
+    dpi: Annotated[JsonInt, Field(ge=72, le=1200)] | None = None
+    target_kb: Annotated[JsonFloat, Field(ge=5, le=10000)] | None = None
+    print_sheet: Annotated[bool, Strict()] | None = None
 
 
 class UploadEvent(_Model):
@@ -283,7 +312,8 @@ class ObjectRef(_Model):
     """An output object the worker stored (results bucket).
 
     Attributes:
-        bucket, key: where it is; key layout ``{task}/{model_version}/{upload_id}/{input_tag}/{artifact}.{ext}``.
+        bucket, key: where it is; key layout
+            ``{task}/{model_version}/{upload_id}/{input_tag}/{artifact}.{ext}``.
         size_bytes: object size in bytes.
         sha256: lowercase hex SHA-256 of the object bytes.
         content_type: media type, e.g. ``image/jpeg`` / ``image/png``.
@@ -317,6 +347,49 @@ class CardPayload(_Model):
     rectified: ObjectRef | None
 
 
+CheckName = Annotated[Str, _pattern(F.CHECK_NAME_PATTERN, "check name")]
+
+
+class ComplianceCheck(_Model):
+    """One rule of an ID photo's compliance report.
+
+    Attributes:
+        name: the rule (``head_height``, ``crown_margin``, ``eye_line``, ``chin_margin``,
+            ``centring``, ``roll``, ``yaw``, ``pitch``, ``eyes_open``, ``mouth_closed``,
+            ``background_uniformity``, ``background_colour``, ``background_replacement``,
+            ``illumination_symmetry``, ``exposure``, ``colour``, ``sharpness``; others may
+            be added).
+        value: the measured value, or ``None`` when it could not be measured.
+        unit: ``share`` (of the photo's height, or width for ``centring``), ``mm``, ``deg``,
+            ``ratio``, ``luma``, ``luma_std``, ``chroma``, ``bool``.
+        bound: ``[min, max]`` from the size's spec or the service's settings, either ``None``
+            when open; ``None`` when the rule has no bound for this size.
+        passed: whether the value meets the bound; ``None`` when not decided.
+    """
+
+    name: CheckName
+    value: JsonFloat | None
+    unit: Annotated[Str, Field(min_length=1, max_length=32)]
+    bound: tuple[JsonFloat | None, JsonFloat | None] | None
+    passed: Annotated[bool, Strict()] | None
+
+
+class IdPhotoCompliance(_Model):
+    """Whether an ID photo meets its size's rules (issue 39).
+
+    Attributes:
+        spec: the size whose rules were checked.
+        mode: ``retouch`` or ``validate``.
+        compliant: every decided check passed (failed checks' codes are in ``reasons``).
+        checks: one entry per rule, in a fixed order.
+    """
+
+    spec: PhotoSize
+    mode: PhotoMode
+    compliant: Annotated[bool, Strict()]
+    checks: tuple[ComplianceCheck, ...]
+
+
 class IdPhotoPayload(_Model):
     """ID-photo result.
 
@@ -326,6 +399,12 @@ class IdPhotoPayload(_Model):
         background: the background used (``white``/``blue``/``red``/``#RRGGBB``).
         face_box: the face ``(x, y, w, h)`` in source pixels, or ``None`` when no face was found.
         width, height: output size in pixels of the size specification.
+        mode: ``retouch`` or ``validate`` (added in issue 39; absent: ``retouch``).
+        dpi: the photo's resolution (the JPEG's JFIF density).
+        compliance: the compliance report, when a face was framed.
+        sheet: the 6 x 4 in print sheet, when asked for (``print_sheet``).
+        target_kb_met: with ``target_kb``: whether the JPEG fits it (False: it is at the lowest
+            quality allowed and still larger).
     """
 
     photo: ObjectRef | None
@@ -334,6 +413,11 @@ class IdPhotoPayload(_Model):
     face_box: tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat] | None
     width: PosInt
     height: PosInt
+    mode: PhotoMode | None = None
+    dpi: PosInt | None = None
+    compliance: IdPhotoCompliance | None = None
+    sheet: ObjectRef | None = None
+    target_kb_met: Annotated[bool, Strict()] | None = None
 
 
 OptionsModel = _Closed

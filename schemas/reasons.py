@@ -38,6 +38,22 @@ class ReasonCode(StrEnum):
     MULTIPLE_FACES = "MULTIPLE_FACES"
     FACE_TOO_SMALL = "FACE_TOO_SMALL"
     HEAD_CROPPED = "HEAD_CROPPED"
+    # id_photo compliance (issue 39): one code per failed rule of the photo's size spec
+    HEAD_TOO_SMALL = "HEAD_TOO_SMALL"  # chin-to-crown height below the spec's range
+    HEAD_TOO_LARGE = "HEAD_TOO_LARGE"  # chin-to-crown height above the spec's range
+    HEAD_TOO_HIGH = "HEAD_TOO_HIGH"  # crown margin under its minimum, or eye line above range
+    HEAD_TOO_LOW = "HEAD_TOO_LOW"  # crown margin over its maximum, eye line or chin too low
+    HEAD_NOT_CENTRED = "HEAD_NOT_CENTRED"  # the face's mid-point off the centre line
+    HEAD_TILTED = "HEAD_TILTED"  # roll beyond the limit
+    NOT_FACING_CAMERA = "NOT_FACING_CAMERA"  # yaw or pitch beyond the limit
+    EYES_CLOSED = "EYES_CLOSED"
+    MOUTH_OPEN = "MOUTH_OPEN"
+    BACKGROUND_NOT_UNIFORM = "BACKGROUND_NOT_UNIFORM"
+    BACKGROUND_COLOUR = "BACKGROUND_COLOUR"  # the background's colour breaks the spec's rule
+    BACKGROUND_REPLACED = "BACKGROUND_REPLACED"  # retouched, and the issuer refuses that
+    UNEVEN_LIGHTING = "UNEVEN_LIGHTING"  # the face's left and right halves lit unequally
+    POOR_EXPOSURE = "POOR_EXPOSURE"  # the face too dark or too bright
+    GREYSCALE = "GREYSCALE"  # no colour where the spec wants a colour photo
     # input
     UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
     IMAGE_TOO_LARGE = "IMAGE_TOO_LARGE"

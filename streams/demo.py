@@ -22,7 +22,7 @@ from streams.kafka import admin, create_topics, read_topic, topic_specs
 from streams.procs import WorkerProc, start_worker, stop_workers
 from streams.produce import UploadProducer
 from streams.replay import decode_results
-from streams.samples import write_samples
+from streams.samples import KIND, write_samples
 from streams.settings import Settings
 from streams.storage import Storage
 
@@ -131,6 +131,12 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
 
 
 def _kind(r: VerificationResult) -> str:
-    """What the output is, as its task describes it (the card's document type and rectified
-    size, the ID photo's size name and pixel size); empty when there is no output."""
-    return spec(r.task).describe(r.payload) if r.payload is not None else ""
+    """What the output is: its kind (the payload field :data:`streams.samples.KIND` names for
+    the task, if any) and the main artifact's px (``<kind> <width>x<height>``); empty when there
+    is no output."""
+    ref = spec(r.task).main_ref(r.payload)
+    if ref is None:
+        return ""
+    field = KIND.get(str(r.task))
+    kind = f"{getattr(r.payload, field)} " if field is not None else ""
+    return f"{kind}{ref.width}x{ref.height}"

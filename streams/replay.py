@@ -6,7 +6,8 @@ in replay mode (assigned partitions, its own consumer group and transactional id
 to the side topic; then :func:`diff_results` compares them with the original results, read from
 the results topic from the window's start (less :data:`RESULTS_LOOKBACK_MS`), not from its
 beginning, and streamed: a long-lived results topic costs neither the time nor the memory of
-reading it whole.
+reading it whole. Verdicts and reasons are compared for every task; what else changed, each
+task's spec says (:meth:`processors.task.TaskSpec.compare`, e.g. the IoU of what it found).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from processors import registry
 from processors.base import Processor
-from processors.card.metrics import quad_iou
 from schemas import codec
 from schemas.models import VerificationResult
 from streams.errors import StreamsError
@@ -36,6 +37,27 @@ RESULTS_LOOKBACK_MS = 300_000
 """How far before a replay window's start the original results are read from (ms). A result is
 produced after its upload, but its Kafka timestamp (CreateTime) is the worker's clock, which may
 run a little behind the uploader's; 5 min covers any clock skew NTP leaves between hosts."""
+
+
+class LiveTargetError(StreamsError):
+    """A replay was pointed at the live results or dead-letter topic, or the live consumer
+    group, without ``allow_live`` (issue 43: downstream readers got a second result per
+    upload)."""
+
+
+def live_targets(s: Settings, results_topic: str, group: str) -> list[str]:
+    """What of a replay's side results topic (its dead letters go to ``<side>.dlq``) and
+    consumer group is the live worker's: ``results topic ...``, ``dead-letter topic ...``,
+    ``consumer group ...`` (empty when none)."""
+    k = s.kafka
+    hits = []
+    if results_topic in (k.results_topic, k.dlq_topic):
+        hits.append(f"results topic {results_topic}")
+    if f"{results_topic}.dlq" in (k.results_topic, k.dlq_topic):
+        hits.append(f"dead-letter topic {results_topic}.dlq")
+    if group == k.group_id:
+        hits.append(f"consumer group {group}")
+    return hits
 
 
 class TimeArgError(StreamsError):
@@ -131,25 +153,32 @@ class Diff:
         missing_original: replayed uploads with no original result.
         verdict_changed: ``[{upload_id, before, after}]``.
         reasons_changed: ``[{upload_id, before, after}]``.
-        quad_iou: card uploads with quads on both sides -> IoU (0..1) of before vs after quads.
+        measures: measure -> upload -> value, for the uploads whose task's spec measured it on
+            both payloads (:meth:`~processors.task.TaskSpec.compare`, e.g. an IoU, 0..1, of
+            what was found before and after).
     """
 
     compared: int = 0
     missing_original: list[str] = field(default_factory=list)
     verdict_changed: list[dict[str, Any]] = field(default_factory=list)
     reasons_changed: list[dict[str, Any]] = field(default_factory=list)
-    quad_iou: dict[str, float] = field(default_factory=dict)
+    measures: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        """JSON-able report (counts, the changed uploads, IoU mean/min)."""
-        ious = list(self.quad_iou.values())
+        """JSON-able report: counts, ``<measure>_mean`` and ``<measure>_min`` for every measure
+        of every registered task (None where no upload had it), the changed uploads."""
+        names = dict.fromkeys([m for t in registry.specs() for m in t.measures] + [*self.measures])
+        stats: dict[str, float | None] = {}
+        for m in names:
+            vs = list(self.measures.get(m, {}).values())
+            stats[f"{m}_mean"] = round(sum(vs) / len(vs), 4) if vs else None
+            stats[f"{m}_min"] = round(min(vs), 4) if vs else None
         return {
             "compared": self.compared,
             "missing_original": len(self.missing_original),
             "verdicts_changed": len(self.verdict_changed),
             "reasons_changed": len(self.reasons_changed),
-            "quad_iou_mean": round(sum(ious) / len(ious), 4) if ious else None,
-            "quad_iou_min": round(min(ious), 4) if ious else None,
+            **stats,
             "changed": self.verdict_changed + [r for r in self.reasons_changed
                                                if r["upload_id"] not in
                                                {v["upload_id"] for v in self.verdict_changed}],
@@ -180,14 +209,15 @@ def diff_results(original: Iterable[VerificationResult], replayed: Iterable[Veri
         rb, ra = sorted(map(str, b.reasons)), sorted(map(str, a.reasons))
         if rb != ra:
             d.reasons_changed.append({"upload_id": uid, "before": rb, "after": ra})
-        if b.card is not None and a.card is not None and b.card.quad and a.card.quad:
-            d.quad_iou[uid] = quad_iou(b.card.quad, a.card.quad)
+        if b.task == a.task and b.payload is not None and a.payload is not None:
+            for m, v in registry.spec(a.task).compare(b.payload, a.payload).items():
+                d.measures.setdefault(m, {})[uid] = v
     return d
 
 
 def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, Processor], *,
                group: str | None = None, results_topic: str | None = None,
-               model_version: str | None = None,
+               model_version: str | None = None, allow_live: bool = False,
                on_total: Callable[[int], Any] | None = None,
                on_progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Replay the uploads of ``[from_ms, to_ms)`` into a side results topic and diff with the originals.
@@ -199,7 +229,12 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
         group / results_topic: consumer group and side topic (default: ``cardstream-replay-<time>``
             and ``cardstream.results.replay-<time>``); the side dead-letter topic is ``<side>.dlq``.
         model_version: label outputs with this version instead of the processors' own.
+        allow_live: let ``results_topic`` / ``group`` be the live worker's (else refused).
         on_total / on_progress: progress callbacks (number of uploads in the window; uploads done).
+
+    Raises:
+        LiveTargetError: the side topic, its ``.dlq`` or the group is the live one
+            (:func:`live_targets`) and ``allow_live`` is not set; nothing was read or written.
 
     Returns:
         The JSON report: ``window_ms``, ``results_topic``, ``events`` (records in the window),
@@ -214,6 +249,11 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
 
     stamp = time.strftime("%Y%m%dT%H%M%S")
     side = results_topic or f"cardstream.results.replay-{stamp}"
+    live = live_targets(s, side, group or "")
+    if live and not allow_live:
+        raise LiveTargetError(f"the replay would write to the live {' and the live '.join(live)}: "
+                              "downstream readers would get a second result per upload; pass "
+                              "--allow-live (allow_live=True) if that is what you mean")
     k = s.kafka.model_copy(update={"results_topic": side, "dlq_topic": f"{side}.dlq",
                                    "group_id": group or f"cardstream-replay-{stamp}",
                                    "transactional_id_prefix": f"cardstream-replay-{stamp}"})

@@ -11,6 +11,8 @@ and never logged).
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -267,6 +269,13 @@ class S3Settings(_Frozen):
         return self
 
 
+def hostname_ordinal(hostname: str) -> int:
+    """The trailing ``-N`` of a host name (``cardstream-worker-2`` -> 2: a StatefulSet pod's
+    ordinal, a stable worker slot), else 0."""
+    m = re.search(r"-(\d+)$", hostname)
+    return int(m.group(1)) if m else 0
+
+
 class WorkerSettings(_Frozen):
     """Worker loop.
 
@@ -278,7 +287,8 @@ class WorkerSettings(_Frozen):
             it is done, and this often meanwhile to move prefetched events into the next batch
             and serve rebalance callbacks.
         tasks: tasks this worker serves (default: every task of :mod:`processors.registry`).
-        slot: worker slot number (stable transactional.id across restarts of the slot).
+        slot: worker slot number (stable transactional.id across restarts of the slot); not
+            set: the trailing ``-N`` of ``HOSTNAME`` (a StatefulSet pod's ordinal), else 0.
         io_threads: thread pool size for MinIO GET/PUT and decode.
         http_port: port of /ready, /live, /metrics (0: off).
         max_poll_interval_ms: librdkafka max.poll.interval.ms (above the worst batch).
@@ -325,7 +335,8 @@ class WorkerSettings(_Frozen):
     max_wait_ms: int = Field(10, ge=0, le=60_000)
     poll_interval_ms: int = Field(10, ge=1, le=1_000)
     tasks: tuple[str, ...] = Field(default_factory=lambda: tuple(map(str, registry.names())))
-    slot: int = Field(0, ge=0)
+    slot: int = Field(default_factory=lambda: hostname_ordinal(os.environ.get("HOSTNAME", "")),
+                      ge=0)
     io_threads: int = Field(8, ge=1, le=256)
     http_port: int = Field(8080, ge=0, le=65535)
     max_poll_interval_ms: int = Field(300_000, ge=10_000)

@@ -22,6 +22,8 @@ Modes (:attr:`FaultProxy.mode`, switchable at any time from another thread):
   short (a truncated answer: the minio client's XML parser raises ``ParseError``).
 * ``reset``: close the client connection without answering (a connection reset / bad status
   line for the client).
+* ``slow_put``: forward, but hold each PUT for :attr:`FaultProxy.put_delay_s` first (a slow
+  store: a batch's PUTs still in flight while the next batch computes).
 
 TLS: the local stack's MinIO serves TLS only, so :meth:`FaultProxy.for_store` makes a proxy
 that speaks TLS on both sides: it serves the stack's own server certificate (issued to
@@ -36,12 +38,13 @@ import http.client
 import socket
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from streams.settings import S3Settings
 
-MODES = ("pass", "503", "502", "503-empty", "500-xml-cut", "reset")
+MODES = ("pass", "503", "502", "503-empty", "500-xml-cut", "reset", "slow_put")
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
                "trailer", "upgrade"}
@@ -76,6 +79,7 @@ class FaultProxy:
         host, _, p = upstream.rpartition(":")
         self.upstream = (host, int(p))
         self.timeout_s = timeout_s
+        self.put_delay_s = 3.0  # how long ``slow_put`` holds a PUT (s)
         self._mode = "pass"
         self._lock = threading.Lock()
         self.counts: dict[str, int] = dict.fromkeys(MODES, 0)
@@ -181,7 +185,9 @@ class FaultProxy:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                if mode != "pass":
+                if mode == "slow_put" and self.command == "PUT":
+                    time.sleep(proxy.put_delay_s)
+                if mode not in ("pass", "slow_put"):
                     ctype, page = _PAGES[mode]
                     self.send_response(int(mode.split("-")[0]))
                     if ctype:

@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 
 from processors.errors import ModelError
-from processors.models import manifest, model_path
+from processors.models import pinned_model
 from processors.pixels import shrink
 from processors.runtime import BatchedModel, RuntimeSettings
 
@@ -51,10 +51,7 @@ class Orienter:
     """
 
     def __init__(self, runtime: RuntimeSettings, model_file: Path | None = None) -> None:
-        if model_file is None:
-            path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
-        else:
-            path, sha = Path(model_file), None
+        path, sha = pinned_model(MODEL_FILE, model_file)
         self.model = BatchedModel.shared(path, sha, runtime, "card-orient",
                                           input_shape=(1, ORIENT_H, ORIENT_W))
         self.sha256 = sha

@@ -26,7 +26,7 @@ from processors.card.rectify import (
 from processors.card.settings import CardSettings
 from processors.decode import DecodeSettings
 from processors.errors import DecodeError, ModelError
-from processors.models import manifest, model_path
+from processors.models import pinned_model
 from processors.pixels import Decoded, PixelBackend, pixel_backend
 from processors.runtime import BatchedModel, BatchStats, RuntimeSettings
 from schemas.reasons import ReasonCode, Status
@@ -104,10 +104,7 @@ class CardProcessor:
         self.threads = runtime.postprocess_threads
         self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
         self.orienter = Orienter(runtime, orient_file) if settings.orient else None
-        if model_file is None:
-            path, sha = model_path(MODEL_FILE), manifest()[MODEL_FILE]["sha256"]
-        else:
-            path, sha = Path(model_file), None
+        path, sha = pinned_model(MODEL_FILE, model_file)
         self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True,
                                           outputs=1, input_shape=(3, INPUT_SIZE, INPUT_SIZE))
         digest = (sha or "local")[:12]

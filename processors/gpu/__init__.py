@@ -10,7 +10,7 @@
   :class:`~processors.gpu.backend.CudaPixels` (the ``cuda`` backend): CUDA provider plus
   :mod:`processors.gpu.nvcodec` (nvImageCodec), imported only when the backend is built, since
   nvImageCodec needs a CUDA device even to create its decoder.
-- :mod:`processors.gpu.parity`: GPU path against CPU path (tests, ``benchmarks/gpu.sh``).
+- ``benchmarks/parity.py``: GPU path against CPU path (tests, ``benchmarks/gpu.sh``).
 
 Nothing in this package imports an NVIDIA package at import time except
 :mod:`processors.gpu.nvcodec`.

@@ -11,7 +11,7 @@ box the framing uses (:func:`box_from_landmarks`): the box is defined as the Ope
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,12 +59,15 @@ class FaceBox:
         x, y: top-left corner (px, float).
         w, h: width and height (px); the box spans roughly brows to mouth, the chin lies
             about ``0.2 h`` below its bottom (see ``framing.CHIN_BELOW_BOX``).
+        marks: ``(5, 2) float64`` MTCNN's landmarks in the same px (left eye, right eye, nose,
+            mouth corners), or None; not part of equality.
     """
 
     x: float
     y: float
     w: float
     h: float
+    marks: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def unrotated(self, turns: int, source_hw: tuple[int, int]) -> FaceBox:
         """This box, found in ``np.rot90(source, turns)``, in the source's px.
@@ -82,9 +85,19 @@ class FaceBox:
                 FaceBox(y, h - x - bw, bh, bw)][turns % 4]
 
     def scaled(self, factor: float, dx: float = 0.0, dy: float = 0.0) -> FaceBox:
-        """The box in another image's px: ``p * factor + (dx, dy)``."""
+        """The box (and its landmarks) in another image's px: ``p * factor + (dx, dy)``."""
+        marks = None if self.marks is None else self.marks * factor + np.array([dx, dy])
         return FaceBox(self.x * factor + dx, self.y * factor + dy, self.w * factor,
-                       self.h * factor)
+                       self.h * factor, marks)
+
+    def iou(self, other: FaceBox) -> float:
+        """Intersection over union (0..1) of this box and ``other`` (same px); 0.0 when either
+        is empty."""
+        w = min(self.x + self.w, other.x + other.w) - max(self.x, other.x)
+        h = min(self.y + self.h, other.y + other.h) - max(self.y, other.y)
+        inter = max(w, 0.0) * max(h, 0.0)
+        union = self.w * self.h + other.w * other.h - inter
+        return inter / union if union > 0 else 0.0
 
     def as_list(self) -> list[int]:
         """``[x, y, w, h]`` (source px, rounded) for result payloads."""
@@ -101,7 +114,7 @@ def box_from_landmarks(landmarks: np.ndarray) -> list[FaceBox]:
     Returns:
         K square boxes: side :data:`BOX_PER_EYE_MOUTH` times the eye-to-mouth distance, top
         :data:`BOX_TOP_ABOVE_EYES` of it above the eye line, centred on the mean of the eyes
-        and mouth corners.
+        and mouth corners; each carries its landmarks (``marks``).
     """
     eyes = landmarks[:, 0:2].mean(axis=1)
     mouth = landmarks[:, 3:5].mean(axis=1)
@@ -109,8 +122,8 @@ def box_from_landmarks(landmarks: np.ndarray) -> list[FaceBox]:
     cx = landmarks[:, [0, 1, 3, 4], 0].mean(axis=1)
     side = BOX_PER_EYE_MOUTH * d
     top = eyes[:, 1] - BOX_TOP_ABOVE_EYES * d
-    return [FaceBox(float(c - s / 2), float(t), float(s), float(s))
-            for c, t, s in zip(cx, top, side, strict=True)]
+    return [FaceBox(float(c - s / 2), float(t), float(s), float(s), m.astype(np.float64))
+            for c, t, s, m in zip(cx, top, side, landmarks, strict=True)]
 
 
 class FaceDetector:

@@ -1,4 +1,4 @@
-"""Head geometry, framing to a standard size, compositing on a colour, JPEG at 300 dpi.
+"""Head geometry, framing to a standard size, compositing on a colour (the JPEG: ``output``).
 
 The head is measured from two sources: the crown (top of the hair) is the top of the person
 matte above the face, the chin is estimated from the face box (:data:`CHIN_BELOW_BOX`; the box
@@ -10,7 +10,6 @@ centre on the vertical mid-line. Areas outside the upload become background.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ from PIL import Image
 
 from processors.idphoto.faces import FaceBox
 from processors.idphoto.matting import Matte
-from processors.idphoto.sizes import DPI, SizeSpec
+from processors.idphoto.specs import PhotoSpec
 
 #: The chin lies this many face-box heights below the bottom of the face box (the box OpenCV's
 #: frontalface_alt2 cascade drew, which ``faces.box_from_landmarks`` reproduces). Measured on
@@ -135,7 +134,7 @@ class Frame:
                      self.height)
 
 
-def plan_frame(head: HeadGeometry, spec: SizeSpec) -> Frame:
+def plan_frame(head: HeadGeometry, spec: PhotoSpec) -> Frame:
     """The frame that puts ``head`` at ``spec``'s target head height and crown margin, centred."""
     scale = spec.target_head_px / max(head.height, 1.0)
     w, h = spec.width_px, spec.height_px
@@ -278,10 +277,3 @@ def alpha_matting_rgba(
         return rgb, mask
     arr = np.asarray(cut)
     return np.ascontiguousarray(arr[..., :3]), np.ascontiguousarray(arr[..., 3])
-
-
-def encode_jpeg(rgb: np.ndarray, quality: int, dpi: int = DPI) -> bytes:
-    """JPEG bytes of ``(H, W, 3) uint8`` RGB with JFIF density ``dpi`` x ``dpi`` (PIL)."""
-    buf = io.BytesIO()
-    Image.fromarray(rgb, mode="RGB").save(buf, "JPEG", quality=quality, dpi=(dpi, dpi))
-    return buf.getvalue()

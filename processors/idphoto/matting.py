@@ -22,7 +22,7 @@ from PIL import Image
 
 from processors.base import map_in_threads
 from processors.errors import ModelError
-from processors.models import manifest, model_home, model_path
+from processors.models import manifest, model_home, pinned_model
 from processors.pixels import normalise_rgb
 from processors.runtime import BatchedModel, RuntimeSettings
 
@@ -77,7 +77,7 @@ def resolve_model(name: str) -> tuple[Path, str | None]:
             digest mismatch.
     """
     if name in manifest():
-        return model_path(name, verify=False), manifest()[name]["sha256"]
+        return pinned_model(name)
     spec = REMBG_MODELS.get(name)
     if spec is None:
         raise ModelError(f"unknown matting model {name!r}; known: {sorted(REMBG_MODELS)}")

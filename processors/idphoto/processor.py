@@ -6,31 +6,36 @@ JPEG encoding."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import cv2
 import numpy as np
 import structlog
 
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads, outcomes_per_item
-from processors.decode import DecodeSettings
+from processors.decode import DecodeSettings, EncodedImage
 from processors.errors import DecodeError
+from processors.idphoto.compliance import Mode
+from processors.idphoto.facemesh import FaceMesh, Mesh
 from processors.idphoto.faces import FaceBox, FaceDetector, faces_on_person
 from processors.idphoto.framing import (
     Frame,
+    HeadGeometry,
     alpha_matting_rgba,
     composite,
     cut,
-    encode_jpeg,
     head_geometry,
     matte_sampler,
     plan_frame,
 )
+from processors.idphoto.inspection import fit_inside, head_with_mesh_chin, meshes, report
 from processors.idphoto.matting import MATTE_SIDE, Matte, U2NetMatting
+from processors.idphoto.output import encode_within, print_sheet
 from processors.idphoto.settings import IdPhotoSettings
-from processors.idphoto.sizes import InvalidOptionError, SizeSpec, get_size, parse_background
+from processors.idphoto.sizes import InvalidOptionError, parse_background
+from processors.idphoto.specs import PhotoSpec, get_spec
 from processors.pixels import Decoded, PixelBackend, pixel_backend, shrink
 from processors.runtime import BatchStats, RuntimeSettings, sha256_file
 from schemas.reasons import ReasonCode, Status, Task
@@ -65,10 +70,11 @@ FAST_SCALES = (0.125, 0.25, 0.5, 1.0)
 def base_payload(req: PhotoRequest) -> dict[str, Any]:
     """The payload fields every outcome of a valid request carries, rejected ones included:
     ``size`` (name), ``background``, ``face_box`` None, ``width`` / ``height`` (px of the
-    requested size; the contract's ``IdPhotoPayload`` requires them positive)."""
+    requested size at its dpi; the contract's ``IdPhotoPayload`` requires them positive),
+    ``mode`` and ``dpi``."""
     spec = req.size
     return {"size": spec.name, "background": req.background, "face_box": None,
-            "width": spec.width_px, "height": spec.height_px}
+            "width": spec.width_px, "height": spec.height_px, "mode": req.mode, "dpi": spec.dpi}
 
 
 def decode_side(width: int, height: int, scale: float) -> int:
@@ -155,53 +161,151 @@ class Found:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
-    """An accepted item's photo, planned: the frame and what it reads.
-
-    Attributes:
-        frame: output placement on the turned upload.
-        found: faces, turn and matte.
-        payload: the result's task fields.
-    """
-
-    frame: Frame
-    found: Found
-    payload: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
 class PhotoRequest:
     """An item's validated options.
 
     Attributes:
-        size: the size spec.
+        size: the size's spec (``specs.json``), at the requested ``dpi``.
         background: the option as given, normalised (``white`` or ``#rrggbb``).
         background_rgb: its RGB.
         alpha_matting: whether to run alpha matting on the framed crop.
+        mode: ``retouch`` (a new background) or ``validate`` (the upload's own, checked).
+        target_kb: the largest JPEG size in KB, or None.
+        print_sheet: whether to store a 6 x 4 in print sheet too.
     """
 
-    size: SizeSpec
+    size: PhotoSpec
     background: str
     background_rgb: tuple[int, int, int]
     alpha_matting: bool
+    mode: Mode = "retouch"
+    target_kb: float | None = None
+    print_sheet: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ItemStep:
+    """Where one item of a batch stands (a step of :meth:`IdPhotoProcessor.process_batch`).
+
+    Attributes:
+        item: the upload.
+    """
+
+    item: Item
+
+    @property
+    def upload_id(self) -> str:
+        """The item's upload id."""
+        return self.item.upload_id
+
+
+@dataclass(frozen=True, slots=True)
+class Asked(ItemStep):
+    """Step 1: the item's options validated (``req``: what it asks for)."""
+
+    req: PhotoRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded(ItemStep):
+    """Step 2: the item decoded at the scale its photo needs (:func:`decode_long_side`).
+
+    Attributes:
+        req: what it asks for.
+        image: its pixels (any scale; ``image.scale`` decoded px per upload px).
+    """
+
+    req: PhotoRequest
+    image: Decoded
+
+
+@dataclass(frozen=True, slots=True)
+class Plan(ItemStep):
+    """Step 3: an item that passed every verdict, its photo planned.
+
+    Attributes:
+        req: what it asks for.
+        image: its pixels.
+        frame: output placement on the turned upload.
+        found: faces, turn and matte.
+        payload: the result's task fields.
+        inference_ms: the batch's model time (ms).
+        head: the head measured on the turned upload (crown from the matte, chin from the mesh).
+        mesh: the face's landmarks in px of the turned upload (None: the face had none).
+    """
+
+    req: PhotoRequest
+    image: Decoded
+    frame: Frame
+    found: Found
+    payload: dict[str, Any]
+    inference_ms: float
+    head: HeadGeometry
+    mesh: Mesh | None
+
+
+Step = Outcome | Asked | Loaded | Plan
+"""Where an item of a batch stands: each step is a new frozen value; an :class:`Outcome` is
+final (rejected, failed, or the accepted photo)."""
+S = TypeVar("S", Asked, Loaded, Plan)
+
+
+def advance(steps: Sequence[Step], kind: type[S],
+            run: Callable[[list[S]], Sequence[Step]]) -> list[Step]:
+    """``steps`` with those of ``kind`` replaced, in place, by what ``run`` makes of them: one
+    call for all of them (a batched model call or decode), none when there are none.
+
+    Raises:
+        ValueError: ``run`` returned another number of steps than it was given.
+    """
+    at = [i for i, x in enumerate(steps) if isinstance(x, kind)]
+    todo = [x for x in steps if isinstance(x, kind)]
+    out = list(steps)
+    if todo:
+        for i, x in zip(at, run(todo), strict=True):
+            out[i] = x
+    return out
+
+
+def _flag(options: Mapping[str, Any], name: str) -> bool | None:
+    v = options.get(name)
+    if v is not None and not isinstance(v, bool):
+        raise InvalidOptionError(f"{name} must be true, false or null, not {v!r}")
+    return v
 
 
 def parse_options(options: Mapping[str, Any], settings: IdPhotoSettings) -> PhotoRequest:
-    """Validate an item's ``size`` / ``background`` / ``alpha_matting`` options.
+    """Validate an item's options: ``size``, ``background``, ``alpha_matting``, ``mode``,
+    ``dpi``, ``target_kb``, ``print_sheet``.
 
-    Missing or None values take the settings' defaults; ``alpha_matting`` None means the size's
-    default (off for one_inch, on for the larger sizes).
+    Missing or None values take the settings' defaults (``default_size``,
+    ``default_background``, ``default_mode``); ``alpha_matting`` None means the size's default
+    (off for one_inch, on for the larger sizes), ``dpi`` None the size's (300).
 
     Raises:
-        InvalidOptionError: unknown size, bad colour, or a non-boolean ``alpha_matting``.
+        InvalidOptionError: unknown size or mode, bad colour, a non-boolean flag, a dpi outside
+            72..1200 or a target size outside 5..10000 KB.
     """
-    size = get_size(str(options.get("size") or settings.default_size))
+    size = get_spec(str(options.get("size") or settings.default_size))
     background = str(options.get("background") or settings.default_background).strip().lower()
     rgb = parse_background(background)
-    am = options.get("alpha_matting")
-    if am is not None and not isinstance(am, bool):
-        raise InvalidOptionError(f"alpha_matting must be true, false or null, not {am!r}")
-    return PhotoRequest(size, background, rgb, size.alpha_matting if am is None else am)
+    am = _flag(options, "alpha_matting")
+    mode = str(options.get("mode") or settings.default_mode)
+    if mode not in ("retouch", "validate"):
+        raise InvalidOptionError(f"mode must be retouch or validate, not {mode!r}")
+    dpi = options.get("dpi")
+    if dpi is not None:
+        if isinstance(dpi, bool) or not isinstance(dpi, int | float) or dpi != int(dpi) \
+                or not 72 <= dpi <= 1200:
+            raise InvalidOptionError(f"dpi must be an integer in 72..1200, not {dpi!r}")
+        size = replace(size, dpi=int(dpi))
+    kb = options.get("target_kb")
+    if kb is not None and (isinstance(kb, bool) or not isinstance(kb, int | float)
+                           or not 5 <= kb <= 10000):
+        raise InvalidOptionError(f"target_kb must be a number in 5..10000, not {kb!r}")
+    return PhotoRequest(size, background, rgb, size.alpha_matting if am is None else am,
+                        mode, None if kb is None else float(kb),  # type: ignore[arg-type]
+                        bool(_flag(options, "print_sheet")))
 
 
 class IdPhotoProcessor:
@@ -228,11 +332,15 @@ class IdPhotoProcessor:
         self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
         self.matting = U2NetMatting(settings.model, runtime)
         self.faces = FaceDetector(settings, runtime)
-        self._version = f"{settings.model}.{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}.mtcnn"
+        self.facemesh = FaceMesh(runtime)
+        self._version = (f"{settings.model}."
+                         f"{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}"
+                         ".mtcnn.facemesh")
 
     @property
     def model(self) -> ModelInfo:
-        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.mtcnn``, active provider."""
+        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.mtcnn.facemesh``, active
+        provider."""
         return ModelInfo(
             name=f"idphoto-{self.settings.model}",
             version=self._version,
@@ -253,17 +361,25 @@ class IdPhotoProcessor:
         """Run every matting batch bucket once (choosing the best) and the face detector."""
         bucket = self.matting.warm_up()
         self.faces.detect([np.zeros((self.faces.canvas, self.faces.canvas, 3), np.uint8)])
+        z = np.zeros((64, 64, 3), np.uint8)
+        self.facemesh.landmarks([z], [np.array([[20, 24], [44, 24], [32, 34], [22, 44], [42, 44]],
+                                               np.float64)])
         log.info("idphoto_warm", model=self.settings.model, bucket=bucket,
                  provider=self.matting.provider)
 
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
         """One outcome per item, in order.
 
-        For the whole batch: one decode (at the scale the photos need, :func:`decode_long_side`),
-        one matting call, one face search (three MTCNN calls); one more matting call only for people small in their
+        Each item goes through a chain of frozen steps (:data:`Step`): its options
+        (:class:`Asked`), its pixels (:class:`Loaded`), its verdict and frame (:class:`Plan`)
+        and its photo; an item that stops early keeps its :class:`Outcome`. Between the steps,
+        the batch's items at that step share one call: one decode (at the scale the photos
+        need, :func:`decode_long_side`; one per distinct scale), one matting call, one face
+        search (three MTCNN calls); one more matting call only for people small in their
         frame, one more face search only for uploads with no face upright; one batched warp of
-        the accepted photos. Per item on the host: the verdict, the framing, the alpha of the
-        photo from the matte, optional alpha matting, compositing and the JPEG.
+        the accepted photos (and one more decode only for those that need more px). Per item
+        on the host: the verdict, the framing, the alpha of the photo from the matte, optional
+        alpha matting, compositing and the JPEG.
 
         Args:
             items: N >= 1 items (encoded uploads); options ``size``, ``background``,
@@ -282,52 +398,66 @@ class IdPhotoProcessor:
         """
         if not items:
             return []
-        requests: list[PhotoRequest | InvalidOptionError] = []
-        for it in items:
-            try:
-                requests.append(parse_options(it.options, self.settings))
-            except InvalidOptionError as e:
-                requests.append(e)
-        valid = [i for i, r in enumerate(requests) if isinstance(r, PhotoRequest)]
-        decoded = self._decode(items, {i: decode_long_side(
-            items[i].image.width, items[i].image.height,
-            requests[i].size.target_head_px) for i in valid})  # type: ignore[union-attr]
-        valid = [i for i in valid if isinstance(decoded[i], Decoded)]
-        found: dict[int, Found] = {}
-        ms = 0.0
-        if valid:
-            views, mattes = self.person_mattes([items[i] for i in valid],
-                                               [decoded[i] for i in valid])  # type: ignore[misc]
-            faces, face_ms = self._faces(views, mattes)
-            found = dict(zip(valid, faces, strict=True))
-            ms = self.matting.last_inference_ms + face_ms
-
-        def verdict(i: int) -> Outcome | Plan:
-            it, req = items[i], requests[i]
-            if isinstance(req, InvalidOptionError):
-                log.warning("idphoto_bad_options", upload_id=it.upload_id, error=str(req))
-                return Outcome(it.upload_id, Status.FAILED, (ReasonCode.INTERNAL_ERROR,),
-                               {"error": str(req)})
-            if isinstance(bad := decoded[i], DecodeError):
-                return Outcome(it.upload_id, Status.REJECTED, (ReasonCode(bad.reason),),
-                               base_payload(req))
-            return self._plan(it, req, found[i], ms)
-
-        planned = outcomes_per_item(verdict, items, self.threads, task=self.task, inference_ms=ms)
-        todo = [i for i, p in enumerate(planned) if isinstance(p, Plan)]
-        photos = dict(zip(todo, self._photos(items, decoded, planned, todo), strict=True))
-
-        def finish(i: int) -> Outcome:
-            p = planned[i]
-            if not isinstance(p, Plan):
-                return p
-            return self._finish(items[i], requests[i], p, photos[i], ms)  # type: ignore[arg-type]
-
-        outs = outcomes_per_item(finish, items, self.threads, task=self.task, inference_ms=ms)
+        steps: list[Step] = [self._ask(it) for it in items]
+        steps = advance(steps, Asked, self._load)
+        steps = advance(steps, Loaded, self._plans)
+        outs = [x for x in advance(steps, Plan, self._photographs) if isinstance(x, Outcome)]
         for o in outs:
             log.debug("idphoto_item", upload_id=o.upload_id, status=str(o.status),
                       reasons=[str(r) for r in o.reasons])
         return outs
+
+    def _ask(self, it: Item) -> Asked | Outcome:
+        """Step 1: the item's options (:func:`parse_options`), or ``failed`` INTERNAL_ERROR
+        for options the UploadEvent schema forbids."""
+        try:
+            return Asked(it, parse_options(it.options, self.settings))
+        except InvalidOptionError as e:
+            log.warning("idphoto_bad_options", upload_id=it.upload_id, error=str(e))
+            return Outcome(it.upload_id, Status.FAILED, (ReasonCode.INTERNAL_ERROR,),
+                           {"error": str(e)})
+
+    def _load(self, asked: Sequence[Asked]) -> list[Loaded | Outcome]:
+        """Step 2: decode at the scale each photo needs (:func:`decode_long_side`); pixel data
+        that fails to decode is ``rejected`` with the decoder's reason."""
+        decoded = self._decode([a.item.image for a in asked], [decode_long_side(
+            a.item.image.width, a.item.image.height, a.req.size.target_head_px) for a in asked])
+        return [Loaded(a.item, a.req, d) if isinstance(d, Decoded)
+                else Outcome(a.item.upload_id, Status.REJECTED, (ReasonCode(d.reason),),
+                             base_payload(a.req))
+                for a, d in zip(asked, decoded, strict=True)]
+
+    def _plans(self, loaded: Sequence[Loaded]) -> list[Plan | Outcome]:
+        """Step 3: the person mattes and faces of the batch (:meth:`person_mattes`,
+        :meth:`_faces`), then per item the verdict and frame (:meth:`_plan`)."""
+        views, mattes = self.person_mattes([x.item for x in loaded], [x.image for x in loaded])
+        found, face_ms = self._faces(views, mattes)
+        mesh = self._meshes(views, found)
+        ms = self.matting.last_inference_ms + face_ms + self.facemesh.last_inference_ms
+        return outcomes_per_item(lambda k: self._plan(loaded[k], found[k], mesh[k], ms),
+                                 [x.item for x in loaded], self.threads, task=self.task,
+                                 inference_ms=ms)
+
+    def _meshes(self, views: Sequence[View], found: Sequence[Found]) -> list[Mesh | None]:
+        """The Face Mesh of every upload with exactly one face large enough to frame, one
+        batched call (``facemesh.last_inference_ms``); None for the others."""
+        one = [k for k, f in enumerate(found)
+               if len(f.faces) == 1 and f.faces[0].h >= self.settings.min_face_px]
+        self.facemesh.last_inference_ms = 0.0
+        out: list[Mesh | None] = [None] * len(found)
+        got = meshes(self.facemesh, [(views[k].image, views[k].factor) for k in one],
+                     [(found[k].faces[0], found[k].turns) for k in one])
+        for k, m in zip(one, got, strict=True):
+            out[k] = m
+        return out
+
+    def _photographs(self, plans: Sequence[Plan]) -> list[Outcome]:
+        """Step 4: the photos of the planned items (:meth:`_photos`, one batched warp), then
+        per item the accepted outcome (:meth:`_finish`)."""
+        photos = self._photos(plans)
+        return outcomes_per_item(lambda k: self._finish(plans[k], photos[k]),
+                                 [p.item for p in plans], self.threads, task=self.task,
+                                 inference_ms=plans[0].inference_ms)
 
     def person_mattes(self, items: Sequence[Item], decoded: Sequence[Decoded]
                       ) -> tuple[list[View], list[Matte]]:
@@ -359,16 +489,15 @@ class IdPhotoProcessor:
         a TIFF's or HEIF's orientation itself), else the JPEG header's."""
         return (d.height, d.width) if d.scale == 1.0 else (it.image.height, it.image.width)
 
-    def _decode(self, items: Sequence[Item], long_sides: Mapping[int, int]
-                ) -> dict[int, Decoded | DecodeError]:
-        """``pixels.decode`` of the items ``long_sides`` names, at those long sides (one batched
-        call per distinct side)."""
+    def _decode(self, images: Sequence[EncodedImage], long_sides: Sequence[int]
+                ) -> list[Decoded | DecodeError]:
+        """``pixels.decode`` of ``images``, each at its long side (px; one batched call per
+        distinct side, the smallest first), in order."""
         out: dict[int, Decoded | DecodeError] = {}
-        for side in sorted(set(long_sides.values())):
-            idx = [i for i, v in long_sides.items() if v == side]
-            out.update(zip(idx, self.pixels.decode([items[i].image for i in idx], side),
-                           strict=True))
-        return out
+        for side in sorted(set(long_sides)):
+            idx = [i for i, v in enumerate(long_sides) if v == side]
+            out.update(zip(idx, self.pixels.decode([images[i] for i in idx], side), strict=True))
+        return [out[i] for i in range(len(images))]
 
     def _canvases(self, views: Sequence[View], mattes: Sequence[Matte]
                   ) -> tuple[list[np.ndarray], list[float]]:
@@ -421,11 +550,13 @@ class IdPhotoProcessor:
                 out[i] = Found(faces, t, m)
         return out, face_ms
 
-    def _plan(self, it: Item, req: PhotoRequest, found: Found,
-              inference_ms: float) -> Outcome | Plan:
-        """The verdict, and for an accepted item its frame (host work on the matte only)."""
-        spec = req.size
-        payload = base_payload(req)
+    def _plan(self, x: Loaded, found: Found, mesh: Mesh | None,
+              inference_ms: float) -> Plan | Outcome:
+        """The verdict, and for an accepted item its frame (host work on the matte only): the
+        chin from the mesh (:func:`~processors.idphoto.inspection.head_with_mesh_chin`), and
+        in ``validate`` mode the frame moved onto the upload (:func:`fit_inside`)."""
+        it, spec = x.item, x.req.size
+        payload = base_payload(x.req)
 
         def reject(code: ReasonCode, **extra: Any) -> Outcome:
             return Outcome(it.upload_id, Status.REJECTED, (code,), {**payload, **extra},
@@ -441,52 +572,80 @@ class IdPhotoProcessor:
         payload["face_box"] = face.unrotated(turns, hw).as_list()
         if face.h < self.settings.min_face_px:
             return reject(ReasonCode.FACE_TOO_SMALL)
-        head = head_geometry(face, matte, self.settings.matte_threshold,
-                             resolution=spec.target_head_px / face.h)
+        head = head_with_mesh_chin(
+            head_geometry(face, matte, self.settings.matte_threshold,
+                          resolution=spec.target_head_px / face.h), mesh, matte.source_hw)
         if head.cropped:
             return reject(ReasonCode.HEAD_CROPPED)
-        return Plan(plan_frame(head, spec), found, payload)
+        frame = plan_frame(head, spec)
+        if x.req.mode == "validate":
+            frame = fit_inside(frame, head, matte.source_hw)
+        return Plan(it, x.req, x.image, frame, found, payload, inference_ms, head, mesh)
 
-    def _photos(self, items: Sequence[Item], decoded: Mapping[int, Decoded | DecodeError],
-                planned: Sequence[Outcome | Plan], todo: Sequence[int]) -> list[np.ndarray]:
+    def _photos(self, plans: Sequence[Plan]) -> list[np.ndarray]:
         """The colour photos of the planned items, ``(h, w, 3) uint8`` BGR host arrays, by one
         batched warp of the decoded uploads; an upload decoded at fewer px than its frame needs
         is decoded again at the scale it needs (one more batched decode)."""
-        if not todo:
-            return []
-        srcs: dict[int, Decoded] = {i: decoded[i] for i in todo}  # type: ignore[misc]
-        need = {i: p.frame.scale for i in todo if (p := planned[i]).frame.scale  # type: ignore[union-attr]
-                > srcs[i].scale * UPSCALE_TOLERANCE}
-        if need:
-            again = self._decode(items, {i: decode_side(items[i].image.width,
-                                                         items[i].image.height, s)
-                                         for i, s in need.items()})
-            srcs.update({i: d for i, d in again.items() if isinstance(d, Decoded)})
+        srcs = [p.image for p in plans]
+        again = [k for k, p in enumerate(plans)
+                 if p.frame.scale > p.image.scale * UPSCALE_TOLERANCE]
+        if again:
+            images = [plans[k].item.image for k in again]
+            redone = self._decode(images, [decode_side(im.width, im.height, plans[k].frame.scale)
+                                           for k, im in zip(again, images, strict=True)])
+            for k, d in zip(again, redone, strict=True):
+                if isinstance(d, Decoded):
+                    srcs[k] = d
         hm, sizes = [], []
-        for i in todo:
-            p: Plan = planned[i]  # type: ignore[assignment]
+        for p, src in zip(plans, srcs, strict=True):
             m = p.found.matte
             hw = m.rot90(-p.found.turns).source_hw if p.found.turns else m.source_hw
-            hm.append(upload_to_decoded(srcs[i]) @ turned_to_upload(p.found.turns, hw)
+            hm.append(upload_to_decoded(src) @ turned_to_upload(p.found.turns, hw)
                       @ frame_to_turned(p.frame))
             sizes.append((p.frame.width, p.frame.height))
-        return self.pixels.to_host(self.pixels.warp([srcs[i] for i in todo], np.stack(hm), sizes))
+        return self.pixels.to_host(self.pixels.warp(srcs, np.stack(hm), sizes))
 
-    def _finish(self, it: Item, req: PhotoRequest, plan: Plan, bgr: np.ndarray,
-                inference_ms: float) -> Outcome:
-        """Alpha of the photo from the matte, optional alpha matting, compositing, JPEG."""
-        frame, matte = plan.frame, plan.found.matte
+    def _finish(self, plan: Plan, bgr: np.ndarray) -> Outcome:
+        """The photo (``retouch``: alpha from the matte, optional alpha matting, composited on
+        the background; ``validate``: as framed), its compliance report, the JPEG (at the
+        spec's dpi, within ``target_kb``) and the optional print sheet.
+
+        The report's failed checks are the outcome's reasons; it is ``rejected`` when one of
+        them is in ``settings.compliance.reject``, else ``accepted`` (the others annotate).
+        The photo is stored either way, so a rejected photo can be looked at.
+        """
+        it, req = plan.item, plan.req
+        frame, matte, spec = plan.frame, plan.found.matte, req.size
         rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         alpha = cut(matte_sampler(matte), matte.source_hw, frame)
-        if req.alpha_matting:
-            s = self.settings
-            rgb, alpha = alpha_matting_rgba(
-                rgb, alpha, s.alpha_matting_foreground_threshold,
-                s.alpha_matting_background_threshold, s.alpha_matting_erode_size,
-            )
-        photo = composite(rgb, alpha, req.background_rgb)
-        data = encode_jpeg(photo, self.settings.jpeg_quality)
-        art = Artifact(name="photo", ext="jpg", content_type="image/jpeg", data=data,
-                       width=frame.width, height=frame.height)
-        return Outcome(it.upload_id, Status.ACCEPTED, (), plan.payload, (art,),
-                       inference_ms=inference_ms)
+        photo = rgb
+        if req.mode == "retouch":
+            if req.alpha_matting:
+                s = self.settings
+                rgb, alpha = alpha_matting_rgba(
+                    rgb, alpha, s.alpha_matting_foreground_threshold,
+                    s.alpha_matting_background_threshold, s.alpha_matting_erode_size,
+                )
+            photo = composite(rgb, alpha, req.background_rgb)
+        payload = dict(plan.payload)
+        status, reasons = Status.ACCEPTED, ()
+        if plan.mesh is not None:
+            rep = report(photo, alpha, plan.mesh, plan.head.crown_y, frame, spec, req.mode,
+                         self.settings.compliance, matte.source_hw)
+            payload["compliance"] = rep.as_payload(spec, req.mode)
+            reasons = tuple(ReasonCode(r) for r in rep.failed())
+            if rep.rejecting(self.settings.compliance):
+                status = Status.REJECTED
+        jpeg = encode_within(photo, self.settings.jpeg_quality, spec.dpi, req.target_kb)
+        if req.target_kb is not None:
+            payload["target_kb_met"] = jpeg.fits
+        arts = [Artifact(name="photo", ext="jpg", content_type="image/jpeg", data=jpeg.data,
+                         width=frame.width, height=frame.height)]
+        if req.print_sheet:
+            sheet, _ = print_sheet(photo, spec.dpi)
+            arts.append(Artifact(name="sheet", ext="jpg", content_type="image/jpeg",
+                                 data=encode_within(sheet, self.settings.jpeg_quality, spec.dpi,
+                                                    None).data,
+                                 width=sheet.shape[1], height=sheet.shape[0]))
+        return Outcome(it.upload_id, status, reasons, payload, tuple(arts),
+                       inference_ms=plan.inference_ms)

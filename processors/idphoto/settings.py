@@ -6,7 +6,50 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.models import Background, PhotoMode, PhotoSize
+from schemas.reasons import ReasonCode
+
 MattingModelName = Literal["u2netp", "u2net", "u2net_human_seg", "silueta"]
+
+
+class ComplianceSettings(BaseModel):
+    """Thresholds of the checks whose sources give words, and which failures reject.
+
+    Attributes:
+        reject: reason codes that make an ``id_photo`` result ``rejected``; any other failed
+            check only annotates (its code is listed in ``reasons`` of an accepted result).
+        min_eye_opening: smallest eyelid gap per eye width (each eye) for ``eyes_open``.
+        max_mouth_opening: largest inner-lip gap per mouth width for ``mouth_closed``.
+        max_background_std: largest standard deviation of the background's luma (0..255).
+        max_illumination_asymmetry: largest ``|L - R| / mean(L, R)`` of the face halves' luma.
+        exposure_luma: the face's mean luma must lie in this range (0..255).
+        min_sharpness: smallest variance of the Laplacian of the face at 128 px, divided by
+            the variance of the face's luma (scale- and exposure-free).
+        min_colourfulness: smallest mean chroma (``max - min`` of RGB) of the face for a colour
+            photo.
+        max_eye_glare: largest share of an eye's region (its contour's box, doubled) that is
+            specular white (luma >= 245, chroma <= 30): a catchlight is 1-3 %, the glare of
+            glasses tens of %.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    reject: frozenset[ReasonCode] = frozenset({
+        ReasonCode.HEAD_TOO_SMALL, ReasonCode.HEAD_TOO_LARGE, ReasonCode.HEAD_TOO_HIGH,
+        ReasonCode.HEAD_TOO_LOW, ReasonCode.HEAD_NOT_CENTRED, ReasonCode.HEAD_TILTED,
+        ReasonCode.NOT_FACING_CAMERA, ReasonCode.EYES_CLOSED, ReasonCode.MOUTH_OPEN,
+        ReasonCode.BACKGROUND_NOT_UNIFORM, ReasonCode.BACKGROUND_COLOUR,
+        ReasonCode.UNEVEN_LIGHTING, ReasonCode.POOR_EXPOSURE, ReasonCode.BLURRY,
+        ReasonCode.GREYSCALE, ReasonCode.GLARE,
+    })
+    min_eye_opening: float = Field(default=0.12, ge=0.0)
+    max_mouth_opening: float = Field(default=0.08, ge=0.0)
+    max_background_std: float = Field(default=12.0, ge=0.0)
+    max_illumination_asymmetry: float = Field(default=0.25, ge=0.0)
+    exposure_luma: tuple[float, float] = (60.0, 215.0)
+    min_sharpness: float = Field(default=0.015, ge=0.0)
+    min_colourfulness: float = Field(default=6.0, ge=0.0)
+    max_eye_glare: float = Field(default=0.08, ge=0.0, le=1.0)
 
 
 class IdPhotoSettings(BaseModel):
@@ -16,9 +59,15 @@ class IdPhotoSettings(BaseModel):
         model: rembg U2-Net family model used for the person matte. ``u2netp`` (4.4 MB) is pinned
             in ``processors/models.json``; the others are rembg's release files
             (``u2net.onnx``...) and must already be in the model home (see ``matting.REMBG_MODELS``).
-        default_size: size used when an item carries no ``size`` option (see ``sizes.SIZES``).
+        default_size: size used when an item carries no ``size`` option (``specs.json``):
+            the one place this default is written; uploads, ``cardstream idphoto`` and the
+            processor's own calls all take it from here.
         default_background: background used when an item carries no ``background`` option
-            (``white``, ``blue``, ``red`` or ``#RRGGBB``).
+            (``white``, ``blue``, ``red`` or ``#RRGGBB``); the one place, as ``default_size``.
+        default_mode: ``retouch`` (a new background) or ``validate`` (the upload's own,
+            checked) when an item carries no ``mode`` option.
+        compliance: the report's thresholds and which failures reject
+            (``CARDSTREAM_IDPHOTO__COMPLIANCE__*``, :class:`ComplianceSettings`).
         min_face_px: smallest accepted face-box height (source px); smaller faces are
             ``FACE_TOO_SMALL`` because the head would be upscaled too far (a one-inch head is
             ~250 px at 300 dpi, so 80 px means an upscale of about 3x).
@@ -46,8 +95,10 @@ class IdPhotoSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model: MattingModelName = "u2netp"
-    default_size: str = "one_inch"
-    default_background: str = "white"
+    default_size: PhotoSize = PhotoSize.ONE_INCH
+    default_background: Background = "white"
+    default_mode: PhotoMode = PhotoMode.RETOUCH
+    compliance: ComplianceSettings = ComplianceSettings()
     min_face_px: int = Field(default=80, ge=8)
     secondary_face_ratio: float = Field(default=0.5, gt=0.0, le=1.0)
     face_matte_min: float = Field(default=0.5, ge=0.0, le=1.0)

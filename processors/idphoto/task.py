@@ -11,82 +11,78 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from processors.base import Artifact, Item, Outcome, Processor
+from processors.base import Item, Processor
 from processors.decode import DecodeSettings
+from processors.errors import ProcessorError
 from processors.idphoto.settings import IdPhotoSettings
 from processors.runtime import RuntimeSettings
 from processors.task import TaskSpec
-from schemas.models import V1_TASKS, IdPhotoPayload, PhotoSize
+from schemas.models import V1_TASKS, IdPhotoPayload
 from schemas.reasons import Task
+
+_DEFAULTS = IdPhotoSettings()
+"""The section's defaults, for the stand-in's payload (it has no settings)."""
 
 
 class IdPhotoTask(TaskSpec):
-    """ID photos: the person framed for a standard size on a plain background, the ``photo``."""
+    """ID photos: the person framed for a standard size on a plain background, the ``photo``.
+
+    An upload that leaves ``size`` or ``background`` out gets the settings section's
+    (``CARDSTREAM_IDPHOTO__DEFAULT_SIZE``, ``__DEFAULT_BACKGROUND``: the processor's
+    :func:`~processors.idphoto.processor.parse_options`), and ``alpha_matting`` the size's.
+    """
 
     contract = V1_TASKS[Task.ID_PHOTO]
     main_artifact = "photo"
     settings_key, settings_model = "idphoto", IdPhotoSettings
-    # alpha_matting None: the size specification's default
-    option_defaults = {"size": PhotoSize.ONE_INCH.value, "background": "white",
-                       "alpha_matting": None}
     payload_defaults = {"face_box": None}
-    cli_blank = {"photo": None, "width": None, "height": None, "face_box": None}
+    measures = ("face_iou",)
 
     def build(self, settings: IdPhotoSettings, runtime: RuntimeSettings,
-              decode: DecodeSettings | None = None) -> Processor:
-        """The ID-photo processor (imported here: ONNX Runtime loads on use)."""
+              decode: DecodeSettings | None = None, model_file: Path | None = None) -> Processor:
+        """The ID-photo processor (imported here: ONNX Runtime loads on use).
+
+        Raises:
+            ProcessorError: ``model_file`` given: the matting model is chosen by name
+                (``CARDSTREAM_IDPHOTO__MODEL``), each pinned.
+        """
         from processors.idphoto.processor import IdPhotoProcessor
 
+        if model_file is not None:
+            raise ProcessorError("the id_photo task takes no model file; choose its matting "
+                                 "model with CARDSTREAM_IDPHOTO__MODEL")
         return IdPhotoProcessor(settings, runtime, decode)
 
     def stand_in(self, item: Item) -> dict[str, Any]:
-        """The sleep processor's ID-photo payload: ``one_inch`` on white, no face box."""
-        return {"size": "one_inch", "background": "white", "face_box": None, "width": 32,
-                "height": 32}
+        """The sleep processor's ID-photo payload: the section's default size and background,
+        no face box, 32 x 32 px."""
+        return {"size": str(_DEFAULTS.default_size), "background": _DEFAULTS.default_background,
+                "face_box": None, "width": 32, "height": 32}
 
-    def describe(self, payload: IdPhotoPayload) -> str:
-        """``"one_inch 295x413"``: the size and its pixel size; ``""`` when no photo was made."""
-        if payload.photo is None:
-            return ""
-        return f"{payload.size} {payload.width}x{payload.height}"
+    def effective_options(self, options: Mapping[str, Any],
+                          section: IdPhotoSettings) -> dict[str, Any]:
+        """``size``, ``background`` (normalised), ``alpha_matting``, ``mode``, ``dpi``,
+        ``target_kb`` and ``print_sheet`` as the processor reads them
+        (:func:`~processors.idphoto.processor.parse_options`: the section's defaults, the
+        size's alpha matting and dpi).
 
-    def samples(self, folder: Path) -> list[Path]:
-        """The demo's ID-photo uploads, as JPEG files in ``folder``: scikit-image's bundled
-        public-domain ``astronaut`` portrait (a real photograph), the same portrait twice side
-        by side (two people), and scikit-image's ``coffee`` (no face)."""
-        import cv2
-        import numpy as np
-        from skimage import data
+        Raises:
+            InvalidOptionError: an option the processor refuses.
+        """
+        from processors.idphoto.processor import parse_options
 
-        folder.mkdir(parents=True, exist_ok=True)
-        astro = cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR)
-        portraits = {
-            "portrait_astronaut": astro,
-            "two_people": np.hstack([astro, astro]),
-            "no_face_coffee": cv2.cvtColor(data.coffee(), cv2.COLOR_RGB2BGR),
-        }
-        files = []
-        for name, img in portraits.items():
-            p = folder / f"{name}.jpg"
-            cv2.imwrite(str(p), img, [cv2.IMWRITE_JPEG_QUALITY, 92])
-            files.append(p)
-        return files
+        req = parse_options(options, section)
+        return {"size": req.size.name, "background": req.background,
+                "alpha_matting": req.alpha_matting, "mode": req.mode, "dpi": req.size.dpi,
+                "target_kb": req.target_kb, "print_sheet": req.print_sheet}
 
-    def cli_columns(self, outcome: Outcome, artifact: Artifact | None,
-                    written: str | None) -> dict[str, Any]:
-        """The ``photo`` file written with its ``width`` and ``height`` (px), the ``face_box``."""
-        columns: dict[str, Any] = {**self.cli_blank, "face_box": outcome.payload.get("face_box")}
-        if artifact is not None and written is not None:
-            columns.update(photo=written, width=artifact.width, height=artifact.height)
-        return columns
+    def compare(self, before: IdPhotoPayload, after: IdPhotoPayload) -> dict[str, float]:
+        """``face_iou``: the IoU (0..1) of the two face boxes, where both found one face."""
+        from processors.idphoto.faces import FaceBox
 
-    def cli_text(self, row: Mapping[str, Any]) -> str:
-        """`` -> FILE (WxH)`` for a photo written."""
-        return f" -> {row['photo']} ({row['width']}x{row['height']})" if row["photo"] else ""
-
-    def cli_file_tail(self, options: Mapping[str, Any], artifact: Artifact) -> str:
-        """``<size>.<ext>`` (``one_inch.jpg``)."""
-        return f"{options['size']}.{artifact.ext}"
+        if before.face_box is None or after.face_box is None:
+            return {}
+        return {"face_iou": FaceBox(*before.face_box).iou(FaceBox(*after.face_box))}
 
 
 SPEC = IdPhotoTask()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import typer
 
+from processors.card.settings import CardSettings
 from schemas.models import DocTypeHint
+from streams.cli.files import View
 
 eval_app = typer.Typer(help="Evaluate a processor on a labelled image set.", no_args_is_help=True)
 
@@ -17,15 +20,16 @@ _MODEL_HELP = ("ONNX file to use instead of the pinned card model, e.g. the outp
                "training run (not checked against a SHA-256).")
 
 
-def _processor(device: str, batch: int, model: Path | None = None):
-    from processors.card import CardProcessor
-    from streams.cli.common import runtime_for, set_up
-    from streams.settings import load_settings
+def _text(row: Mapping[str, Any]) -> str:
+    """`` doc_type=id_card conf=0.97 -> FILE``."""
+    conf = "-" if row["confidence"] is None else row["confidence"]
+    done = f" -> {row['rectified']}" if row["rectified"] else ""
+    return f" doc_type={row['doc_type']} conf={conf}{done}"
 
-    s = load_settings()
-    rt = runtime_for(s.runtime, device, batch)
-    return set_up(lambda: CardProcessor(s.card, rt, model_file=model, decode=s.decode),
-                  "--model" if model is not None else None), s
+
+VIEW = View(columns=("quad", "confidence", "doc_type", "rectified"), text=_text,
+            blank={"doc_type": "unknown"})  # as the results topic says it
+"""A ``card`` row: the card payload's fields, ``rectified`` the file written."""
 
 
 def card(
@@ -33,10 +37,12 @@ def card(
                                         help="Image files (JPEG, PNG, WebP, HEIC...)."),
     out: Path | None = typer.Option(None, "--out", help="Folder for rectified JPEGs "
                                     "(<stem>-<ext>.rectified.jpg; <stem>-<ext>-2... when two "
-                                    "inputs share a name)."),
+                                    "inputs share a name); default: nothing is written."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line (default: a "
                                  "short text line per image)."),
-    doc_type: DocTypeHint = typer.Option("auto", help="id_card | passport | auto (by aspect ratio)."),
+    doc_type: DocTypeHint | None = typer.Option(
+        None, help="id_card | passport | auto (by aspect ratio); default: the setting "
+        f"CARDSTREAM_CARD__DOC_TYPE ({CardSettings().doc_type})."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     batch: int = typer.Option(8, help="Batch size of the localisation model call."),
     model: Path | None = typer.Option(None, "--model", help=_MODEL_HELP),
@@ -58,14 +64,10 @@ def card(
     Exit status 0 when every image is accepted, 1 otherwise, 2 for bad options (as the other
     processor commands).
     """
-    from processors.card.task import SPEC
-    from streams.cli.common import make_out_dir, print_rows, run_files
+    from streams.cli.files import run_command
 
-    if out is not None:
-        make_out_dir(out)
-    proc, s = _processor(device, batch, model)
-    rows = run_files(SPEC, proc, images, {"doc_type": str(doc_type)}, s.decode, batch, out)
-    print_rows(SPEC, rows, as_json)
+    run_command("card", VIEW, images, {"doc_type": doc_type and str(doc_type)}, out=out,
+                as_json=as_json, device=device, batch=batch, model=model)
 
 
 @eval_app.command("card")
@@ -93,73 +95,27 @@ def eval_card(
     ``--rows`` writes ``{"file", "kind", "iou", "status", "reasons", "confidence"}`` per case
     (``kind`` ``negative`` and ``iou`` null for the NO_CARD cases).
     """
-    from processors.base import Item, process_in_buckets
-    from processors.card.metrics import quad_iou, summarise
-    from processors.decode import probe_image
-    from processors.errors import DecodeError
+    from processors import registry
+    from processors.card.metrics import score_set, scored_cases
+    from processors.errors import EvalSetError
+    from streams.cli.common import set_up
+    from streams.cli.files import runtime_for
+    from streams.logs import configure_logging
+    from streams.settings import load_settings
 
+    s = load_settings()
+    configure_logging(s.log_level)  # JSON lines on stderr; stdout carries only the summary
     try:
-        man = json.loads((set_dir / "manifest.json").read_text())
-        images = man["images"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise typer.BadParameter(
-            f"{set_dir / 'manifest.json'} is missing or not a manifest ({type(e).__name__}): "
-            "expected {\"images\": [{\"file\", \"expect\": {\"quad_approx\" | \"reason\"}}]}, "
-            "as written by `python -m processors.card.training.synth`", param_hint="--set") from e
-    cases = [c for c in images
-             if "quad_approx" in c["expect"] or c["expect"].get("reason") == "NO_CARD"]
-    if not cases:
-        raise typer.BadParameter(f"{set_dir / 'manifest.json'} has no case to score (an "
-                                 "expected quad_approx or reason NO_CARD)", param_hint="--set")
-    for c in cases:
-        q = c["expect"].get("quad_approx")
-        if q is not None and np.asarray(q, dtype=object).shape != (4, 2):
-            raise typer.BadParameter(f"{c['file']}: quad_approx must be 4 [x, y] points "
-                                     "(TL, TR, BR, BL)", param_hint="--set")
-    proc, s = _processor(device, batch, model)
-    ious: dict[str, list[float]] = {}
-    missed: dict[str, int] = {}
-    accepted: dict[str, int] = {}
-    neg_ok: list[bool] = []
-    per_case: list[dict] = []
-    loaded = []
-    for c in cases:
-        try:
-            img = probe_image((set_dir / c["file"]).read_bytes(), s.decode)
-        except DecodeError:
-            continue
-        except OSError as e:
-            raise typer.BadParameter(f"the manifest lists {c['file']}, which cannot be read "
-                                     f"({type(e).__name__})", param_hint="--set") from e
-        loaded.append((c, Item(upload_id=Path(c["file"]).stem, image=img)))
-    for (c, _), o in zip(loaded, process_in_buckets(proc, [it for _, it in loaded], batch),
-                         strict=True):
-        e = c["expect"]
-        reasons = [str(r) for r in o.reasons]
-        v = None
-        if "quad_approx" in e:
-            q = o.payload.get("quad")
-            v = quad_iou(q, e["quad_approx"]) if q else 0.0
-            kind = e.get("kind", "unlabelled")
-            ious.setdefault(kind, []).append(v)
-            missed[kind] = missed.get(kind, 0) + ("NO_CARD" in reasons)
-            accepted[kind] = accepted.get(kind, 0) + (str(o.status) == "accepted")
-        else:
-            kind = "negative"
-            neg_ok.append("NO_CARD" in reasons)
-        per_case.append({"file": c["file"], "kind": kind, "iou": v, "status": str(o.status),
-                         "reasons": reasons, "confidence": o.payload.get("confidence")})
+        cases = scored_cases(set_dir)
+        rt = runtime_for(s.runtime, device, batch)
+        proc = set_up(lambda: registry.build_processor("card", s.card, rt, decode=s.decode,
+                                                       model_file=model),
+                      "--model" if model is not None else None)
+        summary, per_case = score_set(proc, set_dir, cases, s.decode, batch)
+    except EvalSetError as e:
+        raise typer.BadParameter(str(e), param_hint="--set") from e
     if rows is not None:
         rows.write_text("".join(json.dumps(r) + "\n" for r in per_case))
-    summary = {kind: {**summarise(v), "no_card": missed[kind],
-                      "accepted_share": accepted[kind] / len(v)}
-               for kind, v in sorted(ious.items())}
-    n_cards = sum(len(v) for v in ious.values())
-    summary["all"] = {**summarise([x for v in ious.values() for x in v]),
-                      "no_card": sum(missed.values()),
-                      "accepted_share": sum(accepted.values()) / n_cards if n_cards else float("nan")}
-    summary["negatives"] = {"n": len(neg_ok),
-                            "no_card_share": (sum(neg_ok) / len(neg_ok)) if neg_ok else float("nan")}
     if as_json:
         typer.echo(json.dumps(summary))
         return

@@ -17,15 +17,19 @@ def replay(
     model_version: str = typer.Option("", help="Label outputs with this model version (object keys and "
                                       "results), to compare a new model beside the originals."),
     report: Path = typer.Option(Path("out/replay_report.json"), help="Where to write the JSON diff report."),
+    allow_live: bool = typer.Option(False, "--allow-live", help="Let --results-topic / --group be "
+                                    "the live worker's (refused otherwise: downstream readers "
+                                    "would get a second result per upload)."),
 ) -> None:
     """Re-process uploads whose Kafka timestamps are in [FROM, TO) into a side results topic, then diff
-    against the original results (verdicts, reasons, quad IoU)."""
+    against the original results (verdicts, reasons, and each task's measures, e.g. the IoU of
+    what it found)."""
     from rich.console import Console
     from rich.table import Table
     from tqdm import tqdm
 
     from streams.logs import configure_logging
-    from streams.replay import TimeArgError, parse_time_ms, run_replay
+    from streams.replay import TimeArgError, live_targets, parse_time_ms, run_replay
     from streams.settings import load_settings
     from streams.worker import build_processors
 
@@ -36,13 +40,16 @@ def replay(
     if t_ms <= f_ms:
         raise typer.BadParameter("--to must be after --from")
     s = load_settings()
+    if not allow_live and (live := live_targets(s, results_topic, group)):
+        raise typer.BadParameter(f"{' and '.join(live)} is the live worker's: downstream readers "
+                                 "would get a second result per upload (--allow-live if meant)")
     configure_logging("WARNING")
     procs = build_processors(s)
     bars: list[tqdm] = []  # one bar, made once the window's size is known (no empty bar before it)
     try:
         summary = run_replay(s, f_ms, t_ms, procs, group=group or None,
                              results_topic=results_topic or None,
-                             model_version=model_version or None,
+                             model_version=model_version or None, allow_live=allow_live,
                              on_total=lambda n: bars.append(tqdm(total=n, unit="upload", disable=None)),
                              on_progress=lambda k: bars and bars[0].update(k))
     finally:
@@ -60,10 +67,11 @@ def replay(
         typer.echo("no results to compare: every event of the window became a dead letter")
         return
     tab = Table(title=f"replay vs original ({summary['results_topic']})")
-    for col in ("replayed", "compared", "verdicts changed", "reasons changed", "quad IoU mean", "quad IoU min"):
-        tab.add_column(col)
-    tab.add_row(*(str(summary[k]) for k in ("replayed", "compared", "verdicts_changed", "reasons_changed",
-                                             "quad_iou_mean", "quad_iou_min")))
+    keys = ["replayed", "compared", "verdicts_changed", "reasons_changed",
+            *(k for k in summary if k.endswith(("_mean", "_min")))]
+    for k in keys:
+        tab.add_column(k.replace("_", " ").replace("iou", "IoU"))
+    tab.add_row(*(str(summary[k]) for k in keys))
     console = Console()
     console.print(tab)
     for ch in summary["changed"][:20]:

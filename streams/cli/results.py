@@ -16,7 +16,6 @@ def results(
     sees them; with --dead-letters, the dead letters (time, upload id or -, code, source
     partition:offset, error)."""
     from schemas import codec
-    from streams.errors import KafkaSetupError
     from streams.kafka import read_topic
     from streams.replay import TimeArgError, parse_time_ms
     from streams.settings import load_settings
@@ -46,9 +45,6 @@ def results(
                                f"{r.timings.total_ms:8.0f} ms")
     except KeyboardInterrupt:
         pass
-    except KafkaSetupError as e:
-        typer.echo(str(e), err=True)
-        raise typer.Exit(1) from e
 
 
 def register(app: typer.Typer) -> None:

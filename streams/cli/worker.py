@@ -16,16 +16,14 @@ def worker(
     max_batch: int = typer.Option(None, help="Events per poll batch (default: settings, 32)."),
     max_wait_ms: int = typer.Option(None, help="ms to wait for a batch to fill (default: settings, 10)."),
     slot: int = typer.Option(None, help="Worker slot: transactional.id is {prefix}-{slot}; stable per "
-                             "process slot (default: settings, else the trailing -N of HOSTNAME, else 0)."),
+                             "process slot (default: settings: CARDSTREAM_WORKER__SLOT, else the "
+                             "trailing -N of HOSTNAME, else 0)."),
     processor: str = typer.Option("", help="Override processors per task, e.g. 'card=sleep' "
                                   "(the fixed-latency test processor)."),
     sleep_ms: float = typer.Option(20.0, help="Per-call latency of the sleep processor (ms)."),
     http_port: int = typer.Option(None, help="Port of /ready, /live, /metrics (0: none; default 8080)."),
 ) -> None:
     """Run one worker process of the consumer group (one per GPU); SIGTERM stops it cleanly."""
-    import os
-    import re
-
     from streams.cli.common import set_up, with_options
     from streams.health import serve
     from streams.logs import configure_logging, log
@@ -34,9 +32,6 @@ def worker(
     from streams.worker import Worker, build_processors, install_signal_handlers
 
     s = load_settings()
-    if slot is None and "CARDSTREAM_WORKER__SLOT" not in os.environ:
-        m = re.search(r"-(\d+)$", os.environ.get("HOSTNAME", ""))
-        slot = int(m.group(1)) if m else None
     s = s.model_copy(update={"worker": with_options(
         s.worker, max_batch=max_batch, max_wait_ms=max_wait_ms, slot=slot, http_port=http_port,
         tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()))})

@@ -15,8 +15,10 @@ says "at offset ``offset`` of this partition, ``attempts`` tries; isolate events
 * on assignment, :meth:`AttemptLedger.assign` reads the committed offset and its mark. A
   ``Mark(offset, 1)`` at that very offset means the last owner began a batch there and never
   committed past it (a crash, a kill, a hang): the partition is **isolated** up to
-  ``offset + max_batch`` (the largest batch that start may have read): its events run one per
-  batch, so the next crash names its record;
+  ``offset + 2 * max_batch`` (the loop computes the next batch while the current one stores
+  and commits, so a start may have read two batches past its committed offset, and the crash
+  may have been in the second; issue 43): its events run one per batch, so the next crash
+  names its record;
 * before an isolated event runs, :meth:`AttemptLedger.trying` counts the try in its mark (a
   plain consumer commit at the same offset, which moves nothing; once per process, so a batch
   redone after an outage is not counted again). A crash of a process running other partitions'
@@ -102,7 +104,7 @@ class AttemptLedger:
     Args:
         max_attempts: tries alone, each ending the process, after which a record is a
             ``POISON`` dead letter (``WorkerSettings.poison_attempts``).
-        max_batch: events per batch at most: how far a crashed start may have read.
+        max_batch: events per batch at most: a crashed start may have read two batches.
 
     Attributes:
         marks: partition -> its current mark, for the partitions assigned and seen.
@@ -156,7 +158,8 @@ class AttemptLedger:
             return Mark(offset, 1)
         if prev.isolate_end is not None and prev.isolate_end > offset:
             return prev  # isolated already: only tries alone count (:meth:`trying`)
-        return Mark(offset, 0, offset + self.max_batch)  # its batch never committed
+        # its batch never committed, nor the one the loop computed behind it
+        return Mark(offset, 0, offset + 2 * self.max_batch)
 
     def trying(self, consumer: Any, m: Message) -> None:
         """``m`` runs alone now (isolated, not poison): count the try in its partition's mark,

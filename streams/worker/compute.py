@@ -50,7 +50,7 @@ from pydantic import ValidationError
 
 from processors.base import Artifact, Item, Outcome, Processor
 from processors.decode import EncodedImage, decoded_bytes, probe_image
-from processors.errors import DecodeError
+from processors.errors import DecodeError, ProcessorError
 from processors.registry import spec
 from processors.runtime import bucket_slices
 from schemas import codec
@@ -101,7 +101,9 @@ def object_key(task: str, model_version: str, upload_id: str, tag: str, name: st
 def input_tag(image: bytes, options: Mapping[str, Any]) -> str:
     """The first 16 hex digits of SHA-256 over the image's SHA-256 (hex), a newline and the
     options as JSON with sorted keys and no spaces: what a task's outputs are made from, besides
-    the model version that has its own key segment (:func:`object_key`)."""
+    the model version that has its own key segment (:func:`object_key`). ``options`` are the
+    effective ones (``TaskSpec.effective_options``: what the upload left out filled in from the
+    processor's settings, so an operator who changes a default changes the keys too)."""
     digest = hashlib.sha256(image).hexdigest().encode()
     opts = json.dumps(dict(options), sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(digest + b"\n" + opts).hexdigest()[:16]
@@ -263,6 +265,10 @@ class Compute:
                  metrics: WorkerMetrics, model_version: str | None = None,
                  ledger: AttemptLedger | None = None) -> None:
         self.processors = dict(processors)
+        from streams.worker.loop import task_section  # loop imports this module
+
+        #: task -> its settings section: the processor's defaults an output key must reflect
+        self.sections = {t: task_section(settings, t) for t in self.processors}
         self.storage = storage
         self.metrics = metrics
         self.model_version = model_version
@@ -445,8 +451,17 @@ class Compute:
         self.metrics.inference_calls.labels(task).inc(max(int(proc.stats.calls) - calls0, 0))
         return [o if isinstance(o, DeadLettered)
                 else Processed(x.msg, x.event, o, len(chunk), t_batch,
-                               tag=input_tag(x.image.data, it.options))
+                               tag=self._tag(task, it))
                 for x, it, o in zip(chunk, items, outcomes, strict=True)]
+
+    def _tag(self, task: str, item: Item) -> str:
+        """:func:`input_tag` of ``item`` with its effective options; with its options as given
+        when the processor refuses them (its outcome then has no artifact to key)."""
+        try:
+            options = spec(task).effective_options(item.options, self.sections[task])
+        except ProcessorError:
+            options = dict(item.options)
+        return input_tag(item.image.data, options)
 
     def _probe(self, task: str, proc: Processor) -> None:
         """Run ``proc`` on one plain synthetic image (a ``(96, 128, 3)`` mid-grey ``uint8``, the

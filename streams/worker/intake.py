@@ -11,6 +11,7 @@ assigned, isolates the events that must run alone and releases the marks it give
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -197,22 +198,30 @@ class LagGauge:
         self.gauge = gauge
         self.every_s = every_s
         self._last = 0.0
+        self._labels: set[str] = set()  # the partitions the gauge has a value for
 
     def update(self, consumer: Any) -> None:
         """Set the gauge from ``consumer``'s positions, unless it was set less than ``every_s``
-        ago; Kafka errors leave it as it was."""
+        ago, and drop the partitions no longer assigned (issue 43: a revoked partition kept its
+        last lag for ever, counted again by its new owner); Kafka errors leave it as it was."""
         now = time.monotonic()
         if now - self._last < self.every_s:
             return
         self._last = now
         try:
             parts = consumer.assignment()
+            held = set()
             for tp, pos in zip(parts, consumer.position(parts), strict=True):
                 _, high = consumer.get_watermark_offsets(tp, cached=True)
+                held.add(str(tp.partition))
                 if pos.offset >= 0:
                     self.gauge.labels(str(tp.partition)).set(max(high - pos.offset, 0))
         except KafkaException:
-            pass
+            return
+        for gone in self._labels - held:
+            with contextlib.suppress(KeyError):  # never set (no position yet)
+                self.gauge.remove(gone)
+        self._labels = held
 
 
 class Intake:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common import free_port
+from benchmarks.common import free_port, stop_status_app
 from streams import procs
 from streams.settings import Settings
 
@@ -82,10 +82,6 @@ def test_the_status_apps_views_want_the_token_but_healthz(settings: Settings, tm
     import sys
     import urllib.error
 
-    from streams.kafka import admin, delete_topics
-    from streams.status_app import changelog_topics
-    from streams.status_settings import StatusSettings
-
     port, token, app_id = free_port(), f"tok-{run_id}", f"st-{run_id}"
     env = {**procs.settings_env(settings), "CARDSTREAM_STATUS__APP_ID": app_id,
            "CARDSTREAM_STATUS__DATA_DIR": str(tmp_path / "status"),
@@ -123,13 +119,7 @@ def test_the_status_apps_views_want_the_token_but_healthz(settings: Settings, tm
         assert with_token["/uploads/u1"] == 404 and with_token["/nothing-here"] == 404
         assert get("/healthz", False)[0] == 200
     finally:
-        p.terminate()
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        delete_topics(admin(settings.kafka),
-                      list(changelog_topics(StatusSettings(app_id=app_id)).values()))
+        stop_status_app(p, settings.kafka, app_id)
 
 
 # --- the record: every part read defensively, once (item 1) ---------------------------------
@@ -278,4 +268,139 @@ def test_a_store_that_refuses_puts_stops_the_worker_loudly_and_loses_nothing(
         procs.stop_workers([w])
         from benchmarks.common import remove_buckets
         remove_buckets(Storage(s.s3), [missing])
+    assert sorted(r.upload_id for r in rs) == sorted(good)
+
+
+# --- the read items ------------------------------------------------------------------------------
+
+def test_the_lag_gauge_drops_partitions_the_worker_no_longer_holds(settings: Settings) -> None:
+    """Read item "stale lag gauges for revoked partitions". Uploads wait on all 6 partitions
+    behind a slow processor; a second member joins and takes some partitions. Before: the
+    worker's ``cardstream_consumer_lag`` kept the last value of every partition it ever held
+    (a dashboard summing the group's lag counted them twice). Now, at its next update, the
+    gauge has exactly the partitions the worker holds."""
+    from streams.kafka import consumer
+    from streams.storage import Storage
+    from streams.worker import Worker
+
+    from .test_poison import _batches_started, _finish, _procs, _run, _wait_for
+
+    for p in range(6):
+        _uploaded(settings, 4, partition=p)
+    s = settings.model_copy(update={"worker": settings.worker.model_copy(
+        update={"max_batch": 2, "max_wait_ms": 50})})
+    w = Worker(s, _procs(call_ms=1500.0, item_ms=0.0), Storage(s.s3))
+    t, errors = _run(w)
+
+    def lag_labels() -> set[str]:
+        return {x.labels["partition"] for x in w.metrics.lag.collect()[0].samples}
+
+    other = consumer(s.kafka, s.kafka.group_id)
+    try:
+        _wait_for(lambda: _batches_started(w) >= 1 and len(lag_labels()) == 6, 40,
+                  "the lag gauge of all 6 partitions")
+        taken: list[int] = []
+        other.subscribe([s.kafka.uploads_topic],
+                        on_assign=lambda c, ps: taken.extend(tp.partition for tp in ps))
+        end = time.monotonic() + 30
+        while not taken and time.monotonic() < end:
+            other.poll(0.1)
+        assert taken, "the second member got no partition"
+        mine = {str(p) for p in range(6)} - {str(p) for p in taken}
+        end = time.monotonic() + 20
+        while lag_labels() != mine and time.monotonic() < end:
+            other.poll(0.2)
+        assert lag_labels() == mine, (
+            f"lag gauge labels {sorted(lag_labels())} while the worker holds {sorted(mine)}")
+    finally:
+        other.close()
+        _finish(w, t, errors)
+
+
+def test_a_crash_in_the_overlapping_second_batch_is_isolated_at_the_first_restart(
+        settings: Settings, tmp_path: Path) -> None:
+    """Read item "the isolation range after a crash covers one batch, not the overlapping
+    second". A real worker (max_batch 4) reads 8 records of partition 0: four good ones, then a
+    good one, one that crashes the process (SIGSEGV), two good ones. The store holds each PUT
+    3 s, so the second batch computes, and crashes, while the first's PUTs are still in flight:
+    nothing is committed and 8 records were read past the committed offset. Before: the restart
+    isolated only offsets 0-3, ran 4-7 as a batch again and crashed a second time in it (4
+    restarts before the POISON dead letter); now it isolates both batches (0-7) and the record
+    is found alone at once: 3 restarts (one in the batch, two alone), the 7 good ones accepted
+    once each."""
+    from benchmarks.faults import poison
+    from benchmarks.faults.proxy import FaultProxy
+    from benchmarks.faults.suite import DATA_LIMIT
+    from streams.produce import UploadProducer
+
+    from .helpers import dead_letters
+    from .test_poison import _dl_id, _good, _Supervised
+
+    prod = UploadProducer(settings)
+    good = _good(prod, 4, tag="first") + _good(prod, 1, tag="second")
+    poison.send(prod, *poison.record("crash", prod, "crash-2nd"), partition=0)
+    good += _good(prod, 2, tag="third")
+    assert prod.flush() == []
+    from benchmarks.common import ResultWatcher
+
+    with FaultProxy.for_store(settings.s3) as px, ResultWatcher(settings) as rw:
+        px.mode = "slow_put"
+        s = settings.model_copy(update={"s3": settings.s3.model_copy(
+            update={"endpoint": px.endpoint})})
+        sup = _Supervised(s, tmp_path / "worker.log",
+                          [*SLEEP_WORKER[:4], "--max-batch", "4", "--max-wait-ms", "500"],
+                          DATA_LIMIT)
+        try:
+            end = time.monotonic() + 150
+            while time.monotonic() < end and len(rw.results) < 8:
+                sup.poll()
+                if sup.restarts:
+                    px.mode = "pass"  # the first crash happened with the first batch unstored
+                time.sleep(0.2)
+        finally:
+            sup.stop()
+    rs = results(settings, 7, timeout_s=10)
+    ds = dead_letters(settings, 1, timeout_s=10)
+    assert sorted(r.upload_id for r in rs) == sorted(good)
+    assert [(_dl_id(d), str(d.error_code), d.source.offset) for d in ds] == [
+        ("crash-2nd", "POISON", 5)]
+    assert sup.restarts == 3, f"{sup.restarts} restarts before the POISON dead letter"
+
+
+# --- replay into the live topic (item 7) ------------------------------------------------------
+
+def test_a_replay_into_the_live_results_topic_or_group_is_refused(settings: Settings) -> None:
+    """Item 7. Three uploads answered by a worker, then a replay of their window with
+    ``--results-topic`` set to the live results topic (and, separately, ``--group`` set to the
+    live group). Before: not refused; the downstream readers got 3 extra results for 3 uploads.
+    Now both are refused before anything is read or written (the CLI with exit 2 naming
+    ``--allow-live``), and the live topic still holds 3 results."""
+    import subprocess
+    import sys
+
+    from streams.replay import LiveTargetError, run_replay
+    from streams.storage import Storage
+    from streams.worker import Worker
+
+    from .test_poison import _finish, _procs, _run
+
+    from_ms = int(time.time() * 1000) - 1000
+    good = _uploaded(settings, 3)
+    w = Worker(settings, _procs(), Storage(settings.s3))
+    t, errors = _run(w)
+    assert len(results(settings, 3, timeout_s=45)) == 3
+    _finish(w, t, errors)
+    to_ms = int(time.time() * 1000) + 1000
+    k = settings.kafka
+    for kw in ({"results_topic": k.results_topic}, {"group": k.group_id},
+               {"results_topic": k.dlq_topic.removesuffix(".dlq")} if k.dlq_topic.endswith(".dlq")
+               else {"results_topic": k.dlq_topic}):
+        with pytest.raises(LiveTargetError):
+            run_replay(settings, from_ms, to_ms, _procs(), **kw)
+    cli = subprocess.run([str(Path(sys.executable).with_name("cardstream")), "replay", "--from",
+                          str(from_ms), "--to", str(to_ms), "--results-topic", k.results_topic],
+                         env=procs.settings_env(settings), capture_output=True, text=True,
+                         timeout=120)
+    assert cli.returncode == 2 and "--allow-live" in cli.stderr, (cli.returncode, cli.stderr[-500:])
+    rs = results(settings, 3, timeout_s=10)
     assert sorted(r.upload_id for r in rs) == sorted(good)

@@ -284,8 +284,10 @@ def test_pull_secrets_and_scheduling_reach_every_pod(helm: str) -> None:
 
 
 def _from_env(env: dict[str, str], load: Any) -> Any:
-    """``load()`` (a settings loader) with ``env`` as the only CARDSTREAM_* variables."""
-    saved = {k: v for k, v in os.environ.items() if k.startswith("CARDSTREAM_")}
+    """``load()`` (a settings loader) with ``env`` as the only CARDSTREAM_* variables; every
+    variable it set or removed is as it was afterwards (a pod's ``HOME`` among them: popping it
+    left this process without one, and later tests' scripts failed on ``$HOME``)."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("CARDSTREAM_") or k in env}
     try:
         for k in saved:
             del os.environ[k]
@@ -358,17 +360,7 @@ def test_configmap_keys_are_real_settings(helm: str) -> None:
             if i < len(parts) - 1:
                 assert isinstance(ann, type) and issubclass(ann, BaseModel), key
                 model = ann
-    env = {**data, "CARDSTREAM_S3__ACCESS_KEY": "a", "CARDSTREAM_S3__SECRET_KEY": "b"}
-    saved = {k: v for k, v in os.environ.items() if k.startswith("CARDSTREAM_")}
-    try:
-        for k in saved:
-            del os.environ[k]
-        os.environ.update(env)
-        s = Settings()
-    finally:
-        for k in env:
-            os.environ.pop(k, None)
-        os.environ.update(saved)
+    s = _env_settings({**data, "CARDSTREAM_S3__ACCESS_KEY": "a", "CARDSTREAM_S3__SECRET_KEY": "b"})
     assert s.worker.max_batch == 17
     assert s.kafka.topics.uploads_partitions == 9
     # private by default: SASL_SSL with SCRAM, MinIO over TLS, SSE-S3, the mounted CA files

@@ -15,6 +15,7 @@ import pytest
 import simplejpeg
 from PIL import Image
 
+from benchmarks.parity import card_parity, idphoto_parity, synthetic_uploads
 from processors.base import Item
 from processors.card.processor import CardProcessor
 from processors.card.rectify import homography
@@ -24,7 +25,6 @@ from processors.decode import DecodeSettings, EncodedImage, probe_image
 from processors.errors import DecodeError, ProviderError
 from processors.gpu.backend import CudaPixels, GraphPixels
 from processors.gpu.device import DeviceBatch, DeviceImage, next_pow2
-from processors.gpu.parity import card_parity, idphoto_parity, synthetic_uploads
 from processors.idphoto.processor import IdPhotoProcessor
 from processors.idphoto.settings import IdPhotoSettings
 from processors.models import manifest, model_path

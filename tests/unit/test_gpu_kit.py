@@ -147,7 +147,7 @@ def test_every_distribution_the_gpu_run_imports_is_in_the_image_or_the_kit() -> 
             "before = set(sys.modules)\n"
             "import benchmarks.gpu_sweep, benchmarks.gpu_smoke, benchmarks.gpu_kit\n"
             "import processors.card.processor, processors.idphoto.processor\n"
-            "import processors.gpu.backend, processors.gpu.parity, processors.card.training.synth\n"
+            "import processors.gpu.backend, benchmarks.parity, processors.card.training.synth\n"
             "files = {os.path.realpath(m.__file__) for n, m in list(sys.modules.items())\n"
             "         if n not in before and getattr(m, '__file__', None)}\n"
             "owners = set()\n"

@@ -1,7 +1,7 @@
 """GPU path against CPU path on the same uploads; runs only where there is a CUDA device.
 
 Bounds (issue 29): card quads within 1 px, rectified card mean absolute difference <= 2/255,
-ID-photo alpha mean difference <= 1/255 (:mod:`processors.gpu.parity`). The CPU half of the same
+ID-photo alpha mean difference <= 1/255 (:mod:`benchmarks.parity`). The CPU half of the same
 code (the graph backend on ONNX Runtime's CPU provider) is checked on every machine by
 ``test_gpu_backend.py``. ``benchmarks/gpu.sh`` runs this file first; with
 ``CARDSTREAM_PARITY_JSON`` set, the figures are written there.
@@ -17,8 +17,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from benchmarks.parity import card_parity, idphoto_parity, synthetic_uploads
 from processors.decode import DecodeSettings, probe_image
-from processors.gpu.parity import card_parity, idphoto_parity, synthetic_uploads
 
 
 def _no_cuda() -> str | None:

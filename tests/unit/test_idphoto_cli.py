@@ -30,11 +30,15 @@ def test_idphoto_cli_json_lines(tmp_path) -> None:
     rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     assert [r["file"] for r in rows] == [str(portrait), str(text), str(portrait)]
     ok, bad, again = rows
-    assert again["status"] == "accepted" and again["photo"] != ok["photo"]  # no overwrite
+    # checked against cn_passport: white background only, mouth closed (issue 39); the photos
+    # are written all the same
+    assert ok["reasons"] == ["MOUTH_OPEN", "BACKGROUND_COLOUR", "BACKGROUND_REPLACED"]
+    assert ok["compliance"]["spec"] == "cn_passport" and not ok["compliance"]["compliant"]
+    assert again["status"] == "rejected" and again["photo"] != ok["photo"]  # no overwrite
     assert sorted(p.name for p in out.iterdir()) == ["astro-png-2.cn_passport.jpg",
                                                       "astro-png.cn_passport.jpg"]
     assert set(ok) >= {"file", "status", "reasons", "photo", "width", "height", "face_box"}
-    assert ok["status"] == "accepted" and (ok["width"], ok["height"]) == (390, 567)
+    assert ok["status"] == "rejected" and (ok["width"], ok["height"]) == (390, 567)
     assert len(ok["face_box"]) == 4
     with Image.open(ok["photo"]) as im:
         assert im.size == (390, 567)
@@ -42,7 +46,8 @@ def test_idphoto_cli_json_lines(tmp_path) -> None:
         r, g, b = im.convert("RGB").getpixel((3, 3))
         assert abs(r - 215) < 8 and abs(g - 69) < 8 and abs(b - 50) < 8
     assert bad == {"file": str(text), "status": "rejected", "reasons": ["UNSUPPORTED_FORMAT"],
-                   "photo": None, "width": None, "height": None, "face_box": None,
+                   "photo": None, "sheet": None, "width": None, "height": None,
+                   "face_box": None, "mode": None, "dpi": None, "compliance": None,
                    "error": bad["error"]}
     assert bad["error"].startswith("unknown magic bytes (")  # the decoder's message
 
@@ -51,3 +56,44 @@ def test_idphoto_cli_refuses_unknown_size(tmp_path) -> None:
     res = CliRunner().invoke(app, ["idphoto", str(tmp_path / "x.jpg"), "--size", "poster"])
     assert res.exit_code == 2
     assert "unknown size" in res.output
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), [("--mode", "edit", "mode must be"),
+                                                     ("--dpi", "50", "dpi must be"),
+                                                     ("--target-kb", "1", "target_kb must be")])
+def test_idphoto_cli_refuses_bad_options(tmp_path, flag: str, value: str, says: str) -> None:
+    res = CliRunner().invoke(app, ["idphoto", str(tmp_path / "x.jpg"), flag, value])
+    assert res.exit_code == 2
+    assert says in res.output
+
+
+def test_idphoto_cli_takes_the_default_size_from_the_settings_and_needs_out(tmp_path,
+                                                                         monkeypatch) -> None:
+    """Without --size the photo has CARDSTREAM_IDPHOTO__DEFAULT_SIZE's size (the command's
+    own ``one_inch`` default hid the setting); without --out nothing is written, as ``card``.
+    With CARDSTREAM_IDPHOTO__COMPLIANCE__REJECT empty, the failed checks only annotate."""
+    import tempfile
+
+    if not (model_home() / "u2netp.onnx").is_file():
+        pytest.skip(f"u2netp.onnx not in {model_home()} (run `make models`)")
+    portrait = tmp_path / "astro.png"
+    cv2.imwrite(str(portrait), cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR))
+    out = tmp_path / "out"
+    env = {"CARDSTREAM_IDPHOTO__DEFAULT_SIZE": "us_passport",
+           "CARDSTREAM_IDPHOTO__COMPLIANCE__REJECT": "[]"}
+    res = CliRunner().invoke(app, ["idphoto", str(portrait), "--out", str(out), "--json"],
+                             env=env)
+    assert res.exit_code == 0, res.output
+    (row,) = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert (row["width"], row["height"]) == (600, 600)  # 2 x 2 in at 300 dpi
+    assert row["status"] == "accepted" and "MOUTH_OPEN" in row["reasons"]  # annotated only
+    assert [p.name for p in out.iterdir()] == ["astro-png.us_passport.jpg"] == [
+        row["photo"].rsplit("/", 1)[-1]]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    res = CliRunner().invoke(app, ["idphoto", str(portrait), "--json"], env=env)
+    (row,) = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert res.exit_code == 0 and row["photo"] is None
+    assert (row["width"], row["height"]) == (600, 600)
+    assert list(tmp.iterdir()) == []

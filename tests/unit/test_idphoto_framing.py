@@ -16,7 +16,7 @@ from processors.idphoto.framing import (
     warp,
 )
 from processors.idphoto.matting import Matte
-from processors.idphoto.sizes import SIZES
+from processors.idphoto.specs import get_spec, specs
 
 
 def _person(h: int, w: int, crown: int, cx: int, rx: int, chin: int) -> np.ndarray:
@@ -57,10 +57,10 @@ def test_background_above_an_unrelated_blob_is_ignored() -> None:
     assert 80 <= g.crown_y <= 90
 
 
-@pytest.mark.parametrize("name", sorted(SIZES))
+@pytest.mark.parametrize("name", sorted(specs()))
 @pytest.mark.parametrize("src_head", [120.0, 900.0])  # enlarge and shrink
 def test_frame_puts_head_and_crown_inside_the_rule(name: str, src_head: float) -> None:
-    spec = SIZES[name]
+    spec = get_spec(name)
     crown, cx = 200.0, 700.0
     g = HeadGeometry(crown_y=crown, chin_y=crown + src_head, centre_x=cx, cropped=False)
     fr = plan_frame(g, spec)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import cv2
@@ -13,10 +14,10 @@ from skimage import data
 
 from processors.base import Item, Processor
 from processors.idphoto.faces import FaceBox
-from processors.idphoto.framing import CHIN_BELOW_BOX
 from processors.idphoto.processor import IdPhotoProcessor, parse_options
 from processors.idphoto.settings import IdPhotoSettings
-from processors.idphoto.sizes import SIZES, InvalidOptionError, mm_to_px, parse_background
+from processors.idphoto.sizes import InvalidOptionError, mm_to_px, parse_background
+from processors.idphoto.specs import get_spec, specs
 from processors.models import model_home
 from processors.runtime import RuntimeSettings
 from schemas.reasons import ReasonCode, Status
@@ -85,21 +86,37 @@ def _photo(outcome) -> np.ndarray:
     return np.asarray(im.convert("RGB"))
 
 
-def _measure_head(photo_rgb: np.ndarray, bg_rgb: tuple[int, int, int]) -> tuple[float, float]:
-    """Re-measure (head height, crown margin) in px on the output photo, independently of the
-    processor's own detector: face box from OpenCV's Haar alt2 cascade (what the framing's box
-    reproduces), chin = box bottom + CHIN_BELOW_BOX * h, crown = first non-background row above
-    the face in its middle columns."""
+def _haar_box(rgb: np.ndarray) -> FaceBox:
     haar = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_alt2.xml")
-    gray = cv2.equalizeHist(cv2.cvtColor(photo_rgb, cv2.COLOR_RGB2GRAY))
+    gray = cv2.equalizeHist(cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY))
     found = haar.detectMultiScale(gray, scaleFactor=1.1, minNeighbors=5, minSize=(40, 40))
     assert len(found) == 1, found
-    b = FaceBox(*(int(v) for v in found[0]))
-    cols = photo_rgb[: b.y, b.x + b.w // 4 : b.x + 3 * b.w // 4].astype(np.int16)
+    return FaceBox(*(float(v) for v in found[0]))
+
+
+def _haar_chin_below_box() -> float:
+    """How far below the Haar box's bottom the astronaut's hand-measured chin lies, in box
+    heights (``processors/idphoto/eval_truth.json``; 0.168 with OpenCV 4.x)."""
+    from processors.idphoto.evaluation import TRUTH_FILE
+
+    chin = json.loads(TRUTH_FILE.read_text(encoding="utf-8"))["astronaut"]["chin"][1]
+    b = _haar_box(data.astronaut())
+    return (chin - (b.y + b.h)) / b.h
+
+
+def _measure_head(photo_rgb: np.ndarray, bg_rgb: tuple[int, int, int]) -> tuple[float, float]:
+    """Re-measure (head height, crown margin) in px on the output photo, independently of the
+    processor's own detectors: face box from OpenCV's Haar alt2 cascade, chin below it as far
+    as the hand-measured chin lies below it on the portrait (:func:`_haar_chin_below_box`;
+    since issue 39 the framing takes the chin from Face Mesh, and the Haar rule of
+    ``CHIN_BELOW_BOX``, 0.2, put it 3 px low), crown = first non-background row above the face
+    in its middle columns."""
+    b = _haar_box(photo_rgb)
+    cols = photo_rgb[: int(b.y), int(b.x + b.w // 4) : int(b.x + 3 * b.w // 4)].astype(np.int16)
     differs = np.abs(cols - np.asarray(bg_rgb, np.int16)).max(axis=2) > 40
     rows = np.flatnonzero(differs.mean(axis=1) > 0.2)
     crown = float(rows[0])
-    chin = b.y + b.h * (1 + CHIN_BELOW_BOX)
+    chin = b.y + b.h * (1 + _haar_chin_below_box())
     return chin - crown, crown
 
 
@@ -120,9 +137,9 @@ def test_astronaut_becomes_one_inch_with_head_inside_rule(outcomes) -> None:
     photo = _photo(o)
     assert photo.shape == (413, 295, 3)
     head, crown = _measure_head(photo, (255, 255, 255))
-    lo, hi = SIZES["one_inch"].head_range_px
+    lo, hi = get_spec("one_inch").head_range_px
     assert lo <= head <= hi, (head, lo, hi)
-    clo, chi = SIZES["one_inch"].crown_range_px
+    clo, chi = get_spec("one_inch").crown_range_px
     assert clo - 5 <= crown <= chi + 5, (crown, clo, chi)
     assert photo[:10, :10].min() >= 245  # white background in the corner
     assert o.inference_ms > 0
@@ -191,19 +208,24 @@ def test_turned_selfie_is_framed_upright(outcomes, k: int) -> None:
     cy, cx = np.argwhere(np.rot90(marker, k))[0]  # ... where the turn put it in the upload
     assert abs(x + w / 2 - cx) < 12 and abs(y + h / 2 - cy) < 12, (o.payload["face_box"], cx, cy)
     head, _ = _measure_head(_photo(o), (255, 255, 255))  # the Haar cascade finds it upright
-    lo, hi = SIZES["one_inch"].head_range_px
+    lo, hi = get_spec("one_inch").head_range_px
     assert lo <= head <= hi
 
 
 def test_schengen_on_blue(outcomes) -> None:
+    """Framed for schengen on blue, and checked: the ICAO rules refuse the astronaut's smile
+    and a blue background (issue 39); the photo is stored all the same."""
     o = outcomes["blue"]
-    assert o.status == Status.ACCEPTED
+    assert o.status == Status.REJECTED
+    assert o.reasons == (ReasonCode.MOUTH_OPEN, ReasonCode.BACKGROUND_COLOUR,
+                         ReasonCode.BACKGROUND_REPLACED)
+    assert o.payload["compliance"]["compliant"] is False
     photo = _photo(o)
     assert photo.shape == (531, 413, 3)
     corner = photo[:15, :15].reshape(-1, 3).mean(axis=0)
     assert np.abs(corner - np.array([67, 142, 219])).max() < 6
     head, _ = _measure_head(photo, (67, 142, 219))
-    lo, hi = SIZES["schengen"].head_range_px
+    lo, hi = get_spec("schengen").head_range_px
     assert lo <= head <= hi, (head, lo, hi)
 
 
@@ -211,7 +233,7 @@ def test_alpha_matting_changes_edges_not_size(proc, outcomes) -> None:
     (o,) = proc.process_batch(
         [Item.from_array("am", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": True})]
     )
-    assert o.status == Status.ACCEPTED
+    assert o.status == Status.REJECTED and o.artifacts  # the smile and the blue (issue 39)
     with_am, without = _photo(o), _photo(outcomes["blue"])
     assert with_am.shape == without.shape
     diff = np.abs(with_am.astype(np.int16) - without.astype(np.int16)).max(axis=2)
@@ -219,10 +241,13 @@ def test_alpha_matting_changes_edges_not_size(proc, outcomes) -> None:
 
 
 def test_sizes_at_300_dpi() -> None:
-    got = {k: (v.width_px, v.height_px) for k, v in SIZES.items()}
+    got = {k: (v.width_px, v.height_px) for k, v in specs().items()}
     assert got == {"one_inch": (295, 413), "two_inch": (413, 579), "cn_passport": (390, 567),
-                   "us_passport": (600, 600), "schengen": (413, 531)}
-    lo, hi = SIZES["us_passport"].head_range_px
+                   "cn_visa": (390, 567), "us_passport": (600, 600), "us_visa": (600, 600),
+                   "schengen": (413, 531), "uk_passport": (413, 531),
+                   "canada_passport": (591, 827), "canada_visa": (413, 531),
+                   "india_passport": (413, 531), "japan_passport": (413, 531)}
+    lo, hi = get_spec("us_passport").head_range_px
     assert (round(lo / 600, 2), round(hi / 600, 3)) == (0.5, 0.688)
     assert mm_to_px(25.4) == 300
 
@@ -287,7 +312,7 @@ def test_shared_portrait_case(proc, name) -> None:
     (o,) = proc.process_batch([Item(name, img)])
     assert o.status == Status.ACCEPTED, o.reasons
     head, _ = _measure_head(_photo(o), (255, 255, 255))
-    lo, hi = SIZES["one_inch"].head_range_px
+    lo, hi = get_spec("one_inch").head_range_px
     assert lo <= head <= hi
 
 
@@ -306,6 +331,32 @@ def test_corrupt_pixel_data_is_rejected_with_a_payload_the_contract_accepts(proc
     out = proc.process_batch([item])[0]
     assert (out.status, out.reasons) == (Status.REJECTED, (ReasonCode.CORRUPT_IMAGE,))
     payload = registry.spec("id_photo").payload(out.payload, {})
-    two_inch = SIZES["two_inch"]
+    two_inch = get_spec("two_inch")
     assert (payload.size, payload.background, payload.width, payload.height, payload.photo) == (
         "two_inch", "blue", two_inch.width_px, two_inch.height_px, None)
+
+
+def test_the_default_size_and_background_settings_take_effect(proc, monkeypatch) -> None:
+    """An upload without ``size`` and ``background`` gets CARDSTREAM_IDPHOTO__DEFAULT_SIZE and
+    __DEFAULT_BACKGROUND, on the path the worker takes (the task's item options, then the
+    processor built from the settings section). The task's spec filled in ``one_inch`` and
+    ``white`` before the processor saw the item, so these settings changed nothing."""
+    from processors import registry
+    from schemas.models import UploadEvent
+    from streams.settings import load_settings
+
+    monkeypatch.setenv("CARDSTREAM_IDPHOTO__DEFAULT_SIZE", "two_inch")
+    monkeypatch.setenv("CARDSTREAM_IDPHOTO__DEFAULT_BACKGROUND", "#0000ff")
+    s = load_settings()
+    task = registry.spec("id_photo")
+    ev = UploadEvent.model_validate({"upload_id": "u", "task": "id_photo",
+                                     "image": {"inline_b64": "AAAA"}})
+    rt = RuntimeSettings(device="cpu", buckets=(1, 16), cpu_max_bucket=16)  # proc's sessions
+    worker_proc = registry.build_processor("id_photo", s.idphoto, rt)
+    (o,) = worker_proc.process_batch([Item.from_array("u", ASTRO, task.item_options(ev.options))])
+    assert o.status == Status.ACCEPTED, o.reasons
+    assert (o.payload["size"], o.payload["background"]) == ("two_inch", "#0000ff")
+    photo = _photo(o)
+    assert photo.shape == (579, 413, 3)
+    r, _, b = photo[3, 3]
+    assert b > 200 and r < 60  # blue, not white

@@ -58,3 +58,15 @@ def test_the_dead_letter_budget_must_fit_the_dead_letter_topic(monkeypatch) -> N
     monkeypatch.setenv("CARDSTREAM_WORKER__DLQ_RECORD_MAX_BYTES", str(8 * 1024))
     with pytest.raises(ValidationError, match="greater than or equal to 16384"):
         load_settings()
+
+
+def test_the_worker_slot_comes_from_the_settings_else_the_host_name(monkeypatch) -> None:
+    """A StatefulSet pod ``cardstream-worker-2`` is slot 2 unless CARDSTREAM_WORKER__SLOT says
+    otherwise (the settings read HOSTNAME, not ``cardstream worker``)."""
+    monkeypatch.setenv("HOSTNAME", "cardstream-worker-2")
+    assert load_settings().worker.slot == 2
+    monkeypatch.setenv("CARDSTREAM_WORKER__SLOT", "5")
+    assert load_settings().worker.slot == 5
+    monkeypatch.delenv("CARDSTREAM_WORKER__SLOT")
+    monkeypatch.setenv("HOSTNAME", "laptop")
+    assert load_settings().worker.slot == 0

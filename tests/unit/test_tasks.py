@@ -56,9 +56,11 @@ def test_options_defaults_and_values() -> None:
         ev = m.UploadEvent.model_validate(event)
         return registry.spec(ev.task).item_options(ev.options)
 
-    assert options(_MIN) == {"doc_type": "auto"}
+    # what the upload leaves out, the processor takes from its settings section (issue 38:
+    # the spec filled in "auto", "one_inch" and "white", so the settings naming them did nothing)
+    assert options(_MIN) == {}
     assert options({**_MIN, "task": "id_photo", "options": {"size": "schengen"}}) == {
-        "size": "schengen", "background": "white", "alpha_matting": None}
+        "size": "schengen"}
     assert options({**_MIN, "task": "id_photo", "options": {
         "size": "us_passport", "background": "#00FF00", "alpha_matting": False}}) == {
         "size": "us_passport", "background": "#00FF00", "alpha_matting": False}
@@ -67,11 +69,79 @@ def test_options_defaults_and_values() -> None:
                       options=m.CardOptions(doc_type=m.DocTypeHint.PASSPORT))
 
 
+def test_effective_options_fill_in_what_the_processor_takes_from_its_settings() -> None:
+    """What an output is made from: the upload's options, else the settings section's
+    defaults (an operator's CARDSTREAM_IDPHOTO__DEFAULT_SIZE changes the outputs)."""
+    from processors.card.settings import CardSettings
+    from processors.idphoto.settings import IdPhotoSettings
+
+    card, photo = registry.spec("card"), registry.spec("id_photo")
+    assert card.effective_options({}, CardSettings()) == {"doc_type": "auto"}
+    assert card.effective_options({}, CardSettings(doc_type="passport")) == {
+        "doc_type": "passport"}
+    assert card.effective_options({"doc_type": "id_card"}, CardSettings(doc_type="passport")) == {
+        "doc_type": "id_card"}
+    assert photo.effective_options({}, IdPhotoSettings()) == {
+        "size": "one_inch", "background": "white", "alpha_matting": False, "mode": "retouch",
+        "dpi": 300, "target_kb": None, "print_sheet": False}
+    assert photo.effective_options({"background": "#00FF00", "dpi": 600}, IdPhotoSettings(
+        default_size="two_inch", default_mode="validate")) == {
+        "size": "two_inch", "background": "#00ff00", "alpha_matting": True, "mode": "validate",
+        "dpi": 600, "target_kb": None, "print_sheet": False}
+    assert TOY.effective_options({"label": "x"}, None) == {"label": "x"}
+
+
 def test_every_task_of_the_contract_has_a_spec_and_back() -> None:
     assert set(registry.names()) == set(m.V1_TASKS) == {t.value for t in Task}
     for t in registry.specs():
         assert t.contract == m.V1_TASKS[t.name]
         assert t.main_artifact in t.payload_model.model_fields
+
+
+def test_a_new_line_in_the_registry_registers_its_contract_too() -> None:
+    """A task added the way the built-in ones are, one more line in the registry's list, has
+    its contract registered (events of the task are valid): the registry's own source, run
+    with the toy's line added after the ID photo's. A line in the old ``_SPECS`` dict left
+    the contract out, and every event of such a task was dead-lettered."""
+    from pathlib import Path
+
+    src = Path(registry.__file__).read_text()
+    assert "    IDPHOTO,\n" in src  # one line per task
+    ns: dict = {"__name__": "registry_with_toy", "TOY": TOY}
+    try:
+        exec(compile(src.replace("    IDPHOTO,\n", "    IDPHOTO,\n    TOY,\n"),
+                     registry.__file__, "exec"), ns)
+        assert ns["names"]() == ("card", "id_photo", "toy")
+        assert m.TASKS["toy"] is TOY.contract
+        ev = codec.decode_upload(None, codec.dumps({**_MIN, "task": "toy",
+                                                    "options": {"label": "x"}}))
+        assert ev.task == "toy" and ev.options == ToyOptions(label="x")
+    finally:
+        m.unregister_task("toy")
+    assert "toy" not in m.TASKS and "toy" not in registry.names()
+
+
+@pytest.mark.parametrize(("task", "before", "after", "want"), [
+    ("card", {"quad": [[0, 0], [100, 0], [100, 50], [0, 50]], "confidence": 0.9,
+              "doc_type": "id_card", "rectified": None},
+     {"quad": [[0, 0], [50, 0], [50, 50], [0, 50]], "confidence": 0.9, "doc_type": "id_card",
+      "rectified": None}, {"quad_iou": 0.5}),
+    ("card", {"quad": None, "confidence": 0.1, "doc_type": "unknown", "rectified": None},
+     {"quad": [[0, 0], [50, 0], [50, 50], [0, 50]], "confidence": 0.9, "doc_type": "id_card",
+      "rectified": None}, {}),
+    ("id_photo", {"photo": None, "size": "one_inch", "background": "white",
+                  "face_box": [10, 10, 40, 40], "width": 295, "height": 413},
+     {"photo": None, "size": "one_inch", "background": "white", "face_box": [30, 10, 40, 40],
+      "width": 295, "height": 413}, {"face_iou": 1 / 3}),
+    ("id_photo", {"photo": None, "size": "one_inch", "background": "white", "face_box": None,
+                  "width": 295, "height": 413},
+     {"photo": None, "size": "one_inch", "background": "white", "face_box": [30, 10, 40, 40],
+      "width": 295, "height": 413}, {}),
+])
+def test_each_task_compares_two_payloads_of_an_upload(task, before, after, want) -> None:
+    t = registry.spec(task)
+    got = t.compare(t.payload_model.model_validate(before), t.payload_model.model_validate(after))
+    assert got == pytest.approx(want) and set(got) <= set(t.measures)
 
 
 def test_unknown_task_or_processor_fails_loudly() -> None:

@@ -3,7 +3,8 @@
 Bounds (issue 29): card quads within 1 px, rectified card mean absolute difference <= 2/255,
 ID-photo alpha (the person matte) mean difference <= 1/255. Used by the unit tests (the graph
 backend on the CPU provider against :class:`processors.pixels.CpuPixels`), by the GPU parity
-test and by ``benchmarks/gpu.sh`` (``python -m benchmarks.gpu_sweep --parity``).
+test and by ``benchmarks/gpu.sh`` (``python -m benchmarks.gpu_sweep --parity``). Test and
+benchmark code: it lives here, not in the ``processors`` package it measures.
 """
 
 from __future__ import annotations
@@ -33,16 +34,17 @@ def synthetic_uploads(task: str, n: int, size: tuple[int, int] = (1600, 1200), s
 
     ``card``: scenes of :func:`processors.card.training.synth.sample` (a card on a background,
     75 % ID-1, every tenth without a card). ``id_photo``: scikit-image's public-domain
-    ``astronaut`` portrait scaled to 55-75 % of the frame's height on a
-    :func:`~processors.card.training.synth.background`, at a random place. Deterministic for a
-    seed.
+    ``astronaut`` portrait (:func:`benchmarks.portraits.astronaut_bgr`) scaled to 55-75 % of the
+    frame's height on a :func:`~processors.card.training.synth.background`, at a random place.
+    Deterministic for a seed.
 
     Raises:
         ValueError: an unknown ``task``.
     """
     import cv2
 
-    from processors.card.training.synth import _skimage, background, sample
+    from benchmarks.portraits import astronaut_bgr
+    from processors.card.training.synth import background, sample
 
     rng = np.random.default_rng(seed)
     out = []
@@ -53,7 +55,7 @@ def synthetic_uploads(task: str, n: int, size: tuple[int, int] = (1600, 1200), s
             w, h = size
             img = background(rng, w, h)
             side = int(h * rng.uniform(0.55, 0.75))
-            face = cv2.resize(_skimage("astronaut"), (side, side), interpolation=cv2.INTER_AREA)
+            face = cv2.resize(astronaut_bgr(), (side, side), interpolation=cv2.INTER_AREA)
             x0, y0 = int(rng.integers(0, w - side + 1)), h - side
             img[y0:, x0:x0 + side] = face
         else:
