@@ -27,7 +27,8 @@ preset 6): the sm_90 cubins that deflate leaves at 86 MB take 50 MB so, and the 
 in two parts of at most ``--part-mib`` (big files in chunks, reassembled, decompressed and
 checked by SHA-256 on the machine, Python's standard library only).
 
-    python -m benchmarks.gpu_kit build     # .gpukit/parts/part1, part2 (~6 min here, once)
+    python -m benchmarks.gpu_kit build     # .gpukit/parts/part1, part2 (once; 2-15 min here)
+    python -m benchmarks.gpu_kit cut       # again into parts, from what build packed
 
 Then two device calls in a row, no step here between them (each carries one part folder, which
 ``benchmarks/gpu.sh`` keeps in ``/tmp`` while the machine stays warm): ``benchmarks/gpu.sh
@@ -229,12 +230,15 @@ def _rel(f: Path) -> str:
 
 def cut(part_mib: float, pins: dict, sizes: dict, kit: Path = KIT) -> dict:
     """Assign the kit's files (``kit/wheels/*.whl``, ``kit/models/*``, each compressed in
-    ``kit/packed/<name>.xz``) to parts of at most ``part_mib`` MiB in ``kit/parts/partN`` (a
-    larger file in chunks), each part with the manifest (each file's SHA-256 and size, its
+    ``kit/packed/<name>.xz``) to as few parts of at most ``part_mib`` MiB as they need, of equal
+    size, in ``kit/parts/partN`` (a larger file in chunks), each part with the manifest (each file's SHA-256 and size, its
     compressed SHA-256, chunk order) that :func:`assemble` follows."""
-    limit = int(part_mib * 2**20)
     files = sorted([*(kit / "wheels").glob("*.whl"), *(kit / "models").glob("*")],
                    key=lambda p: -(kit / "packed" / f"{p.name}.xz").stat().st_size)
+    total = sum((kit / "packed" / f"{f.name}.xz").stat().st_size for f in files)
+    # as few parts as part_mib allows, of equal size: the most room left for the working tree
+    count = max(1, -(-total // int(part_mib * 2**20)))
+    limit = -(-total // count)
     parts_dir = kit / "parts"
     shutil.rmtree(parts_dir, ignore_errors=True)
     parts: list[list[tuple[Path, str, int, int]]] = [[]]  # (packed file, name, start, length)
@@ -334,12 +338,20 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--keep-arch", type=int, default=90,
                    help="SM architecture whose CUDA kernels are kept (90: H100/H200; "
                         "0: keep every architecture, about 3 parts)")
+    c = sub.add_parser("cut", help="cut what build packed into parts again (another --part-mib)")
+    c.add_argument("--part-mib", type=float, default=52.0)
     r = sub.add_parser("assemble", help="(device) rebuild and check the kit's files in KIT")
     r.add_argument("kit", type=Path)
     a = ap.parse_args(argv)
-    if a.cmd == "build":
-        m = build(a.part_mib, a.keep_arch)
-        print(json.dumps({"parts": m["parts"], "sizes": m["sizes"]}))
+    if a.cmd in ("build", "cut"):
+        if a.cmd == "build":
+            m = build(a.part_mib, a.keep_arch)
+        else:
+            old = json.loads((KIT / "manifest.json").read_text())
+            m = cut(a.part_mib, old["pins"], old["sizes"])
+        print(json.dumps({"parts": m["parts"], "part_mib": [
+            round(sum(c["bytes"] for f in m["files"].values() for c in f["chunks"]
+                      if c["part"] == i) / 2**20, 1) for i in range(1, m["parts"] + 1)]}))
     else:
         print(assemble(a.kit))
 

@@ -186,7 +186,9 @@ def test_card_processor_on_graph_pixels_matches_the_cpu_path() -> None:
     r = card_parity(items, ref, test)
     assert r["n"] == 3 and r["same_status"] == 3
     assert r["ok"], r
-    assert r["quad_max_px"] <= 1.0 and r["rect_mad_max"] <= 2 / 255
+    c = r["checks"]
+    assert c["decode_luma"]["value"] == c["decode_bgr"]["value"] == 0.0  # the host codec
+    assert c["quad_px"]["value"] <= 1.0 and c["warp_luma"]["value"] <= 2 / 255
 
 
 def test_idphoto_processor_on_graph_pixels_matches_the_cpu_path() -> None:

@@ -183,3 +183,26 @@ def test_a_model_names_the_provider_it_asked_for(tmp_path) -> None:
 
     m = BatchedModel(_model(tmp_path / "m.onnx"), None, RuntimeSettings(device="cpu"), "m")
     assert m.requested_provider == m.provider == "CPUExecutionProvider"
+
+
+def test_card_parity_tolerates_nvjpeg_like_decoding_check_by_check(nvimgcodec) -> None:
+    """The card path on the graph backend with the nvImageCodec stand-in (its chroma and IDCT
+    differ from libjpeg-turbo's) against the CPU path: every check within its bound, the BGR
+    figures above the luma ones, each check reported on its own."""
+    from benchmarks.parity import CARD_CHECKS, card_parity, synthetic_uploads
+    from processors.base import Item
+    from processors.card.processor import CardProcessor
+    from processors.card.settings import CardSettings
+
+    items = [Item(f"c{i}", probe_image(u, DS), {})
+             for i, u in enumerate(synthetic_uploads("card", 3, (800, 600), seed=7))]
+    ref, test = CardProcessor(CardSettings(), RT), CardProcessor(CardSettings(), RT)
+    test.pixels = _backend()
+    r = card_parity(items, ref, test)
+    assert tuple(r["checks"]) == CARD_CHECKS
+    assert r["ok"], {k: v for k, v in r["checks"].items() if not v["ok"]}
+    c = r["checks"]
+    assert 0 < c["decode_luma"]["value"] < c["decode_bgr"]["value"] <= c["decode_bgr"]["max"]
+    assert c["status"] == {"value": 1.0, "min": 0.9, "ok": True}
+    assert nvimgcodec.calls["decode"] >= 6 and test.pixels.fallbacks.snapshot()["counts"] == {
+        "codec_start": 0, "decode_host": 0, "encode_host": 0}
