@@ -144,11 +144,24 @@ def rate(step: Any, batch: int, seconds: float) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def timed(proc: Any, items: list[Item], batch: int, seconds: float) -> float:
-    """images/s of ``process_batch`` on chunks of ``batch`` cycled from ``items``."""
+def timed(proc: Any, items: list[Item], batch: int, seconds: float) -> tuple[float, int]:
+    """images/s of ``process_batch`` on chunks of ``batch`` cycled from ``items``, and the
+    images processed (the untimed call included)."""
     _model(proc).chosen_bucket = batch
     chunk = [items[k % len(items)] for k in range(batch)]
-    return rate(lambda: proc.process_batch(chunk), batch, seconds)
+    calls = 0
+
+    def step() -> None:
+        nonlocal calls
+        proc.process_batch(chunk)
+        calls += 1
+
+    return rate(step, batch, seconds), calls * batch
+
+
+def graph_runs(proc: Any) -> dict[str, int]:
+    """The pixel backend's graph runs so far, by graph (none for the CPU backend)."""
+    return dict(getattr(proc.pixels, "graph_runs", {}))
 
 
 def bare_model_ips(proc: Any, items: list[Item], batch: int, seconds: float) -> float:
@@ -204,8 +217,8 @@ def _error(e: BaseException) -> str:
 
 def task_child(task: str, precision: str, a: argparse.Namespace, deadline: float) -> None:
     """One task at one precision, in its own process: a ``point`` record per batch size (its
-    images/s, or its error), then ``bare_model`` at the best batch, then ``task_end``; no point
-    starts after ``deadline`` (unix s)."""
+    images/s and the pixel graphs' runs per image, or its error), then ``bare_model`` at the
+    best batch, then ``task_end``; no point starts after ``deadline`` (unix s)."""
     journal = Journal(a.out / JOURNAL)
     key = {"task": task, "precision": precision}
     proc = build(task, runtime_for(a, precision))
@@ -218,12 +231,17 @@ def task_child(task: str, precision: str, a: argparse.Namespace, deadline: float
         if time.time() > deadline:
             journal.write("point", **key, batch=b, skipped="budget")
             continue
+        before = graph_runs(proc)
         try:
-            ips[b] = round(timed(proc, items, b, a.seconds), 2)
+            rate_b, images = timed(proc, items, b, a.seconds)
         except Exception as e:  # noqa: BLE001 - a point's failure is its record, not the run's
             journal.write("point", **key, batch=b, error=_error(e))
             continue
-        journal.write("point", **key, batch=b, images_per_s=ips[b], fallbacks=_fallbacks(proc))
+        ips[b] = round(rate_b, 2)
+        runs = {g: round((n - before.get(g, 0)) / images, 3) for g, n in graph_runs(proc).items()
+                if n > before.get(g, 0)}
+        journal.write("point", **key, batch=b, images_per_s=ips[b], fallbacks=_fallbacks(proc),
+                      graph_runs_per_image=runs)
     if ips and time.time() < deadline:
         best = max(ips, key=lambda b: ips[b])
         try:

@@ -445,7 +445,8 @@ class BatchedModel:
                 :class:`processors.gpu.device.DeviceBatch` (the GPU pixel backend's model input),
                 bound where it lies with ONNX Runtime's IOBinding, each chunk padded with the
                 batch's spare rows (its capacity is a power of two, so they suffice for
-                power-of-two buckets; otherwise the chunk runs unpadded).
+                power-of-two buckets; otherwise the chunk runs unpadded); the outputs in the
+                images' order (``DeviceBatch.order``).
 
         Returns:
             The fetched graph outputs (all, or the first ``outputs``) as host arrays, each with
@@ -457,6 +458,8 @@ class BatchedModel:
                 raise ValueError("empty batch")
             parts = [self._run_bound(x, part.start, part.stop - part.start)
                      for part in bucket_slices(x.n, self.chosen_bucket)]
+            return [x.in_order(np.concatenate([p[k] for p in parts], axis=0))
+                    for k in range(len(parts[0]))]
         else:
             if x.ndim < 1 or x.shape[0] == 0:
                 raise ValueError("empty batch")

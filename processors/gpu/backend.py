@@ -7,17 +7,26 @@ Every step of :class:`processors.pixels.PixelBackend` runs as one of the graphs 
 ==================  ========================================================================
 decode              JPEG: the codec's batched decode (nvImageCodec on a GPU), EXIF orientation
                     by the ``orient`` graph; other formats and what the codec refuses: the CPU
-                    decoder (strict), then uploaded
-model_input         ``shrink`` graph per image (:func:`processors.pixels.shrink` stage by stage),
-                    written into row ``k`` of one :class:`~processors.gpu.device.DeviceBatch`
-                    that ``BatchedModel.run`` binds in place; only the masks come back
-working_grey        ``shrink`` graph with BT.601 grey first, output bound to the host
-sample_grey         ``sample`` graph (GridSample), points in, grey levels out (host)
+                    decoder (strict), then uploaded. The images of one size are then stacked in
+                    one ``(n, h, w, 3)`` buffer (``stack`` graph), in order
+model_input         ``shrink`` graph (:func:`processors.pixels.shrink` stage by stage) once per
+                    run of images, written into rows of one
+                    :class:`~processors.gpu.device.DeviceBatch` that ``BatchedModel.run`` binds
+                    in place; only the masks come back
+working_grey        ``shrink`` graph with BT.601 grey first, once per run, output to the host
+sample_grey         ``sample`` graph (GridSample), points in, grey levels out (host), per image
 warp                ``resample`` (area, :func:`processors.pixels.antialias_plan`) when the card
-                    is large, then ``warp`` (GridSample bilinear, border replicated); on device
-to_host             ``copy`` graph with its output bound to the host
+                    is large, then ``warp`` (GridSample bilinear, border replicated), once per
+                    run sharing the pre-filter factor and output size; outputs on device, back
+                    to back
+to_host             ``copy`` graph with its output bound to the host, once per run
 encode_jpeg         the codec's batched encode (nvImageCodec on a GPU); host arrays on the CPU
 ==================  ========================================================================
+
+A *run* (:func:`runs`) is a set of the batch's images that lie back to back in one buffer:
+after :meth:`GraphPixels.decode`, the uploads of one size are one run, in any order the caller
+holds them, so each step is one graph run (one launch sequence and one device sync) per upload
+size in the batch instead of one per image. ``graph_runs`` counts them by graph.
 
 ``GraphPixels(device="cpu")`` runs the very same code on ONNX Runtime's CPU provider with host
 memory and a host codec (libjpeg-turbo): that is how it is tested without a GPU
@@ -37,7 +46,6 @@ import onnx
 import onnxruntime as ort
 import structlog
 
-from processors.base import map_in_threads
 from processors.decode import DecodeSettings, EncodedImage
 from processors.errors import DecodeError, ProviderError
 from processors.gpu.device import DeviceBatch, DeviceImage, next_pow2
@@ -47,6 +55,7 @@ from processors.gpu.graphs import (
     resample_graph,
     sample_graph,
     shrink_graph,
+    stack_graph,
     warp_graph,
 )
 from processors.gpu.resample import resize_weights, shrink_plan
@@ -70,6 +79,27 @@ __all__ = ["Codec", "CudaPixels", "Fallbacks", "GraphPixels", "HostCodec"]
 WEIGHT_CACHE = 64
 """Resize weight pairs kept on the device, by (kind, source size, output size, factor): uploads
 of one app mostly share a size, so the model input's weights are uploaded once."""
+
+STACK_SESSIONS = 16
+"""``stack`` graph sessions kept, by image count (a batch's size group)."""
+
+
+def runs(images: Sequence[DeviceImage]) -> list[list[int]]:
+    """The indices of ``images`` in runs: images of one shape that lie back to back in one
+    buffer (rows of one stack), each run in memory order, so that it is bound as one
+    ``(len(run), h, w, c)`` graph input whatever the order the caller holds them in. Every index
+    is in exactly one run; ``[]`` for no images."""
+    order = sorted(range(len(images)), key=lambda k: (id(images[k].owner), images[k].ptr))
+    out: list[list[int]] = []
+    for k in order:
+        if out:
+            a, b = images[out[-1][-1]], images[k]
+            if (b.owner is a.owner and b.shape == a.shape and b.device == a.device
+                    and b.ptr == a.ptr + a.nbytes):
+                out[-1].append(k)
+                continue
+        out.append([k])
+    return out
 
 
 class Fallbacks:
@@ -214,6 +244,8 @@ class GraphPixels:
         self._weights: OrderedDict[tuple, tuple[ort.OrtValue, ort.OrtValue]] = OrderedDict()
         self._lock = threading.Lock()
         self._orient: dict[int, ort.InferenceSession] = {}
+        self._stacks: OrderedDict[int, ort.InferenceSession] = OrderedDict()
+        self.graph_runs: Counter[str] = Counter()
         self._shrinks: dict[tuple[int, bool, bool], ort.InferenceSession] = {}
 
     # sessions ------------------------------------------------------------------------------
@@ -305,8 +337,24 @@ class GraphPixels:
                                                                         self.device_id),
                                        self.device_id)
 
-    def _bind_image(self, io: ort.IOBinding, name: str, img: DeviceImage) -> None:
-        io.bind_input(name, img.device, img.device_id, np.uint8, [1, *img.shape], img.ptr)
+    def _bind_image(self, io: ort.IOBinding, name: str, img: DeviceImage, n: int = 1) -> None:
+        """Bind ``n`` images of ``img``'s shape lying back to back from ``img`` on as
+        ``(n, h, w, c)``."""
+        io.bind_input(name, img.device, img.device_id, np.uint8, [n, *img.shape], img.ptr)
+
+    def _run(self, sess: ort.InferenceSession, io: ort.IOBinding, graph: str) -> None:
+        """Run a bound graph and count it in ``graph_runs`` by graph (each run ends with a device
+        sync: what the batching of runs of images saves)."""
+        sess.run_with_iobinding(io)
+        with self._lock:
+            self.graph_runs[graph] += 1
+
+    def _rows(self, value: ort.OrtValue) -> list[DeviceImage]:
+        """The images of an ``(n, h, w, c) uint8`` value, each kept alive by it."""
+        n, h, w, c = value.shape()
+        base, step = value.data_ptr(), h * w * c
+        return [DeviceImage(base + k * step, h, w, c, self.device, self.device_id, value)
+                for k in range(n)]
 
     def _cached(self, key: tuple, make: Callable[[], tuple[np.ndarray, np.ndarray]]
                 ) -> tuple[ort.OrtValue, ort.OrtValue]:
@@ -326,11 +374,11 @@ class GraphPixels:
         return pair
 
     def _resize(self, sess: ort.InferenceSession, img: DeviceImage, kind: str,
-                dst_hw: tuple[int, int], scale: float | None = None, io: ort.IOBinding | None = None
-                ) -> ort.IOBinding:
-        """Bind ``img`` and its resize weights on ``sess``; the caller binds the output."""
-        io = io or sess.io_binding()
-        self._bind_image(io, "image", img)
+                dst_hw: tuple[int, int], scale: float | None = None, n: int = 1) -> ort.IOBinding:
+        """Bind ``n`` images from ``img`` on and their resize weights on ``sess``; the caller
+        binds the output."""
+        io = sess.io_binding()
+        self._bind_image(io, "image", img, n)
         src_hw = (img.height, img.width)
         ry, rxt = self._cached((kind, src_hw, dst_hw, scale),
                                lambda: resize_weights(kind, src_hw, dst_hw, scale))
@@ -338,14 +386,15 @@ class GraphPixels:
         io.bind_ortvalue_input("rxt", rxt)
         return io
 
-    def _shrunk(self, img: DeviceImage, dst_wh: tuple[int, int], grey: bool
+    def _shrunk(self, img: DeviceImage, dst_wh: tuple[int, int], grey: bool, n: int = 1
                 ) -> tuple[ort.InferenceSession, ort.IOBinding]:
-        """Bind ``img`` for :func:`processors.pixels.shrink` to ``dst_wh`` (stage sizes on the
-        host, the closing bilinear weights cached); the caller binds the output."""
+        """Bind ``n`` images from ``img`` on for :func:`processors.pixels.shrink` to ``dst_wh``
+        (stage sizes on the host, the closing bilinear weights cached); the caller binds the
+        output."""
         crops, final = shrink_plan((img.width, img.height), dst_wh)
         sess = self._shrink_session(len(crops), final is not None, grey)
         io = sess.io_binding()
-        self._bind_image(io, "image", img)
+        self._bind_image(io, "image", img, n)
         if len(crops):
             io.bind_cpu_input("crops", crops)
         if final is not None:
@@ -355,10 +404,36 @@ class GraphPixels:
             io.bind_ortvalue_input("rxt", rxt)
         return sess, io
 
-    def _device_output(self, sess: ort.InferenceSession, io: ort.IOBinding, name: str) -> DeviceImage:
+    def _device_output(self, sess: ort.InferenceSession, io: ort.IOBinding, name: str,
+                       graph: str) -> ort.OrtValue:
         io.bind_output(name, self.device, self.device_id)
-        sess.run_with_iobinding(io)
-        return DeviceImage.of_ortvalue(io.get_outputs()[0], self.device_id)
+        self._run(sess, io, graph)
+        return io.get_outputs()[0]
+
+    def _stack_session(self, n: int) -> ort.InferenceSession:
+        with self._lock:
+            sess = self._stacks.get(n)
+            if sess is not None:
+                self._stacks.move_to_end(n)
+                return sess
+        sess = self._session(stack_graph(n))
+        with self._lock:
+            self._stacks[n] = sess
+            while len(self._stacks) > STACK_SESSIONS:
+                self._stacks.popitem(last=False)
+        return sess
+
+    def stack(self, images: Sequence[DeviceImage]) -> list[DeviceImage]:
+        """Images of one shape in one ``(n, h, w, c)`` buffer (one ``stack`` graph run),
+        returned as its rows, so that every later step binds them as one batch
+        (:func:`runs`); images already back to back are returned as they are."""
+        if runs(images) == [list(range(len(images)))]:
+            return list(images)
+        sess = self._stack_session(len(images))
+        io = sess.io_binding()
+        for k, img in enumerate(images):
+            self._bind_image(io, f"x{k}", img)
+        return self._rows(self._device_output(sess, io, "stacked", "stack"))
 
     def synchronize(self) -> None:
         """Wait for all work on the device (``cudaDeviceSynchronize`` through ONNX Runtime's
@@ -373,14 +448,15 @@ class GraphPixels:
         """See :meth:`processors.pixels.PixelBackend.decode`: always full resolution (scale 1.0;
         nvJPEG has no DCT scaling). JPEGs go to the codec in one batch; EXIF orientation by the
         ``orient`` graph; a JPEG the codec refuses and every other format are decoded by the CPU
-        backend (its strict rules and reasons) and uploaded."""
+        backend (its strict rules and reasons) and uploaded. The decoded images of one size are
+        then stacked in one buffer, in the order given (:meth:`stack`)."""
         with span(DECODE, **{"cardstream.decode.images": len(images),
                              "cardstream.decode.backend": self.name}):
             return self._decode(images)
 
     def _decode(self, images: Sequence[EncodedImage]) -> list[Decoded | DecodeError]:
         """:meth:`decode`'s work (its span around it)."""
-        out: list[Decoded | DecodeError | None] = [None] * len(images)
+        out: list[DeviceImage | DecodeError | None] = [None] * len(images)
         jpegs = [i for i, im in enumerate(images) if im.format == "jpeg"]
         decoded: list[DeviceImage | None] = []
         if jpegs:
@@ -397,52 +473,65 @@ class GraphPixels:
                 continue
             im = images[i]
             if not self.codec.oriented and im.orientation != 1:
-                io = self._orient_session(im.orientation).io_binding()
+                sess = self._orient_session(im.orientation)
+                io = sess.io_binding()
                 self._bind_image(io, "image", dev)
-                dev = self._device_output(self._orient_session(im.orientation), io, "oriented")
+                dev = self._rows(self._device_output(sess, io, "oriented", "orient"))[0]
             if (dev.width, dev.height) != (im.width, im.height):
                 out[i] = DecodeError(ReasonCode.CORRUPT_IMAGE,
                                      f"jpeg decoded {dev.width}x{dev.height} != header "
                                      f"{im.width}x{im.height}")
                 continue
-            out[i] = Decoded(dev, dev.width, dev.height, 1.0)
+            out[i] = dev
         rest = [i for i in range(len(images)) if out[i] is None]
         for i, d in zip(rest, self.cpu.decode([images[i] for i in rest], None), strict=True):
-            out[i] = Decoded(self.upload(d.pixels), d.width, d.height, 1.0) \
-                if isinstance(d, Decoded) else d
+            out[i] = self.upload(d.pixels) if isinstance(d, Decoded) else d
+        shapes: dict[tuple[int, ...], list[int]] = {}
+        for i, o in enumerate(out):
+            if isinstance(o, DeviceImage):
+                shapes.setdefault(o.shape, []).append(i)
+        for idx in shapes.values():
+            for i, row in zip(idx, self.stack([out[i] for i in idx]), strict=True):  # type: ignore[misc]
+                out[i] = row
         self.synchronize()
-        return out  # type: ignore[return-value]
+        return [o if isinstance(o, DecodeError) else Decoded(o, o.width, o.height, 1.0)  # type: ignore[union-attr]
+                for o in out]
 
     def model_input(self, images: Sequence[Decoded], side: int) -> DeviceBatch:
         """See :meth:`processors.pixels.PixelBackend.model_input`: a
-        :class:`~processors.gpu.device.DeviceBatch` of capacity :func:`next_pow2` ``(N)``, row
-        ``k`` written by the ``shrink`` graph (area halvings then bilinear as
-        :func:`processors.pixels.shrink`, each stage rounded)."""
+        :class:`~processors.gpu.device.DeviceBatch` of capacity :func:`next_pow2` ``(N)``, written
+        by one ``shrink`` graph run per run of images (:func:`runs`; area halvings then bilinear
+        as :func:`processors.pixels.shrink`, each stage rounded); its rows in run order, the
+        images' order in ``DeviceBatch.order`` when that differs."""
         n = len(images)
         value = ort.OrtValue.ortvalue_from_shape_and_type([next_pow2(n), 3, side, side],
                                                           np.float32, self.device, self.device_id)
-        batch = DeviceBatch(value, n, side, self.device, self.device_id)
-
-        def one(k: int) -> None:
-            sess, io = self._shrunk(images[k].pixels, (side, side), grey=False)
-            io.bind_output("input", self.device, self.device_id, np.float32, [1, 3, side, side],
-                           batch.row_ptr(k))
-            sess.run_with_iobinding(io)
-
-        map_in_threads(one, range(n), self.threads)
-        return batch
+        rows = [d.pixels for d in images]
+        order: list[int] = []
+        for run in runs(rows):
+            sess, io = self._shrunk(rows[run[0]], (side, side), grey=False, n=len(run))
+            io.bind_output("input", self.device, self.device_id, np.float32,
+                           [len(run), 3, side, side],
+                           value.data_ptr() + len(order) * 3 * side * side * 4)
+            self._run(sess, io, "model_input")
+            order += run
+        return DeviceBatch(value, n, side, self.device, self.device_id,
+                           None if order == list(range(n)) else tuple(order))
 
     def working_grey(self, images: Sequence[Decoded], max_side: int | None) -> list[np.ndarray]:
         """See :meth:`processors.pixels.PixelBackend.working_grey` (grey rounded, then
-        :func:`processors.pixels.shrink` stage by stage)."""
-
-        def one(d: Decoded) -> np.ndarray:
-            sess, io = self._shrunk(d.pixels, working_size(d.width, d.height, max_side), grey=True)
+        :func:`processors.pixels.shrink` stage by stage; one run per run of images)."""
+        out: list[np.ndarray] = [np.empty(0, np.uint8)] * len(images)
+        rows = [d.pixels for d in images]
+        for run in runs(rows):
+            d = images[run[0]]
+            sess, io = self._shrunk(rows[run[0]], working_size(d.width, d.height, max_side),
+                                    grey=True, n=len(run))
             io.bind_output("resized", "cpu")
-            sess.run_with_iobinding(io)
-            return io.copy_outputs_to_cpu()[0][0, ..., 0]
-
-        return map_in_threads(one, images, self.threads)
+            self._run(sess, io, "working_grey")
+            for k, grey in zip(run, io.copy_outputs_to_cpu()[0][..., 0], strict=True):
+                out[k] = grey
+        return out
 
     def sample_grey(self, image: Decoded, points: np.ndarray) -> np.ndarray:
         """See :meth:`processors.pixels.PixelBackend.sample_grey` (``sample`` graph)."""
@@ -451,43 +540,56 @@ class GraphPixels:
         self._bind_image(io, "image", image.pixels)
         io.bind_cpu_input("points", pts.reshape(-1, 2))
         io.bind_output("samples", "cpu")
-        self._sample.run_with_iobinding(io)
+        self._run(self._sample, io, "sample")
         return io.copy_outputs_to_cpu()[0].reshape(pts.shape[:-1])
 
     def warp(self, images: Sequence[Decoded], homographies: np.ndarray,
              sizes: Sequence[tuple[int, int]]) -> list[DeviceImage]:
         """See :meth:`processors.pixels.PixelBackend.warp`: the area pre-filter of
         :func:`processors.pixels.antialias_plan` by the ``resample`` graph, then the ``warp``
-        graph; the outputs stay in ``device`` memory."""
-
-        def one(k: int) -> DeviceImage:
-            src = images[k].pixels
-            f, (rw, rh), hm = antialias_plan(homographies[k], sizes[k], (src.width, src.height))
-            if f > 1:
-                io = self._resize(self._area, src, "area", (rh, rw), scale=float(f))
-                src = self._device_output(self._area, io, "resized")
-            io = self._warp.io_binding()
-            self._bind_image(io, "image", src)
-            io.bind_cpu_input("homography", np.asarray(hm, np.float32)[None])
-            io.bind_cpu_input("out_hw", np.array([sizes[k][1], sizes[k][0]], np.int64))
-            return self._device_output(self._warp, io, "warped")
-
-        return map_in_threads(one, range(len(images)), self.threads)
+        graph, once per run of images (:func:`runs`) that share the pre-filter's factor and the
+        output size; the outputs stay in ``device`` memory, back to back."""
+        plans = [antialias_plan(homographies[k], sizes[k], (d.width, d.height))
+                 for k, d in enumerate(images)]
+        keys = [(f, wh, tuple(size)) for (f, wh, _), size in zip(plans, sizes, strict=True)]
+        rows = [d.pixels for d in images]
+        out: list[DeviceImage | None] = [None] * len(images)
+        for run in runs(rows):
+            i = 0
+            while i < len(run):
+                j = next((t for t in range(i + 1, len(run)) if keys[run[t]] != keys[run[i]]),
+                         len(run))
+                part = run[i:j]
+                f, (rw, rh), _ = plans[part[0]]
+                src = rows[part[0]]
+                if f > 1:
+                    io = self._resize(self._area, src, "area", (rh, rw), float(f), n=len(part))
+                    src = self._rows(self._device_output(self._area, io, "resized", "area"))[0]
+                io = self._warp.io_binding()
+                self._bind_image(io, "image", src, len(part))
+                io.bind_cpu_input("homography",
+                                  np.stack([plans[t][2] for t in part]).astype(np.float32))
+                size = sizes[part[0]]
+                io.bind_cpu_input("out_hw", np.array([size[1], size[0]], np.int64))
+                warped = self._rows(self._device_output(self._warp, io, "warped", "warp"))
+                for k, img in zip(part, warped, strict=True):
+                    out[k] = img
+                i = j
+        return out  # type: ignore[return-value]
 
     def to_host(self, images: Sequence[Any]) -> list[np.ndarray]:
-        """See :meth:`processors.pixels.PixelBackend.to_host` (``copy`` graph to the host; host
-        arrays are returned as they are)."""
-
-        def one(img: Any) -> np.ndarray:
-            if isinstance(img, np.ndarray):
-                return img
+        """See :meth:`processors.pixels.PixelBackend.to_host` (``copy`` graph to the host, once
+        per run of images; host arrays are returned as they are)."""
+        out = list(images)
+        dev = [k for k, im in enumerate(images) if not isinstance(im, np.ndarray)]
+        for run in runs([images[k] for k in dev]):
             io = self._copy.io_binding()
-            self._bind_image(io, "x", img)
+            self._bind_image(io, "x", images[dev[run[0]]], len(run))
             io.bind_output("y", "cpu")
-            self._copy.run_with_iobinding(io)
-            return io.copy_outputs_to_cpu()[0][0]
-
-        return map_in_threads(one, images, self.threads)
+            self._run(self._copy, io, "to_host")
+            for t, arr in zip(run, io.copy_outputs_to_cpu()[0], strict=True):
+                out[dev[t]] = arr
+        return out
 
     def encode_jpeg(self, images: Sequence[Any], quality: int) -> list[bytes]:
         """See :meth:`processors.pixels.PixelBackend.encode_jpeg`: device images in one batch

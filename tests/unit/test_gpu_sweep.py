@@ -51,7 +51,8 @@ class _Model:
 
 
 class _Proc:
-    """A processor stand-in whose batch of 2 fails (a CUDA out-of-memory error, say)."""
+    """A processor stand-in whose batch of 2 fails (a CUDA out-of-memory error, say); one
+    model-input graph run per batch."""
 
     pixels = _Pixels()
     batched_model = _Model()
@@ -59,6 +60,7 @@ class _Proc:
     def process_batch(self, chunk: list) -> list:
         if len(chunk) == 2:
             raise RuntimeError("CUDA failure 2: out of memory")
+        self.pixels.graph_runs = {"model_input": self.pixels.graph_runs["model_input"] + 1}
         return chunk
 
 
@@ -66,6 +68,7 @@ def test_a_failing_point_is_a_record_and_the_next_point_runs(tmp_path: Path, mon
     monkeypatch.setattr(gpu_sweep, "build", lambda task, rt: _Proc())
     monkeypatch.setattr(gpu_sweep, "items_for", lambda task, n, size, seed=29: [object()] * n)
     monkeypatch.setattr(gpu_sweep, "bare_model_ips", lambda proc, items, b, s: 99.0)
+    _Pixels.graph_runs = {"model_input": 0}
     a = parser().parse_args(["--device", "cpu", "--batches", "1,2,4", "--seconds", "0.01",
                              "--unique", "2", "--out", str(tmp_path)])
     import time
@@ -76,6 +79,8 @@ def test_a_failing_point_is_a_record_and_the_next_point_runs(tmp_path: Path, mon
                                          "task_end"]
     assert recs[2]["batch"] == 2 and recs[2]["error"].startswith("RuntimeError: CUDA failure 2")
     assert recs[1]["images_per_s"] > 0 and recs[3]["images_per_s"] > 0
+    assert recs[1]["graph_runs_per_image"] == {"model_input": 1.0}
+    assert recs[3]["graph_runs_per_image"] == {"model_input": 0.25}  # one run per batch of 4
     assert recs[4]["batch"] == max((1, 4), key=lambda b: recs[1 + (b == 4) * 2]["images_per_s"])
     s = summarize(recs)["tasks"]["card"]["fp32"]
     assert set(s["images_per_s"]) == {"1", "4"} and s["bare_model_ips"] == 99.0
