@@ -1,10 +1,16 @@
 """The first 30 seconds of a GPU run: does every part work, and where does each run?
 
 Each check is independent (one failing does not stop the others) and reports its own ``ok``,
-figures and seconds; together they are one ``smoke`` record of the journal
-(:mod:`benchmarks.gpu_journal`, ``OUT/gpu.jsonl``) and one JSON line on stdout:
+figures and seconds in a ``smoke_check`` record of the journal (:mod:`benchmarks.gpu_journal`,
+``OUT/gpu.jsonl``) as soon as it ends, so a smoke step stopped at its limit keeps the checks it
+finished; at the end all of them are one ``smoke`` record and one JSON line on stdout. In
+order, the decisive one first:
 
 - ``versions``: ONNX Runtime and its providers, NumPy, the GPU and driver (``nvidia-smi``).
+- ``model``: u2netp in fp32 and fp16 on the device: whether the CUDA provider is the
+  session's first (if not, nothing is timed, and the exit status is 5: nothing measured after
+  it would be the GPU), the node placement (as for the graphs, below), the time of a batch
+  (``--model-batch``, 4) after warming, the fp16 mask against the fp32 one (levels of 255).
 - ``codec``: the pixel backend as the worker builds it (``CudaPixels``, its codec per
   ``--cuda-codec``): the codec's name and version, one 1600 x 1200 upload decoded and encoded;
   the decode against libjpeg-turbo (BGR and BT.601 luma mean and largest difference in levels:
@@ -17,10 +23,6 @@ figures and seconds; together they are one ``smoke`` record of the journal
   difference, and the node placement from ONNX Runtime's profile: nodes per provider and every
   node off the device whose output is at least :data:`HEAVY_BYTES` (a kernel the device lacks,
   so its pixels cross to the host and back). Small shape computations on the CPU are expected.
-- ``model``: u2netp in fp32 and fp16 on the device: placement as above, the time of a batch
-  (``--model-batch``, 4) after warming, the fp16 mask against the fp32 one (levels of 255), and whether the CUDA
-  provider is the session's first (exit status 5 when it is not: nothing measured after that
-  would be the GPU).
 - ``memory``: ``nvidia-smi``'s memory, the GPU's and this process's, after the checks.
 
     python -m benchmarks.gpu_smoke --device cuda --out "$OUT"      # benchmarks/gpu.sh
@@ -228,8 +230,12 @@ def check_model(device: str, image: np.ndarray, batch: int = 4) -> dict[str, Any
         rt = RuntimeSettings(device=device, precision=precision)
         graph = to_fp16(data) if precision == "fp16" else data
         t0 = time.perf_counter()
-        (mask, *_), where = placement(graph, providers_for(rt), {"input.1": x}, want)
         sess = ort.InferenceSession(graph, providers=providers_for(rt))
+        if sess.get_providers()[0] != want:  # nothing to time: it would be the CPU
+            return {"ok": False, "cuda_active": False, precision: {
+                "active": sess.get_providers()[0]}, "error": f"the session runs on "
+                    f"{sess.get_providers()}, not {want}"}
+        (mask, *_), where = placement(graph, providers_for(rt), {"input.1": x}, want)
         sess.run(None, {"input.1": x})
         t1 = time.perf_counter()
         sess.run(None, {"input.1": x})
@@ -277,8 +283,17 @@ def main(argv: list[str] | None = None) -> int:
     w, h = (int(v) for v in a.size.lower().split("x"))
     upload = _upload((w, h))
     rt = RuntimeSettings(device=a.device, cuda_codec=a.cuda_codec, postprocess_threads=1)
-    checks: dict[str, Any] = {"versions": run_check(_versions)}
+    journal = Journal(a.out / "gpu.jsonl")
+    checks: dict[str, Any] = {}
     backend: Any = None
+
+    def check(name: str, fn: Callable[[], dict[str, Any]]) -> None:  # journalled at once
+        checks[name] = run_check(fn)
+        journal.write("smoke_check", name=name, **checks[name])
+
+    image = cv2.imdecode(np.frombuffer(upload, np.uint8), cv2.IMREAD_COLOR)
+    check("versions", _versions)
+    check("model", lambda: check_model(a.device, image, a.model_batch))
 
     def make_backend() -> dict[str, Any]:
         nonlocal backend
@@ -291,14 +306,12 @@ def main(argv: list[str] | None = None) -> int:
             backend.start_codec(a.cuda_codec)
         return check_codec(backend, upload)
 
-    checks["codec"] = run_check(make_backend)
-    image = cv2.imdecode(np.frombuffer(upload, np.uint8), cv2.IMREAD_COLOR)
+    check("codec", make_backend)
     if backend is not None:
-        checks["graphs"] = run_check(lambda: check_graphs(backend, image))
-    checks["model"] = run_check(lambda: check_model(a.device, image, a.model_batch))
-    checks["memory"] = run_check(lambda: {"ok": True, "gpu_memory_mib": gpu_memory_mib()})
+        check("graphs", lambda: check_graphs(backend, image))
+    check("memory", lambda: {"ok": True, "gpu_memory_mib": gpu_memory_mib()})
     ok = all(c.get("ok") for c in checks.values())
-    rec = Journal(a.out / "gpu.jsonl").write("smoke", device=a.device, ok=ok, checks=checks)
+    rec = journal.write("smoke", device=a.device, ok=ok, checks=checks)
     print(json.dumps(rec), flush=True)
     if a.device == "cuda" and not checks["model"].get("cuda_active"):
         print("gpu_smoke: the model does not run on CUDAExecutionProvider", file=sys.stderr)

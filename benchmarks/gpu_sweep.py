@@ -332,6 +332,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             out["machine"] = r.get("machine")
         elif step == "sweep_end":
             out["wall_s"] = r.get("wall_s")
+        elif step == "smoke_check":  # a smoke step stopped early leaves only these
+            out.setdefault("smoke", {"ok": None, "checks": {}})["checks"][r["name"]] = r.get("ok")
         elif step == "smoke":
             out["smoke"] = {"ok": r.get("ok"),
                             "checks": {k: v.get("ok") for k, v in r.get("checks", {}).items()}}

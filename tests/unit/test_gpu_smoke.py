@@ -19,7 +19,9 @@ def test_smoke_on_the_cpu_checks_codec_graphs_and_model(tmp_path: Path, nvimgcod
     assert main(["--device", "cpu", "--size", "640x480", "--model-batch", "1",
                  "--out", str(tmp_path)]) == 0
     rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert Journal(tmp_path / "gpu.jsonl").read() == [rec]
+    recs = Journal(tmp_path / "gpu.jsonl").read()
+    assert recs[-1] == rec and [r["name"] for r in recs[:-1]] == [
+        "versions", "model", "codec", "graphs", "memory"]  # each journalled when it ended
     c = rec["checks"]
     assert rec["ok"] and set(c) == {"versions", "codec", "graphs", "model", "memory"}
     codec = c["codec"]
@@ -56,10 +58,21 @@ def test_nodes_off_the_device_are_listed_with_their_output_size() -> None:
     assert where["by_provider"] == {"CPUExecutionProvider": where["nodes"]}
 
 
+def test_a_model_off_cuda_is_not_timed(monkeypatch) -> None:
+    from benchmarks.gpu_smoke import check_model
+
+    # the CPU provider standing in for a CUDA session that fell back to the CPU
+    monkeypatch.setattr("processors.runtime.providers_for", lambda rt, trt=None: [
+        "CPUExecutionProvider"])
+    r = check_model("cuda", np.zeros((48, 64, 3), np.uint8), batch=1)
+    assert r["ok"] is False and r["cuda_active"] is False
+    assert r["fp32"] == {"active": "CPUExecutionProvider"} and "not CUDAExecutionProvider" in r["error"]
+
+
 def test_cuda_asked_without_cuda_exits_no_cuda(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(gpu_smoke, "check_model", lambda device, image, batch: {
         "ok": False, "cuda_active": False})
     assert main(["--device", "cuda", "--size", "320x240", "--out", str(tmp_path)]) == NO_CUDA
-    (rec,) = Journal(tmp_path / "gpu.jsonl").read()
+    rec = Journal(tmp_path / "gpu.jsonl").read()[-1]
     assert not rec["ok"] and "device=cuda requested" in rec["checks"]["codec"]["error"]
     assert "graphs" not in rec["checks"]  # no backend, nothing to place
