@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## .venv with the project (cpu extra) and dev tools; fast when nothing changed
 
-models: setup ## model files into ~/.u2net, verified by SHA-256
+models: setup ## model files into ~/.u2net and the OCR-B font into ~/.cache/cardstream, verified by SHA-256
 	scripts/models
+	scripts/fonts
 
 browser: ## Debian's chromium for the page's test (apt-get when missing)
 	scripts/browser >/dev/null

@@ -236,10 +236,20 @@ class ImageSource(_Model):
 
 
 class CardOptions(_Closed):
-    """Options of a ``card`` upload. ``doc_type``: hint, default the worker's
-    ``CARDSTREAM_CARD__DOC_TYPE`` (``auto``)."""
+    """Options of a ``card`` upload.
+
+    Attributes:
+        doc_type: hint, default the worker's ``CARDSTREAM_CARD__DOC_TYPE`` (``auto``).
+        profile: which capture-quality and MRZ findings reject the result and the bounds they
+            are judged against (``strict`` | ``normal`` | ``relaxed``); default: the worker's
+            setting (``normal``: none rejects).
+        mrz_values: put the MRZ's field values (names, numbers, dates) into the result; only
+            honoured where the worker's setting allows it (off by default).
+    """
 
     doc_type: DocTypeHint | None = None
+    profile: Literal["strict", "normal", "relaxed"] | None = None
+    mrz_values: Annotated[bool, Strict()] | None = None
 
 
 class IdPhotoOptions(_Closed):
@@ -329,6 +339,108 @@ class ObjectRef(_Model):
     height: PosInt
 
 
+class QualityBounds(_Model):
+    """The bounds a card's capture quality was judged against (its profile's)."""
+
+    min_dpi: NonNegFloat
+    max_tilt_deg: NonNegFloat
+    min_brightness: NonNegFloat
+    max_brightness: NonNegFloat
+    min_colourfulness: NonNegFloat
+    max_glare_mrz: NonNegFloat
+
+
+Share = Annotated[JsonFloat, Field(ge=0, le=1)]
+Flag = Annotated[bool, Strict()]
+
+
+class CardQuality(_Model):
+    """Capture-quality measures of a found card (``processors/card/quality.py``).
+
+    Attributes:
+        dpi: effective resolution of the document in the photo (dots per inch).
+        tilt_deg: angle between the document's normal and the camera's axis (degrees).
+        margin: the corners' smallest distance to the frame, share of its shorter side
+            (negative: a corner outside).
+        brightness, contrast: mean and standard deviation of the rectified card's grey (0-255).
+        focus: variance of the Laplacian of the rectified card (the BLURRY measure).
+        glare, glare_mrz, glare_portrait: saturated share of the card, of its MRZ band and of
+            its portrait zone.
+        colourfulness: chroma spread (about 0 for a black-and-white copy).
+        portrait: a face found in the portrait zone; ``None`` where the document carries none
+            (the back of an ID-1 card) or the check is off.
+        profile: the profile that judged these.
+        bounds: its bounds.
+    """
+
+    dpi: NonNegFloat
+    tilt_deg: NonNegFloat
+    margin: JsonFloat
+    brightness: NonNegFloat
+    contrast: NonNegFloat
+    focus: NonNegFloat
+    glare: Share
+    glare_mrz: Share
+    glare_portrait: Share
+    colourfulness: NonNegFloat
+    portrait: Flag | None = None
+    profile: Name
+    bounds: QualityBounds
+
+
+class MrzChecks(_Model):
+    """Each ICAO Doc 9303 check digit of a read MRZ: valid or not (``optional_data``: TD3 only;
+    ``None`` also where the personal number is all filler with a filler check digit)."""
+
+    document_number: Flag
+    birth_date: Flag
+    expiry_date: Flag
+    optional_data: Flag | None = None
+    composite: Flag
+
+
+class MrzValues(_Model):
+    """The printed fields of a read MRZ (personal data: only when the upload asked and the
+    worker allows it). Dates are ``YYMMDD`` as printed; fillers become spaces."""
+
+    document_code: Str
+    issuing_state: Str
+    document_number: Str
+    nationality: Str
+    birth_date: Str
+    sex: Str
+    expiry_date: Str
+    primary_name: Str
+    secondary_name: Str
+    optional_data: Str
+
+
+class MrzInfo(_Model):
+    """The machine-readable zone of a found document.
+
+    Attributes:
+        found: a zone of MRZ-shaped lines was located and read (false: "no MRZ").
+        format: ``TD1`` | ``TD2`` | ``TD3``.
+        readable: it reads as that format, fits the document's size, with few uncertain
+            characters (false: ``MRZ_UNREADABLE``).
+        valid: readable and every check digit valid.
+        checks: each check digit (null when not readable).
+        expired: the document had expired at the result's ``processed_at`` (null: unknown).
+        corrected: a character was corrected from the recogniser's own alternatives (by the
+            field's type or a check digit).
+        values: the printed fields, when asked and allowed.
+    """
+
+    found: Flag
+    format: Literal["TD1", "TD2", "TD3"] | None = None
+    readable: Flag
+    valid: Flag
+    checks: MrzChecks | None = None
+    expired: Flag | None = None
+    corrected: Flag
+    values: MrzValues | None = None
+
+
 class CardPayload(_Model):
     """Card result.
 
@@ -339,12 +451,16 @@ class CardPayload(_Model):
         confidence: detector confidence in [0, 1].
         doc_type: ``id_card`` | ``passport`` | ``unknown``.
         rectified: the perspective-corrected card image, or ``None`` when not produced.
+        quality: capture-quality measures (a card found and judged; absent otherwise).
+        mrz: the machine-readable zone (a card found and judged; absent otherwise).
     """
 
     quad: tuple[Point, Point, Point, Point] | None
     confidence: Annotated[JsonFloat, Field(ge=0, le=1)]
     doc_type: DocType
     rectified: ObjectRef | None
+    quality: CardQuality | None = None
+    mrz: MrzInfo | None = None
 
 
 CheckName = Annotated[Str, _pattern(F.CHECK_NAME_PATTERN, "check name")]

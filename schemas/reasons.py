@@ -33,6 +33,18 @@ class ReasonCode(StrEnum):
     MULTIPLE_CARDS = "MULTIPLE_CARDS"
     BLURRY = "BLURRY"
     GLARE = "GLARE"
+    # card: capture quality (processors/card/quality.py; reject or annotate per profile)
+    LOW_RESOLUTION = "LOW_RESOLUTION"
+    TOO_OBLIQUE = "TOO_OBLIQUE"
+    TOO_DARK = "TOO_DARK"
+    TOO_BRIGHT = "TOO_BRIGHT"
+    PHOTOCOPY = "PHOTOCOPY"
+    NO_PORTRAIT = "NO_PORTRAIT"
+    GLARE_ON_MRZ = "GLARE_ON_MRZ"
+    # card: machine-readable zone (processors/card/mrz/, ICAO Doc 9303)
+    MRZ_UNREADABLE = "MRZ_UNREADABLE"
+    MRZ_CHECK_DIGIT = "MRZ_CHECK_DIGIT"
+    DOCUMENT_EXPIRED = "DOCUMENT_EXPIRED"
     # id_photo
     NO_FACE = "NO_FACE"
     MULTIPLE_FACES = "MULTIPLE_FACES"

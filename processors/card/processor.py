@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from processors.card.rectify import (
     saturated_fraction,
 )
 from processors.card.settings import CardSettings
+from processors.card.verify import CardView, Verification, Verifier
 from processors.decode import DecodeSettings
 from processors.errors import DecodeError, ModelError
 from processors.models import pinned_model
@@ -37,9 +39,10 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo7"
+POSTPROCESS_REVISION = "geo8"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
-new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades)."""
+new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
+``geo8``: capture quality and the MRZ, whose zone found upside down turns the output)."""
 
 
 class CardProcessor:
@@ -73,6 +76,14 @@ class CardProcessor:
         thumbnail) below the threshold, or its detail much weaker in one direction than in
         another (motion blur); also added to NO_CARD when the whole photo fails either measure.
         ``GLARE``: share of saturated pixels in the card's thumbnail above the threshold.
+    Verification (:mod:`processors.card.verify`, ``settings.verify``) of every card that got
+    this far: capture-quality measures, the portrait and the MRZ, one batched call each for the
+    batch; their codes (``LOW_RESOLUTION`` ... ``DOCUMENT_EXPIRED``) reject the result when the
+    upload's profile (option ``profile``, else ``verify.profile``) says so and annotate it
+    otherwise; the payload gets ``quality`` and ``mrz`` (the MRZ's values only when the upload's
+    option ``mrz_values`` asks and ``verify.mrz_values_allowed`` allows). A zone found in the
+    top band turned (the orientation classifier read the document upside down) turns the
+    output by a half turn.
     An accepted outcome carries one artifact ``rectified.jpg``; rejected ones carry none.
 
     Pixels: each upload is decoded once, at ``decode_side`` (:class:`CardSettings`), by the
@@ -89,6 +100,9 @@ class CardProcessor:
             :class:`DecodeSettings`).
         orient_file: override of the orientation model (tests, a new training run); None uses
             the pinned ``card_orient`` shipped in the package.
+        mrz_file: override of the MRZ recogniser (tests, a new training run); None uses the
+            pinned ``mrz_crnn``.
+        clock: the current time (UTC) expiry is judged at (tests, evals); None: the system's.
 
     Raises:
         ModelError: a model file is missing or fails its SHA-256 pin.
@@ -99,11 +113,16 @@ class CardProcessor:
 
     def __init__(self, settings: CardSettings, runtime: RuntimeSettings,
                  model_file: Path | None = None, decode: DecodeSettings | None = None,
-                 orient_file: Path | None = None) -> None:
+                 orient_file: Path | None = None, mrz_file: Path | None = None,
+                 clock: Callable[[], dt.datetime] | None = None) -> None:
         self.settings = settings
         self.threads = runtime.postprocess_threads
         self.pixels: PixelBackend = pixel_backend(runtime, decode or DecodeSettings())
         self.orienter = Orienter(runtime, orient_file) if settings.orient else None
+        v = settings.verify
+        self.verifier = (Verifier(v, runtime, settings.glare_level, mrz_file)
+                         if v.quality or v.mrz else None)
+        self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         path, sha = pinned_model(MODEL_FILE, model_file)
         self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True,
                                           outputs=1, input_shape=(3, INPUT_SIZE, INPUT_SIZE))
@@ -135,6 +154,8 @@ class CardProcessor:
         """Run every batch bucket of both models once on zeros and choose the best buckets."""
         if self.orienter is not None:
             self.orienter.warm_up()
+        if self.verifier is not None:
+            self.verifier.warm_up()
         b = self._model.warm_up()
         log.info("card_warm_up", bucket=b, provider=self._model.provider,
                  bucket_ips={k: round(v, 2) for k, v in self._model.stats.bucket_ips.items()})
@@ -233,23 +254,34 @@ class CardProcessor:
                      by_print)
 
     def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
-                inference_ms: float) -> tuple[Outcome, bool]:
-        """The verdicts on the card's thumbnail and the payload: ``(outcome, to_encode)``; the
-        artifact of an accepted card is added once the batch's cards are warped."""
+                inference_ms: float, ver: Verification | None = None) -> tuple[Outcome, bool]:
+        """The verdicts on the card's thumbnail (and its verification) and the payload:
+        ``(outcome, to_encode)``; the artifact of an accepted card is added once the batch's
+        cards are warped."""
         s = self.settings
         reasons = list(card.reasons)
         if self._blurry(thumb):
             reasons.append(ReasonCode.BLURRY)
         if saturated_fraction(thumb, s.glare_level, s.quality_width) > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
+        rejected = bool(reasons)
         w, h = card.size
         # the card's own corners: quad[0] is the corner that became the upright output's top-left
         payload = {"quad": _quad_list(np.roll(card.det.quad, -card.turns(turned), axis=0)),
                    "confidence": round(card.det.confidence, 4), "doc_type": card.doc_type,
                    "width": w, "height": h}
-        status = Status.REJECTED if reasons else Status.ACCEPTED
+        if ver is not None:
+            if ver.error is not None:  # this card's verification failed: it fails alone
+                raise ver.error
+            name, profile = s.verify.profile_for(item.options.get("profile"))
+            found = ver.reasons(profile)
+            reasons += [r for r in found if r not in reasons]
+            rejected = rejected or any(r in profile.reject for r in found)
+            values = bool(item.options.get("mrz_values")) and s.verify.mrz_values_allowed
+            payload.update(ver.payload(name, profile, values))
+        status = Status.REJECTED if rejected else Status.ACCEPTED
         return Outcome(upload_id=item.upload_id, status=status, reasons=tuple(reasons),
-                       payload=payload, inference_ms=inference_ms), not reasons
+                       payload=payload, inference_ms=inference_ms), not rejected
 
     def process_batch(self, items: Sequence[Item]) -> list[Outcome]:
         """Process ``items`` (N >= 1) with one batched localisation call; N outcomes in order.
@@ -304,8 +336,15 @@ class CardProcessor:
                     cards[j] = (k, d, replace(c, doc_type=doc, size=canonical_size(doc, s.dpi)))
         else:
             turned = np.zeros(len(cards), bool)
+        vers: list[Verification | None] = [None] * len(cards)
+        if self.verifier is not None:
+            vers = list(self._verify(items, cards, thumbs, turned))
+            for j, v in enumerate(vers):
+                if v is not None and v.mrz is not None and v.mrz.turned:
+                    turned[j] = not turned[j]  # the zone reads upside down: so does the card
         done = outcomes_per_item(
-            lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms),
+            lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms,
+                                   vers[j]),
             [items[k] for k, _, _ in cards], self.threads, task=self.task, inference_ms=ms)
         keep = []
         for j, r in enumerate(done):
@@ -327,6 +366,21 @@ class CardProcessor:
             art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=data,
                            width=c.size[0], height=c.size[1])
             outcomes[k] = replace(outcomes[k], artifacts=(art,))
+
+
+    def _verify(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
+                thumbs: list[np.ndarray], turned: np.ndarray) -> list[Verification]:
+        """The verification of the batch's cards (:class:`Verifier`: one call per model)."""
+        assert self.verifier is not None
+        views = []
+        for j, (k, d, c) in enumerate(cards):
+            h, w = _upload_shape(items[k], d)
+            # the thumbnail was warped before the upright decision: turn it as the card turns
+            thumb = np.ascontiguousarray(thumbs[j][::-1, ::-1]) if turned[j] else thumbs[j]
+            views.append(CardView(image=d, homography=c.homography(d, c.size, bool(turned[j])),
+                                  size=c.size, doc_type=c.doc_type, quad=c.det.quad,
+                                  upload_size=(w, h), thumb=thumb))
+        return self.verifier.verify(views, self.clock().date(), self.pixels)
 
 
 @dataclass(frozen=True, slots=True)

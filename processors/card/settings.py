@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from processors.card.policy import VerifySettings
+
 
 class CardSettings(BaseModel):
     """Settings of the card processor (frozen; part of the app settings).
@@ -80,6 +82,10 @@ class CardSettings(BaseModel):
             turned; below it the photo's own reading is kept (phone photos are mostly upright).
             Synthetic blank cards (no cue) never reach 0.8; 0.7-0.9 turn the same synthetic
             cards (MODEL.md, *Upright decision*).
+
+    Verification (``CARDSTREAM_CARD__VERIFY__*``, :class:`processors.card.policy.VerifySettings`):
+        verify: capture-quality measures, the portrait and the machine-readable zone of every
+            found card, and the profiles that judge them.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -114,3 +120,5 @@ class CardSettings(BaseModel):
     jpeg_quality: int = Field(92, ge=1, le=100)
     orient: bool = True
     orient_turn_min: float = Field(0.9, gt=0.0, lt=1.0)
+
+    verify: VerifySettings = Field(default_factory=VerifySettings)

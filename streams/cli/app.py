@@ -24,6 +24,7 @@ from streams.cli import (
     schemas,
     status,
     topics,
+    verify,
     worker,
 )
 
@@ -34,8 +35,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMANDS = (schemas, card, idphoto, topics, buckets, worker, produce, results, fetch, replay,
-            demo, status, gateway)
+COMMANDS = (schemas, card, idphoto, verify, topics, buckets, worker, produce, results, fetch,
+            replay, demo, status, gateway)
 """The command modules, in the order ``--help`` lists them."""
 
 

@@ -22,7 +22,7 @@ def fetch(
     s = load_settings()
     st = Storage(s.s3)
     n = 0
-    for task in names():  # keys are {task}/{model_version}/{upload_id}/{artifact}.{ext}
+    for task in names():  # keys are {task}/{model_version}/{upload_id}/{input_tag}/{artifact}.{ext}
         for ver in st.client.list_objects(s.s3.results_bucket, prefix=f"{task}/"):
             for o in st.client.list_objects(s.s3.results_bucket, prefix=f"{ver.object_name}{upload_id}/",
                                             recursive=True):

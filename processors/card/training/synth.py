@@ -83,18 +83,22 @@ def _guilloche(face: np.ndarray, rng: np.random.Generator) -> None:
 def render_face(rng: np.random.Generator, doc_type: str = "id_card",
                 width: int = 856, portrait: str | None = None,
                 blank: bool | None = None,
-                band_bgr: tuple[int, int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                band_bgr: tuple[int, int, int] | None = None,
+                fake_mrz: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Render a fictitious card face.
 
     Args:
         rng: random generator.
         doc_type: ``id_card`` (ID-1 aspect 85.60:53.98) or ``passport`` (ID-3 aspect 125:88).
         width: face width (px).
-        portrait: ``photo`` (the astronaut), ``drawn`` (a silhouette) or None (85 % photo).
+        portrait: ``photo`` (the astronaut), ``drawn`` (a silhouette), ``none`` (no portrait,
+            e.g. the back of an ID card) or None (85 % photo).
         blank: an unprinted card (plain, light; no band, text or portrait); None draws it
             (6 %) from ``rng``, a bool forces it without drawing.
         band_bgr: colour of the header band when one is drawn (default: random), e.g. close to
             the background's so the band's edge is hard to tell from the scene's.
+        fake_mrz: a passport page gets two lines of random MRZ-like characters at the bottom
+            (off: the bottom is left for a real zone, :mod:`processors.card.training.documents`).
 
     Returns:
         ``(face, alpha)``: ``(h, width, 3) uint8`` BGR and ``(h, width) uint8`` alpha (255 on
@@ -146,7 +150,9 @@ def render_face(rng: np.random.Generator, doc_type: str = "id_card",
     photo = rng.random() < 0.85
     if portrait is not None:
         photo = portrait == "photo"
-    if photo:
+    if portrait == "none":
+        pass
+    elif photo:
         por = cv2.resize(_portrait(), (pw, ph), interpolation=cv2.INTER_AREA)
         if rng.random() < 0.3:
             por = cv2.cvtColor(cv2.cvtColor(por, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
@@ -166,7 +172,7 @@ def render_face(rng: np.random.Generator, doc_type: str = "id_card",
         cv2.putText(face, _words(rng, int(rng.integers(1, 4)), bool(rng.random() < 0.7)), (tx, y),
                     cv2.FONT_HERSHEY_SIMPLEX, scale, dark, 1 + int(rng.random() < 0.5), cv2.LINE_AA)
         y += int(h * rng.uniform(0.07, 0.12))
-    if doc_type == "passport":  # ICAO 9303 TD3 machine-readable zone: 2 lines x 44 chars
+    if doc_type == "passport" and fake_mrz:  # ICAO 9303 TD3 machine-readable zone: 2 x 44
         fs = width / 1150.0
         for k, yy in enumerate((0.86, 0.95)):
             line = "".join(rng.choice(list(string.ascii_uppercase + "<<<<0123456789"), 44))

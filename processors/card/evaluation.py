@@ -1,0 +1,314 @@
+"""Evaluate the MRZ read and the capture-quality measures through the whole card pipeline.
+
+A set is a folder written by :mod:`processors.card.training.documents` (photos + a
+``manifest.json`` with each document's truth). Every photo goes through the card processor as
+the worker runs it (decode -> u2netp quad -> rectification -> upright -> verification), in
+buckets of ``batch``; the results are compared with the truth.
+
+MRZ (``mrz_summary``): a document is *exactly right* when its zone is found and its format,
+every printed field value and every check digit's validity equal the truth (a document printed
+with a wrong check digit must be read as printed and reported invalid). *Wrong but valid*: the
+result claims every check digit valid while a field differs from the truth, the worst error
+(a platform would trust it). Field rates: share of documents whose field equals the truth. CPU:
+process CPU time per document of the whole pipeline, and of the MRZ step alone.
+
+Quality (``quality_summary``): DPI within 5 % of the DPI rendered, tilt within 2 degrees of the
+tilt rendered, PHOTOCOPY recall on the grey copies and its false-positive rate on the colour
+documents (and on real card photos, ``--real``: a ``shared/cases``-style folder, every card
+in it a colour capture), and the CPU time of the measures per card.
+
+Command line (the thin ``cardstream eval mrz|quality`` runs the same)::
+
+    python -m processors.card.evaluation mrz --set DIR [--batch 8] [--json] [--given-quads]
+    python -m processors.card.evaluation quality --set DIR [--real ../shared/cases] [--json]
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from processors.base import Item, Outcome, process_in_buckets
+from processors.decode import DecodeSettings, probe_image
+from processors.errors import DecodeError
+
+FIELDS = ("document_code", "issuing_state", "document_number", "nationality", "birth_date",
+          "sex", "expiry_date", "primary_name", "secondary_name", "optional_data")
+"""The MRZ fields compared (``MrzValues``)."""
+
+
+def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
+    """The documents of a set and the date their expiry is judged at.
+
+    Raises:
+        ValueError: no ``manifest.json`` with ``documents`` (not a documents set).
+    """
+    try:
+        man = json.loads((Path(set_dir) / "manifest.json").read_text())
+        return list(man["documents"]), dt.date.fromisoformat(man["today"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{set_dir}/manifest.json is not a documents set ({type(e).__name__}): "
+                         "write one with `python -m processors.card.training.documents`") from e
+
+
+def build_processor(today: dt.date, device: str = "cpu", mrz_file: Path | None = None):  # noqa: ANN201
+    """The card processor as the worker builds it, with MRZ values allowed (the eval compares
+    them) and the clock at ``today``."""
+    from processors.card.processor import CardProcessor
+    from processors.card.settings import CardSettings
+    from processors.runtime import RuntimeSettings
+
+    s = CardSettings()
+    s = s.model_copy(update={"verify": s.verify.model_copy(update={"mrz_values_allowed": True})})
+    when = dt.datetime.combine(today, dt.time(12), dt.UTC)
+    return CardProcessor(s, RuntimeSettings(device=device), mrz_file=mrz_file,
+                         clock=lambda: when)
+
+
+def run(proc: Any, files: Sequence[Path], batch: int, options: dict[str, Any]
+        ) -> tuple[list[Outcome | None], float]:
+    """Outcomes of ``files`` (None for a file refused by the header probe) and the process CPU
+    seconds the processing took."""
+    items: list[Item] = []
+    index: list[int] = []
+    for k, f in enumerate(files):
+        try:
+            items.append(Item(upload_id=f"doc{k}", image=probe_image(f.read_bytes(),
+                                                                     DecodeSettings()),
+                              options=options))
+            index.append(k)
+        except DecodeError:
+            continue
+    t0 = time.process_time()
+    outs = list(process_in_buckets(proc, items, batch))
+    cpu = time.process_time() - t0
+    res: list[Outcome | None] = [None] * len(files)
+    for k, o in zip(index, outs, strict=True):
+        res[k] = o
+    return res, cpu
+
+
+def _mrz(o: Outcome | None) -> dict[str, Any]:
+    return (o.payload.get("mrz") or {}) if o is not None else {}
+
+
+def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
+                ) -> dict[str, Any]:
+    """The MRZ figures (module doc)."""
+    n = len(docs)
+    exact = found = readable = wbv = claimed_valid = corrected = expired_ok = 0
+    fields = dict.fromkeys((*FIELDS, "format", "checks"), 0)
+    by_format: dict[str, list[int]] = {}
+    rows = []
+    for d, o in zip(docs, outs, strict=True):
+        t, m = d["truth"], _mrz(o)
+        vals = m.get("values") or {}
+        ok_fields = {f: vals.get(f) == t["fields"][f] for f in FIELDS}
+        ok_fields["format"] = m.get("format") == t["format"]
+        ok_fields["checks"] = m.get("checks") == t["checks"]
+        for f, v in ok_fields.items():
+            fields[f] += v
+        right = bool(m.get("found")) and all(ok_fields.values())
+        exact += right
+        found += bool(m.get("found"))
+        readable += bool(m.get("readable"))
+        corrected += bool(m.get("corrected"))
+        claimed_valid += bool(m.get("valid"))
+        wrong_valid = bool(m.get("valid")) and not all(ok_fields[f] for f in FIELDS)
+        wbv += wrong_valid
+        expired_ok += m.get("expired") == t["expired"]
+        by_format.setdefault(t["format"], [0, 0])
+        by_format[t["format"]][0] += 1
+        by_format[t["format"]][1] += right
+        rows.append({"file": d["file"], "format": t["format"], "exact": right,
+                     "found": bool(m.get("found")), "readable": bool(m.get("readable")),
+                     "valid": bool(m.get("valid")), "wrong_but_valid": wrong_valid,
+                     "corrected": bool(m.get("corrected")),
+                     "status": str(o.status) if o is not None else None,
+                     "reasons": [str(r) for r in o.reasons] if o is not None else None,
+                     "wrong_fields": [f for f, v in ok_fields.items() if not v]})
+    return {"documents": n, "exact": exact / n, "found": found / n, "readable": readable / n,
+            "claimed_valid": claimed_valid / n, "wrong_but_valid": wbv / n,
+            "corrected": corrected / n, "expired_right": expired_ok / n,
+            "fields": {f: v / n for f, v in fields.items()},
+            "by_format": {f: {"n": v[0], "exact": v[1] / v[0]} for f, v in sorted(by_format.items())},
+            "rows": rows}
+
+
+def quality_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None],
+                    real: Sequence[Outcome | None] = ()) -> dict[str, Any]:
+    """The quality figures (module doc)."""
+    dpi_ok, tilt_ok, measured = 0, 0, 0
+    grey, grey_hit, colour, colour_hit = 0, 0, 0, 0
+    dpi_err, tilt_err = [], []
+    for d, o in zip(docs, outs, strict=True):
+        t = d["truth"]
+        q = o.payload.get("quality") if o is not None else None
+        if q is None:
+            continue
+        measured += 1
+        e = abs(q["dpi"] - t["dpi"]) / t["dpi"]
+        dpi_err.append(e)
+        dpi_ok += e <= 0.05
+        te = abs(q["tilt_deg"] - t["tilt_deg"])
+        tilt_err.append(te)
+        tilt_ok += te <= 2.0
+        flagged = "PHOTOCOPY" in [str(r) for r in o.reasons]
+        if t["grey_copy"]:
+            grey += 1
+            grey_hit += flagged
+        else:
+            colour += 1
+            colour_hit += flagged
+    real_q = [o for o in real if o is not None and o.payload.get("quality") is not None]
+    real_fp = sum("PHOTOCOPY" in [str(r) for r in o.reasons] for o in real_q)
+
+    def pct(xs: list[float], p: float) -> float:
+        return sorted(xs)[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
+
+    return {"documents": len(docs), "measured": measured,
+            "dpi_within_5pct": dpi_ok / max(measured, 1),
+            "dpi_rel_error_p50_p95": [pct(dpi_err, 0.5), pct(dpi_err, 0.95)],
+            "tilt_within_2deg": tilt_ok / max(measured, 1),
+            "tilt_error_deg_p50_p95": [pct(tilt_err, 0.5), pct(tilt_err, 0.95)],
+            "photocopy_recall": grey_hit / grey if grey else float("nan"), "grey_copies": grey,
+            "photocopy_false_positive": colour_hit / colour if colour else float("nan"),
+            "colour_documents": colour,
+            "real_cards": len(real_q), "real_photocopy_false_positive": real_fp,
+            "real_colourfulness": [o.payload["quality"]["colourfulness"] for o in real_q]}
+
+
+def mrz_given_quads(set_dir: Path, batch: int = 8, mrz_file: Path | None = None
+                    ) -> dict[str, Any]:
+    """The MRZ figures with the set's true corners in place of the localiser (photo -> true quad
+    -> bands -> MRZ): the reader alone, at a fraction of the whole pipeline's CPU. CPU is the
+    MRZ step's (bands warped, located, one recogniser call per ``batch``, judged)."""
+    import cv2
+    import numpy as np
+
+    from processors.base import Outcome
+    from processors.card.mrz.locate import band_maps
+    from processors.card.mrz.read import MrzReader
+    from processors.card.mrz.recognise import Recogniser
+    from processors.card.rectify import canonical_size, homography
+    from processors.runtime import RuntimeSettings
+    from schemas.reasons import Status
+
+    docs, today = load_set(set_dir)
+    reader = MrzReader(Recogniser(RuntimeSettings(device="cpu"), mrz_file))
+    reader.recogniser.warm_up()
+    outs: list[Outcome | None] = []
+    cpu = 0.0
+    for k in range(0, len(docs), batch):
+        part = docs[k:k + batch]
+        t0 = time.process_time()
+        bands = []
+        for d in part:
+            grey = cv2.imread(str(Path(set_dir) / d["file"]), cv2.IMREAD_GRAYSCALE)
+            size = canonical_size(d["truth"]["doc_type"], 300)
+            h = homography(np.asarray(d["truth"]["quad"]), size)
+            bands.append([cv2.warpPerspective(grey, h @ a, bs, flags=cv2.INTER_LINEAR
+                                              | cv2.WARP_INVERSE_MAP,
+                                              borderMode=cv2.BORDER_REPLICATE)
+                          for a, bs in band_maps(d["truth"]["doc_type"], size)])
+        reads = reader.read(bands, [d["truth"]["doc_type"] for d in part], today)
+        cpu += time.process_time() - t0
+        for r in reads:
+            if isinstance(r, Exception):
+                outs.append(None)
+                continue
+            outs.append(Outcome(upload_id="", status=Status.ACCEPTED, reasons=r.reasons,
+                                payload={"mrz": r.payload(values=True)}))
+    n = max(len(docs), 1)
+    return {**mrz_summary(docs, outs), "pipeline_cpu_ms_per_document": float("nan"),
+            "mrz_cpu_ms_per_document": cpu * 1000.0 / n, "quality_cpu_ms_per_document": 0.0,
+            "portrait_cpu_ms_per_document": 0.0, "batch": batch}
+
+
+def _real_files(folder: Path) -> list[Path]:
+    """The card photos of a ``shared/cases``-style folder (manifest entries with a quad)."""
+    man = json.loads((folder / "manifest.json").read_text())
+    return [folder / c["file"] for c in man["images"] if "quad_approx" in c["expect"]]
+
+
+def evaluate(what: str, set_dir: Path, batch: int = 8, real: Path | None = None,
+             device: str = "cpu", mrz_file: Path | None = None) -> dict[str, Any]:
+    """``mrz`` or ``quality`` figures of a set (and CPU per document)."""
+    docs, today = load_set(set_dir)
+    proc = build_processor(today, device, mrz_file)
+    proc.warm_up()
+    files = [Path(set_dir) / d["file"] for d in docs]
+    v = proc.verifier
+    before = dict(v.cpu_ms)
+    outs, cpu = run(proc, files, batch, {"doc_type": "auto", "mrz_values": True})
+    n = max(len(files), 1)
+    step = {k: (v.cpu_ms[k] - before[k]) / n for k in v.cpu_ms}
+    timing = {"pipeline_cpu_ms_per_document": cpu * 1000.0 / n,
+              "mrz_cpu_ms_per_document": step["mrz"],
+              "quality_cpu_ms_per_document": step["quality"],
+              "portrait_cpu_ms_per_document": step["portrait"], "batch": batch}
+    if what == "mrz":
+        return {**mrz_summary(docs, outs), **timing}
+    real_outs: list[Outcome | None] = []
+    if real is not None:
+        real_outs, _ = run(proc, _real_files(real), batch, {"doc_type": "auto"})
+    if what == "both":  # one pass for both tables
+        return {"mrz": {**mrz_summary(docs, outs), **timing},
+                "quality": {**quality_summary(docs, outs, real_outs), **timing}}
+    return {**quality_summary(docs, outs, real_outs), **timing}
+
+
+def table(what: str, r: dict[str, Any]) -> str:
+    """The figures as a few lines of text."""
+    if what == "mrz":
+        lines = [f"documents {r['documents']}: exact {r['exact']:.3f}  found {r['found']:.3f}  "
+                 f"readable {r['readable']:.3f}  wrong-but-valid {r['wrong_but_valid']:.4f}  "
+                 f"corrected {r['corrected']:.3f}  expired right {r['expired_right']:.3f}",
+                 "by format: " + "  ".join(f"{k} {v['exact']:.3f} (n={v['n']})"
+                                           for k, v in r["by_format"].items()),
+                 "fields: " + "  ".join(f"{k} {v:.3f}" for k, v in r["fields"].items())]
+    else:
+        lines = [f"documents {r['documents']} (measured {r['measured']}): DPI within 5 % "
+                 f"{r['dpi_within_5pct']:.3f}  tilt within 2 deg {r['tilt_within_2deg']:.3f}",
+                 f"photocopy recall {r['photocopy_recall']:.3f} (grey copies {r['grey_copies']})"
+                 f"  false positives {r['photocopy_false_positive']:.3f} "
+                 f"(colour {r['colour_documents']}); real cards {r['real_cards']}: "
+                 f"{r['real_photocopy_false_positive']} flagged"]
+    lines.append(f"CPU ms per document: pipeline {r['pipeline_cpu_ms_per_document']:.1f}  "
+                 f"mrz {r['mrz_cpu_ms_per_document']:.1f}  quality "
+                 f"{r['quality_cpu_ms_per_document']:.2f}  portrait "
+                 f"{r['portrait_cpu_ms_per_document']:.1f} (batch {r['batch']})")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """CLI entry (module doc)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["mrz", "quality"])
+    ap.add_argument("--set", type=Path, required=True, dest="set_dir")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--real", type=Path, default=None)
+    ap.add_argument("--mrz-model", type=Path, default=None)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rows", type=Path, default=None, help="write the per-document rows here")
+    ap.add_argument("--given-quads", action="store_true",
+                    help="mrz only: the set's true corners instead of the localiser")
+    a = ap.parse_args()
+    if a.given_quads and a.what == "mrz":
+        r = mrz_given_quads(a.set_dir, a.batch, a.mrz_model)
+    else:
+        r = evaluate(a.what, a.set_dir, a.batch, a.real, mrz_file=a.mrz_model)
+    rows = r.pop("rows", None)
+    if a.rows is not None and rows is not None:
+        a.rows.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    print(json.dumps(r) if a.json else table(a.what, r))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+"""Read the MRZ of a batch of rectified documents: locate, one recogniser call, correct, parse.
+
+For each document the two bands of :func:`processors.card.mrz.locate.band_maps` (bottom as
+rectified, top turned by a half turn) are searched for the zone's lines; each zone is cut into
+character cells at the pitch of every format its line count allows (3 lines: TD1, 30 per line;
+the last 2 lines: TD3, 44, and TD2, 36); every cell of the whole batch goes to the recogniser in
+one batched call; each document takes the format it reads most confidently, is corrected where
+the recogniser itself offered the character and the field's type or a check digit asks for it,
+parsed (ICAO Doc 9303) and judged.
+
+Corrections (``corrected`` in the result), and no others:
+
+1. *Type*: a position that may only hold digits (dates, check digits) read as a letter, or one
+   that may only hold letters (codes, names) read as a digit, takes the best of the
+   recogniser's own alternatives for that character that its type allows (``O`` -> ``0``,
+   ``1`` -> ``I`` ...), when that alternative has probability at least :data:`TYPE_ALT_MIN`.
+2. *Check digit*: a field whose check digit fails may have **one** character replaced by one of
+   the recogniser's alternatives for it (probability at least :data:`CHECK_ALT_MIN`, the
+   character's own best below :data:`CHECK_TOP_MAX`, allowed by the position's type) when that
+   makes the check pass and **no other** such single replacement does. The composite check may
+   then correct, the same way, only positions no individual check digit vouches for. Nothing is
+   ever tried "until valid": ambiguous or absent alternatives leave the check failing.
+
+Outcomes: no zone (``found`` False: fewer than two lines, or no format read with a mean
+character probability of :data:`MIN_CONFIDENCE`: print that is not an OCR-B zone);
+``MRZ_UNREADABLE`` (a zone whose reads hold too many uncertain characters, an uncertain one
+where no check digit could catch it (:data:`UNCHECKED_MIN`), or a format that does not fit the
+document's size, e.g. a TD3 zone on an ID-1 card);
+``MRZ_CHECK_DIGIT`` (read, a check digit fails); ``DOCUMENT_EXPIRED`` (read, the expiry's check
+digit valid and the date before ``today``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from processors.card.mrz import icao
+from processors.card.mrz.icao import ALLOWED, SHAPE, Format, Mrz
+from processors.card.mrz.locate import Line, find_lines, line_crops
+from processors.card.mrz.recognise import Read, Recogniser, cell_variants, read_line
+from schemas.reasons import ReasonCode
+
+TYPE_ALT_MIN = 0.02
+"""Smallest probability of an alternative taken for a type correction."""
+CHECK_ALT_MIN = 0.05
+"""Smallest probability of an alternative taken for a check-digit correction."""
+CHECK_TOP_MAX = 0.97
+"""A character read with at least this probability is never replaced by a check digit."""
+UNSURE_P = 0.5
+"""A character whose best probability is below this is uncertain ..."""
+MAX_UNSURE = 4
+"""... and a zone with more uncertain characters than this is MRZ_UNREADABLE."""
+UNCHECKED_MIN = 0.9
+"""A character no check digit covers (names, document code, states, sex) read with a lower
+probability makes the zone MRZ_UNREADABLE: a wrong one there would pass every check digit
+(on the synthetic set every read that was wrong yet valid was a name)."""
+MIN_CONFIDENCE = 0.6
+"""A zone whose best format reads with a lower mean character probability is not an MRZ."""
+FORMATS_FOR: dict[str, tuple[Format, ...]] = {"id_card": (Format.TD1,),
+                                              "passport": (Format.TD3, Format.TD2)}
+"""Formats whose size fits each rectified document type (ID-1: TD1; ID-3 shape: TD3, and TD2's
+ID-2, which has ID-3's aspect ratio)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MrzRead:
+    """What the MRZ step found on one document.
+
+    Attributes:
+        found: a zone of MRZ-shaped lines was located and read.
+        format: its format (None when not found or no format fits the reads).
+        readable: the reads fit the format and the document, with few uncertain characters.
+        mrz: the parsed zone (None unless readable). Holds personal data: never logged.
+        corrected: a character was corrected (type or check digit).
+        expired: the document had expired at ``today`` (None: not readable, or the expiry's
+            check digit fails).
+        turned: the zone was found in the top band turned (the document read upside down).
+        reasons: ``MRZ_UNREADABLE``, ``MRZ_CHECK_DIGIT``, ``DOCUMENT_EXPIRED`` as they apply.
+    """
+
+    found: bool
+    format: Format | None = None
+    readable: bool = False
+    mrz: Mrz | None = None
+    corrected: bool = False
+    expired: bool | None = None
+    turned: bool = False
+    reasons: tuple[ReasonCode, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        """Readable, and every check digit valid."""
+        return self.mrz is not None and self.mrz.checks.all_valid
+
+    def payload(self, values: bool = False) -> dict[str, Any]:
+        """The result's ``mrz`` object (``schemas``): ``found``, ``format``, ``readable``,
+        ``valid``, ``checks``, ``expired``, ``corrected``; ``values`` (the printed fields)
+        only when ``values`` is True."""
+        out: dict[str, Any] = {
+            "found": self.found, "format": self.format.value if self.format else None,
+            "readable": self.readable, "valid": self.valid,
+            "checks": self.mrz.checks.as_dict() if self.mrz is not None else None,
+            "expired": self.expired, "corrected": self.corrected}
+        if values and self.mrz is not None:
+            out["values"] = self.mrz.values()
+        return out
+
+
+NOT_FOUND = MrzRead(found=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    """The lines located on one document: the band they lie in (0 bottom, 1 top turned), the
+    lines and their crops."""
+
+    band: int
+    lines: list[Line]
+    crops: list[np.ndarray]
+
+
+def locate_zone(bands: Sequence[np.ndarray]) -> Zone | None:
+    """The zone of a document from its bands (grey ``uint8``, bottom then top turned): the
+    bottom band when it has 2-3 zone lines, else the top band when it has, else None."""
+    for k, band in enumerate(bands):
+        lines = find_lines(band)
+        if len(lines) >= 2:
+            return Zone(k, lines, line_crops(band, lines))
+    return None
+
+
+def candidates(n_lines: int) -> list[tuple[Format, int]]:
+    """``(format, first line)`` to try on a zone of ``n_lines`` lines (the zone is its lowest
+    lines: a text line above a two-line zone may have joined it)."""
+    out = []
+    if n_lines >= 3:
+        out.append((Format.TD1, n_lines - 3))
+    if n_lines >= 2:
+        out += [(Format.TD3, n_lines - 2), (Format.TD2, n_lines - 2)]
+    return out
+
+
+def _type_correct(fmt: Format, reads: list[Read]) -> tuple[list[list[str]], bool]:
+    """Characters per line after the type correction (1 in the module doc), and whether any
+    changed."""
+    kinds = icao.position_kinds(fmt)
+    out, changed = [], False
+    for li, r in enumerate(reads):
+        chars = list(r.text)
+        for i, c in enumerate(chars):
+            allowed = ALLOWED[kinds[li][i]]
+            if c in allowed:
+                continue
+            alt = next((a for a, p in r.alts[i] if a in allowed and p >= TYPE_ALT_MIN), None)
+            if alt is not None:
+                chars[i], changed = alt, True
+        out.append(chars)
+    return out, changed
+
+
+_CHECKED: dict[Format, dict[str, tuple[list[tuple[int, int]], tuple[int, int]]]] = {}
+
+
+def _checked(fmt: Format) -> dict[str, tuple[list[tuple[int, int]], tuple[int, int]]]:
+    """Per check: ``(data positions, check position)`` as ``(line, index)`` (Doc 9303)."""
+    if fmt in _CHECKED:
+        return _CHECKED[fmt]
+    spans = {s.name: s for s in icao.SPANS[fmt]}
+
+    def pos(name: str) -> list[tuple[int, int]]:
+        s = spans[name]
+        return [(s.line, i) for i in range(s.start, s.stop)]
+
+    out = {"document_number": (pos("document_number"), pos("document_number_check")[0]),
+           "birth_date": (pos("birth_date"), pos("birth_date_check")[0]),
+           "expiry_date": (pos("expiry_date"), pos("expiry_date_check")[0])}
+    if fmt is Format.TD3:
+        out["optional_data"] = (pos("optional_data"), pos("optional_data_check")[0])
+    width = SHAPE[fmt][1]
+    if fmt is Format.TD1:
+        comp = ([(0, i) for i in range(5, 30)] + [(1, i) for i in range(0, 7)]
+                + [(1, i) for i in range(8, 15)] + [(1, i) for i in range(18, 29)])
+        out["composite"] = (comp, (1, 29))
+    else:
+        comp = ([(1, i) for i in range(0, 10)] + [(1, i) for i in range(13, 20)]
+                + [(1, i) for i in range(21, width - 1)])
+        out["composite"] = (comp, (1, width - 1))
+    _CHECKED[fmt] = out
+    return out
+
+
+def _check_correct(fmt: Format, chars: list[list[str]], reads: list[Read]) -> bool:
+    """The check-digit correction (2 in the module doc), in place; whether any changed."""
+    kinds = icao.position_kinds(fmt)
+    changed = False
+    vouched: set[tuple[int, int]] = set()
+
+    def lines() -> tuple[str, ...]:
+        return tuple("".join(c) for c in chars)
+
+    def valid(name: str) -> bool | None:
+        return getattr(icao.parse(lines()).checks, name)
+
+    for name, (data, check) in _checked(fmt).items():
+        if name == "composite":
+            data = [p for p in data if p not in vouched]
+        if valid(name) is not False:
+            if name != "composite":
+                vouched.update(data + [check])
+            continue
+        fixes = []
+        for li, i in data + [check]:
+            alts = reads[li].alts[i]
+            if alts[0][1] >= CHECK_TOP_MAX:
+                continue
+            for a, p in alts[1:]:
+                if p < CHECK_ALT_MIN or a == chars[li][i] or a not in ALLOWED[kinds[li][i]]:
+                    continue
+                old = chars[li][i]
+                chars[li][i] = a
+                if valid(name):
+                    fixes.append((li, i, a))
+                chars[li][i] = old
+        if len(fixes) == 1:
+            li, i, a = fixes[0]
+            chars[li][i], changed = a, True
+            if name != "composite":
+                vouched.update(data + [check])
+    return changed
+
+
+def judge(fmt: Format, reads: list[Read], doc_type: str, today: dt.date) -> MrzRead:
+    """Correct, parse and judge one document's reads of ``fmt``'s shape."""
+    chars, typed = _type_correct(fmt, reads)
+    fixed = _check_correct(fmt, chars, reads)
+    lines = tuple("".join(c) for c in chars)
+    unsure = sum(1 for r in reads for alts in r.alts if alts[0][1] < UNSURE_P)
+    covered = {p for data, check in _checked(fmt).values() for p in (*data, check)}
+    unchecked_unsure = any(alts[0][1] < UNCHECKED_MIN for li, r in enumerate(reads)
+                           for i, alts in enumerate(r.alts) if (li, i) not in covered)
+    if (unsure > MAX_UNSURE or unchecked_unsure
+            or fmt not in FORMATS_FOR.get(doc_type, tuple(Format))):
+        return MrzRead(found=True, format=fmt, corrected=typed or fixed,
+                       reasons=(ReasonCode.MRZ_UNREADABLE,))
+    mrz = icao.parse(lines)
+    reasons: list[ReasonCode] = []
+    if not mrz.checks.all_valid:
+        reasons.append(ReasonCode.MRZ_CHECK_DIGIT)
+    expired = mrz.expired(today) if mrz.checks.expiry_date else None
+    if expired:
+        reasons.append(ReasonCode.DOCUMENT_EXPIRED)
+    return MrzRead(found=True, format=fmt, readable=True, mrz=mrz, corrected=typed or fixed,
+                   expired=expired, reasons=tuple(reasons))
+
+
+class MrzReader:
+    """Reads the MRZ of a batch of documents with one recogniser call.
+
+    Args:
+        recogniser: the batched line recogniser.
+    """
+
+    def __init__(self, recogniser: Recogniser) -> None:
+        self.recogniser = recogniser
+
+    def read(self, bands: Sequence[Sequence[np.ndarray]], doc_types: Sequence[str],
+             today: dt.date) -> list[MrzRead | Exception]:
+        """One :class:`MrzRead` per document, or the exception its own locating or judging
+        raised (the caller fails that document alone; the others are read).
+
+        Args:
+            bands: per document, its bands (``(h, w) uint8`` grey, bottom as rectified, then
+                the top turned; :func:`locate.band_maps`).
+            doc_types: per document, ``id_card`` or ``passport`` (as rectified).
+            today: the date expiry is judged at (the result's ``processed_at``).
+
+        Raises:
+            ModelError: the recogniser's call failed (the whole batch).
+        """
+        zones: list[Zone | None | Exception] = []
+        plan = []  # (document, format, line): one entry per cell variant of a line read
+        batch = []
+        for d, b in enumerate(bands):
+            try:
+                z = locate_zone(b)
+                lines = [(fmt, li, v) for fmt, first in candidates(len(z.crops))
+                         for li in range(first, len(z.crops))
+                         for v in cell_variants(z.crops[li], SHAPE[fmt][1])
+                         ] if z is not None else []
+            except Exception as e:  # noqa: BLE001 - this document fails alone
+                zones.append(e)
+                continue
+            zones.append(z)
+            for fmt, li, c in lines:
+                plan.append((d, fmt, li))
+                batch.append(c)
+        probs = self.recogniser.probs(batch)
+        # per document, format and line: the variant read most confidently
+        best: dict[tuple[int, Format, int], Read] = {}
+        for key, p in zip(plan, probs, strict=True):
+            r = read_line(p)
+            if key not in best or r.confidence > best[key].confidence:
+                best[key] = r
+        tried: dict[int, dict[Format, list[Read]]] = {}
+        for (d, fmt, _), r in best.items():  # insertion order: lines top to bottom
+            tried.setdefault(d, {}).setdefault(fmt, []).append(r)
+        out: list[MrzRead | Exception] = []
+        for d, (zone, doc_type) in enumerate(zip(zones, doc_types, strict=True)):
+            if zone is None or isinstance(zone, Exception):
+                out.append(NOT_FOUND if zone is None else zone)
+                continue
+            try:
+                out.append(self._judge(tried.get(d, {}), zone, doc_type, today))
+            except Exception as e:  # noqa: BLE001 - this document fails alone
+                out.append(e)
+        return out
+
+    @staticmethod
+    def _judge(tried: dict[Format, list[Read]], zone: Zone, doc_type: str,
+               today: dt.date) -> MrzRead:
+        """The format read most confidently, judged (``NOT_FOUND`` below
+        :data:`MIN_CONFIDENCE`)."""
+        if not tried:
+            return NOT_FOUND
+        fmt, reads = max(tried.items(),
+                         key=lambda kv: float(np.mean([r.confidence for r in kv[1]])))
+        if np.mean([r.confidence for r in reads]) < MIN_CONFIDENCE:
+            return NOT_FOUND
+        return replace(judge(fmt, reads, doc_type, today), turned=zone.band == 1)

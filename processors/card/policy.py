@@ -1,0 +1,120 @@
+"""Which capture-quality and MRZ findings a card result carries, and which of them reject it.
+
+A *profile* holds the bounds each measure of :mod:`processors.card.quality` is judged against and
+the set of codes that reject the result (the others only annotate an accepted one). Three ship
+(``strict``, ``normal``, ``relaxed``); the settings choose the default
+(``CARDSTREAM_CARD__VERIFY__PROFILE``) and an upload may name another in its options
+(``profile``). ``normal`` rejects nothing new, so a v1 consumer's verdicts do not change unless
+a platform asks for ``strict``.
+
+Bounds, and where they come from:
+
+- ``min_dpi`` (LOW_RESOLUTION): ICAO Doc 9303 part 3 prints the MRZ at 10 characters per inch
+  in OCR-B about 2.4 mm high; at 150 dpi a character is about 14 px tall, what the recogniser
+  was trained down to (140 dpi); commercial capture SDKs ask 200-300 dpi for OCR.
+- ``max_tilt_deg`` (TOO_OBLIQUE): beyond 35 degrees the far side of a card shrinks by a fifth
+  and glare and focus fall off across it; the synthetic set renders up to 35.
+- ``min_brightness`` / ``max_brightness`` (TOO_DARK / TOO_BRIGHT): mean grey of the rectified
+  card (0-255); a printed card under normal light measures 90-200.
+- ``min_colourfulness`` (PHOTOCOPY): chroma spread (:func:`quality.colourfulness`); 3.0 sits
+  between the synthetic grey copies (at most 2.0, 65 of them) and colour documents (1st
+  percentile 4.7, 535) of the evaluation set, seed 20261204, given their true corners.
+- ``max_glare_mrz`` (GLARE_ON_MRZ): saturated share of the MRZ band.
+- NO_PORTRAIT: no face found in the portrait zone of a document that carries one (an ID-3 page,
+  an ID-1 front; not the back of an ID-1 card, which carries a TD1 zone).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from processors.card.quality import Quality
+from schemas.reasons import ReasonCode
+
+ProfileName = Literal["strict", "normal", "relaxed"]
+
+QUALITY_CODES = (ReasonCode.LOW_RESOLUTION, ReasonCode.TOO_OBLIQUE, ReasonCode.TOO_DARK,
+                 ReasonCode.TOO_BRIGHT, ReasonCode.PHOTOCOPY, ReasonCode.NO_PORTRAIT,
+                 ReasonCode.GLARE_ON_MRZ)
+MRZ_CODES = (ReasonCode.MRZ_UNREADABLE, ReasonCode.MRZ_CHECK_DIGIT, ReasonCode.DOCUMENT_EXPIRED)
+
+
+class Profile(BaseModel):
+    """Bounds and rejecting codes (module doc)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    min_dpi: float = Field(150.0, ge=0.0)
+    max_tilt_deg: float = Field(35.0, ge=0.0, le=90.0)
+    min_brightness: float = Field(45.0, ge=0.0, le=255.0)
+    max_brightness: float = Field(230.0, ge=0.0, le=255.0)
+    min_colourfulness: float = Field(3.0, ge=0.0)
+    max_glare_mrz: float = Field(0.03, ge=0.0, le=1.0)
+    reject: frozenset[ReasonCode] = frozenset()
+
+    def bounds(self) -> dict[str, float]:
+        """The bounds as the result shows them."""
+        return {"min_dpi": self.min_dpi, "max_tilt_deg": self.max_tilt_deg,
+                "min_brightness": self.min_brightness, "max_brightness": self.max_brightness,
+                "min_colourfulness": self.min_colourfulness, "max_glare_mrz": self.max_glare_mrz}
+
+    def findings(self, q: Quality, mrz_zone: bool) -> list[ReasonCode]:
+        """The quality codes ``q`` earns (``mrz_zone``: the document has, or must have, an MRZ,
+        so glare over its band counts)."""
+        out = []
+        if q.dpi < self.min_dpi:
+            out.append(ReasonCode.LOW_RESOLUTION)
+        if q.tilt_deg > self.max_tilt_deg:
+            out.append(ReasonCode.TOO_OBLIQUE)
+        if q.brightness < self.min_brightness:
+            out.append(ReasonCode.TOO_DARK)
+        if q.brightness > self.max_brightness:
+            out.append(ReasonCode.TOO_BRIGHT)
+        if q.colourfulness < self.min_colourfulness:
+            out.append(ReasonCode.PHOTOCOPY)
+        if q.portrait is False:
+            out.append(ReasonCode.NO_PORTRAIT)
+        if mrz_zone and q.glare_mrz > self.max_glare_mrz:
+            out.append(ReasonCode.GLARE_ON_MRZ)
+        return out
+
+
+PROFILES: dict[str, Profile] = {
+    "strict": Profile(min_dpi=200.0, max_tilt_deg=25.0, min_brightness=60.0,
+                      max_brightness=220.0, min_colourfulness=3.5, max_glare_mrz=0.01,
+                      reject=frozenset(QUALITY_CODES + MRZ_CODES)),
+    "normal": Profile(),
+    "relaxed": Profile(min_dpi=110.0, max_tilt_deg=45.0, min_brightness=30.0,
+                       max_brightness=240.0, min_colourfulness=2.5, max_glare_mrz=0.08),
+}
+"""The shipped profiles."""
+
+
+class VerifySettings(BaseModel):
+    """The verification step of the card processor (``CARDSTREAM_CARD__VERIFY__*``).
+
+    Attributes:
+        quality: measure capture quality on every found card.
+        mrz: read the machine-readable zone (one recogniser call per batch).
+        portrait: look for the portrait (one batched face-detector call per batch).
+        profile: the default profile (an upload's ``profile`` option overrides it).
+        profiles: the profiles by name (the three shipped; override bounds here).
+        mrz_values_allowed: whether an upload's ``mrz_values: true`` may put the MRZ's field
+            values (names, numbers, dates: personal data) into its result; off by default.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    quality: bool = True
+    mrz: bool = True
+    portrait: bool = True
+    profile: ProfileName = "normal"
+    profiles: dict[str, Profile] = Field(default_factory=lambda: dict(PROFILES))
+    mrz_values_allowed: bool = False
+
+    def profile_for(self, requested: str | None) -> tuple[str, Profile]:
+        """``(name, profile)`` for an upload's ``profile`` option (None: the default)."""
+        name = requested or self.profile
+        return name, self.profiles.get(name, self.profiles[self.profile])

@@ -1,0 +1,218 @@
+"""Verify the found documents of a batch: capture quality, portrait, machine-readable zone.
+
+Runs after the card processor has found, judged and turned upright each card, on what it already
+has: the decoded photo, the homography of the upright card, its ``quality_width`` thumbnail.
+For the whole batch it makes one warp call for the MRZ bands (two per card, the bottom as
+rectified and the top turned), one recogniser call for all their lines
+(:class:`processors.card.mrz.read.MrzReader`) and one face-detector call for the portrait
+zones (:class:`processors.mtcnn.Mtcnn`, the ID-photo task's batched MTCNN); the measures
+(:mod:`processors.card.quality`) are plain array arithmetic on the thumbnail.
+
+Personal data: the MRZ's values stay inside :class:`Verification` (``mrz.mrz``) and reach the
+result only through :meth:`Verification.payload` with ``values=True`` (an upload that asks,
+with a setting that allows it); nothing here logs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from processors.card.mrz.icao import Format
+from processors.card.mrz.locate import band_maps
+from processors.card.mrz.read import MrzRead, MrzReader
+from processors.card.mrz.recognise import Recogniser
+from processors.card.policy import Profile, VerifySettings
+from processors.card.quality import Quality, measure, portrait_crop
+from processors.pixels import Decoded, PixelBackend
+from processors.runtime import RuntimeSettings
+from schemas.reasons import ReasonCode
+
+ID2_MM = (105.0, 74.0)
+"""ISO/IEC 7810 ID-2 (mm): a TD2 document (ICAO Doc 9303 part 6), rectified with ID-3's shape."""
+DOC_MM = {"id_card": (85.60, 53.98), "passport": (125.0, 88.0)}
+PORTRAIT_CANVAS = 160
+"""Side (px) of the face detector's canvas for a portrait zone (the zone of a 512 px wide
+thumbnail is about 185 x 250 px; a portrait's face spans 60-100 px of it)."""
+PORTRAIT_MIN_FACE = 20.0
+"""Smallest face searched in the portrait zone (canvas px)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CardView:
+    """One found card as the verifier reads it.
+
+    Attributes:
+        image: the decoded photo.
+        homography: ``(3, 3)`` map from px of the upright card at ``size`` to the decoded px.
+        size: ``(width, height)`` px of the upright card (the canonical ISO/IEC 7810 size).
+        doc_type: ``id_card`` or ``passport``.
+        quad: ``(4, 2)`` the card's corners in the upload's px.
+        upload_size: ``(width, height)`` of the upload (px).
+        thumb: the upright card, ``(h, w, 3) uint8`` BGR at ``quality_width``.
+    """
+
+    image: Decoded
+    homography: np.ndarray
+    size: tuple[int, int]
+    doc_type: str
+    quad: np.ndarray
+    upload_size: tuple[int, int]
+    thumb: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """What the verification found on one card (before a profile judges it); ``error``: the
+    exception this card's own verification raised (the processor fails this card alone,
+    ``INTERNAL_ERROR``)."""
+
+    quality: Quality | None
+    mrz: MrzRead | None
+    error: Exception | None = None
+    zone_expected: bool = False
+
+    def reasons(self, profile: Profile) -> list[ReasonCode]:
+        """The codes this card earns under ``profile`` (quality first, then the MRZ's). Glare
+        over the MRZ band counts where a zone was found, or where the document must carry one
+        (an ID-3 data page), found or not."""
+        out: list[ReasonCode] = []
+        if self.quality is not None:
+            zone = self.zone_expected or (self.mrz is not None and self.mrz.found)
+            out += profile.findings(self.quality, zone)
+        if self.mrz is not None:
+            out += list(self.mrz.reasons)
+        return out
+
+    def payload(self, profile_name: str, profile: Profile, values: bool) -> dict[str, Any]:
+        """The result's ``quality`` and ``mrz`` objects (absent when not measured / read)."""
+        out: dict[str, Any] = {}
+        if self.quality is not None:
+            out["quality"] = {**self.quality.as_dict(), "profile": profile_name,
+                              "bounds": profile.bounds()}
+        if self.mrz is not None:
+            out["mrz"] = self.mrz.payload(values)
+        return out
+
+
+class Verifier:
+    """The batched verification step (module doc).
+
+    Args:
+        settings: what to run (:class:`VerifySettings`).
+        runtime: ONNX Runtime settings (the recogniser's and the face detector's sessions).
+        glare_level: the card settings' saturation level (GLARE), for the glare measures.
+        recogniser_file: another MRZ recogniser ONNX file (tests, a new training run).
+
+    Raises:
+        ModelError: a model file is missing or fails its pin.
+    """
+
+    def __init__(self, settings: VerifySettings, runtime: RuntimeSettings,
+                 glare_level: int = 250, recogniser_file: Path | None = None) -> None:
+        self.settings = settings
+        self.glare_level = glare_level
+        self.reader = MrzReader(Recogniser(runtime, recogniser_file)) if settings.mrz else None
+        self.cpu_ms = {"mrz": 0.0, "quality": 0.0, "portrait": 0.0}
+        """Process CPU time (ms) spent per step since construction (evals, benchmarks; the
+        verify call runs on the batch's thread, so nothing else of this processor overlaps)."""
+        self.faces = None
+        if settings.portrait and settings.quality:
+            from processors.mtcnn import Mtcnn
+
+            self.faces = Mtcnn(runtime, canvas=PORTRAIT_CANVAS, min_face=PORTRAIT_MIN_FACE)
+
+    def warm_up(self) -> None:
+        """One recogniser call on a blank line (the face detector needs none)."""
+        if self.reader is not None:
+            self.reader.recogniser.warm_up()
+
+    @staticmethod
+    def bands(cards: Sequence[CardView], pixels: PixelBackend) -> list[list[np.ndarray]]:
+        """Per card, its two MRZ bands (grey ``uint8``), warped in one call of the card
+        processor's pixel backend."""
+        maps = [band_maps(c.doc_type, c.size) for c in cards]
+        hs = np.stack([c.homography @ a for c, m in zip(cards, maps, strict=True) for a, _ in m])
+        imgs = [c.image for c, m in zip(cards, maps, strict=True) for _ in m]
+        sizes = [s for m in maps for _, s in m]
+        warped = pixels.to_host(pixels.warp(imgs, hs, sizes))
+        grey = [cv2.cvtColor(w, cv2.COLOR_BGR2GRAY) for w in warped]
+        return [grey[2 * i:2 * i + 2] for i in range(len(cards))]
+
+    def verify(self, cards: Sequence[CardView], today: dt.date, pixels: PixelBackend
+               ) -> list[Verification]:
+        """One :class:`Verification` per card, in order.
+
+        Args:
+            cards: the batch's found cards.
+            today: the date expiry is judged at.
+            pixels: the pixel backend the cards' images were decoded by.
+
+        Raises:
+            ModelError: the recogniser's or the face detector's call failed (the whole batch).
+        """
+        if not cards:
+            return []
+        s = self.settings
+        got: list[MrzRead | Exception | None] = [None] * len(cards)
+        t0 = time.process_time()
+        if self.reader is not None:
+            got = list(self.reader.read(self.bands(cards, pixels), [c.doc_type for c in cards],
+                                        today))
+        t1 = time.process_time()
+        self.cpu_ms["mrz"] += (t1 - t0) * 1000.0
+        errors: list[Exception | None] = [g if isinstance(g, Exception) else None for g in got]
+        reads = [None if isinstance(g, Exception) else g for g in got]
+        if not s.quality:
+            return [Verification(None, r, e) for r, e in zip(reads, errors, strict=True)]
+        # a zone found turned: the card reads upside down, and so do its thumbnail's zones
+        thumbs = [c.thumb[::-1, ::-1] if r is not None and r.turned else c.thumb
+                  for c, r in zip(cards, reads, strict=True)]
+        quality: list[Quality | None] = []
+        for k, (c, r, t) in enumerate(zip(cards, reads, thumbs, strict=True)):
+            doc_mm = ID2_MM if r is not None and r.format is Format.TD2 else DOC_MM[c.doc_type]
+            try:
+                quality.append(measure(c.quad, c.upload_size, doc_mm, c.doc_type, t,
+                                       self.glare_level))
+            except Exception as e:  # noqa: BLE001 - this card fails alone
+                quality.append(None)
+                errors[k] = errors[k] or e
+        t2 = time.process_time()
+        self.cpu_ms["quality"] += (t2 - t1) * 1000.0
+        if self.faces is not None:
+            want = [k for k, (c, r) in enumerate(zip(cards, reads, strict=True))
+                    if quality[k] is not None and _carries_portrait(c.doc_type, r)]
+            if want:
+                found = self._portraits([thumbs[k] for k in want])
+                for k, f in zip(want, found, strict=True):
+                    quality[k] = replace(quality[k], portrait=f)  # type: ignore[arg-type]
+            self.cpu_ms["portrait"] += (time.process_time() - t2) * 1000.0
+        return [Verification(q, r, e, c.doc_type == "passport")
+                for q, r, e, c in zip(quality, reads, errors, cards, strict=True)]
+
+    def _portraits(self, thumbs: Sequence[np.ndarray]) -> list[bool]:
+        """Whether a face lies in each thumbnail's portrait zone (one detector call)."""
+        canvas = []
+        for t in thumbs:
+            z = cv2.cvtColor(portrait_crop(t), cv2.COLOR_BGR2RGB)
+            f = PORTRAIT_CANVAS / max(z.shape[:2])
+            canvas.append(cv2.resize(z, (max(1, round(z.shape[1] * f)),
+                                         max(1, round(z.shape[0] * f))),
+                                     interpolation=cv2.INTER_AREA))
+        assert self.faces is not None
+        return [len(f) > 0 for f in self.faces.detect(canvas)]
+
+
+def _carries_portrait(doc_type: str, read: MrzRead | None) -> bool:
+    """An ID-3 (or ID-2) data page carries a portrait; an ID-1 card does on its front, not on
+    the back with a TD1 zone."""
+    if doc_type == "passport":
+        return True
+    return read is None or not (read.found and read.format is Format.TD1)

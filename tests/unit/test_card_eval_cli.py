@@ -1,0 +1,33 @@
+"""``cardstream eval mrz`` / ``eval quality`` on a tiny generated documents set."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from processors.card.training.documents import write_set
+from streams.cli.app import app
+
+
+def test_eval_mrz_and_quality_on_a_tiny_set(tmp_path):
+    write_set(tmp_path, 2, seed=7)
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path), "--given-quads",
+                                 "--json", "--rows", str(tmp_path / "rows.jsonl")])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output.strip().splitlines()[-1])
+    assert res["documents"] == 2
+    assert 0.0 <= res["exact"] <= res["found"] <= 1.0
+    assert set(res["fields"]) >= {"document_number", "birth_date", "checks", "format"}
+    assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 2
+    q = CliRunner().invoke(app, ["eval", "quality", "--set", str(tmp_path), "--json"])
+    assert q.exit_code == 0, q.output
+    qr = json.loads(q.output.strip().splitlines()[-1])
+    assert qr["documents"] == 2 and qr["measured"] <= 2
+    assert qr["quality_cpu_ms_per_document"] >= 0.0
+
+
+def test_eval_mrz_refuses_a_folder_that_is_not_a_set(tmp_path):
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "not a documents set" in r.output

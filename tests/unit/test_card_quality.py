@@ -1,0 +1,116 @@
+"""Capture-quality measures and profiles (processors/card/quality.py, policy.py)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from processors.card.policy import PROFILES, VerifySettings
+from processors.card.quality import (
+    Quality,
+    colourfulness,
+    effective_dpi,
+    frame_margin,
+    measure,
+    tilt_degrees,
+)
+from processors.card.training.documents import camera_quad
+from schemas.reasons import ReasonCode
+
+ID3 = (125.0, 88.0)
+
+
+def test_effective_dpi_of_a_frontal_card():
+    # ID-1 at exactly 300 dpi: 85.60 mm = 1011.02 px
+    w, h = 85.60 / 25.4 * 300, 53.98 / 25.4 * 300
+    quad = np.array([[100, 50], [100 + w, 50], [100 + w, 50 + h], [100, 50 + h]])
+    assert effective_dpi(quad, (85.60, 53.98)) == pytest.approx(300.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("tilt", [0.0, 10.0, 25.0, 40.0])
+def test_tilt_from_the_homography_matches_the_camera(tilt):
+    rng = np.random.default_rng(int(tilt))
+    size = (1600, 1200)
+    for _ in range(5):
+        quad = None
+        while quad is None:
+            quad = camera_quad(rng, size, ID3, 0.7, tilt, rng.uniform(-20, 20),
+                               float(np.hypot(*size) * rng.uniform(0.55, 0.95)))
+        assert tilt_degrees(quad, ID3, size) == pytest.approx(tilt, abs=0.05)
+
+
+def test_tilt_of_a_frontal_card_is_zero_whatever_the_corner_order():
+    quad = np.array([[300.0, 200], [1300, 200], [1300, 904], [300, 904]])
+    assert tilt_degrees(quad, ID3, (1600, 1200)) < 0.5
+    assert tilt_degrees(np.roll(quad, 2, axis=0), ID3, (1600, 1200)) < 0.5
+
+
+def test_frame_margin():
+    quad = np.array([[30.0, 60], [900, 60], [900, 500], [30, 500]])
+    assert frame_margin(quad, (1000, 600)) == pytest.approx(30 / 600)
+    assert frame_margin(quad - [40, 0], (1000, 600)) < 0
+
+
+def test_colourfulness_of_a_noisy_grey_copy_is_low():
+    """Per-pixel chroma noise (a phone's sensor, JPEG) averages out on the 64 px copy; a card
+    with colour does not."""
+    rng = np.random.default_rng(0)
+    colour = cv2.GaussianBlur(rng.integers(0, 255, (320, 512, 3)).astype(np.uint8), (0, 0), 12)
+    colour = cv2.normalize(colour, None, 0, 255, cv2.NORM_MINMAX)
+    grey = cv2.cvtColor(cv2.cvtColor(colour, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+    noisy = np.clip(grey + rng.normal(0, 6, grey.shape), 0, 255).astype(np.uint8)
+    assert colourfulness(grey) == pytest.approx(0.0, abs=1e-6)
+    assert colourfulness(noisy) < 1.5
+    assert colourfulness(colour) > 3.0 > colourfulness(noisy)
+
+
+def test_measure_on_a_thumbnail():
+    thumb = np.full((360, 512, 3), 180, np.uint8)
+    thumb[-40:, 100:400] = 255  # glare over the MRZ band only
+    quad = np.array([[100.0, 100], [1100, 100], [1100, 804], [100, 804]])
+    q = measure(quad, (1600, 1200), ID3, "passport", thumb, 250)
+    assert q.brightness == pytest.approx(thumb.mean(), abs=0.5)
+    assert q.glare == pytest.approx(40 * 300 / (360 * 512), rel=0.02)
+    assert q.glare_mrz > 0.3 and q.glare_portrait == 0.0
+    assert q.colourfulness == pytest.approx(0.0, abs=1e-6)
+    assert q.dpi == pytest.approx(effective_dpi(quad, ID3))
+
+
+def _q(**kw) -> Quality:
+    base = {"dpi": 250.0, "tilt_deg": 5.0, "margin": 0.1, "brightness": 150.0, "contrast": 40.0,
+            "focus": 300.0, "glare": 0.0, "glare_mrz": 0.0, "glare_portrait": 0.0,
+            "colourfulness": 30.0, "portrait": True}
+    return Quality(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kw,code", [
+    ({"dpi": 120.0}, ReasonCode.LOW_RESOLUTION), ({"tilt_deg": 40.0}, ReasonCode.TOO_OBLIQUE),
+    ({"brightness": 30.0}, ReasonCode.TOO_DARK), ({"brightness": 240.0}, ReasonCode.TOO_BRIGHT),
+    ({"colourfulness": 1.0}, ReasonCode.PHOTOCOPY), ({"portrait": False}, ReasonCode.NO_PORTRAIT),
+    ({"glare_mrz": 0.2}, ReasonCode.GLARE_ON_MRZ)])
+def test_profiles_judge_each_measure(kw, code):
+    normal = PROFILES["normal"]
+    assert normal.findings(_q(**kw), mrz_zone=True) == [code]
+    assert normal.findings(_q(), mrz_zone=True) == []
+    assert code in PROFILES["strict"].reject
+    assert not normal.reject and not PROFILES["relaxed"].reject
+
+
+def test_glare_on_mrz_only_counts_where_there_is_a_zone():
+    assert PROFILES["normal"].findings(_q(glare_mrz=0.5), mrz_zone=False) == []
+
+
+def test_profile_bounds_tighten_from_relaxed_to_strict():
+    r, n, s = (PROFILES[k] for k in ("relaxed", "normal", "strict"))
+    assert r.min_dpi < n.min_dpi < s.min_dpi
+    assert r.max_tilt_deg > n.max_tilt_deg > s.max_tilt_deg
+    assert PROFILES["relaxed"].findings(_q(dpi=130.0), True) == []
+    assert PROFILES["strict"].findings(_q(dpi=190.0), True) == [ReasonCode.LOW_RESOLUTION]
+
+
+def test_profile_for_an_upload():
+    v = VerifySettings()
+    assert v.profile_for(None)[0] == "normal"
+    assert v.profile_for("strict") == ("strict", PROFILES["strict"])
+    assert v.mrz_values_allowed is False

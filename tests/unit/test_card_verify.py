@@ -1,0 +1,141 @@
+"""The card processor's verification on photographed documents: every bad-input class of issue
+44 in one batch with good ones, each with its reason code or a clear "no MRZ", never a crash,
+the good ones untouched (real models: card_u2netp, card_orient, mrz_char, MTCNN)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import cv2
+import numpy as np
+import pytest
+
+from processors.base import Item
+from processors.card.mrz.icao import Format, compose
+from processors.card.processor import CardProcessor
+from processors.card.settings import CardSettings
+from processors.card.training.documents import (
+    MRZ_BAND_MM,
+    REFERENCE_DATE,
+    draw_mrz,
+    random_fields,
+    render_document,
+)
+from processors.card.training.synth import _skimage, composite, render_face
+from processors.runtime import RuntimeSettings
+
+PX_PER_MM = 10.0
+TODAY = dt.datetime.combine(REFERENCE_DATE, dt.time(12), dt.UTC)
+
+
+def _photo(face: np.ndarray, alpha: np.ndarray, rotation: float = 6.0,
+           size: tuple[int, int] = (1400, 1050)) -> np.ndarray:
+    """``face`` photographed frontally at about 70 % of the frame, rotated in plane."""
+    W, H = size
+    fh, fw = face.shape[:2]
+    s = 0.7 * min(W / fw, H / fh) if abs(rotation) < 45 or abs(rotation) > 135 \
+        else 0.7 * min(W / fh, H / fw)
+    rect = np.array([[-fw, -fh], [fw, -fh], [fw, fh], [-fw, fh]], np.float64) * s / 2
+    a = np.radians(rotation)
+    rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    quad = rect @ rot.T + [W / 2, H / 2]
+    bg = cv2.resize((_skimage("gravel") * [0.5, 0.6, 0.7]).astype(np.uint8), size)
+    return composite(bg, face, alpha, quad)
+
+
+def _document(seed: int, fmt: Format, lines: tuple[str, ...] | None = None):
+    rng = np.random.default_rng(seed)
+    lines = lines or compose(fmt, **random_fields(rng, fmt, REFERENCE_DATE, expired_share=0.0))
+    face, alpha, _, _ = render_document(rng, fmt, lines, PX_PER_MM, portrait="photo")
+    return face, alpha, lines
+
+
+def _cases() -> dict[str, tuple[np.ndarray, dict]]:
+    out: dict[str, tuple[np.ndarray, dict]] = {}
+    face, alpha, td3 = _document(1, Format.TD3)
+    out["good_td3"] = (_photo(face, alpha), {"valid": True, "lines": td3})
+    out["upside_down"] = (_photo(face, alpha, 178.0), {"valid": True, "lines": td3})
+    out["turned_90"] = (_photo(face, alpha, 91.0), {"valid": True, "lines": td3})
+    face1, alpha1, td1 = _document(2, Format.TD1)
+    out["good_td1"] = (_photo(face1, alpha1, -4.0), {"valid": True, "lines": td1})
+    # MRZ-like print (not OCR-B, not a zone) on a page that has no MRZ
+    rng = np.random.default_rng(3)
+    fake, fa = render_face(rng, "passport", int(125 * PX_PER_MM), portrait="photo", blank=False,
+                           fake_mrz=True)
+    out["mrz_like_text"] = (_photo(fake, fa), {"valid": False})
+    # the zone cut: its lower line painted over
+    cut = face.copy()
+    h = cut.shape[0]
+    cut[int(h - 8.5 * PX_PER_MM):] = cut[int(h - 8.5 * PX_PER_MM) - 2]
+    out["cut_zone"] = (_photo(cut, alpha), {"valid": False})
+    # smudged: the zone blurred beyond reading
+    sm = face.copy()
+    band = int(h - MRZ_BAND_MM[Format.TD3] * PX_PER_MM)
+    sm[band:] = cv2.GaussianBlur(sm[band:], (0, 0), 6.0)
+    out["smudged_zone"] = (_photo(sm, alpha), {"valid": False})
+    # half glared: the right half of the zone saturated
+    gl = face.copy()
+    gl[band:, gl.shape[1] // 2:] = 255
+    out["half_glared_zone"] = (_photo(gl, alpha), {"valid": False, "reason": "GLARE_ON_MRZ"})
+    # wrong line lengths: two OCR-B lines of 40 characters
+    wrong = tuple(x[:40] for x in td3)
+    fw, aw, _ = _document(4, Format.TD3, wrong)
+    out["wrong_lengths"] = (_photo(fw, aw), {"valid": False})
+    # a TD3 zone printed on an ID-1 card
+    rng = np.random.default_rng(5)
+    id1, a1 = render_face(rng, "id_card", int(85.6 * PX_PER_MM), portrait="photo", blank=False)
+    draw_mrz(id1, td3, Format.TD1, rng, PX_PER_MM * 85.6 / (44 * 2.54 + 4))
+    out["td3_on_id1"] = (_photo(id1, a1), {"valid": False})
+    # all filler
+    ff, af, _ = _document(6, Format.TD3, ("<" * 44, "<" * 44))
+    out["all_filler"] = (_photo(ff, af), {"valid": False})
+    return out
+
+
+@pytest.fixture(scope="module")
+def results():
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    cases = _cases()
+    items = [Item.from_array(name, img, {"doc_type": "auto"}) for name, (img, _) in cases.items()]
+    outs = proc.process_batch(items)  # one batch: the bad ones beside the good ones
+    return {o.upload_id: (o, cases[o.upload_id][1]) for o in outs}
+
+
+def test_good_documents_read_exactly(results):
+    for name in ("good_td3", "good_td1", "upside_down", "turned_90"):
+        o, want = results[name]
+        m = o.payload["mrz"]
+        assert str(o.status) == "accepted", (name, o.reasons)
+        assert m["found"] and m["valid"], (name, m)
+        assert m["format"] == ("TD1" if name == "good_td1" else "TD3")
+        assert o.payload["quality"]["portrait"] is (None if name == "good_td1" else True)
+
+
+@pytest.mark.parametrize("name", ["mrz_like_text", "cut_zone", "smudged_zone", "half_glared_zone",
+                                  "wrong_lengths", "td3_on_id1", "all_filler"])
+def test_bad_input_gets_a_code_or_no_mrz(results, name):
+    o, want = results[name]
+    assert str(o.status) != "failed", (name, o.reasons)
+    m = o.payload.get("mrz")
+    assert m is not None, name
+    assert not m["valid"], (name, m)  # never a wrong read passed as valid
+    codes = {str(r) for r in o.reasons}
+    mrz_codes = {"MRZ_UNREADABLE", "MRZ_CHECK_DIGIT"}
+    assert (not m["found"]) or (codes & mrz_codes), (name, m, codes)
+    if "reason" in want:
+        assert want["reason"] in codes, (name, codes)
+
+
+def test_values_only_when_asked_and_allowed():
+    face, alpha, td3 = _document(1, Format.TD3)
+    img = _photo(face, alpha)
+    s = CardSettings()
+    allowed = s.model_copy(update={"verify": s.verify.model_copy(
+        update={"mrz_values_allowed": True})})
+    for settings, opts, has in ((s, {"mrz_values": True}, False),
+                                (allowed, {}, False), (allowed, {"mrz_values": True}, True)):
+        proc = CardProcessor(settings, RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+        (o,) = proc.process_batch([Item.from_array("p", img, opts)])
+        assert ("values" in o.payload["mrz"]) is has
+        if has:
+            assert o.payload["mrz"]["values"]["document_number"] == td3[1][:9].replace("<", "")

@@ -1,0 +1,78 @@
+"""Locating the MRZ on rectified documents (processors/card/mrz/locate.py, read.locate_zone)
+and the synthetic documents' truth (processors/card/training/documents.py). The faces are
+printed in OCR-B: `make models` installs the font (scripts/fonts)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from processors.card.mrz.icao import Format, compose, parse
+from processors.card.mrz.locate import LINE_INPUT_H, band_maps, find_lines, line_crops
+from processors.card.mrz.read import locate_zone
+from processors.card.training.documents import (
+    DOC_TYPE,
+    REFERENCE_DATE,
+    document,
+    random_fields,
+    render_document,
+    spoil_check_digit,
+)
+from processors.card.training.synth import render_face
+
+
+def _bands(face: np.ndarray, doc_type: str) -> list[np.ndarray]:
+    grey = cv2.cvtColor(face, cv2.COLOR_BGR2GRAY)
+    h, w = grey.shape
+    return [cv2.warpPerspective(grey, a, size, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                                borderMode=cv2.BORDER_REPLICATE)
+            for a, size in band_maps(doc_type, (w, h))]
+
+
+@pytest.mark.parametrize("fmt", list(Format))
+def test_zone_lines_are_found_on_each_format(fmt):
+    rng = np.random.default_rng(3)
+    lines = compose(fmt, **random_fields(rng, fmt, REFERENCE_DATE))
+    face, _, boxes, _ = render_document(rng, fmt, lines, px_per_mm=10.0)
+    bottom, top = _bands(face, DOC_TYPE[fmt])
+    found = find_lines(bottom)
+    assert len(found) == len(lines)
+    assert find_lines(top) == []  # the top of the document holds no zone
+    crops = line_crops(bottom, found)
+    assert all(c.shape[0] == LINE_INPUT_H and c.shape[1] > 10 * LINE_INPUT_H for c in crops)
+    # every line of a zone has one length: the crops are as wide as each other
+    assert max(c.shape[1] for c in crops) - min(c.shape[1] for c in crops) <= 2
+
+
+def test_an_upside_down_document_is_found_in_the_turned_band():
+    rng = np.random.default_rng(4)
+    lines = compose(Format.TD3, **random_fields(rng, Format.TD3, REFERENCE_DATE))
+    face, _, _, _ = render_document(rng, Format.TD3, lines, px_per_mm=10.0)
+    zone = locate_zone(_bands(np.ascontiguousarray(face[::-1, ::-1]), "passport"))
+    assert zone is not None and zone.band == 1 and len(zone.lines) == 2
+
+
+def test_documents_without_a_zone_have_none():
+    rng = np.random.default_rng(5)
+    front, _ = render_face(rng, "id_card", 856, blank=False)
+    assert locate_zone(_bands(front, "id_card")) is None
+    plain = np.full((540, 856, 3), 200, np.uint8)
+    assert locate_zone(_bands(plain, "id_card")) is None
+
+
+def test_generated_documents_are_seeded_and_truthful():
+    a_img, a = document(np.random.default_rng(11))
+    b_img, b = document(np.random.default_rng(11))
+    assert np.array_equal(a_img, b_img) and a == b
+    m = parse(a.lines)
+    assert m.values() == a.fields and m.checks.as_dict() == a.checks
+    assert a.doc_type == DOC_TYPE[Format(a.format)]
+    assert 100 < a.dpi < 600 and 0 <= a.tilt_deg <= 35
+
+
+def test_spoiled_documents_fail_one_check():
+    rng = np.random.default_rng(12)
+    lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
+    bad = parse(spoil_check_digit(rng, lines)).checks.as_dict()
+    assert sum(v is False for v in bad.values()) in (1, 2)  # the field's (and the composite)

@@ -1,0 +1,163 @@
+"""MRZ cells, correction and verdicts on the recogniser's own alternatives
+(processors/card/mrz/recognise.py, read.py), without the model."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+from processors.card.mrz.icao import Format, check_digit, compose
+from processors.card.mrz.read import candidates, judge
+from processors.card.mrz.recognise import CLASSES, INK_SPAN, PAD_PX, Read, cells, read_line
+from schemas.reasons import ReasonCode
+
+TODAY = dt.date(2026, 12, 4)
+TD3 = compose(Format.TD3, document_code="P", issuing_state="UTO", document_number="L898902C3",
+              nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
+              primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="ZE184226B")
+
+
+def reads(lines, alts=None):
+    """Reads of ``lines`` read with 0.99 each, except ``alts[(line, i)]``."""
+    alts = alts or {}
+    return [Read(text="".join(a[0][0] for a in row), alts=tuple(row))
+            for row in ([alts.get((li, i), ((c, 0.99),)) for i, c in enumerate(line)]
+                        for li, line in enumerate(lines))]
+
+
+def test_clean_read_is_valid_and_not_corrected():
+    r = judge(Format.TD3, reads(TD3), "passport", TODAY)
+    assert r.found and r.readable and r.valid and not r.corrected
+    assert r.reasons == ()
+    assert r.expired is False
+    assert r.payload()["checks"]["composite"] is True
+    assert "values" not in r.payload()
+    assert r.payload(values=True)["values"]["document_number"] == "L898902C3"
+
+
+def test_type_correction_takes_the_digit_alternative():
+    # birth date '740812' read with an O for the 0 (a digit field): the model's own 0 is taken
+    r = judge(Format.TD3, reads(TD3, {(1, 15): (("O", 0.6), ("0", 0.38))}), "passport", TODAY)
+    assert r.valid and r.corrected
+    assert r.mrz.birth_date == "740812"
+
+
+def test_type_correction_needs_the_alternative():
+    # no digit among the alternatives: the letter stays and the check fails
+    r = judge(Format.TD3, reads(TD3, {(1, 15): (("O", 0.6), ("Q", 0.38))}), "passport", TODAY)
+    assert not r.valid
+    assert ReasonCode.MRZ_CHECK_DIGIT in r.reasons
+
+
+def test_check_digit_correction_unique_alternative():
+    # document number 'L898902C3': its 8 read as B (alnum field, so no type fix) with 8 second
+    r = judge(Format.TD3, reads(TD3, {(1, 1): (("B", 0.55), ("8", 0.4))}), "passport", TODAY)
+    assert r.valid and r.corrected
+    assert r.mrz.document_number == "L898902C3"
+
+
+def test_check_digit_correction_refuses_a_confident_character():
+    r = judge(Format.TD3, reads(TD3, {(1, 1): (("B", 0.98), ("8", 0.02))}), "passport", TODAY)
+    assert not r.valid and not r.corrected
+    assert r.reasons == (ReasonCode.MRZ_CHECK_DIGIT,)
+
+
+def test_check_digit_correction_refuses_ambiguity():
+    """Two single replacements each make the check pass: neither is taken."""
+    line = TD3[1]
+    # find a second position whose alternative also fixes the check
+    number, check = line[0:9], line[9]
+    wrong = "B"
+    broken = "L" + wrong + number[2:]
+    other = None
+    for i in range(2, 9):
+        for c in "0123456789":
+            cand = broken[:i] + c + broken[i + 1:]
+            if c != broken[i] and check_digit(cand) == check:
+                other = (i, c)
+                break
+        if other:
+            break
+    assert other is not None
+    alts = {(1, 1): (("B", 0.55), ("8", 0.4)),
+            (1, other[0]): ((line[other[0]], 0.6), (other[1], 0.35))}
+    r = judge(Format.TD3, reads(TD3, alts), "passport", TODAY)
+    assert not r.valid and not r.corrected
+    assert ReasonCode.MRZ_CHECK_DIGIT in r.reasons
+
+
+def test_a_printed_wrong_check_digit_is_reported_not_repaired():
+    lines = (TD3[0], TD3[1][:19] + str((int(TD3[1][19]) + 3) % 10) + TD3[1][20:])
+    r = judge(Format.TD3, reads(lines), "passport", TODAY)
+    assert r.readable and not r.valid and not r.corrected
+    assert r.mrz.checks.birth_date is False
+    assert ReasonCode.MRZ_CHECK_DIGIT in r.reasons
+
+
+def test_expired_document():
+    lines = compose(Format.TD1, document_code="I", issuing_state="UTO",
+                    document_number="D23145890", nationality="UTO", birth_date="740812",
+                    sex="F", expiry_date="120415", primary_name="ERIKSSON",
+                    secondary_name="ANNA MARIA")
+    r = judge(Format.TD1, reads(lines), "id_card", TODAY)
+    assert r.valid and r.expired is True
+    assert r.reasons == (ReasonCode.DOCUMENT_EXPIRED,)
+
+
+def test_td3_zone_on_an_id1_card_is_unreadable():
+    r = judge(Format.TD3, reads(TD3), "id_card", TODAY)
+    assert r.found and not r.readable and r.mrz is None
+    assert r.reasons == (ReasonCode.MRZ_UNREADABLE,)
+
+
+def test_many_uncertain_characters_are_unreadable():
+    alts = {(0, i): (("A", 0.3), ("B", 0.25)) for i in range(10, 16)}
+    r = judge(Format.TD3, reads(TD3, alts), "passport", TODAY)
+    assert r.reasons == (ReasonCode.MRZ_UNREADABLE,)
+    assert r.payload()["readable"] is False and r.payload()["checks"] is None
+
+
+def test_candidates_by_line_count():
+    assert candidates(1) == []
+    assert candidates(2) == [(Format.TD3, 0), (Format.TD2, 0)]
+    assert candidates(3) == [(Format.TD1, 0), (Format.TD3, 1), (Format.TD2, 1)]
+    assert candidates(4)[0] == (Format.TD1, 1)
+
+
+def test_cells_are_centred_on_the_characters():
+    """A synthetic line of n dark bars at the Doc 9303 pitch, cropped as the locator crops it:
+    every cell holds its bar in its middle."""
+    n, pitch, h = 30, 27.0, 32
+    width = int(round(2 * PAD_PX + (n - 1 + INK_SPAN) * pitch))
+    crop = np.full((h, width), 220, np.uint8)
+    for i in range(n):
+        x0 = PAD_PX + i * pitch
+        crop[8:24, int(round(x0 + 0.3 * INK_SPAN * pitch)):int(round(x0 + 0.7 * INK_SPAN
+                                                                      * pitch))] = 30
+    c = cells(crop, n)
+    assert c.shape == (n, h, 24)
+    dark = (c < 128).sum(axis=1)  # (n, 24) dark px per column
+    centres = (dark * np.arange(24)).sum(axis=1) / dark.sum(axis=1)
+    assert np.all(np.abs(centres - 11.5) < 1.5)
+
+
+def test_read_line_keeps_the_alternatives():
+    p = np.full((2, 37), 0.001, np.float32)
+    p[0, CLASSES.index("O")], p[0, CLASSES.index("0")] = 0.6, 0.35
+    p[1, CLASSES.index("<")] = 0.95
+    r = read_line(p)
+    assert r.text == "O<"
+    assert [a for a, _ in r.alts[0][:2]] == ["O", "0"]
+    assert r.confidence == pytest.approx((0.6 + 0.95) / 2, abs=1e-3)
+
+
+@pytest.mark.parametrize("n", [44, 36])
+def test_all_filler_lines_are_not_valid(n):
+    lines = ("<" * n, "<" * n)
+    fmt = Format.TD3 if n == 44 else Format.TD2
+    r = judge(fmt, reads(lines), "passport", TODAY)
+    assert r.found
+    # every check digit position holds '<': no check passes, nothing expires
+    assert not r.valid and r.expired is None
