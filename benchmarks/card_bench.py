@@ -75,7 +75,8 @@ def plot(rows: list[dict], path: Path) -> None:
     xs = [pad + i * (w - 2 * pad) / max(1, len(rows) - 1) for i in range(len(rows))]
     cv2.line(img, (pad, h - pad), (w - pad, h - pad), (0, 0, 0), 1)
     for key, colour in (("e2e_ips", (200, 120, 40)), ("model_ips", (60, 160, 60))):
-        pts = [(int(x), int(h - pad - (h - 2 * pad) * r[key] / top)) for x, r in zip(xs, rows, strict=True)]
+        pts = [(int(x),
+                int(h - pad - (h - 2 * pad) * r[key] / top)) for x, r in zip(xs, rows, strict=True)]
         cv2.polylines(img, [np.array(pts, np.int32)], False, colour, 2, cv2.LINE_AA)
         for (x, y), r in zip(pts, rows, strict=True):
             cv2.circle(img, (x, y), 4, colour, -1)

@@ -182,7 +182,7 @@ class ResultWatcher:
         self._stop = threading.Event()
         self._reader = read_topic(s.kafka, [s.kafka.results_topic, s.kafka.dlq_topic], follow=True,
                                   poll_s=0.05, wait_topics_s=15.0,
-                                  **{"fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
+                                  config={"fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
         try:
             next(self._reader)  # assigned from the beginning before the first upload
         except KafkaSetupError as e:
@@ -295,7 +295,8 @@ def free_port() -> int:
 
 
 def start_worker(s: Settings, slot: int, logs: Path, args: Sequence[str]) -> WorkerProc:
-    """Start ``cardstream worker --slot N --http-port P ARGS`` on a free port (log under ``logs``)."""
+    """Start ``cardstream worker --slot N --http-port P ARGS`` on a free port (log under
+    ``logs``)."""
     return procs.start_worker(s, slot, logs / f"worker-{s.kafka.group_id}-{slot}.log", args,
                               http_port=free_port())
 
@@ -343,7 +344,8 @@ def small_jpegs(folder: Path, sources: Sequence[Path], width: int = 160) -> list
 
 
 def pct(xs: Sequence[float], q: float) -> float | None:
-    """The ``q``-th percentile (0..100, linear interpolation) of ``xs``, rounded to 0.1; None if empty."""
+    """The ``q``-th percentile (0..100, linear interpolation) of ``xs``, rounded to 0.1; None if
+    empty."""
     return round(float(np.percentile(np.asarray(xs, float), q)), 1) if len(xs) else None
 
 

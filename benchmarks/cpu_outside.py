@@ -59,11 +59,11 @@ def recorded_models(calls: list[Call]) -> Iterator[None]:
         calls.append(Call(self, np.array(x, copy=True), [np.array(o, copy=True) for o in out]))
         return out
 
-    BatchedModel.run = record  # type: ignore[method-assign]
+    BatchedModel.run = record  # type: ignore[method-assign]  # measured: the model call swapped
     try:
         yield
     finally:
-        BatchedModel.run = real  # type: ignore[method-assign]
+        BatchedModel.run = real  # type: ignore[method-assign]  # the real call put back
 
 
 @contextmanager
@@ -86,11 +86,11 @@ def replayed_models(calls: Sequence[Call]) -> Iterator[None]:
                              f"{c.model.name}{tuple(c.x.shape)} was recorded")
         return c.outputs
 
-    BatchedModel.run = replay  # type: ignore[method-assign]
+    BatchedModel.run = replay  # type: ignore[method-assign]  # measured: the model call swapped
     try:
         yield
     finally:
-        BatchedModel.run = real  # type: ignore[method-assign]
+        BatchedModel.run = real  # type: ignore[method-assign]  # the real call put back
 
 
 def _items(blobs: Sequence[bytes], dec: DecodeSettings, options: dict) -> list[Item]:

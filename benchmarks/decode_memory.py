@@ -133,7 +133,8 @@ def _line(r: dict[str, Any]) -> str:
     px = r["px"]
     return (f"| {r['case']:34s} | {r['file_bytes'] / 1e6:7.2f} | {r['mode']:6s} | "
             f"{r['peak'] / px:6.2f} | {r['estimate'] / px:6.2f} | {_mb(r['peak'])} / "
-            f"{_mb(r['estimate'])} | {r['ms']:9.0f} | {'ok' if r['peak'] <= r['estimate'] else 'OVER'} |")
+            f"{_mb(r['estimate'])} | {r['ms']:9.0f} | "
+            f"{'ok' if r['peak'] <= r['estimate'] else 'OVER'} |")
 
 
 HEADER = ("| case | file MB | mode | peak B/px | estimate B/px | peak / estimate MB | ms | ok |\n"
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     over = [r["case"] for r in rows if "peak" in r and r["peak"] > r["estimate"]]
-    print(f"\n{len(rows)} cases, {len(over)} above the estimate{': ' + ', '.join(over) if over else ''}")
+    print(f"\n{len(rows)} cases, {len(over)} above the "
+          f"estimate{': ' + ', '.join(over) if over else ''}")
     return 1 if over else 0
 
 

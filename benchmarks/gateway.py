@@ -78,13 +78,16 @@ def _row(path: str, clients: int, records: list[tuple[float, float | None, str]]
     started inside the window. QPS: their verdicts over the time from the first start to the
     last verdict, at least ``duration_s`` (a closed loop whose requests outlast the window
     still gets its throughput)."""
-    ok = [lat for _, lat, outcome in records if lat is not None and outcome not in ("error", "backpressure")]
+    ok = [lat for _, lat,
+          outcome in records if lat is not None and outcome not in ("error", "backpressure")]
     errors = sum(outcome == "error" for _, _, outcome in records)
     ends = [t + lat for t, lat, outcome in records if lat is not None and outcome != "backpressure"]
-    span_s = max(duration_s, (max(ends) - min(t for t, _, _ in records)) / 1000.0) if ends else duration_s
+    span_s = max(duration_s,
+                 (max(ends) - min(t for t, _, _ in records)) / 1000.0) if ends else duration_s
     return {"path": path, "clients": clients, "requests": len(records),
             "qps": round(len(ok) / span_s, 2), **latency_stats(ok), "errors": errors,
-            "backpressure": backpressure + sum(outcome == "backpressure" for _, _, outcome in records),
+            "backpressure": backpressure + sum(outcome == "backpressure" for _, _,
+                                               outcome in records),
             "rejected": sum(outcome == "rejected" for _, _, outcome in records)}
 
 
@@ -127,7 +130,8 @@ def kafka_phase(s: Settings, rw: ResultWatcher, blobs: Sequence[bytes], clients:
             except Exception:  # noqa: BLE001 (counted as an error)
                 got = None
             end = time.time() * 1000.0
-            outcome = "error" if got is None or got.status in ("failed", "dead_letter") else got.status
+            outcome = "error" if got is None or got.status in ("failed",
+                                                               "dead_letter") else got.status
             if w0 <= start < w1:
                 records.append((start, end - start if got else None, outcome))
 
@@ -235,11 +239,13 @@ def run_mode(base: Settings, mode: str, blobs: Sequence[bytes], logs: Path, leve
                 own = own_ms(before, [scrape(g.admin_port) for g in gws])
                 over = (round(h["p99_ms"] - k["p99_ms"], 1)
                         if k and h["p99_ms"] is not None and k["p99_ms"] is not None else None)
-                rows += [*([k] if k else []), {**h, "p99_over_kafka_ms": over, "gateway_own_ms": own}]
-                kline = f"kafka: {k['qps']:>6}/s p99 {k['p99_ms']} ms err {k['errors']}" if k else ""
-                print(f"[{mode}] {level:>3} clients  {kline}   http: {h['qps']:>6}/s p99 {h['p99_ms']} ms err "
-                      f"{h['errors']} backpressure {h['backpressure']}  (p99 +{over} ms, gateway's own "
-                      f"{own} ms per upload; load "
+                rows += [*([k] if k else []),
+                         {**h, "p99_over_kafka_ms": over, "gateway_own_ms": own}]
+                kline = (f"kafka: {k['qps']:>6}/s p99 {k['p99_ms']} ms err {k['errors']}" if k
+                         else "")
+                print(f"[{mode}] {level:>3} clients  {kline}   http: {h['qps']:>6}/s p99 "
+                      f"{h['p99_ms']} ms err {h['errors']} backpressure {h['backpressure']}  "
+                      f"(p99 +{over} ms, gateway's own {own} ms per upload; load "
                       f"{os.getloadavg()[0]:.1f})", flush=True)
             return {"mode": mode, "processor": (f"sleep ({sleep_ms:g} ms per call + 2 ms per item)"
                                                 if mode == "sleep" else "card model (CPU)"),
@@ -274,7 +280,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
             x = [r["clients"] for r in rows]
             ax.plot(x, [r["p99_ms"] for r in rows], "^-", color=color, label=f"{p} p99 (ms)")
             ax.plot(x, [r["avg_ms"] for r in rows], "o:", color=color, label=f"{p} mean (ms)")
-            ax2.plot(x, [r["qps"] for r in rows], "D--", color=color, alpha=0.4, label=f"{p} verdicts/s")
+            ax2.plot(x, [r["qps"] for r in rows], "D--", color=color, alpha=0.4,
+                     label=f"{p} verdicts/s")
         ax.set_xlabel("concurrent clients (closed loop, 2 MP card photos)")
         ax.set_ylabel("request -> verdict (ms)")
         ax2.set_ylabel("verdicts/s")
@@ -314,8 +321,11 @@ def run_gateway(base: Settings, logs: Path, modes: Sequence[str] = ("sleep", "re
 
     blobs = scenes("card", SIZES["2mp"], images)
     machine = machine_info()
-    out: dict[str, Any] = {"machine": machine, "image_bytes_mean": round(sum(map(len, blobs)) / len(blobs)),
-                           "title": f"{machine['cpu']} x{machine['cpu_count']}, {machine['date_utc'][:10]}",
+    out: dict[str,
+              Any] = {"machine": machine,
+                      "image_bytes_mean": round(sum(map(len, blobs)) / len(blobs)),
+                           "title": f"{machine['cpu']} x{machine['cpu_count']}, "
+                                    f"{machine['date_utc'][:10]}",
                            "modes": []}
     for mode in modes:
         out["modes"].append(run_mode(base, mode, blobs, logs, levels, warm_s,
@@ -342,7 +352,8 @@ def run_gateway(base: Settings, logs: Path, modes: Sequence[str] = ("sleep", "re
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.gateway``: the table, ``gateway.json`` and ``gateway.png``."""
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.gateway", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.gateway",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("--modes", default="sleep,real")
     ap.add_argument("--levels", default=",".join(map(str, LEVELS)))
     ap.add_argument("--seconds", type=float, default=20.0, help="window per level and path (sleep)")
@@ -351,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS)
     a = ap.parse_args(argv)
     if "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS" not in os.environ:
-        print("the gateway benchmark needs the real stack: eval \"$(scripts/stack env)\"", file=sys.stderr)
+        print("the gateway benchmark needs the real stack: eval \"$(scripts/stack env)\"",
+              file=sys.stderr)
         return 2
     from streams.logs import configure_logging
 

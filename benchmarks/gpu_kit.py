@@ -47,6 +47,7 @@ import struct
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,7 +129,8 @@ def _record_line(name: str, payload: bytes) -> str:
     return f"{name},sha256={digest},{len(payload)}"
 
 
-def rewrite_wheel(src: Path, dst: Path, keep: callable, edit: callable | None = None,  # type: ignore[valid-type]
+def rewrite_wheel(src: Path, dst: Path, keep: Callable[[str], bool],
+                  edit: Callable[[str, bytes], bytes] | None = None,
                   compression: int = zipfile.ZIP_DEFLATED) -> None:
     """Copy wheel ``src`` to ``dst`` with only the members ``keep(name)`` accepts, each passed
     through ``edit(name, bytes)`` when given, and a RECORD that matches (PEP 376 / 427);
@@ -164,7 +166,7 @@ def _installed_version(name: str) -> str:
     return metadata.version(name)
 
 
-def _keep(wheel: str) -> callable:  # type: ignore[valid-type]
+def _keep(wheel: str) -> Callable[[str], bool]:
     """Which members of ``wheel`` (a file name) the kit keeps."""
     if wheel.startswith("nvidia_nvimgcodec_"):
         def keep(n: str) -> bool:
@@ -231,8 +233,9 @@ def _rel(f: Path) -> str:
 def cut(part_mib: float, pins: dict, sizes: dict, kit: Path = KIT) -> dict:
     """Assign the kit's files (``kit/wheels/*.whl``, ``kit/models/*``, each compressed in
     ``kit/packed/<name>.xz``) to as few parts of at most ``part_mib`` MiB as they need, of equal
-    size, in ``kit/parts/partN`` (a larger file in chunks), each part with the manifest (each file's SHA-256 and size, its
-    compressed SHA-256, chunk order) that :func:`assemble` follows."""
+    size, in ``kit/parts/partN`` (a larger file in chunks), each part with the manifest (each
+    file's SHA-256 and size, its compressed SHA-256, chunk order) that :func:`assemble`
+    follows."""
     files = sorted([*(kit / "wheels").glob("*.whl"), *(kit / "models").glob("*")],
                    key=lambda p: -(kit / "packed" / f"{p.name}.xz").stat().st_size)
     total = sum((kit / "packed" / f"{f.name}.xz").stat().st_size for f in files)
@@ -269,7 +272,8 @@ def cut(part_mib: float, pins: dict, sizes: dict, kit: Path = KIT) -> dict:
             with open(xz, "rb") as src:
                 src.seek(start)
                 (pdir / name).write_bytes(src.read(n))
-            manifest["files"][by_xz[xz.name]]["chunks"].append({"part": i, "name": name, "bytes": n})
+            chunk = {"part": i, "name": name, "bytes": n}
+            manifest["files"][by_xz[xz.name]]["chunks"].append(chunk)
     for i in range(1, len(parts) + 1):
         (parts_dir / f"part{i}" / "manifest.json").write_text(json.dumps(manifest, indent=1))
     (kit / "manifest.json").write_text(json.dumps(manifest, indent=1))

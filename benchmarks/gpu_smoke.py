@@ -62,7 +62,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--cuda-codec", choices=("auto", "nvimgcodec", "host"), default="auto")
     ap.add_argument("--size", default="1600x1200", help="the test upload's WxH px")
     ap.add_argument("--model-batch", type=int, default=4, help="images per model call")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "benchmarks/results/gpu")))
+    ap.add_argument("--out", type=Path,
+                    default=Path(os.environ.get("OUT", "benchmarks/results/gpu")))
     return ap
 
 
@@ -204,7 +205,8 @@ def check_codec(backend: Any, upload: bytes) -> dict[str, Any]:
            "decode_bgr_max_levels": int(bgr.max()),
            "decode_luma_mean_levels": round(float(luma.mean()), 4),
            "encoded_bytes": len(data),
-           "encode_roundtrip_mean_levels": round(float(np.abs(back.astype(np.int16) - host).mean()), 4),
+           "encode_roundtrip_mean_levels":
+               round(float(np.abs(back.astype(np.int16) - host).mean()), 4),
            "fallbacks": fb}
     out["ok"] = (not any(fb["counts"].values()) and out["decode_luma_mean_levels"] < 1.0
                  and back.shape == host.shape)

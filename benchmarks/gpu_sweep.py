@@ -88,7 +88,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--parity-n", type=int, default=16, help="parity uploads per task")
     ap.add_argument("--budget-s", type=float, default=420.0,
                     help="no step starts after this many seconds; steps running then are stopped")
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "benchmarks/results/gpu")))
+    ap.add_argument("--out", type=Path,
+                    default=Path(os.environ.get("OUT", "benchmarks/results/gpu")))
     ap.add_argument("--summarize", type=Path, metavar="JOURNAL",
                     help="print the summary of an existing journal and stop")
     return ap

@@ -41,6 +41,7 @@ def measure(w: int, h: int, photos: int, passes: int) -> dict[str, float]:
     mesh_cpu, mesh_wall, rep_cpu, rep_wall = [], [], [], []
     for seed in range(photos):
         img = phone_portrait(w, h, seed)
+        # no Item: decoded at full resolution (scale 1.0), so person_mattes never reads it
         views, mattes = an.proc.person_mattes([None], [_decoded(img)])  # type: ignore[list-item]
         found, _ = an.proc._faces(views, mattes)
         face, matte = found[0].faces[0], found[0].matte

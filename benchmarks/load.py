@@ -85,7 +85,8 @@ def closed_loop(sender: InlineSender, rw: ResultWatcher, users: int, duration_s:
             "results_per_s": round(received / duration_s, 1),
             **latency_stats([g.latency_ms for g in done]),
             "worker_total_p99_ms": latency_stats([g.total_ms for g in done])["p99_ms"],
-            "mean_batch_size": round(sum(g.batch_size for g in done) / len(done), 2) if done else None,
+            "mean_batch_size": round(sum(g.batch_size for g in done) / len(done),
+                                     2) if done else None,
             "error_rate": round(_errors(inside) / len(inside), 4) if inside else None}
 
 
@@ -111,7 +112,8 @@ def open_loop(sender: InlineSender, rw: ResultWatcher, rate: float, duration_s: 
             "worker_total_p50_ms": worker_total["p50_ms"],
             # the worker built the result -> a read_committed reader saw it: the transaction,
             # the commit markers and the reader's own fetch
-            "after_result_p50_ms": latency_stats([g.latency_ms - g.total_ms for g in done])["p50_ms"],
+            "after_result_p50_ms": latency_stats([g.latency_ms - g.total_ms
+                                                  for g in done])["p50_ms"],
             "error_rate": round(_errors(records) / n, 4)}
 
 
@@ -185,7 +187,8 @@ def run_load(base: Settings, files: Sequence[Path], logs: Path, levels: Sequence
         finally:
             stop_workers(workers)
     calls = _delta(after, before, "cardstream_inference_seconds_count")
-    compute_ms = 1000.0 * _delta(after, before, "cardstream_inference_seconds_sum") / max(calls, 1.0)
+    compute_ms = 1000.0 * _delta(after, before,
+                                 "cardstream_inference_seconds_sum") / max(calls, 1.0)
     polls = _delta(after, before, "cardstream_poll_batch_size_count")
     half["mean_poll_batch"] = round(_delta(after, before, "cardstream_poll_batch_size_sum")
                                     / max(polls, 1.0), 2)

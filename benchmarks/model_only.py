@@ -1,9 +1,9 @@
 """Model-only ceiling: images/s of a processor without Kafka or MinIO.
 
 One timed pass per batch size: the header probe (``processors.decode.probe_image``) of the JPEG
-bytes, then ``process_batch`` (which decodes) per chunk of ``batch`` items, with the model's bucket forced to
-``batch`` so each chunk is one inference call (pre-processing, inference, post-processing and
-output encoding included). This is the most the pipeline could deliver at that batch size on
+bytes, then ``process_batch`` (which decodes) per chunk of ``batch`` items, with the model's bucket
+forced to ``batch`` so each chunk is one inference call (pre-processing, inference, post-processing
+and output encoding included). This is the most the pipeline could deliver at that batch size on
 this machine.
 """
 
@@ -25,7 +25,8 @@ def batched_model(proc: Processor) -> BatchedModel:
     Raises:
         TypeError: the processor exposes neither.
     """
-    bm = getattr(proc, "batched_model", None) or getattr(getattr(proc, "matting", None), "model", None)
+    bm = getattr(proc, "batched_model",
+                 None) or getattr(getattr(proc, "matting", None), "model", None)
     if not isinstance(bm, BatchedModel):
         raise TypeError(f"{type(proc).__name__} exposes no BatchedModel")
     return bm

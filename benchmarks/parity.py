@@ -78,7 +78,8 @@ def _host_batch(x: Any) -> np.ndarray:
 
 
 def _pixel_checks(items: Sequence[Item], ref: Any, test: Any,
-                  cards: Sequence[tuple[int, Any, tuple[int, int]]] = ()) -> dict[str, dict[str, Any]]:
+                  cards: Sequence[tuple[int, Any, tuple[int, int]]] = (),
+                  ) -> dict[str, dict[str, Any]]:
     """The two pixel backends alone, on the same inputs at full resolution: decode (luma, BGR),
     model input and, for each of ``cards`` (``(item index, quad (4, 2) upload px, output
     (w, h))``), the warp to that quad and size plus the JPEG encode (luma, BGR)."""
@@ -253,7 +254,8 @@ def card_parity(items: Sequence[Item], ref: Any, test: Any) -> dict[str, Any]:
             "quad_max_px": checks["quad_px"]["value"],
             "quad_max_px_all": round(float(quad.max()), 3),
             "quad_p50_px": round(float(np.median(quad)), 3),
-            "rect_luma_max": round(float(luma.max()), 5), "rect_bgr_max": round(float(bgr.max()), 5),
+            "rect_luma_max": round(float(luma.max()), 5),
+            "rect_bgr_max": round(float(bgr.max()), 5),
             "unstable": [items[k].upload_id for k, v in shaky.items() if v]}
 
 

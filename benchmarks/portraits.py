@@ -70,7 +70,8 @@ def framing_set(seed: int = 7) -> list[tuple[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
     astro = astronaut_bgr()
     out: list[tuple[str, np.ndarray]] = [("astronaut", astro),
-                                         ("astronaut_mirrored", np.ascontiguousarray(astro[:, ::-1]))]
+                                         ("astronaut_mirrored",
+                                          np.ascontiguousarray(astro[:, ::-1]))]
     for s in (0.75, 0.9, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0):
         interp = cv2.INTER_AREA if s < 1 else cv2.INTER_CUBIC
         out.append((f"scaled_{s:g}", cv2.resize(astro, None, fx=s, fy=s, interpolation=interp)))

@@ -60,7 +60,8 @@ def _one(base: Settings, pause: bool, rate: float, seconds: float, compute_ms: f
                 delay = t0 + i / rate - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                p.produce(k.uploads_topic, key=str(i).encode(), value=str(time.time() * 1000.0).encode())
+                p.produce(k.uploads_topic, key=str(i).encode(),
+                          value=str(time.time() * 1000.0).encode())
                 p.poll(0)
             p.flush(10)
             deadline = time.monotonic() + 10.0

@@ -24,9 +24,10 @@ Usage (the stack's env must be set, as ``make bench`` does)::
     eval "$(scripts/stack env)" && .venv/bin/python -m benchmarks.run [--quick]
     .venv/bin/python -m benchmarks.run --sections model --device cuda --batches 1,8,32,64
 
-Files: ``model_only.json``, ``e2e.json``, ``phone.json``, ``load.json``, ``scaling.json``, ``summary.json``,
-``probe.json``, ``gateway.json``, ``throughput_vs_batch.png``, ``latency_vs_load.png``, ``scaling.png``, ``gateway.png`` and worker logs in
-``logs/``. Exit status 0 when the run completed (goals not met are reported, not fatal).
+Files: ``model_only.json``, ``e2e.json``, ``phone.json``, ``load.json``, ``scaling.json``,
+``summary.json``, ``probe.json``, ``gateway.json``, ``throughput_vs_batch.png``,
+``latency_vs_load.png``, ``scaling.png``, ``gateway.png`` and worker logs in ``logs/``. Exit status
+0 when the run completed (goals not met are reported, not fatal).
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options (see ``--help``)."""
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.run",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help="batches 1,2,4,8, one round, shorter load levels and backlog")
-    ap.add_argument("--sections", default=",".join(SECTIONS), help=f"subset of {','.join(SECTIONS)}")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help=f"subset of {','.join(SECTIONS)}")
     ap.add_argument("--tasks", default=",".join(registry.names()),
                     help="tasks for model and compare")
     ap.add_argument("--batches", default=None,
@@ -68,10 +71,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="uploads per task and size in the phone section (default 4; --quick 2)")
     ap.add_argument("--e2e-images", type=int, default=None,
                     help="images per model-only / batching / naive pass of compare (default 16)")
-    ap.add_argument("--rounds", type=int, default=None, help="interleaved compare rounds (default 3)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="interleaved compare rounds (default 3)")
     ap.add_argument("--device", default=None, choices=("cpu", "cuda", "auto"),
                     help="ONNX Runtime device (default: settings, CARDSTREAM_RUNTIME__DEVICE)")
-    ap.add_argument("--load-seconds", type=float, default=None, help="measuring window per load level")
+    ap.add_argument("--load-seconds", type=float, default=None,
+                    help="measuring window per load level")
     ap.add_argument("--sleep-ms", type=float, default=20.0, help="sleep processor per call (load)")
     ap.add_argument("--half-rate", type=float, default=None,
                     help="load: skip the table and only run the open loop at this rate (events/s), "
@@ -142,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
 
     a = parse_args(argv)
     configure_logging("WARNING")
-    needs_stack = {"compare", "load", "scaling", "probe", "gateway"} & set(a.sections)  # phone: optional
+    needs_stack = {"compare", "load", "scaling", "probe",
+                   "gateway"} & set(a.sections)  # phone: optional
     if needs_stack and "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS" not in os.environ:
         print("benchmarks need the real stack: run `make bench` "
               "(or `scripts/stack up && eval \"$(scripts/stack env)\"`)", file=sys.stderr)
@@ -171,18 +177,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{task}] loaded + warmed up in {time.monotonic() - t0:.1f} s"
                       f"{f' (ONNX session shared with {shared[0]})' if shared else ''}: provider "
                       f"{bm.provider}, bucket chosen at warm-up {bm.chosen_bucket} "
-                      f"(images/s per bucket {({k: round(v, 2) for k, v in bm.stats.bucket_ips.items()})})",
+                      "(images/s per bucket "
+                      f"{({k: round(v, 2) for k, v in bm.stats.bucket_ips.items()})})",
                       flush=True)
-            summary["provider"] = {t: model_only.batched_model(p).provider for t, p in procs.items()}
-            summary["bucket"] = {t: model_only.batched_model(p).chosen_bucket for t, p in procs.items()}
+            models = {t: model_only.batched_model(p) for t, p in procs.items()}
+            summary["provider"] = {t: m.provider for t, m in models.items()}
+            summary["bucket"] = {t: m.chosen_bucket for t, m in models.items()}
         sweeps: dict[str, list[dict]] = {}
         done: dict[str, list[dict]] = {}
         if "model" in a.sections:
             for task, p in procs.items():
                 blobs = [f.read_bytes() for f in samples[task]]
                 sweeps[task] = model_only.sweep(p, blobs, a.batches, a.n, base.decode)
-                print(f"\n[{task}] model only (decode + inference + post-processing, no Kafka/MinIO)")
-                print(_table(sweeps[task], ["batch", "images", "seconds", "images_per_s", "accepted",
+                print(f"\n[{task}] model only (decode + inference + post-processing, no "
+                      "Kafka/MinIO)")
+                print(_table(sweeps[task],
+                             ["batch", "images", "seconds", "images_per_s", "accepted",
                                             "peak_rss_mib", "skipped"]), flush=True)
             _write(out, "model_only.json", {"machine": machine, "n": a.n, "tasks": sweeps})
             done = {t: [r for r in rows if "images_per_s" in r] for t, rows in sweeps.items()}
@@ -202,9 +212,12 @@ def main(argv: list[str] | None = None) -> int:
                 rows = [r[k] for r in c["rounds"] for k in ("model_only", "batching", "naive")]
                 print(_table(rows, ["mode", "images", "seconds", "images_per_s"]), flush=True)
             _write(out, "e2e.json", {"machine": machine, "tasks": compares})
-            summary["e2e_over_model_only"] = {t: c["e2e_over_model_only"] for t, c in compares.items()}
-            summary["batching_over_naive"] = {t: c["batching_over_naive"] for t, c in compares.items()}
-            summary["e2e_goal_met"] = all(c["e2e_over_model_only"] >= 0.9 for c in compares.values())
+            summary["e2e_over_model_only"] = {t: c["e2e_over_model_only"]
+                                              for t, c in compares.items()}
+            summary["batching_over_naive"] = {t: c["batching_over_naive"]
+                                              for t, c in compares.items()}
+            summary["e2e_goal_met"] = all(c["e2e_over_model_only"] >= 0.9
+                                          for c in compares.values())
             summary["batching_goal_met"] = all(c["batching_over_naive"] >= 1.0
                                                for c in compares.values())
         if sweeps:
@@ -234,19 +247,22 @@ def main(argv: list[str] | None = None) -> int:
                           half_rate=a.half_rate)
             h = ld["half_capacity"]
             half_line = (f"at {h['rate_per_s']}/s (50% of {ld['capacity_per_s']}/s): p50 "
-                         f"{h['p50_ms']} ms, p99 {h['p99_ms']} ms; goal max_wait + 2 x batch compute "
-                         f"= {ld['max_wait_ms']} + 2 x {ld['batch_compute_ms']} = {ld['p99_goal_ms']} "
-                         f"ms: {'met' if ld['p99_goal_met'] else 'NOT met'}; mean poll batch "
-                         f"{h['mean_poll_batch']}, worker total p99 {h['worker_total_p99_ms']} ms")
+                         f"{h['p50_ms']} ms, p99 {h['p99_ms']} ms; goal max_wait + 2 x batch "
+                         f"compute = {ld['max_wait_ms']} + 2 x {ld['batch_compute_ms']} = "
+                         f"{ld['p99_goal_ms']} ms: {'met' if ld['p99_goal_met'] else 'NOT met'}; "
+                         f"mean poll batch {h['mean_poll_batch']}, worker total p99 "
+                         f"{h['worker_total_p99_ms']} ms")
             if a.half_rate:
                 print(f"\nhalf capacity only, {a.load_seconds:g} s: {half_line}\n"
                       f"mean ms per batch by stage: {h['stage_mean_ms']}", flush=True)
                 _write(out, "load_half.json", {"machine": {**machine, "load_avg_1m_end":
                                                            round(os.getloadavg()[0], 2)}, **ld})
             else:
-                print(f"\nload table: 1 worker, {ld['processor']}, max_wait {ld['max_wait_ms']} ms, "
-                      f"max_batch {ld['max_batch']}, closed-loop producers, {a.load_seconds:g} s per level")
-                print(_table(ld["rows"], ["producers", "results_per_s", "avg_ms", "p95_ms", "p99_ms",
+                print(f"\nload table: 1 worker, {ld['processor']}, max_wait {ld['max_wait_ms']} "
+                      f"ms, max_batch {ld['max_batch']}, closed-loop producers, "
+                      f"{a.load_seconds:g} s per level")
+                print(_table(ld["rows"],
+                             ["producers", "results_per_s", "avg_ms", "p95_ms", "p99_ms",
                                           "error_rate", "mean_batch_size"]))
                 print(half_line, f"\nmean ms per batch by stage: {h['stage_mean_ms']}", flush=True)
                 _write(out, "load.json", {"machine": machine, **ld})

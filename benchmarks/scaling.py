@@ -72,7 +72,8 @@ def run_scaling(base: Settings, files: Sequence[Path], logs: Path,
                 sender.flush()
                 got = rw.wait_all(ids, timeout_s)
                 if len(got) < events:
-                    raise BenchError(f"{n} workers: {len(got)} of {events} results in {timeout_s} s")
+                    raise BenchError(f"{n} workers: {len(got)} of {events} results in "
+                                     f"{timeout_s} s")
                 sec = (max(g.recv_ms for g in got.values()) - t0) / 1000.0
                 rows.append({"workers": n, "results": len(got), "seconds": round(sec, 3),
                              "results_per_s": round(len(got) / sec, 1),

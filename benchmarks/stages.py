@@ -9,10 +9,11 @@ post-processing thread (``--threads 1``, the default) to read the figures as one
     python -m benchmarks.stages --task card --size 2mp --images 8 --bucket 1
     python -m benchmarks.stages --task id_photo --size 12mp --images 8 --bucket 4
 
-prints one JSON object as its last line: ``cpu_ms_per_image`` (the pass's total), ``stages_ms`` (stage -> ms per
-image, ``rest`` = total minus the stages: Python glue, outcomes, logging), ``calls_per_image``
-and the load average at start and end. The model's own time (u2netp, the card's orientation
-classifier, MTCNN's three nets) is not in any of them: it is ``bare_model_images_per_s``.
+prints one JSON object as its last line: ``cpu_ms_per_image`` (the pass's total), ``stages_ms``
+(stage -> ms per image, ``rest`` = total minus the stages: Python glue, outcomes, logging),
+``calls_per_image`` and the load average at start and end. The model's own time (u2netp, the card's
+orientation classifier, MTCNN's three nets) is not in any of them: it is
+``bare_model_images_per_s``.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class StageClock:
                 if self._open:
                     self._open[-1] += dt
 
-        timed.__wrapped__ = fn  # type: ignore[attr-defined]
+        timed.__wrapped__ = fn  # type: ignore[attr-defined]  # inspect.unwrap finds the original
         return timed
 
 
@@ -186,7 +187,8 @@ def stage_cpu_ms(proc: Processor, blobs: Sequence[bytes], stages: Sequence[Stage
     return {"cpu_ms_per_image": round(total, 2),
             "per_round_ms": [round(t * 1000.0 / len(blobs), 2) for t in totals],
             "median_round_ms": round(median(totals) * 1000.0 / len(blobs), 2),
-            "stages_ms": ms, "calls_per_image": {k: round(v / per, 2) for k, v in clock.calls.items()},
+            "stages_ms": ms, "calls_per_image": {k: round(v / per,
+                                                          2) for k, v in clock.calls.items()},
             "model_calls": len(calls)}
 
 

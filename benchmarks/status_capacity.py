@@ -152,7 +152,8 @@ def measure(base: Settings, store: str, n: int, memory_mib: int, disk_gib: float
             rss0 = _rss(p.pid)
             stages, took = [], 0.0
             for k in range(stages_n):  # the last stage's growth is the steady state's
-                t, rss, disk = _stage(s, p, log, data_dir, f"cap-{run}", _results(s, n, f"{run}{k}"))
+                t, rss, disk = _stage(s, p, log, data_dir, f"cap-{run}",
+                                      _results(s, n, f"{run}{k}"))
                 stages.append((rss, disk))
                 took += t
             code, body, hz_ms = _healthz(port)

@@ -291,7 +291,8 @@ def _apply_orientation(bgr: np.ndarray, orientation: int) -> np.ndarray:
 
 def _decode_jpeg(data: bytes, size: tuple[int, int], long_side: int | None = None
                  ) -> tuple[np.ndarray, float]:
-    """JPEG pixels with libjpeg-turbo (simplejpeg) in strict mode → (``(h, w, 3) uint8`` BGR, scale).
+    """JPEG pixels with libjpeg-turbo (simplejpeg) in strict mode → (``(h, w, 3) uint8`` BGR,
+    scale).
 
     Strict mode (libjpeg-turbo's ``TJFLAG_STOPONWARNING``) turns libjpeg's recoverable warnings
     ("Premature end of JPEG file", "Corrupt JPEG data: premature end of data segment", bad
@@ -560,7 +561,8 @@ class JpegLayout:
         for h, v in self.sampling:
             bw = math.ceil(math.ceil(width * h / hmax) / 8)
             bh = math.ceil(math.ceil(height * v / vmax) / 8)
-            total += (math.ceil(bw / max(h, 1)) * max(h, 1)) * (math.ceil(bh / max(v, 1)) * max(v, 1))
+            total += ((math.ceil(bw / max(h, 1)) * max(h, 1))
+                      * (math.ceil(bh / max(v, 1)) * max(v, 1)))
         return total * 128
 
 
@@ -569,7 +571,8 @@ def jpeg_layout(data: bytes) -> JpegLayout:
     next marker) up to the first EOI: the frame type, sampling factors and number of scans, in
     about 1 ms per MB. A damaged stream ends the walk early; the decoder judges it."""
     pos, n, scans = 2, len(data), 0
-    progressive, sampling = False, ()
+    progressive = False
+    sampling: tuple[tuple[int, int], ...] = ()
     while pos < n:
         m = _JPEG_MARKER.search(data, pos)
         if m is None:
@@ -649,10 +652,11 @@ def _peak_bytes(im: Image.Image, fmt: str, data: bytes, settings: DecodeSettings
     elif fmt == "heif":
         extra = 4 * px
     elif fmt == "tiff":
-        bits = im.tag_v2.get(258, (8,))
+        tags = getattr(im, "tag_v2", {})  # a TiffImageFile's (Image.Image does not declare it)
+        bits = tags.get(258, (8,))
         sample_bytes = math.ceil(sum(bits if isinstance(bits, tuple) else (bits,)) / 8)
         extra = max(4, sample_bytes) * _tiff_buffer_px(im, fmt)
-        if im.tag_v2.get(0x0112, 1) not in (1, None):
+        if tags.get(0x0112, 1) not in (1, None):
             pillow *= 2  # Pillow turns the loaded image into a second one
     return pillow + 3 * px + extra + DECODE_OVERHEAD_BYTES["other"]
 

@@ -176,7 +176,8 @@ def crops(mosaic: np.ndarray, levels: Sequence[Level], image_idx: np.ndarray, bo
     mx = np.where((xs > -1.0) & (xs < lim), xs + ox, off).astype(np.float32)
     my = np.where((ys > -1.0) & (ys < lim), ys + oy + image_idx[:, None] * hm, off)
     map_x = np.broadcast_to(mx[:, None, :], (k, side, side)).reshape(k * side, side)
-    map_y = np.broadcast_to(my.astype(np.float32)[:, :, None], (k, side, side)).reshape(k * side, side)
+    map_y = np.broadcast_to(my.astype(np.float32)[:, :, None],
+                            (k, side, side)).reshape(k * side, side)
     tall = mosaic.reshape(n * hm, wm, 3)
     step = 32000 // side * side  # remap's map is at most SHRT_MAX rows
     out = np.concatenate([cv2.remap(tall, map_x[r:r + step], map_y[r:r + step], cv2.INTER_LINEAR,
@@ -212,9 +213,9 @@ def _nms(boxes: np.ndarray, scores: np.ndarray, groups: np.ndarray, iou: float) 
         return np.zeros(0, np.intp)
     xywh = np.stack([boxes[:, 0], boxes[:, 1], boxes[:, 2] - boxes[:, 0] + 1.0,
                      boxes[:, 3] - boxes[:, 1] + 1.0], axis=1).astype(np.float32)
-    keep = cv2.dnn.NMSBoxesBatched(xywh.tolist(), scores.astype(np.float32).tolist(),
+    kept = cv2.dnn.NMSBoxesBatched(xywh.tolist(), scores.astype(np.float32).tolist(),
                                    groups.astype(np.int32).tolist(), 0.0, iou)
-    keep = np.asarray(keep, np.intp).reshape(-1)
+    keep = np.asarray(kept, np.intp).reshape(-1)
     return keep[np.argsort(-scores[keep], kind="stable")]
 
 
@@ -266,7 +267,7 @@ class Mtcnn:
         for i, im in enumerate(images_rgb):
             stack[: im.shape[0], : im.shape[1], 3 * i : 3 * i + 3] = im
         out = np.zeros((self.mosaic_h, self.mosaic_w, 3 * n), np.uint8)
-        prev = stack
+        prev: np.ndarray = stack
         for lv in self.levels:  # each level from the previous one: a shrink by <= 1/0.707
             if prev.shape[0] != lv.side:
                 prev = cv2.resize(prev, (lv.side, lv.side), interpolation=cv2.INTER_LINEAR)
@@ -316,7 +317,8 @@ class Mtcnn:
         marks, o_off, o_prob = self._run(self.onet,
                                          crops(mosaic, self.levels, img, boxes, ONET_SIDE))[:3]
         sel = o_prob[:, 1] > THRESHOLDS[2]
-        img, boxes, scores, o_off, marks = img[sel], boxes[sel], o_prob[sel, 1], o_off[sel], marks[sel]
+        img, boxes, scores = img[sel], boxes[sel], o_prob[sel, 1]
+        o_off, marks = o_off[sel], marks[sel]
         w = boxes[:, 2] - boxes[:, 0] + 1.0
         h = boxes[:, 3] - boxes[:, 1] + 1.0
         pts = np.stack([boxes[:, 0:1] + w[:, None] * marks[:, 0:5],

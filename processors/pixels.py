@@ -277,8 +277,8 @@ class CpuPixels:
                 return e
             return Decoded(px, px.shape[1], px.shape[0], scale)
 
-        with span(DECODE, **{"cardstream.decode.images": len(images),
-                             "cardstream.decode.backend": self.name}):
+        with span(DECODE, attributes={"cardstream.decode.images": len(images),
+                                     "cardstream.decode.backend": self.name}):
             return map_in_threads(one, images, self.threads)
 
     def model_input(self, images: Sequence[Decoded], side: int) -> np.ndarray:

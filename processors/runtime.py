@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 #: ONNX Runtime's session option for busy-waiting intra-op threads
-#: (``onnxruntime_session_options_config_keys.h``: ``kOrtSessionOptionsConfigAllowIntraOpSpinning``).
+#: (``onnxruntime_session_options_config_keys.h``:
+#: ``kOrtSessionOptionsConfigAllowIntraOpSpinning``).
 SPINNING_KEY = "session.intra_op.allow_spinning"
 log = structlog.get_logger("cardstream.runtime")
 _SHARED: dict[tuple, BatchedModel] = {}
@@ -62,9 +63,9 @@ class RuntimeSettings(BaseModel):
             differently).
         cuda_device_id: GPU index for the CUDA EP.
         postprocess_threads: threads for per-item pre- and post-processing around the model call
-            (decode, quad fit, warp, face search, mattes, JPEG encode; 0: ``os.cpu_count()``). OpenCV
-            and NumPy release the GIL, so this is what feeds a GPU: on an H200 u2netp runs 830
-            images/s at batch 64 while one thread post-processes about 10 cards/s.
+            (decode, quad fit, warp, face search, mattes, JPEG encode; 0: ``os.cpu_count()``).
+            OpenCV and NumPy release the GIL, so this is what feeds a GPU: on an H200 u2netp runs
+            830 images/s at batch 64 while one thread post-processes about 10 cards/s.
         cpu_max_bucket: bucket cap when the session runs on the CPU EP. u2netp needs about
             260 MiB of activations per image, and on a CPU a batch above 8 only costs memory
             (measured in ``benchmarks/``: no throughput gain past 2-4 on 2 cores).
@@ -314,7 +315,8 @@ class BatchedModel:
             try:
                 data = symbolic_batch(data)
             except Exception as e:  # protobuf's DecodeError and friends: not an ONNX file
-                raise ModelError(f"cannot load {path}: not an ONNX model ({type(e).__name__})") from e
+                raise ModelError(f"cannot load {path}: not an ONNX model "
+                                 f"({type(e).__name__})") from e
         so = ort.SessionOptions()
         if settings.intra_op_threads:
             so.intra_op_num_threads = settings.intra_op_threads
@@ -413,7 +415,7 @@ class BatchedModel:
         if b > n:
             pad = np.zeros((b - n, *x.shape[1:]), dtype=x.dtype)
             x = np.concatenate([x, pad], axis=0)
-        with self._lock, span(MODEL, **self._span_attributes(n, b)):
+        with self._lock, span(MODEL, attributes=self._span_attributes(n, b)):
             outs = self.session.run(self.output_names, {self.input_name: x})
             self.stats.calls += 1
             self.stats.images += n
@@ -430,7 +432,7 @@ class BatchedModel:
                       [rows, 3, batch.side, batch.side], batch.row_ptr(start))
         for name in self.output_names:
             io.bind_output(name, "cpu")
-        with self._lock, span(MODEL, **self._span_attributes(n, rows)):
+        with self._lock, span(MODEL, attributes=self._span_attributes(n, rows)):
             self.session.run_with_iobinding(io)
             self.stats.calls += 1
             self.stats.images += n

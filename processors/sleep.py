@@ -34,7 +34,8 @@ pathological decode). Odd prime sizes that no camera or sample produces."""
 
 
 class SleepProcessor:
-    """Accepts every item after sleeping ``call_ms + item_ms * n`` per call of up to ``bucket`` items.
+    """Accepts every item after sleeping ``call_ms + item_ms * n`` per call of up to ``bucket``
+    items.
 
     Args:
         task: the task it serves.

@@ -8,13 +8,13 @@ when tracing is on; otherwise the API's no-op tracer makes each one cost a few m
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 TRACER = trace.get_tracer("cardstream.processors")
 """The processors' tracer (a proxy: it follows the global provider once one is installed)."""
@@ -25,7 +25,7 @@ MODEL = "cardstream.model"
 
 @contextmanager
 def span(name: str, tracer: trace.Tracer = TRACER, context: Context | None = None,
-         **attributes: Any) -> Iterator[Span]:
+         attributes: Mapping[str, AttributeValue] | None = None) -> Iterator[Span]:
     """A span around a block, current in this thread while it runs (child of ``context``'s span,
     or of the thread's current one). An exception marks it as an error with the exception's type
     only (a message may quote an object key or a path) and is raised on.

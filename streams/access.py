@@ -1,15 +1,15 @@
 """Least privilege in the object store: one MinIO policy and one user per role.
 
-=========  ===================================================================  ==================
-role       may                                                                  used by
-=========  ===================================================================  ==================
-worker     GET the allowed upload buckets; PUT results and quarantine; HEAD     ``cardstream worker``
-           (``s3:ListBucket``) uploads and results (its health check)
-producer   PUT uploads                                                          the ticketing platform
-ocr        GET and list results                                                 downstream OCR
-gateway    PUT and GET uploads (a repeated POST compares what is stored), HEAD  ``cardstream gateway``
-           (``s3:ListBucket``) uploads, GET results (the output images)
-=========  ===================================================================  ==================
+========  =================================================================  ======================
+role      may                                                                used by
+========  =================================================================  ======================
+worker    GET the allowed upload buckets; PUT results and quarantine;        ``cardstream worker``
+          HEAD (``s3:ListBucket``) uploads and results (its health check)
+producer  PUT uploads                                                        the ticketing platform
+ocr       GET and list results                                               downstream OCR
+gateway   PUT and GET uploads (a repeated POST compares what is stored),     ``cardstream gateway``
+          HEAD (``s3:ListBucket``) uploads; GET results (the output images)
+========  =================================================================  ======================
 
 The status app has no role: it never touches the object store and gets no S3 credentials. Every
 role that may PUT is refused a PUT without ``x-amz-server-side-encryption`` (a ``Deny`` with the
@@ -93,8 +93,8 @@ def role_policy(role: str, s3: S3Settings) -> dict[str, Any]:
                   "Resource": _buckets(res)}]
         puts = []
     elif role == "gateway":
-        allow = [{"Sid": "WriteUploads", "Effect": "Allow", "Action": ["s3:PutObject",
-                                                                      "s3:GetObject", "s3:DeleteObject"],
+        allow = [{"Sid": "WriteUploads", "Effect": "Allow",
+                  "Action": ["s3:PutObject", "s3:GetObject", "s3:DeleteObject"],
                   "Resource": _objects(up)},
                  # a missing claim check answers NoSuchKey (not AccessDenied) with s3:ListBucket
                  {"Sid": "HeadUploads", "Effect": "Allow", "Action": ["s3:ListBucket"],
@@ -148,7 +148,8 @@ def provision_roles(s3: S3Settings, prefix: str = "cardstream") -> dict[str, str
                 admin.policy_set(name, user=creds.access_key)
         except MinioAdminException as e:  # its text is the server's JSON error, no secret
             raise StorageError(f"MinIO admin API refused setting up role {role}: {e}") from e
-        out[role] = f"policy {name}, user {creds.access_key}" if creds else f"policy {name} (no user)"
+        out[role] = (f"policy {name}, user {creds.access_key}" if creds
+                     else f"policy {name} (no user)")
     return out
 
 

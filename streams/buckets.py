@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 
 from minio.commonconfig import ENABLED, Filter
 from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
@@ -75,12 +76,12 @@ def provision_buckets(st: Storage, specs: list[BucketSpec]) -> dict[str, str]:
     c = st.client
     out = {}
     for b in specs:
-        st.retry(f"PUT encryption {b.name}", lambda b=b: c.set_bucket_encryption(
-            b.name, SSEConfig(SseRule.new_sse_s3_rule())))
-        st.retry(f"PUT policy {b.name}", lambda b=b: c.set_bucket_policy(
-            b.name, json.dumps(bucket_policy(b.name))))
-        st.retry(f"PUT lifecycle {b.name}", lambda b=b: c.set_bucket_lifecycle(
-            b.name, expiry_rule(b.expiry_days)))
+        st.retry(f"PUT encryption {b.name}", partial(c.set_bucket_encryption, b.name,
+                                                     SSEConfig(SseRule.new_sse_s3_rule())))
+        st.retry(f"PUT policy {b.name}", partial(c.set_bucket_policy, b.name,
+                                                 json.dumps(bucket_policy(b.name))))
+        st.retry(f"PUT lifecycle {b.name}", partial(c.set_bucket_lifecycle, b.name,
+                                                    expiry_rule(b.expiry_days)))
         out[b.name] = f"{states[b.name]}, SSE-S3, expires after {b.expiry_days} d"
     return out
 
@@ -97,7 +98,8 @@ def provision(s3: S3Settings, role_prefix: str = "cardstream", roles: bool = Tru
     Raises:
         StorageError: a call failed (see :func:`provision_buckets`, ``provision_roles``).
     """
-    lines = [f"{b}: {state}" for b, state in provision_buckets(Storage(s3), bucket_specs(s3)).items()]
+    states = provision_buckets(Storage(s3), bucket_specs(s3))
+    lines = [f"{b}: {state}" for b, state in states.items()]
     if not roles:
         return lines
     return lines + [f"role {r}: {state}" for r, state in provision_roles(s3, role_prefix).items()]

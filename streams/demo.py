@@ -36,7 +36,8 @@ def _ready(port: int) -> bool:
 
 
 def start_workers(s: Settings, n: int, logs: Path, base_port: int = 18080) -> list[WorkerProc]:
-    """Start ``n`` ``cardstream worker`` processes (slots 0..n-1) with /ready on ``base_port + i``."""
+    """Start ``n`` ``cardstream worker`` processes (slots 0..n-1) with /ready on ``base_port +
+    i``."""
     return [start_worker(s, i, logs / f"worker{i}.log", http_port=base_port + i) for i in range(n)]
 
 
@@ -50,7 +51,8 @@ def wait_ready(workers: list[WorkerProc], timeout_s: float, logs: Path) -> None:
     while time.monotonic() - t0 < timeout_s:
         for w in workers:
             if w.proc.poll() is not None:
-                raise StreamsError(f"a worker exited with {w.proc.returncode} during warm-up (logs: {logs})")
+                raise StreamsError(f"a worker exited with {w.proc.returncode} during warm-up "
+                                   f"(logs: {logs})")
         if all(_ready(w.port) for w in workers):
             return
         time.sleep(0.5)
@@ -58,7 +60,8 @@ def wait_ready(workers: list[WorkerProc], timeout_s: float, logs: Path) -> None:
 
 
 def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0) -> int:
-    """Run the demo; returns 0 when every sample got a committed result and workers stopped cleanly."""
+    """Run the demo; returns 0 when every sample got a committed result and workers stopped
+    cleanly."""
     console = Console(width=None if Console().is_terminal else 160)
     create_topics(admin(s.kafka), topic_specs(s.kafka))
     st = Storage(s.s3)
@@ -72,7 +75,8 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     try:
         t_ready = time.monotonic()
         wait_ready(procs, timeout_s, out / "logs")
-        console.print(f"workers ready (models loaded, buckets warmed) in {time.monotonic() - t_ready:.0f} s")
+        console.print("workers ready (models loaded, buckets warmed) in "
+                      f"{time.monotonic() - t_ready:.0f} s")
         from_ms = int(time.time() * 1000)
         next(reader)  # assigned at the topic's end before the first upload
         prod = UploadProducer(s)
@@ -81,12 +85,12 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
             sent += [(task, x) for x in prod.produce_files(files, task, prefix=f"demo{from_ms}")]
         to_ms = int(time.time() * 1000) + 1
         want = {x.upload_id: (task, x.file) for task, x in sent}
-        got: dict = {}
+        got: dict[str, VerificationResult] = {}
         t0 = time.monotonic()
         for msgs in reader:
-            for r in decode_results(msgs):
-                if r.upload_id in want:
-                    got[r.upload_id] = r
+            for res in decode_results(msgs):
+                if res.upload_id in want:
+                    got[res.upload_id] = res
             if len(got) == len(want) or time.monotonic() - t0 > timeout_s:
                 break
             if all(w.proc.poll() is not None for w in procs):
@@ -121,12 +125,14 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     console.print(table)
     (out / "demo_results.json").write_text(json.dumps(
         {"from_ms": from_ms, "to_ms": to_ms, "results": rows}, indent=1))
-    console.print(f"outputs under {', '.join(f'{out}/{t}' for t in samples)}; replay this window with:\n"
+    console.print(f"outputs under {', '.join(f'{out}/{t}' for t in samples)}; replay this window "
+                  "with:\n"
                   f'  eval "$(scripts/stack env)" && .venv/bin/cardstream replay '
                   f"--from {from_ms} --to {to_ms}")
     ok = len(got) == len(want) and all(c == 0 for c in codes)
     if not ok:
-        console.print(f"[red]{len(want) - len(got)} uploads without a result; worker exit codes {codes}[/]")
+        console.print(f"[red]{len(want) - len(got)} uploads without a result; worker exit codes "
+                      f"{codes}[/]")
     return 0 if ok else 1
 
 

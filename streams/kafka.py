@@ -8,8 +8,8 @@ the secrets (SASL password, client key password) from the environment.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -122,7 +122,8 @@ def consumer(k: KafkaSettings, group_id: str, **extra: Any) -> Consumer:
 def read_topic(k: KafkaSettings, topics: str | Sequence[str], *, since_ms: int | None = None,
                at_end: bool = False, follow: bool = False, poll_s: float = 0.5,
                idle_s: float = 10.0, wait_topics_s: float = 0.0, timeout_s: float = 10.0,
-               **extra: Any) -> Iterator[list[Message]]:
+               config: Mapping[str, Any] | None = None
+               ) -> Generator[list[Message], None, None]:
     """The committed records of ``topics`` (read_committed), as they are fetched: the one way
     the project reads a topic (``cardstream results``, replay, the demo, tests, benchmarks).
 
@@ -145,7 +146,7 @@ def read_topic(k: KafkaSettings, topics: str | Sequence[str], *, since_ms: int |
         wait_topics_s: wait this long for topics missing from the metadata (a topic just
             created takes a moment to show up).
         timeout_s: per metadata / offset request (s).
-        **extra: librdkafka settings for the consumer (e.g. ``fetch.wait.max.ms``).
+        config: librdkafka settings for the consumer (e.g. ``{"fetch.wait.max.ms": 10}``).
 
     Yields:
         Lists of records (errors dropped) in per-partition offset order: as soon as a poll
@@ -157,7 +158,7 @@ def read_topic(k: KafkaSettings, topics: str | Sequence[str], *, since_ms: int |
         KafkaSetupError: with ``follow``, a topic is still missing after ``wait_topics_s``.
     """
     names = [topics] if isinstance(topics, str) else list(topics)
-    c = consumer(k, "cardstream-reader", **extra)
+    c = consumer(k, "cardstream-reader", **(config or {}))
     try:
         deadline = time.monotonic() + wait_topics_s
         while True:
@@ -198,8 +199,10 @@ def read_topic(k: KafkaSettings, topics: str | Sequence[str], *, since_ms: int |
             yield got
             if not follow:
                 for m in got:
-                    if m.offset() >= ends.get((m.topic(), m.partition()), 0) - 1:
-                        ends.pop((m.topic(), m.partition()), None)
+                    t, p, o = m.topic(), m.partition(), m.offset()  # set on every fetched record
+                    if t is not None and p is not None and o is not None \
+                            and o >= ends.get((t, p), 0) - 1:
+                        ends.pop((t, p), None)
                 pos = c.position([TopicPartition(t, p) for t, p in ends]) if ends else []
                 for tp in pos:
                     if tp.offset >= ends[(tp.topic, tp.partition)]:
@@ -241,7 +244,14 @@ def read_to_end(k: KafkaSettings, topic: str, since_ms: int | None = None,
         yield from batch
 
 
-def timestamp_ms(m: Message) -> float:
+class Timestamped(Protocol):
+    """A fetched record (``confluent_kafka.Message`` or the worker's ``Record``): its Kafka
+    timestamp as ``(type, epoch ms)``."""
+
+    def timestamp(self) -> tuple[int, int]: ...
+
+
+def timestamp_ms(m: Timestamped) -> float:
     """A record's Kafka timestamp (epoch ms; CreateTime, set by its producer's clock)."""
     return float(m.timestamp()[1])
 
@@ -251,7 +261,7 @@ def timestamp_ms(m: Message) -> float:
 MAX_AGE_MS = float(TopicSettings.model_fields["uploads_retention_ms"].default)
 
 
-def age_ms(m: Message, now_ms: float) -> float:
+def age_ms(m: Timestamped, now_ms: float) -> float:
     """``now_ms`` minus the record's timestamp (ms), bounded to ``[0, MAX_AGE_MS]``.
 
     The timestamp is the producer's (CreateTime): a clock ahead gives a negative age (0 here),
@@ -322,7 +332,8 @@ def delete_topics(a: AdminClient, names: list[str], timeout_s: float = 30.0) -> 
         time.sleep(0.05)
 
 
-def describe_topics(a: AdminClient, names: list[str], timeout_s: float = 10.0) -> list[dict[str, Any]]:
+def describe_topics(a: AdminClient, names: list[str],
+                    timeout_s: float = 10.0) -> list[dict[str, Any]]:
     """Partitions, replication and retention of ``names`` (missing topics get ``exists: False``)."""
     md = a.list_topics(timeout=timeout_s)
     res = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names if n in md.topics]

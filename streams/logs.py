@@ -1,4 +1,5 @@
-"""JSON-lines logging (structlog). Never log image bytes or personal fields: log ids, codes, sizes."""
+"""JSON-lines logging (structlog). Never log image bytes or personal fields: log ids, codes,
+sizes."""
 
 from __future__ import annotations
 
@@ -96,7 +97,8 @@ class LibrdkafkaLog:
         self.repeat_s = repeat_s
         self._clock = clock
         self._lock = threading.Lock()  # librdkafka logs from each client's polling thread
-        self._seen: dict[tuple[str, str, str], tuple[float, int]] = {}  # key -> (written at, suppressed)
+        self._seen: dict[tuple[str, str, str], tuple[float,
+                                                     int]] = {}  # key -> (written at, suppressed)
 
     def log(self, level: int, fmt: str, *args: object) -> None:
         """Emit one librdkafka line at ``level`` (a :mod:`logging` level), unless a repeat."""

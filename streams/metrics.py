@@ -42,21 +42,27 @@ class WorkerMetrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
         lat = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-        self.results = Counter("cardstream_results", "Results committed", ["task", "status"], registry=r)
-        self.dead_letters = Counter("cardstream_dead_letters", "Dead letters committed", ["code"], registry=r)
+        self.results = Counter("cardstream_results", "Results committed", ["task", "status"],
+                               registry=r)
+        self.dead_letters = Counter("cardstream_dead_letters", "Dead letters committed", ["code"],
+                                    registry=r)
         self.minimal_dead_letters = Counter(
             "cardstream_minimal_dead_letters", "Dead letters refused and sent in their minimal "
             "form (code and source only)", registry=r)
         self.batch_size = Histogram("cardstream_poll_batch_size", "Events per poll batch",
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
-        self.inference_calls = Counter("cardstream_inference_calls", "Batched model calls", ["task"], registry=r)
-        self.queue_wait = Histogram("cardstream_queue_wait_seconds", "Kafka timestamp to batch start",
+        self.inference_calls = Counter("cardstream_inference_calls", "Batched model calls",
+                                       ["task"], registry=r)
+        self.queue_wait = Histogram("cardstream_queue_wait_seconds",
+                                    "Kafka timestamp to batch start",
                                     buckets=lat, registry=r)
         self.inference = Histogram("cardstream_inference_seconds", "One batched processor call",
                                    ["task"], buckets=lat, registry=r)
-        self.e2e = Histogram("cardstream_e2e_latency_seconds", "Kafka timestamp to result (committed)",
+        self.e2e = Histogram("cardstream_e2e_latency_seconds",
+                             "Kafka timestamp to result (committed)",
                              ["task"], buckets=lat, registry=r)
-        self.lag = Gauge("cardstream_consumer_lag", "Uploads not yet consumed", ["partition"], registry=r)
+        self.lag = Gauge("cardstream_consumer_lag", "Uploads not yet consumed", ["partition"],
+                         registry=r)
         fine = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 10)
         self.stage = Histogram("cardstream_batch_stage", "Seconds per stage of a batch", ["stage"],
                                unit="seconds", buckets=fine, registry=r)
@@ -72,7 +78,8 @@ class WorkerMetrics:
         self.trace_context_invalid = Counter(
             "cardstream_trace_context_invalid", "Upload records with a malformed traceparent "
             "header (ignored, a new trace started)", registry=r)
-        self.transactions = Counter("cardstream_transactions", "Kafka transactions", ["outcome"], registry=r)
+        self.transactions = Counter("cardstream_transactions", "Kafka transactions", ["outcome"],
+                                    registry=r)
         self.redone = Counter("cardstream_redone_events", "Events of failed batches (transaction "
                               "aborted or fenced, MinIO unavailable) put back to be redone",
                               registry=r)

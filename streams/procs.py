@@ -49,7 +49,8 @@ def settings_env(s: Settings) -> dict[str, str]:
     needs): a ``cardstream`` subprocess started with it connects as ``s`` does."""
     s3 = s.s3.model_copy(update={"roles": type(s.s3.roles)()})  # a client needs no role secrets
     env = dict(os.environ)
-    for k, v in {**section_env("CARDSTREAM_KAFKA", s.kafka), **section_env("CARDSTREAM_S3", s3)}.items():
+    sections = {**section_env("CARDSTREAM_KAFKA", s.kafka), **section_env("CARDSTREAM_S3", s3)}
+    for k, v in sections.items():
         if v is None:  # unset, and so is anything nested under it
             env = {n: x for n, x in env.items() if n != k and not n.startswith(k + "__")}
         else:
@@ -60,7 +61,8 @@ def settings_env(s: Settings) -> dict[str, str]:
 
 @dataclass
 class WorkerProc:
-    """A ``cardstream worker`` subprocess: ``proc``, its HTTP ``port`` (0: none) and ``log`` file."""
+    """A ``cardstream worker`` subprocess: ``proc``, its HTTP ``port`` (0: none) and ``log``
+    file."""
 
     proc: subprocess.Popen
     port: int
@@ -81,7 +83,8 @@ def start_worker(s: Settings, slot: int, log: Path, args: Sequence[str] = (),
     log.parent.mkdir(parents=True, exist_ok=True)
     exe = Path(sys.executable).with_name("cardstream")
     with open(log, "ab") as f:
-        p = subprocess.Popen([str(exe), "worker", "--slot", str(slot), "--http-port", str(http_port),
+        p = subprocess.Popen([str(exe), "worker", "--slot", str(slot), "--http-port",
+                              str(http_port),
                               *args], env=settings_env(s), stdout=f, stderr=subprocess.STDOUT,
                              start_new_session=True)
     return WorkerProc(p, http_port, log)
@@ -89,7 +92,8 @@ def start_worker(s: Settings, slot: int, log: Path, args: Sequence[str] = (),
 
 def stop_workers(workers: Sequence[WorkerProc], sig: int = signal.SIGTERM,
                  timeout_s: float = 60.0) -> list[int]:
-    """Send ``sig`` to every live worker, wait (SIGKILL after ``timeout_s`` s); returns exit codes."""
+    """Send ``sig`` to every live worker, wait (SIGKILL after ``timeout_s`` s); returns exit
+    codes."""
     for w in workers:
         if w.proc.poll() is None:
             w.proc.send_signal(sig)
@@ -105,7 +109,8 @@ def stop_workers(workers: Sequence[WorkerProc], sig: int = signal.SIGTERM,
 
 @dataclass
 class GatewayProc:
-    """A ``cardstream gateway`` subprocess: ``proc``, its API ``port``, ``admin_port`` and ``log``."""
+    """A ``cardstream gateway`` subprocess: ``proc``, its API ``port``, ``admin_port`` and
+    ``log``."""
 
     proc: subprocess.Popen
     port: int
@@ -141,7 +146,8 @@ def start_gateway(s: Settings, log: Path, port: int, admin_port: int,
         env["CARDSTREAM_STATUS__API_TOKEN"] = s.status.api_token.get_secret_value()
     exe = Path(sys.executable).with_name("cardstream")
     with open(log, "ab") as f:
-        p = subprocess.Popen([str(exe), "gateway", "--port", str(port), "--admin-port", str(admin_port)],
+        p = subprocess.Popen([str(exe), "gateway", "--port", str(port), "--admin-port",
+                              str(admin_port)],
                              env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     g = GatewayProc(p, port, admin_port, log)
     deadline = time.monotonic() + ready_timeout_s

@@ -23,7 +23,8 @@ from streams.kafka import plain_producer
 from streams.settings import Settings
 from streams.storage import Storage
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".heic", ".heif"}
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".heic",
+                  ".heif"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,8 @@ class UploadProducer:
         else:
             ext = Path(name).suffix.lower()
             key = f"{task}/{upload_id}/upload{ext if ext in IMAGE_SUFFIXES else ''}"
-            st = self.storage.put(self.settings.s3.uploads_bucket, key, data, "application/octet-stream")
+            st = self.storage.put(self.settings.s3.uploads_bucket, key, data,
+                                  "application/octet-stream")
             image = {"ref": {"bucket": st.bucket, "key": st.key, "size_bytes": st.size_bytes,
                              "sha256": st.sha256}}
         ev: dict[str, Any] = {"upload_id": upload_id, "task": task, "image": image,
@@ -103,14 +105,16 @@ class UploadProducer:
 
     def send(self, ev: UploadEvent) -> None:
         """Produce ``ev`` to the uploads topic (asynchronous; :meth:`flush` waits)."""
-        key, value, headers = codec.encode_upload(ev)
+        key, value, encoded = codec.encode_upload(ev)
+        headers: list[tuple[str, str | bytes | None]] = list(encoded)
 
         def on_delivery(err: Any, _msg: Any) -> None:
             if err is not None:
                 with self._lock:
                     self._errors.append(str(err))
 
-        self.producer.produce(self.settings.kafka.uploads_topic, key=key, value=value, headers=headers,
+        self.producer.produce(self.settings.kafka.uploads_topic, key=key, value=value,
+                              headers=headers,
                               on_delivery=on_delivery)
         self.producer.poll(0)
 
@@ -119,17 +123,19 @@ class UploadProducer:
         self.producer.produce(self.settings.kafka.uploads_topic, key=key, value=value)
 
     def flush(self, timeout_s: float = 30.0) -> list[str]:
-        """Wait for delivery; returns the delivery errors seen (empty when all were acknowledged)."""
+        """Wait for delivery; returns the delivery errors seen (empty when all were
+        acknowledged)."""
         left = self.producer.flush(timeout_s)
         errs = list(self._errors)
         if left:
             errs.append(f"{left} messages not delivered within {timeout_s} s")
         return errs
 
-    def produce_files(self, files: Sequence[Path], task: str, *, options: dict[str, Any] | None = None,
+    def produce_files(self, files: Sequence[Path], task: str, *,
+                      options: dict[str, Any] | None = None,
                       count: int | None = None, rate: float | None = None, concurrency: int = 4,
                       prefix: str | None = None, max_seconds: float = 600.0,
-                      progress: Callable[[int], None] | None = None) -> list[Sent]:
+                      progress: Callable[[int], object] | None = None) -> list[Sent]:
         """Upload ``count`` events cycling over ``files`` (default: each file once).
 
         Args:

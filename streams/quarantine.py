@@ -25,7 +25,8 @@ from streams.storage import Storage
 QUARANTINE_CONTENT_TYPE = "application/octet-stream"
 
 def quarantine_key(topic: str, partition: int, offset: int) -> str:
-    """The object key of the record ``topic``/``partition``/``offset``: ``"{topic}/{partition}/{offset}"``."""
+    """The object key of the record ``topic``/``partition``/``offset``:
+    ``"{topic}/{partition}/{offset}"``."""
     return f"{topic}/{partition}/{offset}"
 
 
@@ -49,8 +50,9 @@ def quarantine_value(storage: Storage, s3: S3Settings, value: bytes, *, topic: s
 
 
 def quarantined_dead_letter(storage: Storage, s3: S3Settings, *, key: bytes | None,
-                            value: bytes | None, headers: codec.HeadersIn, topic: str, partition: int,
-                            offset: int, code: str, error: str, upload_id: str | None = None,
+                            value: bytes | None, headers: codec.HeadersIn, topic: str,
+                            partition: int, offset: int, code: str, error: str,
+                            upload_id: str | None = None,
                             max_record_bytes: int = codec.DLQ_RECORD_MAX_BYTES) -> DeadLetter:
     """The dead letter of a record, its value quarantined (:func:`quarantine_value`) when it has
     one: the drop-in for :func:`schemas.codec.make_dead_letter` in the worker.

@@ -88,7 +88,8 @@ def parse_time_ms(value: str) -> int:
 
 def offset_ranges(k: KafkaSettings, topic: str, from_ms: int, to_ms: int,
                   timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
-    """Per partition of ``topic``: ``[start, end)`` offsets of records with timestamp in ``[from_ms, to_ms)``.
+    """Per partition of ``topic``: ``[start, end)`` offsets of records with timestamp in
+    ``[from_ms, to_ms)``.
 
     ``end`` is capped at the high watermark captured now, then brought back to just after the
     last record a read_committed consumer receives in the range (:func:`_delivered_end`): on a
@@ -194,7 +195,8 @@ def latest_by_upload(results: Iterable[VerificationResult]) -> dict[str, Verific
     return out
 
 
-def diff_results(original: Iterable[VerificationResult], replayed: Iterable[VerificationResult]) -> Diff:
+def diff_results(original: Iterable[VerificationResult],
+                 replayed: Iterable[VerificationResult]) -> Diff:
     """Compare replayed results with the originals of the same uploads (latest of each)."""
     before, after = latest_by_upload(original), latest_by_upload(replayed)
     d = Diff()
@@ -205,7 +207,8 @@ def diff_results(original: Iterable[VerificationResult], replayed: Iterable[Veri
             continue
         d.compared += 1
         if b.status != a.status:
-            d.verdict_changed.append({"upload_id": uid, "before": str(b.status), "after": str(a.status)})
+            d.verdict_changed.append({"upload_id": uid, "before": str(b.status),
+                                      "after": str(a.status)})
         rb, ra = sorted(map(str, b.reasons)), sorted(map(str, a.reasons))
         if rb != ra:
             d.reasons_changed.append({"upload_id": uid, "before": rb, "after": ra})
@@ -220,7 +223,8 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
                model_version: str | None = None, allow_live: bool = False,
                on_total: Callable[[int], Any] | None = None,
                on_progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
-    """Replay the uploads of ``[from_ms, to_ms)`` into a side results topic and diff with the originals.
+    """Replay the uploads of ``[from_ms, to_ms)`` into a side results topic and diff with the
+    originals.
 
     Args:
         s: app settings (the uploads and original results topics come from here).

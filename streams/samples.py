@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ def card_scenes() -> dict[str, np.ndarray]:
     from processors.card.training.synth import sample
 
     rng = np.random.default_rng(CARD_SEED)
-    scenes = [
+    scenes: list[tuple[str, dict[str, Any]]] = [
         ("id_card_tilted", {"doc_type": "id_card", "rotation_deg": 12.0}),
         ("id_card_skewed", {"doc_type": "id_card", "rotation_deg": -18.0}),
         ("id_card_upside_down", {"doc_type": "id_card", "rotation_deg": 178.0,

@@ -1,7 +1,8 @@
 """The one frozen settings object, built at start-up from the environment and passed down.
 
-Environment prefix ``CARDSTREAM_``, nested sections with ``__``: ``CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS``,
-``CARDSTREAM_S3__SECRET_KEY``, ``CARDSTREAM_WORKER__MAX_BATCH``. TLS and SASL have their own fields
+Environment prefix ``CARDSTREAM_``, nested sections with ``__``:
+``CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS``, ``CARDSTREAM_S3__SECRET_KEY``,
+``CARDSTREAM_WORKER__MAX_BATCH``. TLS and SASL have their own fields
 (``CARDSTREAM_KAFKA__SECURITY_PROTOCOL``, ``..._CA_FILE``, ``CARDSTREAM_S3__CA_FILE``...), which
 both Kafka clients (confluent-kafka and the status app's aiokafka) read; any other librdkafka
 property can be passed through with ``CARDSTREAM_KAFKA__CONFIG='{"socket.keepalive.enable": true}'``
@@ -79,7 +80,8 @@ SECRET_KAFKA_PROPERTIES = ("sasl.password", "ssl.key.password", "ssl.keystore.pa
 
 #: librdkafka properties in ``KafkaSettings.config`` that are moved into their own fields (so that
 #: the status app's aiokafka client sees them too): property -> field.
-LIFTED_KAFKA_PROPERTIES = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+LIFTED_KAFKA_PROPERTIES = {"security.protocol": "security_protocol",
+                           "sasl.mechanism": "sasl_mechanism",
                            "sasl.mechanisms": "sasl_mechanism", "sasl.username": "sasl_username",
                            "ssl.ca.location": "ca_file", "ssl.certificate.location": "cert_file",
                            "ssl.key.location": "key_file"}

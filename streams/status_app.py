@@ -79,8 +79,10 @@ import faust
 from confluent_kafka.admin import NewTopic
 from faust.auth import SASLCredentials, SSLCredentials
 from faust.exceptions import SameNode
+from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.web import Request, Response, View
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from faust.web.exceptions import ServiceUnavailable
 from yarl import URL
 
@@ -181,13 +183,15 @@ class _ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         # faust sets read_committed only with processing_guarantee="exactly_once"; aiokafka reads
         # this attribute when the consumer starts (AIOKafkaConsumer.start -> Fetcher).
         if getattr(c, "_isolation_level", None) is None:
-            raise KafkaSetupError("aiokafka consumer has no _isolation_level: cannot set read_committed")
+            raise KafkaSetupError("aiokafka consumer has no _isolation_level: cannot set "
+                                  "read_committed")
         c._isolation_level = "read_committed"
         return c
 
 
 class ReadCommittedConsumer(faust_aiokafka.Consumer):
-    """faust's aiokafka consumer with ``isolation.level=read_committed`` (at-least-once processing)."""
+    """faust's aiokafka consumer with ``isolation.level=read_committed`` (at-least-once
+    processing)."""
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _ReadCommittedConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -208,7 +212,8 @@ class StatusFaustApp(faust.App):
 
 class JsonLogFormatter(logging.Formatter):
     """One JSON object per stdlib log record (faust's and aiokafka's own logs), like the structlog
-    events of :mod:`streams.logs`: ``timestamp`` (RFC 3339 UTC), ``level``, ``logger``, ``event``."""
+    events of :mod:`streams.logs`: ``timestamp`` (RFC 3339 UTC), ``level``, ``logger``,
+    ``event``."""
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as one line of JSON (exception text included when present)."""
@@ -295,7 +300,8 @@ class StatusApp:
 
     # -- stream ---------------------------------------------------------------------------
 
-    def on_result(self, value: bytes | None, partition: int, offset: int, timestamp_ms: int) -> None:
+    def on_result(self, value: bytes | None, partition: int, offset: int,
+                  timestamp_ms: int) -> None:
         """Apply one result record (inside the stream of its partition): update both tables.
 
         A result already applied (offset at or below the stored one) changes nothing.
@@ -303,20 +309,23 @@ class StatusApp:
         try:
             r = codec.decode_result(value)
         except ContractError as e:
-            log.warning("status_bad_result", partition=partition, offset=offset, code=e.code, path=e.path)
+            log.warning("status_bad_result", partition=partition, offset=offset, code=e.code,
+                        path=e.path)
             return
         now = _now_ms()
         uid = r.upload_id.encode()
         old = self.verdicts.get(uid)
         if now - timestamp_ms > self.status.retention_s * 1000:
             pass  # expired already: never (re)created
-        elif old is None or old["result"]["partition"] != partition or old["result"]["offset"] < offset:
+        elif (old is None or old["result"]["partition"] != partition
+              or old["result"]["offset"] < offset):
             self.verdicts[uid] = S.verdict_summary(r, partition, offset, timestamp_ms)
         size = self.status.window_s
         start = S.window_start_ms(timestamp_ms, size)
         key = S.stats_key(str(r.task), partition, start)
         agg = self.stats.get(key)
-        if start + size * 1000 >= now - self.status.window_keep_s * 1000 and not S.applied(agg, offset):
+        kept = start + size * 1000 >= now - self.status.window_keep_s * 1000
+        if kept and not S.applied(agg, offset):
             self.stats[key] = S.add_result(agg or S.new_window(start, size), str(r.status),
                                            [str(x) for x in r.reasons], r.timings.total_ms,
                                            r.timings.batch_size, offset)
@@ -351,7 +360,8 @@ class StatusApp:
 
     # -- stats query ----------------------------------------------------------------------
 
-    async def gather_windows(self, task: str, since_ms: int) -> tuple[set[int], list[dict[str, Any]]]:
+    async def gather_windows(self, task: str,
+                             since_ms: int) -> tuple[set[int], list[dict[str, Any]]]:
         """Window aggregates of ``task`` from every instance (this one and, through
         ``/stats/local``, the others). Returns ``(partitions answered, aggregates)``."""
         parts, aggs = self.local_windows(task, since_ms)
@@ -428,7 +438,8 @@ def auth_middleware(status: StatusSettings) -> Any:
     return check
 
 
-def build_app(settings: Settings, status: StatusSettings, partitions: int | None = None) -> StatusApp:
+def build_app(settings: Settings, status: StatusSettings,
+              partitions: int | None = None) -> StatusApp:
     """Build the faust app (not started).
 
     Args:
@@ -472,7 +483,11 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
                       help="task|partition|window_start_ms -> window aggregate",
                       options=store_options(status, status.window_keep_s + status.window_s))
     sa = StatusApp(app, verdicts, stats, settings, status, n)
-    app.web.web_app.middlewares.append(auth_middleware(status))
+    web, tables = app.web, app.tables  # faust types them as its abstract bases
+    if not isinstance(web, AiohttpWeb) or not isinstance(tables, TableManager):
+        raise TypeError("the status app runs on faust's aiohttp web driver and table manager")
+    web.web_app.middlewares.append(auth_middleware(status))
+    manager: TableManager = tables
 
     @app.agent(results, name="results")
     async def consume(stream: Any) -> None:
@@ -484,9 +499,11 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     class Uploads(View):
         async def get(self, request: Request, upload_id: str) -> Response:
             if not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
-                return _error(self, 400, "INVALID_UPLOAD_ID", "upload_id must match " + F.UPLOAD_ID_PATTERN)
+                return _error(self, 400, "INVALID_UPLOAD_ID",
+                              "upload_id must match " + F.UPLOAD_ID_PATTERN)
             try:
-                return await app.router.route_req(verdicts.name, upload_id.encode(), self.web, request)
+                return await app.router.route_req(verdicts.name, upload_id.encode(), self.web,
+                                                  request)
             except SameNode:
                 pass
             except (TimeoutError, ServiceUnavailable, aiohttp.ClientError):
@@ -545,7 +562,7 @@ def build_app(settings: Settings, status: StatusSettings, partitions: int | None
     @app.page("/healthz")
     class Health(View):
         async def get(self, request: Request) -> Response:
-            recovery = app.tables.recovery  # type: ignore[attr-defined]
+            recovery = manager.recovery
             recovered = recovery.completed.is_set() and not app.in_recovery
             parts = sa.active_partitions()
             ok = recovered and bool(parts)
@@ -571,7 +588,8 @@ def run(settings: Settings, status: StatusSettings, loglevel: str = "INFO") -> N
     log.info("status_start", app_id=status.app_id, topic=settings.kafka.results_topic,
              partitions=sa.partitions, web_port=status.web_port)
     asyncio.set_event_loop(asyncio.new_event_loop())
-    worker = faust.Worker(sa.app, loglevel=loglevel.lower(), logging_config=_logging_config(loglevel))
+    worker = faust.Worker(sa.app, loglevel=loglevel.lower(),
+                          logging_config=_logging_config(loglevel))
     worker.execute_from_commandline()
 
 

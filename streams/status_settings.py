@@ -12,7 +12,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class StatusSettings(BaseModel):
-    """Settings of the status app (frozen; env ``CARDSTREAM_STATUS__*`` via :func:`load_status_settings`).
+    """Settings of the status app (frozen; env ``CARDSTREAM_STATUS__*`` via
+    :func:`load_status_settings`).
 
     Attributes:
         app_id: faust app id = consumer group and changelog topic prefix.

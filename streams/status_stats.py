@@ -52,11 +52,13 @@ PERCENTILES = (50, 95, 99)
 
 
 def crc32_partition(key: bytes, partitions: int) -> int:
-    """Partition librdkafka's default partitioner picks for a non-null ``key``: ``crc32(key) % n``."""
+    """Partition librdkafka's default partitioner picks for a non-null ``key``: ``crc32(key) %
+    n``."""
     return zlib.crc32(key) % partitions
 
 
-def crc32_partitioner(key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]) -> int:
+def crc32_partitioner(key: bytes | None, all_partitions: Sequence[int],
+                      available: Sequence[int]) -> int:
     """aiokafka/faust partitioner with librdkafka's ``consistent_random`` rule.
 
     Args:
@@ -76,8 +78,10 @@ def crc32_partitioner(key: bytes | None, all_partitions: Sequence[int], availabl
 # verdict summaries
 
 
-def verdict_summary(r: VerificationResult, partition: int, offset: int, timestamp_ms: int) -> dict[str, Any]:
-    """The verdict table's value for result ``r`` read at ``partition``/``offset`` of the results topic.
+def verdict_summary(r: VerificationResult, partition: int, offset: int,
+                    timestamp_ms: int) -> dict[str, Any]:
+    """The verdict table's value for result ``r`` read at ``partition``/``offset`` of the results
+    topic.
 
     Returns:
         a JSON object: ``upload_id``, ``task``, ``status``, ``reasons`` (list of codes),
@@ -102,12 +106,14 @@ def verdict_summary(r: VerificationResult, partition: int, offset: int, timestam
         "total_ms": float(r.timings.total_ms),
         "batch_size": int(r.timings.batch_size),
         "model": r.model.canonical() if r.model else None,
-        "result": {"partition": int(partition), "offset": int(offset), "timestamp_ms": int(timestamp_ms)},
+        "result": {"partition": int(partition), "offset": int(offset),
+                   "timestamp_ms": int(timestamp_ms)},
     }
 
 
 def expired(summary: Mapping[str, Any], now_ms: int, retention_s: float) -> bool:
-    """Whether a verdict summary's result record is older than ``retention_s`` seconds at ``now_ms``."""
+    """Whether a verdict summary's result record is older than ``retention_s`` seconds at
+    ``now_ms``."""
     return now_ms - int(summary["result"]["timestamp_ms"]) > retention_s * 1000.0
 
 
@@ -116,7 +122,8 @@ def expired(summary: Mapping[str, Any], now_ms: int, retention_s: float) -> bool
 
 
 def bucket_of(ms: float) -> int:
-    """Histogram bucket of a duration ``ms`` (>= 0): 0 up to :data:`HIST_MIN_MS`, then log-spaced."""
+    """Histogram bucket of a duration ``ms`` (>= 0): 0 up to :data:`HIST_MIN_MS`, then
+    log-spaced."""
     if ms <= HIST_MIN_MS:
         return 0
     i = math.ceil(math.log(ms / HIST_MIN_MS) / _LOG_G - 1e-9)
@@ -227,7 +234,8 @@ def merge_windows(aggs: Iterable[Mapping[str, Any]], start_ms: int, size_s: int)
 
 
 def summarize(agg: Mapping[str, Any], end_ms: int | None = None) -> dict[str, Any]:
-    """The HTTP view of one window aggregate (``schemas/status_stats.v1.schema.json#/$defs/window``).
+    """The HTTP view of one window aggregate
+    (``schemas/status_stats.v1.schema.json#/$defs/window``).
 
     Args:
         agg: a window aggregate.
@@ -243,7 +251,8 @@ def summarize(agg: Mapping[str, Any], end_ms: int | None = None) -> dict[str, An
     n = int(agg["count"])
     t = agg["total_ms"]
     lat: dict[str, float | None] = {
-        f"p{p}": hist_percentile(t["hist"], p, t["min"], t["max"]) if n else None for p in PERCENTILES
+        f"p{p}": hist_percentile(t["hist"], p, t["min"],
+                                 t["max"]) if n else None for p in PERCENTILES
     }
     # rounded to 1 µs: the float sum depends on the order partitions were merged in, and the
     # same window must answer the same from any instance and after any restart
@@ -285,7 +294,7 @@ def parse_stats_key(key: bytes | str) -> tuple[str, int, int]:
     return task, int(part), int(start)
 
 
-__all__ = ["HIST_GROWTH", "HIST_MIN_MS", "PERCENTILES", "add_result", "applied", "bucket_of", "bucket_upper_ms",
-           "crc32_partition", "crc32_partitioner", "expired", "hist_percentile", "merge_windows",
-           "new_window", "parse_stats_key", "regroup", "stats_key", "summarize", "verdict_summary",
-           "window_start_ms"]
+__all__ = ["HIST_GROWTH", "HIST_MIN_MS", "PERCENTILES", "add_result", "applied", "bucket_of",
+           "bucket_upper_ms", "crc32_partition", "crc32_partitioner", "expired", "hist_percentile",
+           "merge_windows", "new_window", "parse_stats_key", "regroup", "stats_key", "summarize",
+           "verdict_summary", "window_start_ms"]

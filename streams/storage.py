@@ -29,7 +29,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TypeVar
+from functools import partial
+from typing import Any, TypeVar
 from xml.etree.ElementTree import ParseError
 
 import urllib3
@@ -133,7 +134,7 @@ def http_client(s3: S3Settings, timeout_s: float = 10.0, maxsize: int = 32) -> u
     ``SSL_CERT_FILE``, else the system's trust store), the client certificate when set, no
     retries of its own (callers retry), ``timeout_s`` (s) to connect and to read."""
     ca = str(s3.ca_file) if s3.ca_file else os.environ.get("SSL_CERT_FILE")
-    client_cert = ({"cert_file": str(s3.cert_file), "key_file": str(s3.key_file)}
+    client_cert: dict[str, Any] = ({"cert_file": str(s3.cert_file), "key_file": str(s3.key_file)}
                    if s3.cert_file and s3.key_file else {})
     return urllib3.PoolManager(
         timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s), maxsize=maxsize,
@@ -253,9 +254,11 @@ class Storage:
                 :data:`SINGLE_PUT_MAX_BYTES` (5 GiB).
         """
         if len(data) > SINGLE_PUT_MAX_BYTES:
-            raise StorageError(f"PUT {bucket}/{key_tag(key)}: {len(data)} bytes, above one PUT's limit")
+            raise StorageError(f"PUT {bucket}/{key_tag(key)}: {len(data)} bytes, above one PUT's "
+                               "limit")
         sse = SseS3() if self.s3.sse else None
-        part = max(len(data), 5 * 1024**2)  # one part = one PUT (the minio package's minimum is 5 MiB)
+        part = max(len(data),
+                   5 * 1024**2)  # one part = one PUT (the minio package's minimum is 5 MiB)
         self.retry(f"PUT {bucket}/{key_tag(key)}", lambda: self.client.put_object(
             bucket, key, io.BytesIO(data), len(data), content_type=content_type, sse=sse,
             part_size=part))
@@ -265,10 +268,10 @@ class Storage:
         """Create missing buckets. Returns bucket -> ``created`` / ``exists``."""
         out = {}
         for b in names:
-            if self.retry(f"HEAD {b}", lambda b=b: self.client.bucket_exists(b)):
+            if self.retry(f"HEAD {b}", partial(self.client.bucket_exists, b)):
                 out[b] = "exists"
             else:
-                self.retry(f"MAKE {b}", lambda b=b: self.client.make_bucket(b))
+                self.retry(f"MAKE {b}", partial(self.client.make_bucket, b))
                 out[b] = "created"
         return out
 

@@ -68,7 +68,8 @@ Headers = Sequence[tuple[str, bytes | None]] | None
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 INSTRUMENTATION = "cardstream"
-"""The instrumentation scope of the worker's spans (the processors' is ``cardstream.processors``)."""
+"""The instrumentation scope of the worker's spans (the processors' is
+``cardstream.processors``)."""
 
 
 class Spans:
@@ -224,7 +225,7 @@ class Tracing:
         """A child span of ``parent`` around a block, current in this thread while it runs (so
         the processors' spans nest under it); an exception marks it as an error with its type
         only, and is raised on (:func:`processors.tracing.span`)."""
-        return traced(name, self.tracer, trace.set_span_in_context(parent), **attributes)
+        return traced(name, self.tracer, trace.set_span_in_context(parent), attributes)
 
     def interval(self, name: str, parent: Span, start_ns: int, end_ns: int,
                  **attributes: Any) -> None:

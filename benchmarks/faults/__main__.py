@@ -38,7 +38,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, st.OwnStack, boo
     ap.add_argument("--workers", type=int, default=d.workers, help="worker processes per fault")
     ap.add_argument("--rate", type=float, default=d.rate, help="uploads per second per fault")
     ap.add_argument("--seconds", type=float, default=d.seconds, help="production time per fault")
-    ap.add_argument("--sleep-ms", type=float, default=d.sleep_ms, help="sleep processor ms per call")
+    ap.add_argument("--sleep-ms", type=float, default=d.sleep_ms,
+                    help="sleep processor ms per call")
     ap.add_argument("--max-batch", type=int, default=d.max_batch, help="events per poll batch")
     ap.add_argument("--drain-idle-s", type=float, default=d.drain_idle_s,
                     help="stop reading after this long without a new output (after the fault)")

@@ -1,8 +1,9 @@
 """Poison records: one builder per kind that issue 31 found able to stop a partition.
 
-Used by the fault suite (``python -m benchmarks.faults``) and by ``tests/integration/test_poison.py``.
-Every builder returns the raw ``(key, value)`` of one uploads-topic record; claim-check objects it
-needs are PUT first with the :class:`~streams.produce.UploadProducer`'s store client.
+Used by the fault suite (``python -m benchmarks.faults``) and by
+``tests/integration/test_poison.py``. Every builder returns the raw ``(key, value)`` of one
+uploads-topic record; claim-check objects it needs are PUT first with the
+:class:`~streams.produce.UploadProducer`'s store client.
 
 Kinds (:data:`KINDS`):
 
@@ -82,7 +83,8 @@ def poison_image(kind: str) -> bytes:
     return png(h, w)
 
 
-def record(kind: str, prod: UploadProducer, upload_id: str, task: str = "card") -> tuple[bytes, bytes]:
+def record(kind: str, prod: UploadProducer, upload_id: str,
+           task: str = "card") -> tuple[bytes, bytes]:
     """The raw ``(key, value)`` of one poison record of ``kind`` for ``upload_id``.
 
     Raises:
@@ -214,7 +216,8 @@ def _librdkafka() -> ctypes.CDLL:
 
     libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
     lib = ctypes.CDLL(str(next(libs.glob("librdkafka*.so*"))))
-    p, i, sz, ssz, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_ssize_t, ctypes.c_char_p
+    p, i, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    ssz, s = ctypes.c_ssize_t, ctypes.c_char_p
     lib.rd_kafka_conf_new.restype = p
     lib.rd_kafka_conf_set.argtypes = [p, s, s, s, sz]
     lib.rd_kafka_new.restype = p

@@ -234,7 +234,8 @@ class Uploads:
         self.prod = UploadProducer(s)
         self.refs = []
         for i in range(pool):
-            ev = self.prod.event_for(f"pool-{i}", "card", poison.png(96, 128, seed=i), "p.png", None)
+            ev = self.prod.event_for(f"pool-{i}", "card", poison.png(96, 128, seed=i), "p.png",
+                                     None)
             self.refs.append(ev.image)
         self.produced: list[Produced] = []
         self.errors: list[str] = []

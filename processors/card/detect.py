@@ -226,6 +226,12 @@ def _neighbours_continue(gx: np.ndarray, gy: np.ndarray, q: np.ndarray, lines: l
     return True
 
 
+_Hypothesis = tuple[float, np.ndarray, geo.MaskQuad, float, float, np.ndarray, list[np.ndarray],
+                    list[int | None]]
+"""A quad hypothesis of :func:`detect_from_mask`: ``(confidence, quad, mask quad, contrast,
+edge score, side scores, side lines, frame sides)``."""
+
+
 def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
                      size: tuple[int, int] | None = None,
                      sample: Callable[[np.ndarray], np.ndarray] | None = None) -> Detection:
@@ -275,12 +281,12 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
     gx, gy = geo.gradients(grey.astype(np.float32), 1.0)
     mask_px = max(ww, wh) / INPUT_SIZE  # working px per model px
     min_area = 0.002 * ww * wh
-    cands = []
+    cands: list[tuple[float, int, np.ndarray, geo.MaskQuad]] = []
     for thr in sorted(set(MASK_THRESHOLDS) | {settings.mask_threshold}):
         binary = (mw > thr).astype(np.uint8)
         contours = geo.outer_contours(binary)
-        found = [(mq.quad, mq) for mq in geo.quads_from_mask(binary, 2, min_area * ms * ms,
-                                                              contours)]
+        found: list[tuple[np.ndarray, geo.MaskQuad | None]] = [
+            (mq.quad, mq) for mq in geo.quads_from_mask(binary, 2, min_area * ms * ms, contours)]
         if found and thr in SUB_QUAD_THRESHOLDS:  # the card may be merged with something else
             found += [(sq, None) for sq in geo.sub_quads(binary, 6, min_area * ms * ms,
                                                          contours)]
@@ -299,7 +305,7 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
             bound = (_score(_contrast(m, (q0 + 0.5) / scale - 0.5, w, h), 0.3, 0.7)
                      * _score(mq.rectangularity, 0.75, 0.95) * _aspect_score(geo.approx_aspect(q0)))
             cands.append((bound, len(cands), q0, mq))
-    hyps = []
+    hyps: list[_Hypothesis] = []
     for bound, _, q0, mq in sorted(cands, key=lambda c: (-c[0], c[1])):
         if bound < PRESCREEN * max([settings.min_confidence] + [h_[0] for h_ in hyps]):
             break  # neither the winner nor a second card (both need min_confidence)
@@ -342,9 +348,11 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
                                                      (ww, wh)) >= STRIP_MIN:
                     keep[i], snapped[i] = _border_line(k, ww, wh), k
         q2 = geo.quad_from_lines(keep)
-        if q2 is not None and geo.is_convex(q2) and any(k is w_ for k, w_ in zip(keep, wlines, strict=True)):
+        if q2 is not None and geo.is_convex(q2) and any(
+                k is w_ for k, w_ in zip(keep, wlines, strict=True)):
             q, _, _ = geo.side_search(gx, gy, q2, 2 * step, 2 * step, 1.0, prior=0.1)
-        elif q2 is not None and geo.is_convex(q2) and any(k is not l_ for k, l_ in zip(keep, lines, strict=True)):
+        elif q2 is not None and geo.is_convex(q2) and any(
+                k is not l_ for k, l_ in zip(keep, lines, strict=True)):
             q = q2
         frame = [snapped.get(i, f) for i, f in enumerate(_frame_sides(q, ww, wh, 2.0 * mask_px))]
     quad = (q + 0.5) / scale - 0.5
@@ -353,9 +361,9 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
     if any(f is not None for f in frame):  # sides cut by the frame lie on the frame
         cut = [_border_line(k, w, h) if k is not None
                else geo.line_through(quad[i], quad[(i + 1) % 4]) for i, k in enumerate(frame)]
-        snapped = geo.quad_from_lines(cut)
-        if snapped is not None and geo.is_convex(snapped):
-            quad = snapped
+        on_frame = geo.quad_from_lines(cut)
+        if on_frame is not None and geo.is_convex(on_frame):
+            quad = on_frame
     return Detection(
         quad=geo.order_corners(quad),
         confidence=float(np.clip(conf, 0.0, 1.0)),
@@ -378,7 +386,8 @@ def _sample_plane(plane: np.ndarray, points: np.ndarray) -> np.ndarray:
     return out.reshape(pts.shape[:-1])
 
 
-def _second_card(hyps: list, q: np.ndarray, min_confidence: float) -> np.ndarray | None:
+def _second_card(hyps: list[_Hypothesis], q: np.ndarray,
+                 min_confidence: float) -> np.ndarray | None:
     """The most confident hypothesis quad (working px) that is a second card beside ``q``
     (``SECOND_CARD_AREA``, ``SECOND_CARD_OVERLAP``), or None."""
     area = geo.polygon_area(q)

@@ -34,7 +34,7 @@ from typing import Any
 
 from processors.base import Item, Outcome, process_in_buckets
 from processors.decode import DecodeSettings, probe_image
-from processors.errors import DecodeError
+from processors.errors import DecodeError, EvalSetError
 
 FIELDS = ("document_code", "issuing_state", "document_number", "nationality", "birth_date",
           "sex", "expiry_date", "primary_name", "secondary_name", "optional_data")
@@ -135,7 +135,8 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
             "claimed_valid": claimed_valid / n, "wrong_but_valid": wbv / n,
             "corrected": corrected / n, "expired_right": expired_ok / n,
             "fields": {f: v / n for f, v in fields.items()},
-            "by_format": {f: {"n": v[0], "exact": v[1] / v[0]} for f, v in sorted(by_format.items())},
+            "by_format": {f: {"n": v[0], "exact": v[1] / v[0]}
+                          for f, v in sorted(by_format.items())},
             "rows": rows}
 
 
@@ -148,7 +149,7 @@ def quality_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | Non
     for d, o in zip(docs, outs, strict=True):
         t = d["truth"]
         q = o.payload.get("quality") if o is not None else None
-        if q is None:
+        if o is None or q is None:
             continue
         measured += 1
         e = abs(q["dpi"] - t["dpi"]) / t["dpi"]
@@ -209,6 +210,8 @@ def mrz_given_quads(set_dir: Path, batch: int = 8, mrz_file: Path | None = None
         bands = []
         for d in part:
             grey = cv2.imread(str(Path(set_dir) / d["file"]), cv2.IMREAD_GRAYSCALE)
+            if grey is None:
+                raise EvalSetError(f"the manifest lists {d['file']}, which cannot be read")
             size = canonical_size(d["truth"]["doc_type"], 300)
             h = homography(np.asarray(d["truth"]["quad"]), size)
             bands.append([cv2.warpPerspective(grey, h @ a, bs, flags=cv2.INTER_LINEAR

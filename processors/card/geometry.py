@@ -302,7 +302,8 @@ def refine_quad(sample: Callable[[np.ndarray], np.ndarray], size: tuple[int, int
         sub = np.clip(sub, -0.5, 0.5)
         pos = offs[0] + jj + 0.5 + sub
         edge = base[i] + pos[:, None] * n[i]
-        inside = (edge[:, 0] >= 0) & (edge[:, 0] <= w - 1) & (edge[:, 1] >= 0) & (edge[:, 1] <= h - 1)
+        inside = ((edge[:, 0] >= 0) & (edge[:, 0] <= w - 1)
+                  & (edge[:, 1] >= 0) & (edge[:, 1] <= h - 1))
         good = inside & (strength >= 0.5 * medians[i]) & (strength > 2.0)
         coarse = line_through(p, q)
         if good.sum() < 0.4 * samples:
@@ -399,8 +400,8 @@ def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: floa
         samples: probe points per side.
         prior: strength of the preference for small moves, in [0, 1).
         outermost: when set (a share in (0, 1]), pick instead the most outward candidate whose
-            score is a local maximum and at least this share of the best one (saliency tends to miss a card's dark
-            or coloured border bands, not to add background).
+            score is a local maximum and at least this share of the best one (saliency tends to
+            miss a card's dark or coloured border bands, not to add background).
 
     Returns:
         ``(quad, scores, lines)``: the new ``(4, 2)`` quad (the input when adjacent sides end
@@ -412,7 +413,8 @@ def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: floa
     t = np.linspace(0.1, 0.9, samples)
     offs = np.arange(-reach_in, reach_out + step, step)
     d = q[_NEXT] - q  # (4, 2) sides
-    n = np.stack([-d[:, 1], d[:, 0]], axis=1) / np.maximum(np.hypot(d[:, 0], d[:, 1]), 1e-9)[:, None]
+    n = (np.stack([-d[:, 1], d[:, 0]], axis=1)
+         / np.maximum(np.hypot(d[:, 0], d[:, 1]), 1e-9)[:, None])
     n = n * np.where((((q + q[_NEXT]) / 2 - centre) * n).sum(axis=1) < 0, -1.0, 1.0)[:, None]
     base = q[:, None, :] + t[None, :, None] * d[:, None, :]  # (4, S, 2)
     pts = base[:, :, None, :] + offs[None, None, :, None] * n[:, None, None, :]  # (4, S, O, 2)

@@ -104,7 +104,8 @@ def summarise(ious: Iterable[float], threshold: float = 0.9) -> dict[str, float]
     v = np.asarray(list(ious), dtype=np.float64)
     if v.size == 0:
         return {"n": 0, "mean_iou": float("nan"), "share_above": float("nan")}
-    return {"n": int(v.size), "mean_iou": float(v.mean()), "share_above": float((v > threshold).mean())}
+    return {"n": int(v.size), "mean_iou": float(v.mean()),
+            "share_above": float((v > threshold).mean())}
 
 
 def scored_cases(set_dir: Path) -> list[dict[str, Any]]:
@@ -192,13 +193,13 @@ def score_set(proc: Processor, set_dir: Path, cases: Iterable[dict[str, Any]],
     rows: list[dict[str, Any]] = []
     for (c, _), o in zip(loaded, process_in_buckets(proc, [it for _, it in loaded], batch),
                          strict=True):
-        e = c["expect"]
+        expect = c["expect"]
         reasons = [str(r) for r in o.reasons]
         v = None
-        if "quad_approx" in e:
+        if "quad_approx" in expect:
             q = o.payload.get("quad")
-            v = quad_iou(q, e["quad_approx"]) if q else 0.0
-            kind = e.get("kind", "unlabelled")
+            v = quad_iou(q, expect["quad_approx"]) if q else 0.0
+            kind = expect.get("kind", "unlabelled")
             ious.setdefault(kind, []).append(v)
             missed[kind] = missed.get(kind, 0) + ("NO_CARD" in reasons)
             accepted[kind] = accepted.get(kind, 0) + (str(o.status) == "accepted")

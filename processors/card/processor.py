@@ -127,7 +127,8 @@ class CardProcessor:
         self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True,
                                           outputs=1, input_shape=(3, INPUT_SIZE, INPUT_SIZE))
         digest = (sha or "local")[:12]
-        self._info = ModelInfo(name=MODEL_NAME, version=f"{MODEL_FILE}-{digest}.{POSTPROCESS_REVISION}",
+        self._info = ModelInfo(name=MODEL_NAME,
+                               version=f"{MODEL_FILE}-{digest}.{POSTPROCESS_REVISION}",
                                provider=self._model.provider)
 
     @property
@@ -234,23 +235,24 @@ class CardProcessor:
         MULTIPLE_CARDS: an outcome), else the card's plan (PARTIAL_CARD noted)."""
         s = self.settings
         det = _to_upload_px(det, image.scale)
-        if self._no_card(det):
-            if det.quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
+        quad = det.quad
+        if quad is None or self._no_card(det):
+            if quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
                 return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
             blurred = self._blurry(grey)
             return self._unread(item, det, (ReasonCode.NO_CARD,)
                                 + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
-        quad = det.quad
         if _long_side(quad) < s.min_card_px:
             return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
         if det.second_quad is not None:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
         requested = str(item.options.get("doc_type") or s.doc_type)
         doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
-        reasons = [ReasonCode.PARTIAL_CARD] if self._partial(quad, _upload_shape(item, image)) else []
+        partial = self._partial(quad, _upload_shape(item, image))
+        reasons = [ReasonCode.PARTIAL_CARD] if partial else []
         lo, hi = s.doc_print_band
         by_print = requested not in ("id_card", "passport") and lo <= det.aspect <= hi
-        return _Card(det, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
+        return _Card(det, quad, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
                      by_print)
 
     def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
@@ -267,7 +269,7 @@ class CardProcessor:
         rejected = bool(reasons)
         w, h = card.size
         # the card's own corners: quad[0] is the corner that became the upright output's top-left
-        payload = {"quad": _quad_list(np.roll(card.det.quad, -card.turns(turned), axis=0)),
+        payload = {"quad": _quad_list(np.roll(card.quad, -card.turns(turned), axis=0)),
                    "confidence": round(card.det.confidence, 4), "doc_type": card.doc_type,
                    "width": w, "height": h}
         if ver is not None:
@@ -304,7 +306,7 @@ class CardProcessor:
         ok = [k for k, o in enumerate(outcomes) if o is None]
         if not ok:
             return [o for o in outcomes if o is not None]
-        images: list[Decoded] = [decoded[k] for k in ok]  # type: ignore[misc]
+        images = [d for d in decoded if not isinstance(d, DecodeError)]  # at ok's indices
         dets, ms, greys = self.locate(images)
         judged = outcomes_per_item(
             lambda j: self._judge(items[ok[j]], images[j], dets[j], greys[j], ms),
@@ -346,13 +348,14 @@ class CardProcessor:
             lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms,
                                    vers[j]),
             [items[k] for k, _, _ in cards], self.threads, task=self.task, inference_ms=ms)
-        keep = []
+        keep: list[int] = []
+        verdicts: dict[int, Outcome] = {}  # the kept cards' outcomes, by index in cards
         for j, r in enumerate(done):
             k = cards[j][0]
             if isinstance(r, Outcome):  # failed: outcomes_per_item's rule
                 outcomes[k] = r
                 continue
-            outcomes[k] = r[0]
+            outcomes[k] = verdicts[j] = r[0]
             if r[1]:
                 keep.append(j)
         if not keep:
@@ -365,7 +368,7 @@ class CardProcessor:
             k, c = cards[j][0], cards[j][2]
             art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=data,
                            width=c.size[0], height=c.size[1])
-            outcomes[k] = replace(outcomes[k], artifacts=(art,))
+            outcomes[k] = replace(verdicts[j], artifacts=(art,))
 
 
     def _verify(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
@@ -378,7 +381,7 @@ class CardProcessor:
             # the thumbnail was warped before the upright decision: turn it as the card turns
             thumb = np.ascontiguousarray(thumbs[j][::-1, ::-1]) if turned[j] else thumbs[j]
             views.append(CardView(image=d, homography=c.homography(d, c.size, bool(turned[j])),
-                                  size=c.size, doc_type=c.doc_type, quad=c.det.quad,
+                                  size=c.size, doc_type=c.doc_type, quad=c.quad,
                                   upload_size=(w, h), thumb=thumb))
         return self.verifier.verify(views, self.clock().date(), self.pixels)
 
@@ -389,6 +392,7 @@ class _Card:
 
     Attributes:
         det: its detection in the upload's px.
+        quad: ``det.quad`` (a card that passed the verdicts has one), ``(4, 2) float64``.
         doc_type: ``id_card`` or ``passport``.
         size: output ``(width, height)`` px (ISO/IEC 7810 at ``dpi``).
         k: quarter turns from the quad's TL-first reading to its landscape reading (0 or 1).
@@ -398,6 +402,7 @@ class _Card:
     """
 
     det: Detection
+    quad: np.ndarray
     doc_type: str
     size: tuple[int, int]
     k: int
@@ -411,7 +416,7 @@ class _Card:
     def homography(self, image: Decoded, size: tuple[int, int], turned: bool = False) -> np.ndarray:
         """``(3, 3)`` map from output px of a ``size`` image to ``image``'s decoded px (the quad
         read from the corner that becomes the output's top-left; a half turn is a roll by 2)."""
-        q = np.roll(self.det.quad, -self.turns(turned), axis=0)
+        q = np.roll(self.quad, -self.turns(turned), axis=0)
         return homography((q + 0.5) * image.scale - 0.5, size)
 
 

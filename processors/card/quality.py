@@ -79,8 +79,9 @@ def tilt_degrees(quad: np.ndarray, doc_mm: tuple[float, float], size: tuple[int,
     diag = float(np.hypot(w, h))
     q = np.asarray(quad, np.float64) - [w / 2.0, h / 2.0]
     dw, dh = doc_mm
-    src = np.float32([[-dw / 2, -dh / 2], [dw / 2, -dh / 2], [dw / 2, dh / 2], [-dw / 2, dh / 2]])
-    hm = cv2.getPerspectiveTransform(src, np.float32(q)).astype(np.float64)
+    src = np.array([[-dw / 2, -dh / 2], [dw / 2, -dh / 2], [dw / 2, dh / 2], [-dw / 2, dh / 2]],
+                   np.float32)
+    hm = cv2.getPerspectiveTransform(src, q.astype(np.float32)).astype(np.float64)
     (h11, h12, _), (h21, h22, _), (h31, h32, _) = hm
     a1, b1 = h11 * h12 + h21 * h22, h31 * h32
     a2, b2 = h11 * h11 + h21 * h21 - h12 * h12 - h22 * h22, h31 * h31 - h32 * h32

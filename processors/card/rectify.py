@@ -40,8 +40,10 @@ def canonical_size(doc_type: str, dpi: int) -> tuple[int, int]:
 def choose_doc_type(requested: str, aspect: float, split: float) -> DocType:
     """``requested`` when it is ``id_card``/``passport``; for ``auto`` (or anything else) ID-1
     when the measured long/short ``aspect`` is >= ``split``, else ID-3."""
-    if requested in ("id_card", "passport"):
-        return requested  # type: ignore[return-value]
+    if requested == "id_card":
+        return "id_card"
+    if requested == "passport":
+        return "passport"
     return "id_card" if aspect >= split else "passport"
 
 
@@ -118,4 +120,5 @@ def saturated_fraction(image: np.ndarray, level: int, width: int) -> float:
     h, w = image.shape[:2]
     s = image if w == width else cv2.resize(image, (width, max(1, round(h * width / w))),
                                             interpolation=cv2.INTER_AREA)
-    return cv2.countNonZero(cv2.inRange(s, (level,) * 3, (255,) * 3)) / float(s.shape[0] * s.shape[1])
+    bright = cv2.countNonZero(cv2.inRange(s, (level,) * 3, (255,) * 3))
+    return bright / float(s.shape[0] * s.shape[1])

@@ -192,7 +192,9 @@ class Verifier:
             if want:
                 found = self._portraits([thumbs[k] for k in want])
                 for k, f in zip(want, found, strict=True):
-                    quality[k] = replace(quality[k], portrait=f)  # type: ignore[arg-type]
+                    q = quality[k]
+                    if q is not None:  # want holds the measured ones
+                        quality[k] = replace(q, portrait=f)
             self.cpu_ms["portrait"] += (time.process_time() - t2) * 1000.0
         return [Verification(q, r, e, c.doc_type == "passport")
                 for q, r, e, c in zip(quality, reads, errors, cards, strict=True)]

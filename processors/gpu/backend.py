@@ -450,8 +450,8 @@ class GraphPixels:
         ``orient`` graph; a JPEG the codec refuses and every other format are decoded by the CPU
         backend (its strict rules and reasons) and uploaded. The decoded images of one size are
         then stacked in one buffer, in the order given (:meth:`stack`)."""
-        with span(DECODE, **{"cardstream.decode.images": len(images),
-                             "cardstream.decode.backend": self.name}):
+        with span(DECODE, attributes={"cardstream.decode.images": len(images),
+                                     "cardstream.decode.backend": self.name}):
             return self._decode(images)
 
     def _decode(self, images: Sequence[EncodedImage]) -> list[Decoded | DecodeError]:
@@ -486,16 +486,18 @@ class GraphPixels:
         rest = [i for i in range(len(images)) if out[i] is None]
         for i, d in zip(rest, self.cpu.decode([images[i] for i in rest], None), strict=True):
             out[i] = self.upload(d.pixels) if isinstance(d, Decoded) else d
-        shapes: dict[tuple[int, ...], list[int]] = {}
+        shapes: dict[tuple[int, ...], list[tuple[int, DeviceImage]]] = {}
         for i, o in enumerate(out):
             if isinstance(o, DeviceImage):
-                shapes.setdefault(o.shape, []).append(i)
-        for idx in shapes.values():
-            for i, row in zip(idx, self.stack([out[i] for i in idx]), strict=True):  # type: ignore[misc]
+                shapes.setdefault(o.shape, []).append((i, o))
+        for same in shapes.values():
+            rows = self.stack([o for _, o in same])
+            for (i, _), row in zip(same, rows, strict=True):
                 out[i] = row
         self.synchronize()
-        return [o if isinstance(o, DecodeError) else Decoded(o, o.width, o.height, 1.0)  # type: ignore[union-attr]
-                for o in out]
+        # every index is filled: by the codec or the CPU, a DeviceImage or a DecodeError
+        return [o if isinstance(o, DecodeError) else Decoded(o, o.width, o.height, 1.0)
+                for o in out if o is not None]
 
     def model_input(self, images: Sequence[Decoded], side: int) -> DeviceBatch:
         """See :meth:`processors.pixels.PixelBackend.model_input`: a
@@ -575,7 +577,7 @@ class GraphPixels:
                 for k, img in zip(part, warped, strict=True):
                     out[k] = img
                 i = j
-        return out  # type: ignore[return-value]
+        return [o for o in out if o is not None]  # the runs cover every index
 
     def to_host(self, images: Sequence[Any]) -> list[np.ndarray]:
         """See :meth:`processors.pixels.PixelBackend.to_host` (``copy`` graph to the host, once
@@ -617,7 +619,10 @@ class GraphPixels:
         hosted = self.to_host([images[i] for i in host])
         for i, data in zip(host, self.cpu.encode_jpeg(hosted, quality), strict=True):
             out[i] = data
-        return out  # type: ignore[return-value]
+        done = [o for o in out if o is not None]
+        if len(done) != len(out):
+            raise RuntimeError("JPEG encoding failed")
+        return done
 
 
 class CudaPixels(GraphPixels):

@@ -121,7 +121,8 @@ def prep_graph(side: int = 320, mean: Sequence[float] = (0.485, 0.456, 0.406),
     peak = b.op("Max", b.op("ReduceMax", x, axes=[1, 2, 3], keepdims=1), b.const(1e-6))
     x = b.op("Div", x, peak)
     shape = (1, 3, 1, 1)
-    x = b.op("Div", b.op("Sub", x, b.const(np.reshape(mean, shape))), b.const(np.reshape(std, shape)))
+    x = b.op("Div", b.op("Sub", x, b.const(np.reshape(mean, shape))),
+             b.const(np.reshape(std, shape)))
     out = helper.make_tensor_value_info("input", _F, ["N", 3, side, side])
     return b.model("cardstream_prep", _resize_inputs(3), x, out)
 
@@ -199,7 +200,8 @@ def resample_graph(channels: int = 3, round_between: bool = False,
     x = b.op("Transpose", x, perm=[0, 3, 1, 2])
     x = _round_u8(b, _resize(b, x, round_between))
     x = b.op("Transpose", b.op("Cast", x, to=_U8), perm=[0, 2, 3, 1])
-    out = helper.make_tensor_value_info("resized", _U8, ["N", "h", "w", channels if grey is None else 1])
+    out = helper.make_tensor_value_info("resized", _U8,
+                                        ["N", "h", "w", channels if grey is None else 1])
     return b.model("cardstream_resample", _resize_inputs(channels), x, out)
 
 
@@ -288,14 +290,15 @@ def stack_graph(n: int, channels: int = 3) -> onnx.ModelProto:
     if n < 1:
         raise ValueError(f"a stack needs at least one image, not {n}")
     b = _Builder()
-    dims = [1, "H", "W", channels]
+    dims: list[str | int | None] = [1, "H", "W", channels]
     inputs = [helper.make_tensor_value_info(f"x{k}", _U8, dims) for k in range(n)]
     x = b.op("Concat", *(i.name for i in inputs), axis=0)
-    out = helper.make_tensor_value_info("stacked", _U8, [n, "H", "W", channels])
+    out = helper.make_tensor_value_info("stacked", _U8, [n, *dims[1:]])
     return b.model(f"cardstream_stack{n}", inputs, x, out)
 
 
-def warp_graph(channels: int = 3, mode: str = "bilinear", padding: str = "border") -> onnx.ModelProto:
+def warp_graph(channels: int = 3, mode: str = "bilinear",
+               padding: str = "border") -> onnx.ModelProto:
     """Perspective warp of uint8 pixels by per-image homographies.
 
     Graph inputs: ``image`` ``(N, H, W, channels) uint8``; ``homography`` ``(N, 3, 3) float32``

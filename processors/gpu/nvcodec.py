@@ -22,12 +22,20 @@ even to create its decoder. API checked against the docstrings of ``nvidia-nvimg
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from nvidia import nvimgcodec  # needs a CUDA device and driver
 
 from processors.gpu.device import DeviceImage
 
 __all__ = ["NvImageCodec"]
+
+
+class _CudaArray(Protocol):
+    """What :meth:`NvImageCodec._wrap` reads of an ``nvimgcodec.Image``: Numba's CUDA Array
+    Interface (version 3: ``shape``, ``typestr``, ``data``, ``strides``)."""
+
+    __cuda_array_interface__: dict[str, Any]
 
 
 class NvImageCodec:
@@ -62,10 +70,10 @@ class NvImageCodec:
         """See :class:`processors.gpu.backend.Codec`: ``nvImageCodec <version>``."""
         return f"nvImageCodec {getattr(nvimgcodec, '__version__', 'unknown')}"
 
-    def _wrap(self, img: object) -> DeviceImage | None:
+    def _wrap(self, img: _CudaArray) -> DeviceImage | None:
         """A decoded ``nvimgcodec.Image`` as a :class:`DeviceImage` (the image kept alive);
         None when it is not a dense 8-bit 3-channel device image."""
-        cai = img.__cuda_array_interface__  # type: ignore[attr-defined]
+        cai = img.__cuda_array_interface__
         h, w, c = cai["shape"]
         dense = cai.get("strides") in (None, (w * c, c, 1))
         if c != 3 or cai["typestr"] != "|u1" or not dense:

@@ -92,7 +92,8 @@ class GraphOps:
             out[idx] = sess.run(None, {"image": batch, "ry": ry, "rxt": rxt})[0]
         return out
 
-    def resample(self, image: np.ndarray, dst_hw: tuple[int, int], kind: str = "area") -> np.ndarray:
+    def resample(self, image: np.ndarray, dst_hw: tuple[int, int],
+                 kind: str = "area") -> np.ndarray:
         """Resize one ``(H, W, C)`` or ``(H, W)`` uint8 image to ``dst_hw`` = ``(h, w)`` px.
 
         ``area`` rounds once (OpenCV ``INTER_AREA``), ``lanczos`` after each pass (Pillow).

@@ -1,4 +1,5 @@
-"""ID photos: batched rembg/U2-Net person matte, batched MTCNN faces, framing, standard sizes, colours.
+"""ID photos: batched rembg/U2-Net person matte, batched MTCNN faces, framing, standard sizes,
+colours.
 
 Entry point: ``processors.idphoto.processor.IdPhotoProcessor`` (``task = "id_photo"``), also
 reachable as ``processors.idphoto.IdPhotoProcessor`` (imported lazily so that importing the

@@ -25,7 +25,8 @@ gives. What is measured, in px of the output photo (``H x W``):
 
 The thresholds the sources do not give in numbers are this project's, in
 :class:`~processors.idphoto.settings.ComplianceSettings`
-(``CARDSTREAM_IDPHOTO__COMPLIANCE__*``), set from the evaluation (``processors/idphoto/evaluation.py``).
+(``CARDSTREAM_IDPHOTO__COMPLIANCE__*``), set from the evaluation
+(``processors/idphoto/evaluation.py``).
 Everything here works on small arrays: about 2-4 ms per photo on this 2-core box.
 """
 
@@ -55,6 +56,7 @@ from processors.idphoto.specs import PhotoSpec, background_ok, pose_limits
 from schemas.reasons import ReasonCode
 
 Mode = Literal["retouch", "validate"]
+MODES: tuple[Mode, ...] = ("retouch", "validate")
 
 #: Symmetric point pairs (left, right in the image) whose depth difference gives the yaw:
 #: eye corners, mouth corners and four pairs of the face contour (Face Mesh indices).
@@ -239,7 +241,7 @@ def background_stats(rgb: np.ndarray, alpha: np.ndarray, valid: np.ndarray | Non
     size = (max(1, w // k), max(1, h // k))
     small = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA) if k > 1 else rgb
     a = cv2.resize(alpha, size, interpolation=cv2.INTER_AREA) if k > 1 else alpha
-    bg = (a < BACKGROUND_ALPHA).astype(np.uint8)
+    bg: np.ndarray = (a < BACKGROUND_ALPHA).astype(np.uint8)
     if valid is not None:
         v = valid.astype(np.uint8)
         bg &= cv2.resize(v, size, interpolation=cv2.INTER_NEAREST) if k > 1 else v

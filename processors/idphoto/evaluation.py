@@ -40,10 +40,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
+
+from processors.errors import EvalSetError
+
+if TYPE_CHECKING:
+    from processors.idphoto.compliance import Mode
 
 TRUTH_FILE = Path(__file__).with_name("eval_truth.json")
 #: (size, mode) the variants cycle through, so every spec and both modes are exercised.
@@ -111,7 +116,8 @@ def _mesh_of(img: np.ndarray) -> np.ndarray:
     """Face Mesh points ``(468, 3)`` of the single face of ``img`` (BGR), via the processor's
     own face search."""
     an = Analyser.get()
-    views, mattes = an.proc.person_mattes([None] * 1, [_decoded(img)])  # type: ignore[list-item]
+    # no Item: the image is decoded at full resolution (scale 1.0), so person_mattes never reads it
+    views, mattes = an.proc.person_mattes([None], [_decoded(img)])  # type: ignore[list-item]
     found, _ = an.proc._faces(views, mattes)
     from processors.idphoto.inspection import meshes
 
@@ -158,6 +164,7 @@ def _rotate3d(img: np.ndarray, truth: Mapping[str, Any], yaw: float = 0.0, pitch
 def _person_mask(img: np.ndarray) -> np.ndarray:
     """The processor's matte of ``img`` at full size, ``(H, W) float32`` in [0, 1]."""
     an = Analyser.get()
+    # no Item: the image is decoded at full resolution (scale 1.0), so person_mattes never reads it
     _, mattes = an.proc.person_mattes([None], [_decoded(img)])  # type: ignore[list-item]
     return mattes[0].full().astype(np.float32) / 255.0
 
@@ -252,19 +259,22 @@ def variants() -> list[Variant]:
             out.append(Variant(f"{base}_blur{s}", "blur", cv2.GaussianBlur(img, (0, 0), s),
                                {**t0, "sharp": s <= 0.7}))
         for k, (ax, ay) in enumerate(((9, 5), (12, 7))):  # the glare of glasses on one or both eyes
-            g = img.copy()
+            glared = img.copy()
             for e in ((t0["eye_right"],) if k == 0 else (t0["eye_left"], t0["eye_right"])):
-                cv2.ellipse(g, (int(e[0]) + 3, int(e[1]) - 2), (ax, ay), 20, 0, 360,
+                cv2.ellipse(glared, (int(e[0]) + 3, int(e[1]) - 2), (ax, ay), 20, 0, 360,
                             (252, 253, 255), -1)
-            out.append(Variant(f"{base}_glare{k + 1}", "glare", cv2.GaussianBlur(g, (0, 0), 0.8),
+            out.append(Variant(f"{base}_glare{k + 1}", "glare",
+                               cv2.GaussianBlur(glared, (0, 0), 0.8),
                                {**t0, "glare": True}))
         grey = cv2.cvtColor(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
         out.append(Variant(f"{base}_grey", "grey", grey, {**t0, "colour": False}))
         hw = img.shape[:2]
         rng = np.random.default_rng(39)
         # (wall, uniform, meets a white-or-off-white rule)
-        walls = {"wall_grey": (np.full((*hw, 3), 228.0) + rng.normal(0, 1.5, (*hw, 3)), True, True),
-                 "wall_white": (np.full((*hw, 3), 246.0) + rng.normal(0, 1.5, (*hw, 3)), True, True),
+        walls = {"wall_grey": (np.full((*hw, 3), 228.0) + rng.normal(0, 1.5, (*hw, 3)),
+                               True, True),
+                 "wall_white": (np.full((*hw, 3), 246.0) + rng.normal(0, 1.5, (*hw, 3)),
+                                True, True),
                  "wall_blue": (np.full((*hw, 3), (219.0, 142.0, 67.0)), True, False)}
         for tex in ("brick", "grass", "gravel", "coffee"):
             walls[tex] = (_texture(tex, hw).astype(np.float32), False, False)
@@ -336,7 +346,7 @@ class Analyser:
             cls._one = cls()
         return cls._one
 
-    def analyse(self, img: np.ndarray, size: str, mode: str) -> dict[str, Any]:
+    def analyse(self, img: np.ndarray, size: str, mode: Mode) -> dict[str, Any]:
         """``{"reason": code}`` for a rejected upload, else ``{"report", "frame", "ms"}``."""
         from processors.idphoto.framing import (
             composite,
@@ -351,6 +361,7 @@ class Analyser:
         from processors.idphoto.specs import get_spec
 
         spec = get_spec(size)
+        # no Item: decoded at full resolution (scale 1.0), so person_mattes never reads it
         views, mattes = self.proc.person_mattes([None], [_decoded(img)])  # type: ignore[list-item]
         found, _ = self.proc._faces(views, mattes)
         f = found[0]
@@ -376,7 +387,7 @@ class Analyser:
         photo = composite(rgb, alpha, BACKGROUNDS["white"]) if mode == "retouch" else rgb
         assert mesh is not None
         t0 = time.process_time()
-        rep = report(photo, alpha, mesh, head.crown_y, frame, spec, mode,  # type: ignore[arg-type]
+        rep = report(photo, alpha, mesh, head.crown_y, frame, spec, mode,
                      self.compliance, matte.source_hw)
         return {"report": rep, "frame": frame, "turns": turns, "spec": spec,
                 "report_cpu_ms": (time.process_time() - t0) * 1000.0}
@@ -471,6 +482,8 @@ def run(folder: Path) -> dict[str, Any]:
     boundary: dict[str, int] = {}
     for r in rows:
         img = cv2.imread(str(folder / r["file"]), cv2.IMREAD_COLOR)
+        if img is None:
+            raise EvalSetError(f"truth.json lists {r['file']}, which cannot be read as an image")
         res = an.analyse(img, r["size"], r["mode"])
         if r["expect"].get("reason"):
             ok = res.get("reason") == r["expect"]["reason"]
@@ -531,7 +544,8 @@ def table(res: Mapping[str, Any]) -> str:
         lines.append(f"| {name} | {n} | {ok} | {100.0 * ok / max(n, 1):.1f} % | "
                      f"{res['boundary'].get(name, 0)} |")
     ok, n = res["verdicts"]
-    lines.append(f"| verdict of bad input (reason code) | {n} | {ok} | {100.0 * ok / max(n, 1):.1f} % |")
+    lines.append(f"| verdict of bad input (reason code) | {n} | {ok} "
+                 f"| {100.0 * ok / max(n, 1):.1f} % |")
     lines += ["", "| error | n | mean | median abs | max abs |", "| --- | --- | --- | --- | --- |"]
     for name, vals in res["errors"].items():
         a = np.array(vals, np.float64)

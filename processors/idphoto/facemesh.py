@@ -126,7 +126,8 @@ class FaceMesh:
                                          input_shape=(3, SIDE, SIDE))
         self.last_inference_ms = 0.0
 
-    def landmarks(self, images_rgb: Sequence[np.ndarray], fives: Sequence[np.ndarray]) -> list[Mesh]:
+    def landmarks(self, images_rgb: Sequence[np.ndarray],
+                  fives: Sequence[np.ndarray]) -> list[Mesh]:
         """The meshes of N faces, one batched model call (wall time in ``last_inference_ms``).
 
         Args:

@@ -88,8 +88,9 @@ def convert(tflite_bytes: bytes) -> bytes:
         return np.frombuffer(buf.tobytes(), dtype).reshape(t.ShapeAsNumpy())
 
     consts: dict[int, np.ndarray] = {}
-    nodes, inits = [], []
-    name = {}  # tflite tensor index -> ONNX value name
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+    name: dict[int, str] = {}  # tflite tensor index -> ONNX value name
 
     def value(index: int) -> str:
         return name.setdefault(index, graph.Tensors(index).Name().decode())
@@ -129,7 +130,7 @@ def convert(tflite_bytes: bytes) -> bytes:
             else:  # (1, kh, kw, C) -> (C, 1, kh, kw)
                 w_onnx, group = w.transpose(3, 0, 1, 2), w.shape[3]
             k, s = w.shape[1], opt.StrideH()
-            hw = tuple(shape(ins[0])[1:3])
+            hw = (shape(ins[0])[1], shape(ins[0])[2])
             pads = pads_same(hw, k, s) if opt.Padding() == tflite.Padding.SAME else [0, 0, 0, 0]
             nodes.append(helper.make_node(
                 "Conv", [value(ins[0]), init("w", w_onnx), init("b", consts[ins[2]])],
@@ -148,7 +149,7 @@ def convert(tflite_bytes: bytes) -> bytes:
             opt = tflite.Pool2DOptions()
             opt.Init(o.Bytes, o.Pos)
             k, s = opt.FilterHeight(), opt.StrideH()
-            hw = tuple(shape(ins[0])[1:3])
+            hw = (shape(ins[0])[1], shape(ins[0])[2])
             pads = pads_same(hw, k, s) if opt.Padding() == tflite.Padding.SAME else [0, 0, 0, 0]
             nodes.append(helper.make_node("MaxPool", [value(ins[0])], [value(out)],
                                           kernel_shape=[k, k], strides=[s, s], pads=pads))
@@ -156,7 +157,8 @@ def convert(tflite_bytes: bytes) -> bytes:
             p = tensor_array(ins[1])  # (4, 2) NHWC before/after
             nchw = [p[0], p[3], p[1], p[2]]
             pads = [int(v[0]) for v in nchw] + [int(v[1]) for v in nchw]
-            nodes.append(helper.make_node("Pad", [value(ins[0]), init("p", np.array(pads, np.int64))],
+            nodes.append(helper.make_node("Pad",
+                                          [value(ins[0]), init("p", np.array(pads, np.int64))],
                                           [value(out)], mode="constant"))
         else:
             raise ValueError(f"op {i}: {kind} not mapped")

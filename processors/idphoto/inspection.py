@@ -41,17 +41,18 @@ def meshes(facemesh: FaceMesh, views: Sequence[tuple[np.ndarray, float]],
         Per upload the :class:`Mesh` in px of the turned upload, or None for a face without
         landmarks.
     """
-    todo = [i for i, (f, _) in enumerate(faces) if f.marks is not None]
+    todo = [(i, f.marks) for i, (f, _) in enumerate(faces) if f.marks is not None]
     out: list[Mesh | None] = [None] * len(faces)
     if not todo:
         return out
-    images, fives = [], []
-    for i in todo:
-        (im, k), (face, turns) = views[i], faces[i]
+    images: list[np.ndarray] = []
+    fives: list[np.ndarray] = []
+    for i, marks in todo:
+        (im, k), (_, turns) = views[i], faces[i]
         rgb = np.ascontiguousarray(np.rot90(im[..., ::-1], turns))
         images.append(rgb)
-        fives.append(face.marks * k)  # type: ignore[operator]
-    for i, m in zip(todo, facemesh.landmarks(images, fives), strict=True):
+        fives.append(marks * k)
+    for (i, _), m in zip(todo, facemesh.landmarks(images, fives), strict=True):
         out[i] = m.scaled(1.0 / views[i][1])
     return out
 

@@ -36,9 +36,9 @@ class RembgModelFile:
 
     Attributes:
         file: file name in the model home (rembg's ``{name}.onnx``).
-        md5: hex MD5 rembg's ``download_models`` checks (``rembg/sessions/{name}.py``, rembg 2.0.86);
-            their SHA-256 are not known offline, so files not pinned in ``models.json`` are
-            verified by this MD5, as rembg itself does.
+        md5: hex MD5 rembg's ``download_models`` checks (``rembg/sessions/{name}.py``, rembg
+            2.0.86); their SHA-256 are not known offline, so files not pinned in
+            ``models.json`` are verified by this MD5, as rembg itself does.
     """
 
     file: str
@@ -248,7 +248,8 @@ def zoom_box(matte: Matte, max_share: float) -> tuple[int, int, int, int] | None
     """The crop for a second, zoomed matte when the person is small in the frame.
 
     Args:
-        matte: first matte of the whole image (measured on its model-resolution :attr:`~Matte.small`).
+        matte: first matte of the whole image (measured on its model-resolution
+            :attr:`~Matte.small`).
         max_share: zoom only when the padded box's longer side is at most this share of the
             image's longer side (the second look then has at least ``1 / max_share`` times the
             model's resolution on the person); 0 never zooms.

@@ -17,7 +17,7 @@ import structlog
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads, outcomes_per_item
 from processors.decode import DecodeSettings, EncodedImage
 from processors.errors import DecodeError
-from processors.idphoto.compliance import Mode
+from processors.idphoto.compliance import MODES, Mode
 from processors.idphoto.facemesh import FaceMesh, Mesh
 from processors.idphoto.faces import FaceBox, FaceDetector, faces_on_person
 from processors.idphoto.framing import (
@@ -290,9 +290,10 @@ def parse_options(options: Mapping[str, Any], settings: IdPhotoSettings) -> Phot
     background = str(options.get("background") or settings.default_background).strip().lower()
     rgb = parse_background(background)
     am = _flag(options, "alpha_matting")
-    mode = str(options.get("mode") or settings.default_mode)
-    if mode not in ("retouch", "validate"):
-        raise InvalidOptionError(f"mode must be retouch or validate, not {mode!r}")
+    given = str(options.get("mode") or settings.default_mode)
+    mode = next((m for m in MODES if m == given), None)
+    if mode is None:
+        raise InvalidOptionError(f"mode must be retouch or validate, not {given!r}")
     dpi = options.get("dpi")
     if dpi is not None:
         if isinstance(dpi, bool) or not isinstance(dpi, int | float) or dpi != int(dpi) \
@@ -304,7 +305,7 @@ def parse_options(options: Mapping[str, Any], settings: IdPhotoSettings) -> Phot
                            or not 5 <= kb <= 10000):
         raise InvalidOptionError(f"target_kb must be a number in 5..10000, not {kb!r}")
     return PhotoRequest(size, background, rgb, size.alpha_matting if am is None else am,
-                        mode, None if kb is None else float(kb),  # type: ignore[arg-type]
+                        mode, None if kb is None else float(kb),
                         bool(_flag(options, "print_sheet")))
 
 
@@ -354,7 +355,8 @@ class IdPhotoProcessor:
 
     @property
     def stats(self) -> BatchStats:
-        """Counters of the matting model (calls, images, padding; shared with other users of u2netp)."""
+        """Counters of the matting model (calls, images, padding; shared with other users of
+        u2netp)."""
         return self.matting.model.stats
 
     def warm_up(self) -> None:
@@ -628,7 +630,8 @@ class IdPhotoProcessor:
                 )
             photo = composite(rgb, alpha, req.background_rgb)
         payload = dict(plan.payload)
-        status, reasons = Status.ACCEPTED, ()
+        status = Status.ACCEPTED
+        reasons: tuple[ReasonCode, ...] = ()
         if plan.mesh is not None:
             rep = report(photo, alpha, plan.mesh, plan.head.crown_y, frame, spec, req.mode,
                          self.settings.compliance, matte.source_hw)

@@ -58,7 +58,8 @@ class IdPhotoSettings(BaseModel):
     Attributes:
         model: rembg U2-Net family model used for the person matte. ``u2netp`` (4.4 MB) is pinned
             in ``processors/models.json``; the others are rembg's release files
-            (``u2net.onnx``...) and must already be in the model home (see ``matting.REMBG_MODELS``).
+            (``u2net.onnx``...) and must already be in the model home (see
+            ``matting.REMBG_MODELS``).
         default_size: size used when an item carries no ``size`` option (``specs.json``):
             the one place this default is written; uploads, ``cardstream idphoto`` and the
             processor's own calls all take it from here.

@@ -1,4 +1,5 @@
-"""ID-photo specifications as data: ``specs.json`` beside this module, loaded into :class:`PhotoSpec`.
+"""ID-photo specifications as data: ``specs.json`` beside this module, loaded into
+:class:`PhotoSpec`.
 
 One table defines every size the ``id_photo`` task knows: print size and resolution, the head
 rule (chin to crown), the crown margin, the eye line, the chin margin, the background rule and
@@ -146,7 +147,8 @@ def _spec(name: str, e: Mapping[str, Any]) -> PhotoSpec:
     crown = _pair(e["crown_margin_mm"])
     aim = crown or _pair(e.get("framing", {}).get("crown_margin_mm"))
     if aim is None:
-        raise ValueError(f"specs.json: {name} has neither crown_margin_mm nor framing.crown_margin_mm")
+        raise ValueError(f"specs.json: {name} has neither crown_margin_mm nor "
+                         "framing.crown_margin_mm")
     head = _pair(e["head_mm"])
     assert head is not None
     bg = e["background"]
@@ -157,7 +159,8 @@ def _spec(name: str, e: Mapping[str, Any]) -> PhotoSpec:
         height_mm=float(e["height_mm"]), dpi=int(e["dpi"]), head_min_mm=head[0],
         head_max_mm=head[1], crown_margin_mm=crown, crown_min_mm=aim[0], crown_max_mm=aim[1],
         eye_line_mm=_pair(e["eye_line_mm"]),
-        chin_margin_min_mm=None if e["chin_margin_min_mm"] is None else float(e["chin_margin_min_mm"]),
+        chin_margin_min_mm=(None if e["chin_margin_min_mm"] is None
+                            else float(e["chin_margin_min_mm"])),
         background_rule=bg["rule"], background_default=bg["default"],
         replacement_allowed=bool(bg["replacement_allowed"]), alpha_matting=bool(e["alpha_matting"]),
         icao_rules=bool(e["icao_rules"]), colour_required=bool(e["colour_required"]),

@@ -56,7 +56,8 @@ def _reflow_help(group: typer.Typer) -> None:
         if doc:
             cmd.help = terminal_help(doc)
     for sub in group.registered_groups:
-        _reflow_help(sub.typer_instance)
+        if sub.typer_instance is not None:
+            _reflow_help(sub.typer_instance)
 
 
 for _module in COMMANDS:

@@ -10,7 +10,8 @@ buckets_app = typer.Typer(help="Create the project's MinIO buckets.", no_args_is
 @buckets_app.command("create")
 def buckets_create(
     roles: bool = typer.Option(True, "--roles/--no-roles", help="Also create the role policies and "
-                               "users (MinIO's admin API; --no-roles for an object store without it)."),
+                               "users (MinIO's admin API; --no-roles for an object store without "
+                               "it)."),
 ) -> None:
     """Create the uploads, results and quarantine buckets if missing, with default encryption
     (SSE-S3), a bucket policy refusing unencrypted PUTs and expiry rules; then the MinIO policy

@@ -8,11 +8,14 @@ import typer
 
 
 def demo(
-    out: Path = typer.Option(Path("out"), help="Folder for samples, outputs, logs and the results table."),
+    out: Path = typer.Option(Path("out"), help="Folder for samples, outputs, logs and the results "
+                                               "table."),
     workers: int = typer.Option(2, help="Worker processes to start."),
-    timeout_s: float = typer.Option(600.0, help="Give up waiting for warm-up or results after this long (s)."),
+    timeout_s: float = typer.Option(600.0, help="Give up waiting for warm-up or results after this "
+                                                "long (s)."),
 ) -> None:
-    """The main job on the sample uploads: two workers, samples produced, results table, outputs in OUT."""
+    """The main job on the sample uploads: two workers, samples produced, results table, outputs in
+    OUT."""
     from streams.demo import run_demo
     from streams.settings import load_settings
 

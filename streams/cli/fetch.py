@@ -24,7 +24,8 @@ def fetch(
     n = 0
     for task in names():  # keys are {task}/{model_version}/{upload_id}/{input_tag}/{artifact}.{ext}
         for ver in st.client.list_objects(s.s3.results_bucket, prefix=f"{task}/"):
-            for o in st.client.list_objects(s.s3.results_bucket, prefix=f"{ver.object_name}{upload_id}/",
+            for o in st.client.list_objects(s.s3.results_bucket,
+                                            prefix=f"{ver.object_name}{upload_id}/",
                                             recursive=True):
                 dst = out / o.object_name
                 dst.parent.mkdir(parents=True, exist_ok=True)

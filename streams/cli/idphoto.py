@@ -84,8 +84,9 @@ def idphoto(
     "compliance" (the report: spec, mode, compliant, one check per rule with its value,
     bound and whether it passed; as in the results topic)}``. A photo that fails a rule is
     ``rejected`` with the rule's reason code, or ``accepted`` with the code as an annotation
-    (CARDSTREAM_IDPHOTO__COMPLIANCE__REJECT says which). Files refused by safe decoding are ``rejected`` with the decoding
-    reason, and files that cannot be read are ``rejected`` with OBJECT_NOT_FOUND; both carry
+    (CARDSTREAM_IDPHOTO__COMPLIANCE__REJECT says which). Files refused by safe decoding are
+    ``rejected`` with the decoding reason, and files that cannot be read are ``rejected`` with
+    OBJECT_NOT_FOUND; both carry
     ``"error"`` (the decoder's message, or the ``OSError`` class and text) when refused before
     processing (the header probe); a file whose pixels do not decode after its header passed
     carries only the reason. Exit status 0 when every image is accepted, 1 otherwise, 2 for

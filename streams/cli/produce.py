@@ -14,17 +14,22 @@ from schemas.reasons import Task
 
 
 def produce(
-    dir: Path = typer.Option(..., "--dir", exists=True, file_okay=False, help="Folder of images to upload."),
+    dir: Path = typer.Option(..., "--dir", exists=True, file_okay=False,
+                             help="Folder of images to upload."),
     task: Task = typer.Option(..., help=" | ".join(Task)),
     options: str = typer.Option("", help='Task options as JSON, e.g. \'{"size":"two_inch"}\'.'),
-    rate: float = typer.Option(0.0, min=0.0, help="Ceiling in uploads per second (0: as fast as possible)."),
+    rate: float = typer.Option(0.0, min=0.0, help="Ceiling in uploads per second (0: as fast as "
+                                                  "possible)."),
     concurrency: int = typer.Option(4, min=1, help="Uploads in flight (PUT + produce)."),
-    count: int = typer.Option(0, min=0, help="Events to send, cycling over the files (0: each file once)."),
+    count: int = typer.Option(0, min=0, help="Events to send, cycling over the files (0: each file "
+                                             "once)."),
     inline: bool = typer.Option(False, help="Send images up to the inline limit (512 KiB) inline."),
-    ids_file: Path = typer.Option(Path("out/upload_ids.txt"), help="Where to write the upload ids."),
+    ids_file: Path = typer.Option(Path("out/upload_ids.txt"),
+                                  help="Where to write the upload ids."),
     max_seconds: float = typer.Option(600.0, min=0.001, help="Stop after this many seconds."),
 ) -> None:
-    """Upload images (claim check in MinIO) and produce one UploadEvent each to the uploads topic."""
+    """Upload images (claim check in MinIO) and produce one UploadEvent each to the uploads
+    topic."""
     from tqdm import tqdm
 
     from streams.produce import IMAGE_SUFFIXES, UploadProducer, list_images, validate_request

@@ -9,21 +9,25 @@ import typer
 
 
 def replay(
-    from_: str = typer.Option(..., "--from", help="Start of the window, inclusive: ISO-8601 or epoch ms "
-                              "(seconds are refused)."),
+    from_: str = typer.Option(..., "--from", help="Start of the window, inclusive: ISO-8601 or "
+                                                  "epoch ms (seconds are refused)."),
     to: str = typer.Option(..., "--to", help="End of the window, exclusive: ISO-8601 or epoch ms."),
-    group: str = typer.Option("", help="Consumer group of the replay (default: cardstream-replay-<time>)."),
-    results_topic: str = typer.Option("", help="Side results topic (default: cardstream.results.replay-<time>)."),
-    model_version: str = typer.Option("", help="Label outputs with this model version (object keys and "
-                                      "results), to compare a new model beside the originals."),
-    report: Path = typer.Option(Path("out/replay_report.json"), help="Where to write the JSON diff report."),
+    group: str = typer.Option("", help="Consumer group of the replay (default: "
+                                       "cardstream-replay-<time>)."),
+    results_topic: str = typer.Option("", help="Side results topic (default: "
+                                               "cardstream.results.replay-<time>)."),
+    model_version: str = typer.Option("", help="Label outputs with this model version (object keys "
+                                               "and results), to compare a new model beside the "
+                                               "originals."),
+    report: Path = typer.Option(Path("out/replay_report.json"),
+                                help="Where to write the JSON diff report."),
     allow_live: bool = typer.Option(False, "--allow-live", help="Let --results-topic / --group be "
                                     "the live worker's (refused otherwise: downstream readers "
                                     "would get a second result per upload)."),
 ) -> None:
-    """Re-process uploads whose Kafka timestamps are in [FROM, TO) into a side results topic, then diff
-    against the original results (verdicts, reasons, and each task's measures, e.g. the IoU of
-    what it found)."""
+    """Re-process uploads whose Kafka timestamps are in [FROM, TO) into a side results topic,
+    then diff against the original results (verdicts, reasons, and each task's measures, e.g.
+    the IoU of what it found)."""
     from rich.console import Console
     from rich.table import Table
     from tqdm import tqdm
@@ -50,7 +54,8 @@ def replay(
         summary = run_replay(s, f_ms, t_ms, procs, group=group or None,
                              results_topic=results_topic or None,
                              model_version=model_version or None, allow_live=allow_live,
-                             on_total=lambda n: bars.append(tqdm(total=n, unit="upload", disable=None)),
+                             on_total=lambda n: bars.append(
+                                 tqdm(total=n, unit="upload", disable=None)),
                              on_progress=lambda k: bars and bars[0].update(k))
     finally:
         for bar in bars:

@@ -1,4 +1,5 @@
-"""``cardstream results``: the committed results (or dead letters) as downstream OCR sees them."""
+"""``cardstream results``: the committed results (or dead letters) as downstream OCR sees
+them."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import typer
 
 def results(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep waiting for new results."),
-    since: str = typer.Option("", help="Start at this time (ISO-8601 or epoch ms); default: the beginning."),
-    as_json: bool = typer.Option(False, "--json", help="Print each result as one JSON line (the contract)."),
+    since: str = typer.Option("", help="Start at this time (ISO-8601 or epoch ms); default: the "
+                              "beginning."),
+    as_json: bool = typer.Option(False, "--json", help="Print each result as one JSON line (the "
+                                 "contract)."),
     dead_letters: bool = typer.Option(False, "--dead-letters", help="Read the dead-letter topic "
                                       "instead: events refused with a code (bad JSON, schema...)."),
 ) -> None:
@@ -16,6 +19,8 @@ def results(
     sees them; with --dead-letters, the dead letters (time, upload id or -, code, source
     partition:offset, error)."""
     from schemas import codec
+    from schemas.errors import ContractError
+    from schemas.reasons import DeadLetterCode
     from streams.kafka import read_topic
     from streams.replay import TimeArgError, parse_time_ms
     from streams.settings import load_settings
@@ -29,17 +34,20 @@ def results(
     try:
         for msgs in read_topic(s.kafka, topic, since_ms=since_ms, follow=follow, idle_s=3.0):
             for m in msgs:
+                value, key = m.value(), m.key()
                 if as_json:
-                    typer.echo(m.value().decode())
+                    if value is None:  # what decoding says in the other modes
+                        raise ContractError(DeadLetterCode.NOT_JSON, "value is null (tombstone)")
+                    typer.echo(value.decode(errors="backslashreplace"))
                 elif dead_letters:
-                    d = codec.decode_dead_letter(m.value(), m.headers())
+                    d = codec.decode_dead_letter(value, m.headers())
                     # no upload_id could be read from the value: show the record key (unverified)
-                    who = d.upload_id or (f"key={m.key().decode(errors='backslashreplace')}"
-                                          if m.key() else "-")
+                    who = d.upload_id or (f"key={key.decode(errors='backslashreplace')}"
+                                          if key else "-")
                     typer.echo(f"{d.failed_at}  {who:<40} {d.error_code:<28} "
                                f"{d.source.partition}:{d.source.offset}  {d.error}")
                 else:
-                    r = codec.decode_result(m.value())
+                    r = codec.decode_result(value)
                     typer.echo(f"{r.processed_at}  {r.upload_id:<40} {r.task:<8} {r.status:<8} "
                                f"{','.join(map(str, r.reasons)) or '-':<24} "
                                f"{r.timings.total_ms:8.0f} ms")

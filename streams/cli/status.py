@@ -1,4 +1,5 @@
-"""``cardstream status``: run the live verification status app (faust-streaming, HTTP on --web-port)."""
+"""``cardstream status``: run the live verification status app (faust-streaming, HTTP on
+--web-port)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import typer
 
 
 def status(
-    web_port: int = typer.Option(None, help="HTTP port of /uploads, /stats, /healthz (default: settings, 6066)."),
+    web_port: int = typer.Option(None, help="HTTP port of /uploads, /stats, /healthz (default: "
+                                            "settings, 6066)."),
     web_host: str = typer.Option(None, help="Host name other instances use to reach this one "
                                  "(default: settings, 127.0.0.1)."),
-    app_id: str = typer.Option(None, help="faust app id = consumer group and changelog topic prefix "
-                               "(default: settings, cardstream-status)."),
-    data_dir: str = typer.Option(None, help="faust data directory (default: settings, out/status)."),
+    app_id: str = typer.Option(None, help="faust app id = consumer group and changelog topic "
+                                          "prefix (default: settings, cardstream-status)."),
+    data_dir: str = typer.Option(None,
+                                 help="faust data directory (default: settings, out/status)."),
 ) -> None:
     """Consume the results topic (read_committed) into the verdict table and window stats and serve
     them over HTTP; several instances share the partitions; SIGTERM stops it cleanly."""

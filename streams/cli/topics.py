@@ -8,7 +8,8 @@ import typer
 
 from streams.settings import load_settings
 
-topics_app = typer.Typer(help="Create, describe or delete the project's Kafka topics.", no_args_is_help=True)
+topics_app = typer.Typer(help="Create, describe or delete the project's Kafka topics.",
+                         no_args_is_help=True)
 
 
 @topics_app.command("create")
@@ -36,7 +37,8 @@ def topics_create(
 
 
 @topics_app.command("describe")
-def topics_describe(as_json: bool = typer.Option(False, "--json", help="One JSON object per topic.")) -> None:
+def topics_describe(as_json: bool = typer.Option(False, "--json",
+                                                 help="One JSON object per topic.")) -> None:
     """Print partitions, replication factor and retention (ms) of the project's topics."""
     from streams.kafka import admin, describe_topics
 

@@ -14,14 +14,17 @@ from processors.registry import names
 def worker(
     tasks: str = typer.Option(",".join(names()), help="Comma-separated tasks this worker serves."),
     max_batch: int = typer.Option(None, help="Events per poll batch (default: settings, 32)."),
-    max_wait_ms: int = typer.Option(None, help="ms to wait for a batch to fill (default: settings, 10)."),
-    slot: int = typer.Option(None, help="Worker slot: transactional.id is {prefix}-{slot}; stable per "
-                             "process slot (default: settings: CARDSTREAM_WORKER__SLOT, else the "
+    max_wait_ms: int = typer.Option(None, help="ms to wait for a batch to fill (default: settings, "
+                                               "10)."),
+    slot: int = typer.Option(None, help="Worker slot: transactional.id is {prefix}-{slot}; stable "
+                                        "per process slot (default: settings: "
+                                        "CARDSTREAM_WORKER__SLOT, else the "
                              "trailing -N of HOSTNAME, else 0)."),
     processor: str = typer.Option("", help="Override processors per task, e.g. 'card=sleep' "
                                   "(the fixed-latency test processor)."),
     sleep_ms: float = typer.Option(20.0, help="Per-call latency of the sleep processor (ms)."),
-    http_port: int = typer.Option(None, help="Port of /ready, /live, /metrics (0: none; default 8080)."),
+    http_port: int = typer.Option(None, help="Port of /ready, /live, /metrics (0: none; default "
+                                             "8080)."),
 ) -> None:
     """Run one worker process of the consumer group (one per GPU); SIGTERM stops it cleanly."""
     from streams.cli.common import set_up, with_options

@@ -91,6 +91,7 @@ class Gateway:
         lookup: the status app, for results older than the cache (None: not configured).
         tail: the results tail (started with the server).
         in_flight: uploads being received, stored or produced now.
+        ports: the ports the servers listen on (API, then admin when it has one), once started.
     """
 
     settings: Settings
@@ -104,6 +105,7 @@ class Gateway:
     lookup: StatusLookup | None = None
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     in_flight: int = 0
+    ports: list[int] = field(default_factory=list)
 
     # ---- access -------------------------------------------------------------------------------
 
@@ -136,7 +138,8 @@ class Gateway:
         if raw is None:
             return 0.0
         if not raw.isdigit() or len(raw) > 9:
-            raise Refused(GatewayCode.INVALID_PARAMETER, "wait_ms must be a whole number of ms >= 0")
+            raise Refused(GatewayCode.INVALID_PARAMETER,
+                          "wait_ms must be a whole number of ms >= 0")
         g = self.settings.gateway
         if int(raw) and self.cache.waiting >= g.max_waiting:
             raise Refused(GatewayCode.OVERLOADED, "too many requests are waiting for a verdict",
@@ -307,7 +310,8 @@ async def _observe(request: web.Request, handler: Any) -> web.StreamResponse:
         tb = traceback.extract_tb(e.__traceback__)[-1]
         log.error("gateway_internal_error", error=type(e).__name__, route=_route(request),
                   where=f"{Path(tb.filename).name}:{tb.lineno}")
-        resp, code = error_response(Refused(GatewayCode.INTERNAL_ERROR, "internal error")), "INTERNAL_ERROR"
+        resp, code = error_response(Refused(GatewayCode.INTERNAL_ERROR,
+                                            "internal error")), "INTERNAL_ERROR"
     route = _route(request)
     ms = (time.monotonic() - t0) * 1000.0
     method = request.method if request.method in ("GET", "POST") else "other"
@@ -397,7 +401,8 @@ async def get_output(request: web.Request) -> web.StreamResponse:
     uid = gw.own(gw.client(request), request.match_info["id"])
     request["upload_id"] = uid
     r = codec.decode_result(await gw.result(uid, 0.0))
-    ref = registry.spec(str(r.task)).main_ref(r.payload) if str(r.task) in registry.names() else None
+    ref = (registry.spec(str(r.task)).main_ref(r.payload) if str(r.task) in registry.names()
+           else None)
     if ref is None:
         raise Refused(GatewayCode.NO_OUTPUT, f"this upload has no output image ({r.status})",
                       upload_id=uid)
@@ -412,7 +417,8 @@ async def get_output(request: web.Request) -> web.StreamResponse:
     except StorageError:
         raise Refused(GatewayCode.UNAVAILABLE, "the object store does not answer",
                       retry_after_s=gw.settings.gateway.retry_after_s, upload_id=uid) from None
-    resp = web.StreamResponse(headers={"Content-Type": ref.content_type or "application/octet-stream",
+    resp = web.StreamResponse(headers={"Content-Type": (ref.content_type
+                                                        or "application/octet-stream"),
                                        "Content-Length": str(ref.size_bytes),
                                        "Cache-Control": "private, max-age=3600"})
     try:
@@ -447,7 +453,8 @@ async def _server_header(_request: web.Request, response: web.StreamResponse) ->
 
 def build_app(gw: Gateway) -> web.Application:
     """The API and page application over ``gw``."""
-    app = web.Application(middlewares=[_observe], client_max_size=gw.settings.gateway.max_body_bytes)
+    app = web.Application(middlewares=[_observe],
+                          client_max_size=gw.settings.gateway.max_body_bytes)
     app[_GW] = gw
     app.on_response_prepare.append(_server_header)
     app.router.add_get("/", get_page)
@@ -504,11 +511,13 @@ def make_gateway(settings: Settings) -> Gateway:
         raise ApiKeysError("set CARDSTREAM_GATEWAY__API_KEYS_FILE (a file of 'client:key' lines)")
     if settings.s3.uploads_bucket not in settings.s3.allowed_buckets:
         raise KafkaSetupError(f"the uploads bucket {settings.s3.uploads_bucket} is not in "
-                              "CARDSTREAM_S3__ALLOWED_BUCKETS: the workers would refuse every upload")
+                              "CARDSTREAM_S3__ALLOWED_BUCKETS: the workers would refuse every "
+                              "upload")
     keys = ApiKeys(g.api_keys_file, g.api_keys_reload_s)
     storage = Storage(settings.s3)
     token = settings.status.api_token
-    lookup = (StatusLookup(g.status_url, token.get_secret_value() if token else None, settings.kafka)
+    lookup = (StatusLookup(g.status_url, token.get_secret_value() if token else None,
+                           settings.kafka)
               if g.status_url else None)
     return Gateway(settings=settings, keys=keys, intake=Intake(settings, storage), storage=storage,
                    cache=ResultCache(g.results_cache, keep=lambda u: keys.known(owner_of(u))),
@@ -536,8 +545,8 @@ async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None 
             await r.setup()
             site = web.TCPSite(r, g.bind, port, reuse_address=True)
             await site.start()
-            ports.append(site._server.sockets[0].getsockname()[1])  # port 0: the one chosen
-        gw.ports = ports  # type: ignore[attr-defined]
+            ports.append(r.addresses[0][1])  # port 0: the one chosen
+        gw.ports = ports
         log.info("gateway_start", port=ports[0], admin_port=ports[1] if len(ports) > 1 else 0,
                  clients=len(gw.keys.clients), uploads_topic=gw.settings.kafka.uploads_topic,
                  results_topic=gw.settings.kafka.results_topic)

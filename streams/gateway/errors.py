@@ -21,7 +21,8 @@ class Refused(GatewayError):
     :class:`schemas.gateway.GatewayError`.
 
     Attributes:
-        code: a :class:`~schemas.gateway.GatewayCode` or an image :class:`~schemas.reasons.ReasonCode`.
+        code: a :class:`~schemas.gateway.GatewayCode` or an image
+            :class:`~schemas.reasons.ReasonCode`.
         status: the HTTP status.
         retry_after_s: seconds for ``Retry-After`` (429, 503), else None.
         upload_id: the upload the request named, when known.

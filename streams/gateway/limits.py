@@ -112,7 +112,8 @@ class UploadsLag:
         Raises:
             KafkaException: metadata or offsets could not be fetched.
         """
-        md = self._c.list_topics(self.k.uploads_topic, timeout=timeout_s).topics.get(self.k.uploads_topic)
+        md = self._c.list_topics(self.k.uploads_topic,
+                                 timeout=timeout_s).topics.get(self.k.uploads_topic)
         if md is None or md.error is not None:
             return 0
         tps = [TopicPartition(self.k.uploads_topic, p) for p in sorted(md.partitions)]

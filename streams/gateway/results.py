@@ -146,7 +146,7 @@ class ResultsTail:
         try:
             reader = read_topic(self.k, self.k.results_topic, since_ms=since, follow=True,
                                 poll_s=0.05, wait_topics_s=60.0,
-                                **{"fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
+                                config={"fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
             for msgs in reader:
                 if self._stop.is_set():
                     reader.close()
@@ -193,7 +193,8 @@ class StatusLookup:
         timeout_s: bound on the status app's answer and on the read (s).
     """
 
-    def __init__(self, url: str, token: str | None, k: KafkaSettings, timeout_s: float = 5.0) -> None:
+    def __init__(self, url: str, token: str | None, k: KafkaSettings,
+                 timeout_s: float = 5.0) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.k = k
@@ -206,7 +207,8 @@ class StatusLookup:
 
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as s, \
+            timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+            async with aiohttp.ClientSession(timeout=timeout) as s, \
                     s.get(f"{self.url}/uploads/{upload_id}", headers=headers) as r:
                 if r.status != 200:
                     return None

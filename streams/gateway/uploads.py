@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
+from minio.helpers import DictType
 from minio.sse import SseS3
 from pydantic import ValidationError
 
@@ -71,10 +72,12 @@ IDEMPOTENCY_KEY_MAX = 255
 #: produced again)
 RECENT_S = 600.0
 #: object metadata the gateway writes on a claim check (``x-amz-meta-*``)
-META_SHA256, META_CLIENT, META_TASK, META_OPTIONS = "cs-sha256", "cs-client", "cs-task", "cs-options"
+META_SHA256, META_CLIENT, META_TASK, META_OPTIONS = ("cs-sha256", "cs-client", "cs-task",
+                                                    "cs-options")
 
 
-def upload_id_for(client: str, upload_id: str | None, idempotency_key: str | None) -> tuple[str, bool]:
+def upload_id_for(client: str, upload_id: str | None,
+                  idempotency_key: str | None) -> tuple[str, bool]:
     """The upload id of a POST and whether it is deterministic (a repeat gets the same one).
 
     ``{client}.{upload_id}`` for a client's own id; ``{client}.k-{32 hex}`` (SHA-256 of the key)
@@ -98,7 +101,8 @@ def upload_id_for(client: str, upload_id: str | None, idempotency_key: str | Non
         if not (0 < len(idempotency_key) <= IDEMPOTENCY_KEY_MAX
                 and all(" " <= c <= "~" for c in idempotency_key)):
             raise Refused(GatewayCode.INVALID_PARAMETER,
-                          f"Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} printable ASCII characters")
+                          f"Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} printable ASCII "
+                          "characters")
         return f"{client}.k-{hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]}", True
     return f"{client}.{uuid.uuid4().hex}", False
 
@@ -185,12 +189,14 @@ class Intake:
             linger and the produce timeout as ``message.timeout.ms``).
     """
 
-    def __init__(self, settings: Settings, storage: Storage, producer: Producer | None = None) -> None:
+    def __init__(self, settings: Settings, storage: Storage,
+                 producer: Producer | None = None) -> None:
         self.settings = settings
         self.storage = storage
         g = settings.gateway
         self.producer = producer or plain_producer(
-            settings.kafka, **{"linger.ms": 2, "message.timeout.ms": int(g.produce_timeout_s * 1000)})
+            settings.kafka, **{"linger.ms": 2,
+                               "message.timeout.ms": int(g.produce_timeout_s * 1000)})
         self.tasks: tuple[str, ...] = g.tasks or settings.worker.tasks
         self._recent: OrderedDict[str, float] = OrderedDict()
         self._stop = threading.Event()
@@ -249,11 +255,13 @@ class Intake:
         """The gateway metadata of the object at ``key`` in the uploads bucket, or None."""
         bucket = self.settings.s3.uploads_bucket
         try:
-            st = self.storage.retry(f"HEAD {bucket}", lambda: self.storage.client.stat_object(bucket, key))
+            st = self.storage.retry(f"HEAD {bucket}",
+                                    lambda: self.storage.client.stat_object(bucket, key))
         except ObjectNotFound:
             return None
         meta = {k.lower(): v for k, v in (st.metadata or {}).items()}
-        return {m: meta.get(f"x-amz-meta-{m}", "") for m in (META_SHA256, META_CLIENT, META_TASK, META_OPTIONS)}
+        return {m: meta.get(f"x-amz-meta-{m}", "") for m in (META_SHA256, META_CLIENT, META_TASK,
+                                                             META_OPTIONS)}
 
     def store(self, client: str, ev: UploadEvent, body: bytes, deterministic: bool) -> bool:
         """Step 5: PUT the claim check unless an object is there already (blocking).
@@ -274,7 +282,7 @@ class Intake:
                         f"{other}/{ev.upload_id}/upload") is not None:
                     raise Refused(GatewayCode.IDEMPOTENCY_KEY_REUSED, "this upload id was used "
                                   "with another task", upload_id=ev.upload_id)
-        headers = {"Content-Type": "application/octet-stream", "If-None-Match": "*",
+        headers: DictType = {"Content-Type": "application/octet-stream", "If-None-Match": "*",
                    **{f"x-amz-meta-{k}": v for k, v in want.items()},
                    **(SseS3().headers() if self.settings.s3.sse else {})}
         bucket = self.settings.s3.uploads_bucket
@@ -300,7 +308,8 @@ class Intake:
         """Remove a claim check this request stored (its event was not delivered)."""
         bucket = self.settings.s3.uploads_bucket
         try:
-            self.storage.retry(f"DELETE {bucket}", lambda: self.storage.client.remove_object(bucket, key))
+            self.storage.retry(f"DELETE {bucket}",
+                               lambda: self.storage.client.remove_object(bucket, key))
         except StorageError as e:
             log.warning("gateway_orphan_claim_check", error=str(e))
 
@@ -314,7 +323,11 @@ class Intake:
         fut: asyncio.Future[KafkaError | None] = loop.create_future()
 
         def done(err: KafkaError | None, _msg: Any) -> None:
-            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(err))
+            def settle() -> None:
+                if not fut.done():
+                    fut.set_result(err)
+
+            loop.call_soon_threadsafe(settle)
 
         key, value, headers = record
         try:

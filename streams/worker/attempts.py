@@ -47,15 +47,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from streams.logs import log
+from streams.worker.record import Record
 
 Key = tuple[str, int]
 """A partition as ``(topic, partition)``: how every part of the worker names one."""
 
 
-def key_of(m: Message) -> Key:
+def key_of(m: Record) -> Key:
     """The record's partition as ``(topic, partition)``."""
     return (m.topic(), m.partition())
 
@@ -161,7 +162,7 @@ class AttemptLedger:
         # its batch never committed, nor the one the loop computed behind it
         return Mark(offset, 0, offset + 2 * self.max_batch)
 
-    def trying(self, consumer: Any, m: Message) -> None:
+    def trying(self, consumer: Any, m: Record) -> None:
         """``m`` runs alone now (isolated, not poison): count the try in its partition's mark,
         once per process (a plain commit at the same offset, synchronous, before it runs)."""
         key = key_of(m)
@@ -178,13 +179,13 @@ class AttemptLedger:
         except KafkaException as ex:
             log.warning("attempt_mark_not_written", error=str(ex.args[0]), partition=key[1])
 
-    def isolated(self, m: Message) -> bool:
+    def isolated(self, m: Record) -> bool:
         """Whether ``m`` must run in a batch of its own (its partition restarted at an offset
         below it, within ``isolate_end``)."""
         mark = self.marks.get(key_of(m))
         return mark is not None and mark.isolate_end is not None and m.offset() < mark.isolate_end
 
-    def poisoned(self, m: Message) -> int:
+    def poisoned(self, m: Record) -> int:
         """How many times ``m`` was tried alone, each ending the process, when that reached
         ``max_attempts`` (``m`` is then a ``POISON`` dead letter); else 0."""
         key = key_of(m)

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from schemas import codec
 from schemas.models import DeadLetter, VerificationResult
@@ -41,6 +41,7 @@ from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.settings import KafkaSettings
 from streams.worker.attempts import AttemptLedger, Key, key_of
+from streams.worker.record import Record
 
 REFUSED_RECORD_CODES = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
                         KafkaError.INVALID_MSG, KafkaError.RECORD_LIST_TOO_LARGE)
@@ -72,7 +73,7 @@ class Checkpoint:
     stage_ms: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, msgs: Sequence[Message], results: list[VerificationResult],
+    def of(cls, msgs: Sequence[Record], results: list[VerificationResult],
            dead_letters: list[DeadLetter], stage_ms: Mapping[str, float] | None = None,
            marks: AttemptLedger | None = None) -> Checkpoint:
         """The checkpoint of a batch of ``msgs`` (each with a result or a dead letter), its

@@ -13,8 +13,8 @@ The steps of :meth:`Compute.run` (on the worker's batch thread; GETs and PUTs on
    store not answering is :class:`~streams.errors.StorageUnavailable` (the whole batch waits);
 3. **process** the loaded events task by task, cut into the processor's batch buckets (one
    model call per bucket; the processor decodes the pixels at the size it needs, and data that
-   fails then is its ``rejected`` outcome, e.g. ``CORRUPT_IMAGE``): the processor's outcome, or a dead letter ``PROCESSING_ERROR`` for an
-   event whose processor raised even when run alone;
+   fails then is its ``rejected`` outcome, e.g. ``CORRUPT_IMAGE``): the processor's outcome, or
+   a dead letter ``PROCESSING_ERROR`` for an event whose processor raised even when run alone;
 4. **PUT** each outcome's artifacts to the results bucket under deterministic keys, and each
    dead letter's value to the quarantine bucket (:mod:`streams.quarantine`: the dead letter
    keeps a reference, none of the value's bytes); started here, awaited by the loop with
@@ -42,10 +42,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
-from confluent_kafka import Message
 from pydantic import ValidationError
 
 from processors.base import Artifact, Item, Outcome, Processor
@@ -82,6 +81,7 @@ from streams.quarantine import quarantined_dead_letter
 from streams.settings import Settings
 from streams.storage import Storage, StoredObject, refusal_code
 from streams.worker.attempts import AttemptLedger
+from streams.worker.record import Record
 
 
 def object_key(task: str, model_version: str, upload_id: str, tag: str, name: str,
@@ -125,7 +125,7 @@ class Processed:
         tag: :func:`input_tag` of the image and options the outputs were made from.
     """
 
-    msg: Message
+    msg: Record
     event: UploadEvent
     outcome: Outcome
     batch_size: int
@@ -146,7 +146,7 @@ class Rejected:
         t_batch_ms: when its batch started computing (epoch ms).
     """
 
-    msg: Message
+    msg: Record
     event: UploadEvent
     reason: ReasonCode
     t_batch_ms: float
@@ -164,7 +164,7 @@ class DeadLettered:
         upload_id: the upload id when one could be read, else None.
     """
 
-    msg: Message
+    msg: Record
     code: str
     error: str
     upload_id: str | None
@@ -180,7 +180,7 @@ class Lettered:
         letter: its dead letter.
     """
 
-    msg: Message
+    msg: Record
     letter: DeadLetter
 
 
@@ -195,7 +195,7 @@ Ready = Processed | Rejected | Lettered
 class _Loaded:
     """An event whose image is loaded, on its way to its processor."""
 
-    msg: Message
+    msg: Record
     event: UploadEvent
     image: EncodedImage
 
@@ -289,7 +289,7 @@ class Compute:
         return self.model_version or self.processors[task].model.version
 
     # --- the batch ---------------------------------------------------------------------------
-    def run(self, msgs: Sequence[Message]) -> Computed:
+    def run(self, msgs: Sequence[Record]) -> Computed:
         """Steps 1-4 for one batch (the batch thread).
 
         Raises:
@@ -304,14 +304,13 @@ class Compute:
             self.metrics.stage.labels("compute").observe(self.finished_at - t0)
         return dataclasses.replace(c, ms={"compute": round((self.finished_at - t0) * 1000.0, 1)})
 
-    def _run(self, msgs: Sequence[Message]) -> Computed:
+    def _run(self, msgs: Sequence[Record]) -> Computed:
         t_batch = time.time() * 1000.0
         parsed = [self._poison(m) or self.parse(m) for m in msgs]  # 1. parse
-        loads = [self._io.submit(self.load, p) if isinstance(p, UploadEvent) else None
+        loads = [(p, self._io.submit(self.load, p)) if isinstance(p, UploadEvent) else p
                  for p in parsed]
-        staged = [self._loaded(m, p, fut, t_batch)  # 2. load
-                  if isinstance(p, UploadEvent) and fut is not None else p
-                  for m, p, fut in zip(msgs, parsed, loads, strict=True)]
+        staged = [self._loaded(m, *x, t_batch) if isinstance(x, tuple) else x  # 2. load
+                  for m, x in zip(msgs, loads, strict=True)]
         for x in staged:
             if isinstance(x, _Loaded | Rejected):
                 self.metrics.queue_wait.observe(age_ms(x.msg, t_batch) / 1000.0)
@@ -348,7 +347,7 @@ class Compute:
         task = str(f.event.task)
         return object_key(task, self.version(task), f.event.upload_id, f.tag, a.name, a.ext)
 
-    def parse(self, m: Message) -> UploadEvent | DeadLettered:
+    def parse(self, m: Record) -> UploadEvent | DeadLettered:
         """Step 1: the record as an upload this worker serves, or its dead letter (an
         ``UNREADABLE_RECORD`` one when the client could not read a part of it,
         :class:`~streams.worker.record.Record`)."""
@@ -369,7 +368,7 @@ class Compute:
                                 f"task {ev.task} not served by this worker", ev.upload_id)
         return ev
 
-    def _poison(self, m: Message) -> DeadLettered | None:
+    def _poison(self, m: Record) -> DeadLettered | None:
         """``m``'s ``POISON`` dead letter when the worker was started on it too often without
         committing it (:mod:`streams.worker.attempts`); else None."""
         tries = self.ledger.poisoned(m) if self.ledger is not None else 0
@@ -395,17 +394,21 @@ class Compute:
             ContractError: the inline image is not valid base64.
         """
         data = codec.inline_bytes(ev)
-        if data is None:
-            ref = ev.image.ref
+        ref = ev.image.ref
+        if data is None and ref is not None:  # the contract's image is one or the other
             data = self.storage.get(ref.bucket, ref.key, max_bytes=self.decode.max_bytes)
             if ref.size_bytes is not None and ref.size_bytes != len(data):
                 raise DecodeError(ReasonCode.CHECKSUM_MISMATCH,
                                   f"object is {len(data)} bytes, the event says {ref.size_bytes}")
             if ref.sha256 is not None and hashlib.sha256(data).hexdigest() != ref.sha256:
-                raise DecodeError(ReasonCode.CHECKSUM_MISMATCH, "object sha256 differs from the event's")
+                raise DecodeError(ReasonCode.CHECKSUM_MISMATCH,
+                                  "object sha256 differs from the event's")
+        if data is None:
+            raise ContractError(DeadLetterCode.SCHEMA_INVALID,
+                                "image has neither inline_b64 nor ref", "$.image")
         return probe_image(data, self.decode)
 
-    def _loaded(self, m: Message, ev: UploadEvent, fut: Future,
+    def _loaded(self, m: Record, ev: UploadEvent, fut: Future,
                 t_batch: float) -> _Loaded | Rejected | DeadLettered:
         """What a load's errors mean for the event: a rejection or a dead letter; the store not
         answering (a plain :class:`StorageError`) is the whole batch's (raised)."""
@@ -514,7 +517,8 @@ class Compute:
             self.metrics.stage.labels("put").observe(put_s)
             ms["put"] = round(put_s * 1000.0, 1)
         return Stored(tuple(Lettered(f.msg, letters[i]) if isinstance(f, DeadLettered)
-                            else dataclasses.replace(f, refs=refs[i]) if i in refs else f
+                            else dataclasses.replace(f, refs=refs[i])
+                            if isinstance(f, Processed) and i in refs else f
                             for i, f in enumerate(c.fates)), ms)
 
     # --- what the committer produces ---------------------------------------------------------
@@ -549,9 +553,11 @@ class Compute:
         now_ms = time.time() * 1000.0
         if isinstance(fate, Processed):
             o, info = fate.outcome, self.processors[task.name].model
-            status, reasons, inf_ms, batch_size = o.status, tuple(o.reasons), o.inference_ms, fate.batch_size
+            status, reasons = o.status, tuple(o.reasons)
+            inf_ms, batch_size = o.inference_ms, fate.batch_size
             payload = task.payload(o.payload, fate.refs)
-            model = ModelRef(name=info.name, version=self.version(task.name), provider=info.provider)
+            model = ModelRef(name=info.name, version=self.version(task.name),
+                             provider=info.provider)
         else:
             status, reasons, inf_ms, batch_size = Status.REJECTED, (fate.reason,), 0.0, 0
             payload, model = None, None
@@ -590,14 +596,29 @@ class Compute:
             StorageError: the quarantine PUT failed after its retries.
         """
         m = f.msg
-        record = {"key": m.key(), "value": m.value(), "headers": m.headers(), "topic": m.topic(),
-                  "partition": m.partition(), "offset": m.offset(), "code": f.code,
-                  "error": f.error, "upload_id": f.upload_id,
-                  "max_record_bytes": self.worker.dlq_record_max_bytes}
+        record = _LetterFields(key=m.key(), value=m.value(), headers=m.headers(), topic=m.topic(),
+                               partition=m.partition(), offset=m.offset(), code=f.code,
+                               error=f.error, upload_id=f.upload_id,
+                               max_record_bytes=self.worker.dlq_record_max_bytes)
         if self.worker.dlq_value_max_bytes > 0:
             return codec.make_dead_letter(max_value_bytes=self.worker.dlq_value_max_bytes,
                                           **record)
         return quarantined_dead_letter(self.storage, self.s3, **record)
+
+
+class _LetterFields(TypedDict):
+    """What :meth:`Compute._letter` passes to either dead-letter builder."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: codec.HeadersIn
+    topic: str
+    partition: int
+    offset: int
+    code: str
+    error: str
+    upload_id: str | None
+    max_record_bytes: int
 
 
 def memory_chunks(costs: Sequence[int], budget: int) -> list[slice]:

@@ -124,27 +124,27 @@ class Carry:
             starting with them has waited already).
     """
 
-    msgs: tuple[Message, ...] = ()
+    msgs: tuple[Record, ...] = ()
     since: float = 0.0
 
     def __len__(self) -> int:
         return len(self.msgs)
 
-    def added(self, m: Message) -> Carry:
+    def added(self, m: Record) -> Carry:
         """With ``m`` (just fetched) at the end."""
         return Carry((*self.msgs, m), self.since if self.msgs else time.monotonic())
 
-    def in_front(self, msgs: Sequence[Message]) -> Carry:
+    def in_front(self, msgs: Sequence[Record]) -> Carry:
         """With ``msgs`` (put back, in fetch order) in front."""
         if not msgs:
             return self
         return Carry((*msgs, *self.msgs), self.since if self.msgs else time.monotonic())
 
-    def kept(self, keep: Callable[[Message], bool]) -> Carry:
+    def kept(self, keep: Callable[[Record], bool]) -> Carry:
         """Without the events ``keep`` refuses."""
         return Carry(tuple(m for m in self.msgs if keep(m)), self.since)
 
-    def split(self, n: int) -> tuple[list[Message], Carry]:
+    def split(self, n: int) -> tuple[list[Record], Carry]:
         """The first ``n`` events, and the carry list after them."""
         return list(self.msgs[:n]), Carry(self.msgs[n:], self.since)
 
@@ -165,7 +165,7 @@ class ReplayRanges:
         """The partitions of ``topic`` to assign, each at its start offset."""
         return [TopicPartition(topic, p, a) for p, (a, b) in self.bounds.items() if a < b]
 
-    def within(self, m: Message) -> bool:
+    def within(self, m: Record) -> bool:
         """Whether ``m`` lies before its partition's end; the partition is done once its
         last event in the range has come."""
         end = self.bounds[m.partition()][1]
@@ -173,7 +173,7 @@ class ReplayRanges:
             self._done.add(m.partition())
         return m.offset() < end
 
-    def reopen(self, msgs: Iterable[Message]) -> None:
+    def reopen(self, msgs: Iterable[Record]) -> None:
         """``msgs`` are to be redone: their partitions are not done any more."""
         self._done -= {m.partition() for m in msgs}
 
@@ -264,7 +264,7 @@ class Intake:
         # delivered in an earlier epoch is not this worker's any more, even if the partition
         # came back (librdkafka fetches it again from the committed offset)
         self._epochs: dict[Key, int] = {}
-        self._fetched: OrderedDict[int, tuple[Message, int]] = OrderedDict()  # id -> (event, epoch)
+        self._fetched: OrderedDict[int, tuple[Record, int]] = OrderedDict()  # id -> (event, epoch)
 
     # --- the consumer and its assignment -----------------------------------------------------
     def open(self, consumer: Any = None) -> None:
@@ -325,7 +325,7 @@ class Intake:
         self._drop(parts)
         self.health.in_group = False
 
-    def owns(self, m: Message) -> bool:
+    def owns(self, m: Record) -> bool:
         """Whether ``m`` is still this worker's: its partition is assigned, in the assignment
         epoch ``m`` was delivered in (a partition revoked and assigned back while ``m`` was in
         flight is fetched again from the committed offset: committing ``m`` too would
@@ -346,7 +346,7 @@ class Intake:
         return self.pausing.paused
 
     # --- batches -----------------------------------------------------------------------------
-    def next_batch(self, wait: bool = True) -> list[Message]:
+    def next_batch(self, wait: bool = True) -> list[Record]:
         """The next batch: up to ``max_batch`` events, carried ones first (oldest first).
 
         Args:
@@ -365,14 +365,16 @@ class Intake:
                 wait_s = self.worker.max_wait_ms / 1000.0
                 if msgs:
                     wait_s = max(0.0, wait_s - (time.monotonic() - since))
-            got = [Record.of(m) for m in self.consumer.consume(self.max_batch - len(msgs), wait_s)]
+            got = [Record.of(m)
+                   for m in self.consumer.consume(self.max_batch - len(msgs), wait_s)]
             self._delivered(got)
-            msgs += got
-        if msgs and wait:
+        else:
+            got = []
+        if (msgs or got) and wait:
             self.metrics.stage.labels("fill").observe(time.perf_counter() - t0)
-        return self._isolate(self._usable(msgs))
+        return self._isolate(self._usable(msgs + self._records(got)))
 
-    def _isolate(self, msgs: list[Message]) -> list[Message]:
+    def _isolate(self, msgs: list[Record]) -> list[Record]:
         """Read the attempt marks of the partitions seen for the first time since their
         assignment (:meth:`AttemptLedger.assign`); if an event must run alone (its partition
         restarted where a batch never committed), the batch is that event, its try counted
@@ -398,8 +400,8 @@ class Intake:
             self.pausing.pause(self.consumer)
         m = self.consumer.poll(timeout_s)
         while m is not None:
-            if m.error() is None:
-                r = Record.of(m)
+            r = Record.of(m)
+            if isinstance(r, Record):  # not an error event
                 self._delivered([r])
                 self.carry = self.carry.added(r)
             if len(self.carry) >= self.max_batch:
@@ -414,7 +416,7 @@ class Intake:
             pending = list(wait(pending, timeout=self.worker.poll_interval_ms / 1000.0).not_done)
             self.prefetch(0.0)
 
-    def redo(self, msgs: Sequence[Message]) -> None:
+    def redo(self, msgs: Sequence[Record]) -> None:
         """Put the events of a failed batch (and of the batch behind it), ``msgs`` in fetch
         order, back in front of the carry list, so the next batches redo them; no seek.
 
@@ -447,26 +449,33 @@ class Intake:
             self.pausing.resume(self.consumer)
 
     # --- what was fetched --------------------------------------------------------------------
-    def _delivered(self, msgs: Sequence[Message]) -> None:
+    def _delivered(self, msgs: Sequence[Record | Message]) -> None:
         """Record the fetch delay of delivered events, tell the pause who is fetching, and note
         each event's assignment epoch (:meth:`owns`; the newest ``16 * max_batch`` events)."""
         now_ms = time.time() * 1000.0
         for m in msgs:
-            if m.error() is None:
+            if isinstance(m, Record):  # not an error event
                 self.metrics.fetch_delay.observe(age_ms(m, now_ms) / 1000.0)
                 self.pausing.delivered(self.consumer, key_of(m))
                 self._fetched[id(m)] = (m, self._epochs.get(key_of(m), 0))
         while len(self._fetched) > 16 * self.max_batch:  # far more than is ever held
             self._fetched.popitem(last=False)
 
-    def _usable(self, msgs: list[Message]) -> list[Message]:
-        """Drop errors (logging all but partition EOF) and, in replay mode, events past the range."""
+    def _records(self, got: Sequence[Record | Message]) -> list[Record]:
+        """The records of a fetch (:meth:`Record.of` made each one a :class:`Record`), its error
+        events dropped (logging all but partition EOF)."""
         out = []
-        for m in msgs:
-            err = m.error()
-            if err is None and (self.ranges is None or self.ranges.within(m)):
+        for m in got:
+            if isinstance(m, Record):
                 out.append(m)
-            elif err is not None and err.code() != KafkaError._PARTITION_EOF:
+                continue
+            err = m.error()
+            if err is None or err.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume_error", error=str(err))
+        return out
+
+    def _usable(self, msgs: list[Record]) -> list[Record]:
+        """Drop, in replay mode, events past the range."""
+        out = [m for m in msgs if self.ranges is None or self.ranges.within(m)]
         self.lag.update(self.consumer)
         return out

@@ -39,8 +39,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Message
-
 from processors import registry
 from processors.base import Processor
 from processors.runtime import RuntimeSettings
@@ -56,13 +54,14 @@ from streams.worker.committer import Checkpoint, Committer
 from streams.worker.compute import Compute, Computed, Ready
 from streams.worker.intake import Intake
 from streams.worker.pausing import PausingManager
+from streams.worker.record import Record
 
 
 @dataclass
 class _Batch:
     """A batch handed to the batch thread: its events (in fetch order) and its future."""
 
-    msgs: list[Message]
+    msgs: list[Record]
     fut: Future
 
 
@@ -178,7 +177,7 @@ class Worker:
             self.close(clean)
 
     # --- two batches -----------------------------------------------------------------------
-    def _submit(self, msgs: list[Message]) -> None:
+    def _submit(self, msgs: list[Record]) -> None:
         """Start computing ``msgs`` on the batch thread (it becomes the batch in flight)."""
         self.metrics.batch_size.observe(len(msgs))
         since = self.health.compute_since = time.monotonic()
@@ -208,6 +207,8 @@ class Worker:
         is awaited and discarded, and both are redone: nothing of either is committed.
         """
         b = self._inflight
+        if b is None:  # nothing in flight (the callers step only while a batch is)
+            return
         try:
             try:
                 computed = self._await(b)
@@ -248,7 +249,7 @@ class Worker:
         cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stage_ms, self.ledger)
         return self.committer.commit(cp, self.intake.consumer)
 
-    def _abandon(self, b: _Batch) -> list[Message]:
+    def _abandon(self, b: _Batch) -> list[Record]:
         """``b`` failed: await and discard the batch computing behind it; the events of both,
         ``b``'s first (fetch order, which is offset order within a partition)."""
         nb, self._inflight = self._inflight, None
@@ -258,7 +259,7 @@ class Worker:
             self._await(nb)
         return list(b.msgs) + list(nb.msgs)
 
-    def _storage_down(self, e: Exception, msgs: list[Message]) -> None:
+    def _storage_down(self, e: Exception, msgs: list[Record]) -> None:
         """MinIO did not answer: hold ``msgs`` (put back, pause) until it answers
         (:meth:`wait_for_storage`); nothing is committed. A refusal
         (:class:`StoreRefused`) goes to :meth:`_store_refused` instead."""
@@ -268,7 +269,7 @@ class Worker:
         log.warning("storage_unavailable", error=str(e))
         self.wait_for_storage(msgs)
 
-    def _store_refused(self, e: StoreRefused, msgs: list[Message]) -> None:
+    def _store_refused(self, e: StoreRefused, msgs: list[Record]) -> None:
         """The store answered with a refusal no wait clears (issue 43: the batch, models
         included, was recomputed in a hot loop while ``/ready`` and ``/live`` stayed 200): count
         it, fail readiness, hold ``msgs`` for the next pause of ``store_refusal`` (1 s doubling
@@ -300,7 +301,7 @@ class Worker:
             self._refusal.reset()
             self.health.ready = True
 
-    def _processor_down(self, e: Exception, msgs: list[Message]) -> None:
+    def _processor_down(self, e: Exception, msgs: list[Record]) -> None:
         """The breaker: a processor failed even on a probe (:class:`ProcessorUnavailable`): hold
         ``msgs`` (put back, pause) and fail readiness for the breaker's next pause
         (``WorkerSettings.breaker``: 1 s, doubled per failure in a row up to 30 s), polling
@@ -313,7 +314,7 @@ class Worker:
         self.pausing.hold(msgs, lambda: time.monotonic() >= until, [pause_s])
         self.health.ready = True
 
-    def wait_for_storage(self, msgs: Sequence[Message] = ()) -> None:
+    def wait_for_storage(self, msgs: Sequence[Record] = ()) -> None:
         """Hold ``msgs`` (put back, pause) and keep polling (heartbeats, rebalances) until the
         object store answers again, asked as ``WorkerSettings.store_wait`` says; logs
         ``storage_back`` with the wait in s once it does (nothing when it answered at once)."""

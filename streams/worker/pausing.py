@@ -20,9 +20,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from confluent_kafka import Message
-
 from streams.worker.intake import Intake
+from streams.worker.record import Record
 
 
 class PausingManager:
@@ -37,7 +36,7 @@ class PausingManager:
         self.intake = intake
         self.stop = stop
 
-    def hold(self, msgs: Sequence[Message], ready: Callable[[], bool],
+    def hold(self, msgs: Sequence[Record], ready: Callable[[], bool],
              waits: Iterable[float]) -> float:
         """Put ``msgs`` back, pause fetching, and poll until ``ready()`` (:meth:`poll_until`).
 

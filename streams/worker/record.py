@@ -42,8 +42,9 @@ class Record:
     @classmethod
     def of(cls, m: Message) -> Record | Message:
         """``m``'s parts read once; an error event (``m.error()`` set) is returned as it is."""
-        if m.error() is not None:
-            return m
+        topic, partition, offset = m.topic(), m.partition(), m.offset()
+        if m.error() is not None or topic is None or partition is None or offset is None:
+            return m  # librdkafka sets topic, partition and offset on every fetched record
         failed: list[str] = []
 
         def read(name: str, default: Any) -> Any:
@@ -54,7 +55,7 @@ class Record:
                 return default
 
         headers = read("headers", None)
-        return cls(m.topic(), m.partition(), m.offset(), read("key", None), read("value", None),
+        return cls(topic, partition, offset, read("key", None), read("value", None),
                    None if headers is None else list(headers),
                    read("timestamp", (TIMESTAMP_NOT_AVAILABLE, 0)), ", ".join(failed) or None)
 

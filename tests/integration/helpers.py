@@ -1,4 +1,5 @@
-"""Helpers of the integration tier: sample images, worker subprocesses, reading committed results."""
+"""Helpers of the integration tier: sample images, worker subprocesses, reading committed
+results."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT.parent / "shared" / "cases"
 
 
-def write_images(folder: Path, n: int, seed: int = 0, size: tuple[int, int] = (96, 128)) -> list[Path]:
+def write_images(folder: Path, n: int, seed: int = 0,
+                 size: tuple[int, int] = (96, 128)) -> list[Path]:
     """``n`` distinct small JPEGs ``(H, W) = size`` of random blocks; returns their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -64,7 +66,8 @@ def read_committed(s: Settings, topic: str, want: int, timeout_s: float,
     return out
 
 
-def results(s: Settings, want: int, timeout_s: float = 120.0, settle_s: float = 3.0) -> list[VerificationResult]:
+def results(s: Settings, want: int, timeout_s: float = 120.0,
+            settle_s: float = 3.0) -> list[VerificationResult]:
     """Committed VerificationResults of this test's results topic."""
     msgs = read_committed(s, s.kafka.results_topic, want, timeout_s, settle_s)
     return [codec.decode_result(m.value()) for m in msgs]
@@ -72,7 +75,8 @@ def results(s: Settings, want: int, timeout_s: float = 120.0, settle_s: float = 
 
 def dead_letters(s: Settings, want: int, timeout_s: float = 60.0) -> list[DeadLetter]:
     """Committed DeadLetters of this test's dead-letter topic."""
-    return [codec.decode_dead_letter(m.value()) for m in read_committed(s, s.kafka.dlq_topic, want, timeout_s)]
+    return [codec.decode_dead_letter(m.value()) for m in read_committed(s, s.kafka.dlq_topic, want,
+                                                                        timeout_s)]
 
 
 __all__ = ["CASES", "ROOT", "dead_letters", "read_committed", "results", "settings_env",

@@ -67,7 +67,8 @@ def multipart(fields: dict[str, str], image: bytes) -> tuple[bytes, dict[str, st
              for k, v in fields.items()]
     parts.append(f'--{b}\r\nContent-Disposition: form-data; name="image"; filename="x.jpg"\r\n'
                  f"Content-Type: image/jpeg\r\n\r\n".encode() + image + b"\r\n")
-    return b"".join(parts) + f"--{b}--\r\n".encode(), {"Content-Type": f"multipart/form-data; boundary={b}"}
+    return (b"".join(parts) + f"--{b}--\r\n".encode(),
+            {"Content-Type": f"multipart/form-data; boundary={b}"})
 
 
 @dataclass
@@ -113,13 +114,16 @@ def stack(base_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> 
         gws: list[procs.GatewayProc] = []
         try:
             for i in range(2):
-                gws.append(procs.start_gateway(gs, tmp / f"gateway-{i}.log", free_port(), free_port()))
+                gws.append(procs.start_gateway(gs, tmp / f"gateway-{i}.log", free_port(),
+                                               free_port()))
             yield Stack(gs, gws, images, tmp)
         finally:
-            procs.stop_workers([w, *[procs.WorkerProc(g.proc, 0, g.log) for g in gws]], timeout_s=30)
+            procs.stop_workers([w, *[procs.WorkerProc(g.proc, 0, g.log) for g in gws]],
+                               timeout_s=30)
 
 
-def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers(stack: Stack) -> None:
+def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers(
+        stack: Stack) -> None:
     a, b = stack.gateways
     img = stack.images[0]
     r = call(a.port, "POST", "/v1/uploads?task=card&wait_ms=20000", img)
@@ -135,7 +139,8 @@ def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers
     out = call(b.port, "GET", f"/v1/uploads/{uid}/output")
     ref = res["card"]["rectified"]
     assert out.status == 200 and out.headers["content-type"] == ref["content_type"]
-    assert hashlib.sha256(out.body).hexdigest() == ref["sha256"] and len(out.body) == ref["size_bytes"]
+    assert (hashlib.sha256(out.body).hexdigest() == ref["sha256"]
+            and len(out.body) == ref["size_bytes"])
     # the claim check is the image, under the usual key, and the event names it
     key = f"card/{uid}/upload"
     assert key in stack.objects()
@@ -149,7 +154,8 @@ def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers
 
 def test_202_then_a_get_with_wait_on_the_other_instance(stack: Stack) -> None:
     a, b = stack.gateways
-    body, headers = multipart({"task": "id_photo", "options": '{"size":"two_inch","background":"blue"}'},
+    body, headers = multipart({"task": "id_photo",
+                               "options": '{"size":"two_inch","background":"blue"}'},
                               stack.images[1])
     r = call(a.port, "POST", "/v1/uploads", body, headers=headers)
     assert r.status == 202, r.body
@@ -166,12 +172,14 @@ def test_202_then_a_get_with_wait_on_the_other_instance(stack: Stack) -> None:
 def test_idempotency_key_replay_and_reuse_with_another_image(stack: Stack) -> None:
     a, b = stack.gateways
     key = {"Idempotency-Key": "order-4711-front"}
-    first = call(a.port, "POST", "/v1/uploads?task=card&wait_ms=20000", stack.images[0], headers=key)
+    first = call(a.port, "POST", "/v1/uploads?task=card&wait_ms=20000", stack.images[0],
+                 headers=key)
     assert first.status == 200, first.body
     uid = first.json()["upload_id"]
     before_objects, before_events = stack.objects(), len(stack.events())
     again = call(b.port, "POST", "/v1/uploads?task=card", stack.images[0], headers=key)
-    assert again.status == 200 and again.json()["upload_id"] == uid  # its result, from either instance
+    # its result, from either instance
+    assert again.status == 200 and again.json()["upload_id"] == uid
     other = call(b.port, "POST", "/v1/uploads?task=card", stack.images[1], headers=key)
     assert other.status == 409 and other.json()["error"] == "IDEMPOTENCY_KEY_REUSED"
     other_task = call(a.port, "POST", "/v1/uploads?task=id_photo", stack.images[0], headers=key)
@@ -212,7 +220,8 @@ def _raw_exchange(port: int, head: bytes, chunks: list[bytes], pause_s: float = 
 
 
 def _head(n: int, client: str = "alice") -> bytes:
-    return (f"POST /v1/uploads?task=card HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEYS[client]}\r\n"
+    return ("POST /v1/uploads?task=card HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            f"{KEYS[client]}\r\n"
             f"Content-Type: image/jpeg\r\nContent-Length: {n}\r\n\r\n").encode()
 
 
@@ -271,7 +280,8 @@ def test_slow_and_truncated_bodies_are_dropped(stack: Stack) -> None:
     img = stack.images[0]
     before_objects, before_events = stack.objects(), len(stack.events())
     t0 = time.monotonic()
-    status, body = _raw_exchange(stack.port, _head(len(img)), [img[i:i + 200] for i in range(0, len(img), 200)],
+    status, body = _raw_exchange(stack.port, _head(len(img)),
+                                 [img[i:i + 200] for i in range(0, len(img), 200)],
                                  pause_s=1.0)
     assert (status, body["error"]) == (408, "BODY_TIMEOUT")
     assert time.monotonic() - t0 < BODY_TIMEOUT_S + 5
@@ -293,7 +303,8 @@ def test_another_clients_upload_is_not_found_on_either_instance(stack: Stack) ->
             assert (theirs.status, theirs.json()["error"]) == (404, "UNKNOWN_UPLOAD")
             nobody = call(g.port, "GET", path.replace(uid, "bob.never-used"), client="bob")
             # the same answer as for an id nobody used (each echoes its own id)
-            assert theirs.body.replace(uid.encode(), b"ID") == nobody.body.replace(b"bob.never-used", b"ID")
+            assert theirs.body.replace(uid.encode(),
+                                       b"ID") == nobody.body.replace(b"bob.never-used", b"ID")
     assert call(stack.port, "GET", f"/v1/uploads/{uid}", client=None).status == 401
 
 
@@ -359,7 +370,8 @@ def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
             page.wait_for_selector("#status.verdict", timeout=30_000)
             assert page.inner_text("#status") == "accepted"
             assert "alice." in page.inner_text("#values")
-            page.wait_for_function("document.querySelector('#output').naturalWidth > 0", timeout=15_000)
+            page.wait_for_function("document.querySelector('#output').naturalWidth > 0",
+                                   timeout=15_000)
             page.screenshot(path=str(shots / "page-card-accepted.png"), full_page=True)
             page.check("input[value=id_photo]")
             assert page.is_visible("#size") and not page.is_visible("#doc_type")
@@ -373,7 +385,8 @@ def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
     assert (shots / "page-card-accepted.png").stat().st_size > 10_000
 
 
-def test_a_restarted_gateway_finds_older_results_through_the_status_app(stack: Stack, tmp_path: Path) -> None:
+def test_a_restarted_gateway_finds_older_results_through_the_status_app(stack: Stack,
+                                                                        tmp_path: Path) -> None:
     """A gateway that starts after a result and reads nothing back (look-back 0) still answers
     its GET, with the record itself, by asking the status app where it is; without the status
     app it answers 404 like for any unknown id."""
@@ -388,7 +401,8 @@ def test_a_restarted_gateway_finds_older_results_through_the_status_app(stack: S
     env.update({"CARDSTREAM_STATUS__APP_ID": f"st-{stack.settings.kafka.group_id}",
                 "CARDSTREAM_STATUS__DATA_DIR": str(tmp_path / "status"),
                 "CARDSTREAM_STATUS__API_TOKEN": "status-token-for-the-test"})
-    status = subprocess.Popen([str(ROOT / ".venv" / "bin" / "cardstream"), "status", "--web-port", str(port)],
+    status = subprocess.Popen([str(ROOT / ".venv" / "bin" / "cardstream"), "status", "--web-port",
+                               str(port)],
                               env=env, stdout=open(tmp_path / "status.log", "ab"),
                               stderr=subprocess.STDOUT, start_new_session=True)
     late: list[procs.GatewayProc] = []
@@ -396,7 +410,8 @@ def test_a_restarted_gateway_finds_older_results_through_the_status_app(stack: S
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # the status app has read the result
             req = urllib.request.Request(f"http://127.0.0.1:{port}/uploads/{uid}",
-                                         headers={"Authorization": "Bearer status-token-for-the-test"})
+                                         headers={"Authorization": "Bearer "
+                                                                   "status-token-for-the-test"})
             try:
                 with urllib.request.urlopen(req, timeout=3) as resp:
                     if resp.status == 200:
@@ -404,24 +419,29 @@ def test_a_restarted_gateway_finds_older_results_through_the_status_app(stack: S
             except OSError:
                 time.sleep(0.5)
         else:
-            pytest.fail(f"status app never had the verdict: {(tmp_path / 'status.log').read_text()[-2000:]}")
+            pytest.fail("status app never had the verdict: "
+                        f"{(tmp_path / 'status.log').read_text()[-2000:]}")
         keys = stack.settings.gateway.api_keys_file
         base = {"api_keys_file": keys, "results_lookback_s": 0.0}
         with_status = stack.settings.model_copy(update={
             "gateway": GatewaySettings(**base, status_url=f"http://127.0.0.1:{port}"),
-            "status": stack.settings.status.model_copy(update={"api_token": SecretStr("status-token-for-the-test")})})
+            "status": stack.settings.status.model_copy(
+                update={"api_token": SecretStr("status-token-for-the-test")})})
         without = stack.settings.model_copy(update={"gateway": GatewaySettings(**base)})
         for i, s in enumerate((with_status, without)):
-            late.append(procs.start_gateway(s, tmp_path / f"late-{i}.log", free_port(), free_port()))
+            late.append(procs.start_gateway(s, tmp_path / f"late-{i}.log", free_port(),
+                                            free_port()))
         got = call(late[0].port, "GET", f"/v1/uploads/{uid}")
         assert got.status == 200 and got.body == r.body
         out = call(late[0].port, "GET", f"/v1/uploads/{uid}/output")
-        assert out.status == 200 and hashlib.sha256(out.body).hexdigest() == r.json()["card"]["rectified"]["sha256"]
+        assert (out.status == 200 and hashlib.sha256(out.body).hexdigest()
+                == r.json()["card"]["rectified"]["sha256"])
         miss = call(late[1].port, "GET", f"/v1/uploads/{uid}")
         assert (miss.status, miss.json()["error"]) == (404, "UNKNOWN_UPLOAD")
         assert call(late[0].port, "GET", f"/v1/uploads/{uid}", client="bob").status == 404
     finally:
-        procs.stop_workers([procs.WorkerProc(status, 0, tmp_path), *[procs.WorkerProc(g.proc, 0, g.log) for g in late]],
+        procs.stop_workers([procs.WorkerProc(status, 0, tmp_path),
+                            *[procs.WorkerProc(g.proc, 0, g.log) for g in late]],
                            timeout_s=30)
 
 
@@ -438,7 +458,8 @@ def test_expect_100_continue_is_answered_before_the_body(stack: Stack) -> None:
         while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
             data += sock.recv(65536)
     assert data.split()[1] == b"202" and b'"status":"pending"' in data
-    big = (f"POST /v1/uploads?task=card HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEYS['alice']}\r\n"
+    big = ("POST /v1/uploads?task=card HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+           f"{KEYS['alice']}\r\n"
            f"Content-Length: {200 * 1024 * 1024}\r\nExpect: 100-continue\r\n\r\n").encode()
     status, body = _raw_exchange(stack.port, big, [])
     assert (status, body["error"]) == (413, "BODY_TOO_LARGE")

@@ -23,7 +23,8 @@ from .test_poison import _uploaded
 
 pytestmark = pytest.mark.integration
 
-SLEEP_WORKER = ("--processor", "card=sleep,id_photo=sleep", "--sleep-ms", "5", "--max-wait-ms", "200")
+SLEEP_WORKER = ("--processor", "card=sleep,id_photo=sleep", "--sleep-ms", "5", "--max-wait-ms",
+                "200")
 
 
 def _threads(pid: int) -> int:
@@ -174,7 +175,8 @@ def test_a_hostile_record_is_read_once_and_never_stops_its_partition(
 
 # --- output keys (item 5) ----------------------------------------------------------------------
 
-def test_a_repeated_upload_id_never_overwrites_a_committed_results_bytes(settings: Settings) -> None:
+def test_a_repeated_upload_id_never_overwrites_a_committed_results_bytes(
+        settings: Settings) -> None:
     """Item 5. Three records under one upload id on partition 0: an image, the same image again
     (a redelivery), another image (a producer retry with other bytes). Before: the third
     upload's output overwrote the first's at the same key, so the first committed result's
@@ -228,12 +230,13 @@ def test_a_store_that_refuses_puts_stops_the_worker_loudly_and_loses_nothing(
 
     good = _uploaded(settings, 5)
     missing = f"{settings.s3.results_bucket}-gone"
-    s = settings.model_copy(update={"s3": settings.s3.model_copy(update={"results_bucket": missing})})
+    s3 = settings.s3.model_copy(update={"results_bucket": missing})
+    s = settings.model_copy(update={"s3": s3})
     port = free_port()
     log = tmp_path / "worker.log"
     env = {**procs.settings_env(s), "CARDSTREAM_WORKER__STORE_REFUSAL_LIMIT_S": "8"}
-    p = subprocess.Popen([str(Path(sys.executable).with_name("cardstream")), "worker", "--slot", "0",
-                          "--http-port", str(port), *SLEEP_WORKER], env=env,
+    p = subprocess.Popen([str(Path(sys.executable).with_name("cardstream")), "worker", "--slot",
+                          "0", "--http-port", str(port), *SLEEP_WORKER], env=env,
                          stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
     seen_unready = refusals = 0.0
     try:

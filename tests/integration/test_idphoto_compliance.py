@@ -26,7 +26,8 @@ pytestmark = pytest.mark.integration
 
 
 def _jpeg(rgb: np.ndarray) -> bytes:
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 92])
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
+                           [cv2.IMWRITE_JPEG_QUALITY, 92])
     assert ok
     return buf.tobytes()
 

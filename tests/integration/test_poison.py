@@ -50,7 +50,8 @@ pytestmark = pytest.mark.integration
 GOOD = 5
 
 
-def _good(prod: UploadProducer, n: int = GOOD, partition: int | None = 0, tag: str = "good") -> list[str]:
+def _good(prod: UploadProducer, n: int = GOOD, partition: int | None = 0,
+          tag: str = "good") -> list[str]:
     """``n`` valid card uploads (claim checks) produced to ``partition``; their upload ids."""
     ids = []
     for i in range(n):
@@ -240,10 +241,10 @@ def test_one_poison_record_does_not_stop_its_partition(settings: Settings, tmp_p
 
 def test_a_dead_letter_the_broker_refuses_goes_out_minimal(settings: Settings) -> None:
     """The dead-letter topic's own limit (20 000 bytes) is below the dead letter of a record
-    with a 30 KB random key and a value that is not JSON (its dead letter keeps the key, about 70 KB as a record): the
-    broker refuses it, which fails the transaction. Before: the batch was redone for ever and
-    the five good uploads behind it waited (0 of 5). Now the dead letter goes out in its minimal
-    form (code, source, no key, value or headers) and the partition moves on."""
+    with a 30 KB random key and a value that is not JSON (its dead letter keeps the key, about 70 KB
+    as a record): the broker refuses it, which fails the transaction. Before: the batch was redone
+    for ever and the five good uploads behind it waited (0 of 5). Now the dead letter goes out in
+    its minimal form (code, source, no key, value or headers) and the partition moves on."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
     from streams.kafka import admin
@@ -346,7 +347,8 @@ def test_store_answering_503_without_xml_pauses_and_recovers(settings: Settings)
     assert sorted(r.upload_id for r in rs) == sorted(good)
 
 
-def test_least_privilege_worker_recovers_after_a_store_blip(settings: Settings, run_id: str) -> None:
+def test_least_privilege_worker_recovers_after_a_store_blip(settings: Settings,
+                                                            run_id: str) -> None:
     """Credentials for the worker's data path only (s3:GetObject on the uploads bucket's objects,
     s3:PutObject on the results bucket's): MinIO refuses them HEAD bucket (which needs
     s3:ListBucket) with AccessDenied. The store drops connections for 3 s, then answers again.

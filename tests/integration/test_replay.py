@@ -30,7 +30,8 @@ def test_replay_window_reproduces_verdicts(settings: Settings, tmp_path: Path) -
     early = prod.produce_files(files, "card", count=6)
     time.sleep(1.5)
     from_ms = int(time.time() * 1000)
-    mid = prod.produce_files(files, "id_photo", count=10) + prod.produce_files(files, "card", count=4)
+    mid = prod.produce_files(files, "id_photo",
+                             count=10) + prod.produce_files(files, "card", count=4)
     prod.send_raw(b"bad-1", b"not json")  # dead letters in the window: events, not results
     prod.send_raw(b"bad-2", b'{"upload_id": "bad-2"}')
     assert prod.flush() == []

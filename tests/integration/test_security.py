@@ -72,19 +72,22 @@ def stack_tls() -> dict[str, str | SecretStr]:
             "CARDSTREAM_STACK_KAFKA_SASL_PASSWORD", "CARDSTREAM_STACK_CA_FILE")
     missing = [k for k in keys if not os.environ.get(k)]
     if missing:
-        pytest.fail(f"{', '.join(missing)} unset: the stack has no TLS listener (it was started by an "
-                    "older scripts/stack, or `eval \"$(scripts/stack env)\"` was not run); the stack "
-                    "must be started by this scripts/stack (`down` then `up` by whoever started it)")
+        pytest.fail(f"{', '.join(missing)} unset: the stack has no TLS listener (it was started by "
+                    "an older scripts/stack, or `eval \"$(scripts/stack env)\"` was not run); the "
+                    "stack must be started by this scripts/stack (`down` then `up` by whoever "
+                    "started it)")
     out: dict[str, str | SecretStr] = {k: os.environ[k] for k in keys}
-    out["CARDSTREAM_STACK_KAFKA_SASL_PASSWORD"] = SecretStr(os.environ["CARDSTREAM_STACK_KAFKA_SASL_PASSWORD"])
+    password = os.environ["CARDSTREAM_STACK_KAFKA_SASL_PASSWORD"]
+    out["CARDSTREAM_STACK_KAFKA_SASL_PASSWORD"] = SecretStr(password)
     return out
 
 
 def _over_tls(s: Settings, tls: dict) -> Settings:
     """``s`` with Kafka on the SASL_SSL listener and MinIO verified against the stack's CA."""
     k = s.kafka.model_copy(update={
-        "bootstrap_servers": tls["CARDSTREAM_STACK_KAFKA_TLS_BOOTSTRAP"], "security_protocol": "SASL_SSL",
-        "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": tls["CARDSTREAM_STACK_KAFKA_SASL_USERNAME"],
+        "bootstrap_servers": tls["CARDSTREAM_STACK_KAFKA_TLS_BOOTSTRAP"],
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_username": tls["CARDSTREAM_STACK_KAFKA_SASL_USERNAME"],
         "sasl_password": tls["CARDSTREAM_STACK_KAFKA_SASL_PASSWORD"],
         "ca_file": Path(tls["CARDSTREAM_STACK_CA_FILE"])})
     s3 = s.s3.model_copy(update={"secure": True, "ca_file": Path(tls["CARDSTREAM_STACK_CA_FILE"])})
@@ -104,7 +107,8 @@ def secure(settings: Settings, stack_tls: dict, run_id: str) -> Iterator[dict]:
     user per role with the policies for these buckets. Yields ``{"admin": Settings (root), role:
     Settings of that role..., "creds": {role: RoleCredentials}}``; removes users and policies
     afterwards (the ``settings`` fixture removes the buckets)."""
-    creds = {r: RoleCredentials(access_key=f"t-{run_id}-{r}", secret_key=SecretStr(secrets.token_hex(20)))
+    creds = {r: RoleCredentials(access_key=f"t-{run_id}-{r}",
+                                secret_key=SecretStr(secrets.token_hex(20)))
              for r in ROLE_NAMES}
     s3 = settings.s3.model_copy(update={"roles": S3RoleSettings(**creds)})
     admin = _over_tls(settings.model_copy(update={"s3": s3}), stack_tls)
@@ -252,13 +256,15 @@ def test_lifecycle_rules_expire_every_object(secure: dict) -> None:
     assert list(want.values()) == [7, 30, 1]
     for bucket, days in want.items():
         (rule,) = admin.client.get_bucket_lifecycle(bucket).rules
-        assert (rule.rule_id, rule.status, rule.expiration.days) == (EXPIRY_RULE_ID, "Enabled", days)
+        assert (rule.rule_id, rule.status,
+                rule.expiration.days) == (EXPIRY_RULE_ID, "Enabled", days)
         ref = admin.put(bucket, "expiry/probe.bin", b"probe", "application/octet-stream")
         st = admin.client.stat_object(bucket, ref.key)
         header = st.metadata["x-amz-expiration"]
         # S3: creation time + days, rounded up to the next midnight UTC
         due = (st.last_modified.astimezone(UTC) + timedelta(days=days)).date() + timedelta(days=1)
-        assert header == (f'expiry-date="{datetime(due.year, due.month, due.day, tzinfo=UTC):%a, %d %b %Y} '
+        day = datetime(due.year, due.month, due.day, tzinfo=UTC)
+        assert header == (f'expiry-date="{day:%a, %d %b %Y} '
                           f'00:00:00 GMT", rule-id="{EXPIRY_RULE_ID}"'), header
     # running the set-up again changes the rule, never the objects
     provision_buckets(admin, [BucketSpec(s3.results_bucket, 3)])
@@ -266,11 +272,13 @@ def test_lifecycle_rules_expire_every_object(secure: dict) -> None:
     assert admin.get(s3.results_bucket, "expiry/probe.bin") == b"probe"
 
 
-def test_the_stack_made_its_buckets_and_role_users(stack_tls: dict, base_settings: Settings) -> None:
+def test_the_stack_made_its_buckets_and_role_users(stack_tls: dict,
+                                                   base_settings: Settings) -> None:
     """``scripts/stack up`` ran ``cardstream buckets create`` with its own role credentials: the
     default buckets are encrypted and expire, and each role's user carries its policy."""
     s3 = _over_tls(base_settings, stack_tls).s3.model_copy(update={
-        "uploads_bucket": "uploads", "results_bucket": "results", "quarantine_bucket": "quarantine"})
+        "uploads_bucket": "uploads", "results_bucket": "results",
+        "quarantine_bucket": "quarantine"})
     st = Storage(s3, retries=1)
     for b in bucket_specs(s3):
         assert st.client.get_bucket_encryption(b.name).rule.sse_algorithm == "AES256"
@@ -291,7 +299,8 @@ def test_quarantine_keeps_the_payload_out_of_kafka(secure: dict) -> None:
 
     a = secure["admin"].s3
     value = json.dumps({"upload_id": "q1", "subject_ref": "subj:q-4711", "schema_version": 5,
-                        "image": {"inline_b64": base64.b64encode(os.urandom(300)).decode()}}).encode()
+                        "image": {"inline_b64": base64.b64encode(os.urandom(300)).decode()}}
+                       ).encode()
     kw = {"key": b"q1", "headers": [("content-type", b"application/json")], "topic": "t.uploads",
           "partition": 2, "offset": 17, "code": "UNSUPPORTED_SCHEMA_VERSION",
           "error": "schema_version 5 is newer than 1", "upload_id": "q1"}
@@ -331,9 +340,11 @@ def test_worker_quarantines_dead_letter_payloads(secure: dict, tmp_path: Path) -
     values = {  # record key -> (value, the dead letter's code)
         b"q-raw": (image, "NOT_JSON"),  # a producer that sent the image itself
         b"q-v9": (json.dumps({"schema_version": 9, "upload_id": "q-v9", "task": "card",
-                              "subject_ref": subject, "image": {"inline_b64": inline_b64}}).encode(),
+                              "subject_ref": subject,
+                              "image": {"inline_b64": inline_b64}}).encode(),
                   "UNSUPPORTED_SCHEMA_VERSION"),
-        b"q-bad": (json.dumps({"upload_id": "q-bad", "task": "card", "subject_ref": f"Jane {subject}",
+        b"q-bad": (json.dumps({"upload_id": "q-bad", "task": "card",
+                               "subject_ref": f"Jane {subject}",
                                "image": {"inline_b64": inline_b64}}).encode(), "SCHEMA_INVALID"),
         b"q-null": (None, "NOT_JSON"),
     }
@@ -418,7 +429,8 @@ def test_each_role_may_do_its_job_and_nothing_else(secure: dict) -> None:
     assert _denied(lambda: st["ocr"].get(qua, "t/0/1"))
     assert _denied(lambda: st["ocr"].put(res, "card/v1/u1/forged.png", blob, "image/png"))
     # nobody but the admin creates buckets or reads the quarantine
-    assert all(_denied(lambda r=r: st[r].client.make_bucket(f"x-{uuid.uuid4().hex[:8]}")) for r in ROLE_NAMES)
+    assert all(_denied(lambda r=r: st[r].client.make_bucket(f"x-{uuid.uuid4().hex[:8]}"))
+               for r in ROLE_NAMES)
     assert Storage(a).get(qua, "t/0/1") == b"payload"
 
 
@@ -520,9 +532,11 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
     forbidden = {"SCRAM password": admin.kafka.sasl_password.get_secret_value(),
                  "root secret key": admin.s3.secret_key.get_secret_value(),
                  "status API token": token,
-                 **{f"{r} secret key": c.secret_key.get_secret_value() for r, c in secure["creds"].items()},
+                 **{f"{r} secret key": c.secret_key.get_secret_value()
+                    for r, c in secure["creds"].items()},
                  **{f"subject_ref {i}": x for i, x in enumerate(subjects)},
-                 **{f"base64 of {n}": frag for n, data in images.items() for frag in _b64_fragments(data)}}
+                 **{f"base64 of {n}": frag
+                    for n, data in images.items() for frag in _b64_fragments(data)}}
 
     # -- produce: 4 claim checks (card) and 3 inline (id_photo), each with a subject_ref, plus 3
     # bad records holding image bytes or subject_refs (a producer that sent the image itself, a
@@ -536,7 +550,8 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
         # the local file name (it could be a person's) is not part of the claim-check key
         assert good[-1].image.ref.key == f"card/sec-{run_id}-c{i}/upload{f.suffix.lower()}"
     for i, f in enumerate(files[4:] + files[:1]):
-        good.append(inline.event_for(f"sec-{run_id}-p{i}", "id_photo", images[f.name], f.name, None))
+        good.append(inline.event_for(f"sec-{run_id}-p{i}", "id_photo", images[f.name], f.name,
+                                     None))
     for ev, subj in zip(good, subjects, strict=False):
         prod.send(ev.model_copy(update={"subject_ref": subj}))
     inline_b64 = base64.b64encode(images[files[5].name]).decode()
@@ -559,12 +574,15 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
     senv.update({"CARDSTREAM_STATUS__APP_ID": f"st-{run_id}", "CARDSTREAM_STATUS__API_TOKEN": token,
                  "CARDSTREAM_STATUS__DATA_DIR": str(tmp_path / "status"),
                  "CARDSTREAM_STATUS__SESSION_TIMEOUT_S": "6"})
-    status = subprocess.Popen([str(ROOT / ".venv" / "bin" / "cardstream"), "status", "--web-port", str(sport)],
-                              env=senv, stdout=open(logs / "status.log", "ab"), stderr=subprocess.STDOUT,
+    status = subprocess.Popen([str(ROOT / ".venv" / "bin" / "cardstream"), "status", "--web-port",
+                               str(sport)],
+                              env=senv, stdout=open(logs / "status.log",
+                                                    "ab"), stderr=subprocess.STDOUT,
                               cwd=tmp_path, start_new_session=True)
     try:
         msgs = read_committed(admin, admin.kafka.results_topic, len(good), timeout_s=120)
-        results = {codec.decode_result(m.value()).upload_id: codec.decode_result(m.value()) for m in msgs}
+        decoded = [codec.decode_result(m.value()) for m in msgs]
+        results = {r.upload_id: r for r in decoded}
         assert sorted(results) == sorted(e.upload_id for e in good)
         assert all(r.status == "accepted" for r in results.values())
         dls = read_committed(admin, admin.kafka.dlq_topic, 3, timeout_s=60)
@@ -591,7 +609,8 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
         assert out.exit_code == 0, out.output
         # stdout only: librdkafka may log a transient connection error on stderr (a SASL
         # handshake cut by a connection it replaced, retried); the scan below reads both
-        assert sorted(json.loads(x)["upload_id"] for x in out.stdout.splitlines()) == sorted(results)
+        assert (sorted(json.loads(x)["upload_id"] for x in out.stdout.splitlines())
+                == sorted(results))
 
         # the worker's metrics: bounded labels, no upload id
         code, metrics = _http(mport, "/metrics")
@@ -617,13 +636,15 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
 
     # -- replay of the window over TLS, with the worker's user
     report = run_replay(worker_s, from_ms, to_ms, stand_ins(call_ms=2.0),
-                        results_topic=f"{admin.kafka.results_topic}.replay", group=f"g-{run_id}-replay")
+                        results_topic=f"{admin.kafka.results_topic}.replay",
+                        group=f"g-{run_id}-replay")
     assert (report["events"], report["replayed"], report["verdicts_changed"]) == (10, 7, 0)
     side_dead = read_committed(admin, f"{admin.kafka.results_topic}.replay.dlq", 3, timeout_s=30)
     assert len(side_dead) == 3
     # the replay quarantined the same records under the same keys: the same objects
     side_refs = [codec.decode_dead_letter(m.value()).quarantine for m in side_dead]
-    assert sorted((q.key, q.sha256) for q in side_refs) == sorted((d.quarantine.key, d.quarantine.sha256)
+    assert sorted((q.key,
+                   q.sha256) for q in side_refs) == sorted((d.quarantine.key, d.quarantine.sha256)
                                                                   for d in dead)
 
     # -- the scan: every log line written, every dead letter (both topics), the metrics
@@ -636,8 +657,10 @@ def test_full_run_over_tls_leaks_nothing(secure: dict, tmp_path: Path, run_id: s
     for i, m in enumerate(dls + side_dead):
         d = codec.decode_dead_letter(m.value())
         value = base64.b64decode(d.value_b64) if d.value_b64 else b""
-        texts[f"dead letter {i} ({d.error_code})"] = m.value().decode() + value.decode(errors="replace")
-        leaks += [f"image {n} (raw bytes) in dead letter {i}" for n, data in images.items() if data in value]
+        texts[f"dead letter {i} ({d.error_code})"] = (m.value().decode()
+                                                      + value.decode(errors="replace"))
+        leaks += [f"image {n} (raw bytes) in dead letter {i}" for n, data in images.items()
+                  if data in value]
     assert texts["worker.log"].count("batch_committed") >= 1  # the logs are the real ones
     assert "status_start" in texts["status.log"]
     leaks += [f"{what} in {where}" for where, text in texts.items()

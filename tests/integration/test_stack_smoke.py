@@ -67,7 +67,8 @@ def test_send_offsets_to_transaction_commits_group_offsets(settings: Settings) -
     p.begin_transaction()
     offsets = {}
     for m in msgs:
-        offsets[(m.topic(), m.partition())] = max(offsets.get((m.topic(), m.partition()), -1), m.offset())
+        offsets[(m.topic(),
+                 m.partition())] = max(offsets.get((m.topic(), m.partition()), -1), m.offset())
     tps = [TopicPartition(t, part, off + 1) for (t, part), off in offsets.items()]
     p.send_offsets_to_transaction(tps, c.consumer_group_metadata())
     p.commit_transaction()
@@ -114,14 +115,16 @@ def test_aiokafka_consume_and_commit(settings: Settings) -> None:
 def test_minio_put_get_stat_and_sse(settings: Settings) -> None:
     st = Storage(settings.s3)
     data = os.urandom(70_000)
-    ref = st.put(settings.s3.results_bucket, f"smoke/{uuid.uuid4().hex}.bin", data, "application/octet-stream")
+    ref = st.put(settings.s3.results_bucket, f"smoke/{uuid.uuid4().hex}.bin", data,
+                 "application/octet-stream")
     assert ref.sha256 == hashlib.sha256(data).hexdigest()
     assert st.get(ref.bucket, ref.key) == data
     stat = st.client.stat_object(ref.bucket, ref.key)
     assert stat.size == len(data)
 
     enc = Storage(settings.s3.model_copy(update={"sse": True}))
-    ref2 = enc.put(settings.s3.results_bucket, "smoke/encrypted.bin", data, "application/octet-stream")
+    ref2 = enc.put(settings.s3.results_bucket, "smoke/encrypted.bin", data,
+                   "application/octet-stream")
     stat2 = enc.client.stat_object(ref2.bucket, ref2.key)
     assert stat2.metadata.get("x-amz-server-side-encryption") == "AES256"
     assert enc.get(ref2.bucket, ref2.key) == data

@@ -46,7 +46,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_status(s: Settings, app_id: str, port: int, data_dir: Path, log: Path) -> subprocess.Popen:
+def _start_status(s: Settings, app_id: str, port: int, data_dir: Path,
+                  log: Path) -> subprocess.Popen:
     env = settings_env(s)
     env.update({"CARDSTREAM_STATUS__APP_ID": app_id, "CARDSTREAM_STATUS__DATA_DIR": str(data_dir),
                 "CARDSTREAM_STATUS__SESSION_TIMEOUT_S": "6"})
@@ -86,7 +87,8 @@ def _wait_healthy(port: int, p: subprocess.Popen, log: Path, timeout_s: float = 
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(0.5)
-    raise AssertionError(f"status app not healthy after {timeout_s} s: {last}\n{log.read_text()[-3000:]}")
+    raise AssertionError(f"status app not healthy after {timeout_s} s: "
+                         f"{last}\n{log.read_text()[-3000:]}")
 
 
 def _verdicts(port: int, msgs: list) -> dict[str, tuple[int, Any]]:
@@ -97,7 +99,8 @@ def _verdicts(port: int, msgs: list) -> dict[str, tuple[int, Any]]:
     return out
 
 
-def _wait_all_verdicts(port: int, msgs: list, timeout_s: float = 60.0) -> dict[str, tuple[int, Any]]:
+def _wait_all_verdicts(port: int, msgs: list,
+                       timeout_s: float = 60.0) -> dict[str, tuple[int, Any]]:
     deadline = time.monotonic() + timeout_s
     while True:
         got = _verdicts(port, msgs)
@@ -106,7 +109,8 @@ def _wait_all_verdicts(port: int, msgs: list, timeout_s: float = 60.0) -> dict[s
         time.sleep(1.0)
 
 
-def _check_verdicts(got: dict[str, tuple[int, Any]], latest: dict[str, tuple[Any, VerificationResult]]) -> None:
+def _check_verdicts(got: dict[str, tuple[int, Any]],
+                    latest: dict[str, tuple[Any, VerificationResult]]) -> None:
     v = _schema("upload")
     for uid, (m, r) in latest.items():
         code, body = got[uid]
@@ -132,7 +136,8 @@ def _committed(s: Settings, app_id: str) -> list[int]:
 def _wait_committed_past(s: Settings, app_id: str, msgs: list, timeout_s: float = 30.0) -> None:
     """Wait until the group has committed past the last result record of every partition (a
     transactional topic ends with a commit marker, so this is last offset + 1, not the end)."""
-    want = [max((m.offset() + 1 for m in msgs if m.partition() == p), default=-1001) for p in range(3)]
+    want = [max((m.offset() + 1 for m in msgs if m.partition() == p),
+                default=-1001) for p in range(3)]
     deadline = time.monotonic() + timeout_s
     while (got := _committed(s, app_id)) != want:
         assert time.monotonic() < deadline, (got, want)
@@ -142,7 +147,9 @@ def _wait_committed_past(s: Settings, app_id: str, msgs: list, timeout_s: float 
 def _reset_offsets(s: Settings, app_id: str, timeout_s: float = 30.0) -> None:
     """Set the (empty) group's results offsets to 0, retrying while the killed members expire."""
     a = admin(s.kafka)
-    req = ConsumerGroupTopicPartitions(app_id, [TopicPartition(s.kafka.results_topic, p, 0) for p in range(3)])
+    req = ConsumerGroupTopicPartitions(app_id,
+                                       [TopicPartition(s.kafka.results_topic, p, 0)
+                                        for p in range(3)])
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -158,7 +165,8 @@ def _reset_offsets(s: Settings, app_id: str, timeout_s: float = 30.0) -> None:
 
 def _expected_windows(msgs: list, task: str) -> dict[int, dict]:
     """Per-window counts computed directly from the committed result records."""
-    w: dict[int, dict] = defaultdict(lambda: {"count": 0, "by_status": Counter(), "by_reason": Counter(),
+    w: dict[int,
+            dict] = defaultdict(lambda: {"count": 0, "by_status": Counter(), "by_reason": Counter(),
                                               "total_ms": [], "batch": 0})
     for m in msgs:
         r = codec.decode_result(m.value())
@@ -203,7 +211,8 @@ def _check_stats(port: int, msgs: list) -> dict[str, Any]:
     return answers
 
 
-def test_status_app_verdicts_stats_restart_and_routing(settings: Settings, tmp_path: Path, run_id: str) -> None:
+def test_status_app_verdicts_stats_restart_and_routing(settings: Settings, tmp_path: Path,
+                                                       run_id: str) -> None:
     good = write_images(tmp_path / "imgs", 16)
     bad = []
     for i in range(4):  # truncated JPEGs -> rejected results with a reason code
@@ -223,7 +232,8 @@ def test_status_app_verdicts_stats_restart_and_routing(settings: Settings, tmp_p
 
     app_id = f"st-{run_id}"
     port_a, port_b = _free_port(), _free_port()
-    log_w, log_a, log_b = tmp_path / "worker.log", tmp_path / "status_a.log", tmp_path / "status_b.log"
+    log_w, log_a, log_b = (tmp_path / "worker.log", tmp_path / "status_a.log",
+                           tmp_path / "status_b.log")
     procs: list[subprocess.Popen] = []
     try:
         procs.append(start_worker(settings, 0, log_w, "--processor", "card=sleep,id_photo=sleep",
@@ -269,12 +279,14 @@ def test_status_app_verdicts_stats_restart_and_routing(settings: Settings, tmp_p
             else:
                 tx.abort_transaction(10)
         deadline = time.monotonic() + 30
-        while _get(port_a, f"/uploads/committed-{run_id}")[0] != 200 and time.monotonic() < deadline:
+        while _get(port_a,
+                   f"/uploads/committed-{run_id}")[0] != 200 and time.monotonic() < deadline:
             time.sleep(0.5)
         assert _get(port_a, f"/uploads/committed-{run_id}")[0] == 200
         assert _get(port_a, f"/uploads/aborted-{run_id}")[0] == 404
 
-        msgs = read_committed(settings, settings.kafka.results_topic, n + 1, timeout_s=30, settle_s=1)
+        msgs = read_committed(settings, settings.kafka.results_topic, n + 1, timeout_s=30,
+                              settle_s=1)
         stats_before = _check_stats(port_a, msgs)
 
         # kill -9 and start again: the tables come back from the changelog, answers unchanged.
@@ -323,4 +335,5 @@ def test_status_app_verdicts_stats_restart_and_routing(settings: Settings, tmp_p
     finally:
         for p in reversed(procs):
             stop_worker(p, timeout_s=20)
-        delete_topics(admin(settings.kafka), list(changelog_topics(StatusSettings(app_id=app_id)).values()))
+        delete_topics(admin(settings.kafka),
+                      list(changelog_topics(StatusSettings(app_id=app_id)).values()))

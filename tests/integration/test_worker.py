@@ -57,7 +57,8 @@ def test_batches_one_call_per_bucket_and_exactly_once(settings: Settings, tmp_pa
     prod = UploadProducer(settings)
     sent = prod.produce_files(files, "card", count=60, concurrency=8)
     sent += prod.produce_files(files, "id_photo", count=40, concurrency=8)
-    s = settings.model_copy(update={"worker": settings.worker.model_copy(update={"max_batch": 32, "max_wait_ms": 200})})
+    worker = settings.worker.model_copy(update={"max_batch": 32, "max_wait_ms": 200})
+    s = settings.model_copy(update={"worker": worker})
     w = _worker(s, bucket=8)
     t = _run_until(w)
     rs = results(s, 100, timeout_s=90)
@@ -90,16 +91,19 @@ def test_bad_events_go_to_dlq_and_worker_continues(settings: Settings, tmp_path:
     bad = [
         (b"x", b"\x00\x01garbage{"),                                      # NOT_JSON
         (b"u1", json.dumps({"upload_id": "u1", "task": "selfie_video",
-                            "image": {"ref": {"bucket": settings.s3.uploads_bucket, "key": "a"}}}).encode()),
+                            "image": {"ref": {"bucket": settings.s3.uploads_bucket,
+                                              "key": "a"}}}).encode()),
         (b"../../etc/passwd", json.dumps({"upload_id": "../../etc/passwd", "task": "card",
-                                          "image": {"ref": {"bucket": settings.s3.uploads_bucket, "key": "a"}}}).encode()),
+                                          "image": {"ref": {"bucket": settings.s3.uploads_bucket,
+                                                            "key": "a"}}}).encode()),
         (b"u9", json.dumps({"upload_id": "u9", "task": "card",
                             "image": {"ref": {"bucket": "someone-elses", "key": "a"}}}).encode()),
     ]
     for k, v in bad:
         prod.send_raw(k, v)
     missing = json.dumps({"upload_id": "u3", "task": "card",
-                          "image": {"ref": {"bucket": settings.s3.uploads_bucket, "key": "does/not/exist.jpg"}}})
+                          "image": {"ref": {"bucket": settings.s3.uploads_bucket,
+                                            "key": "does/not/exist.jpg"}}})
     prod.send_raw(b"u3", missing.encode())
     prod.send(prod.event_for("txt1", "card", b"hello, this is not an image", "a.txt", None))
     jpg = write_images(tmp_path / "one", 1)[0].read_bytes()
@@ -116,19 +120,21 @@ def test_bad_events_go_to_dlq_and_worker_continues(settings: Settings, tmp_path:
     w.stop()
     t.join(30)
     by_id = {r.upload_id: r for r in rs}
-    assert by_id["u3"].status == Status.REJECTED and [str(x) for x in by_id["u3"].reasons] == ["OBJECT_NOT_FOUND"]
+    assert (by_id["u3"].status == Status.REJECTED
+            and [str(x) for x in by_id["u3"].reasons] == ["OBJECT_NOT_FOUND"])
     assert [str(x) for x in by_id["txt1"].reasons] == ["UNSUPPORTED_FORMAT"]
     assert [str(x) for x in by_id["forged"].reasons] == ["CHECKSUM_MISMATCH"]
     assert all(by_id[g.upload_id].status == Status.ACCEPTED for g in good)
     # no model ran on an upload whose object could not be loaded (the contract's null model)
     assert [by_id[u].model for u in ("u3", "txt1", "forged")] == [None, None, None]
     assert all(by_id[g.upload_id].model is not None for g in good)
-    assert sorted(str(d.error_code) for d in ds) == sorted(["NOT_JSON", "SCHEMA_INVALID", "SCHEMA_INVALID",
-                                                            "BUCKET_NOT_ALLOWED"])
+    assert sorted(str(d.error_code) for d in ds) == sorted(["NOT_JSON", "SCHEMA_INVALID",
+                                                            "SCHEMA_INVALID", "BUCKET_NOT_ALLOWED"])
     # the dead letter names the upload when its id is itself valid
     assert sorted(d.upload_id or "-" for d in ds) == ["-", "-", "u1", "u9"]
     st = Storage(settings.s3)
-    keys = [o.object_name for o in st.client.list_objects(settings.s3.results_bucket, recursive=True)]
+    keys = [o.object_name for o in st.client.list_objects(settings.s3.results_bucket,
+                                                          recursive=True)]
     assert all(".." not in k and not k.startswith("/") for k in keys)
     # operators read the same dead letters with `cardstream results --dead-letters`
     from typer.testing import CliRunner
@@ -180,7 +186,8 @@ def test_partitions_revoked_while_paused_are_fetched_when_they_come_back(
         while time.monotonic() < end:
             other.poll(0.1)
         assert len(w.intake.consumer.assignment()) == 6 - len(got)
-        w.compute.storage = Storage(settings.s3)  # the store is back; the worker resumes what it holds
+        # the store is back; the worker resumes what it holds
+        w.compute.storage = Storage(settings.s3)
         _wait_for(lambda: not w.intake.paused, 60, "the worker to resume")
     finally:
         other.close()  # its partitions go back to the worker
@@ -191,7 +198,8 @@ def test_partitions_revoked_while_paused_are_fetched_when_they_come_back(
 
 
 @pytest.mark.parametrize("inline", [False, True], ids=["get_fails", "put_fails"])
-def test_minio_outage_commits_nothing_until_back(settings: Settings, tmp_path: Path, inline: bool) -> None:
+def test_minio_outage_commits_nothing_until_back(settings: Settings, tmp_path: Path,
+                                                 inline: bool) -> None:
     """Store unreachable (wrong endpoint for the worker) -> nothing committed; then all. Claim
     checks fail at the GET; inline images fail at the PUT of the outputs, with the next batch
     already computing behind it (both are rewound)."""
@@ -254,7 +262,8 @@ def test_aborted_transaction_redoes_the_batch_computing_behind_it(settings: Sett
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_600_uploads_two_tasks_with_kills(settings: Settings, tmp_path: Path, workers: int) -> None:
-    """600 uploads, N worker processes; with 2 workers one is SIGKILLed mid-run twice and restarted."""
+    """600 uploads, N worker processes; with 2 workers one is SIGKILLed mid-run twice and
+    restarted."""
     files = write_images(tmp_path / "imgs", 30)
     prod = UploadProducer(settings)
     sent = prod.produce_files(files, "card", count=300, concurrency=16)

@@ -33,7 +33,8 @@ def manifest() -> dict:
     return json.loads((CASES / "manifest.json").read_text())
 
 
-def test_shared_cases_through_the_worker(settings: Settings, manifest: dict, tmp_path: Path) -> None:
+def test_shared_cases_through_the_worker(settings: Settings, manifest: dict,
+                                         tmp_path: Path) -> None:
     prod = UploadProducer(settings)
     sent: dict[str, dict] = {}
     for i, case in enumerate(manifest["images"]):
@@ -46,7 +47,8 @@ def test_shared_cases_through_the_worker(settings: Settings, manifest: dict, tmp
         if "raw" in ev:
             prod.send_raw(None, base64.b64decode(ev["raw"]))
             continue
-        v = json.loads(json.dumps(ev["value"]).replace('"uploads"', f'"{settings.s3.uploads_bucket}"'))
+        v = json.loads(json.dumps(ev["value"]).replace('"uploads"',
+                                                       f'"{settings.s3.uploads_bucket}"'))
         prod.send_raw(v.get("upload_id", "x").encode(), json.dumps(v).encode())
     assert prod.flush() == []
     s = settings
@@ -60,7 +62,8 @@ def test_shared_cases_through_the_worker(settings: Settings, manifest: dict, tmp
     ds = dead_letters(s, len(EVENT_CODES), timeout_s=30)
 
     # the worker is still consuming: one more upload after the bad ones
-    prod.send(prod.event_for("after-bad", "card", (CASES / "images/card_scene.jpg").read_bytes(), "a.jpg", None))
+    prod.send(prod.event_for("after-bad", "card", (CASES / "images/card_scene.jpg").read_bytes(),
+                             "a.jpg", None))
     assert prod.flush() == []
     rs.update({r.upload_id: r for r in results(s, n_results + 1, timeout_s=120)})
     w.stop()

@@ -50,7 +50,8 @@ class Toy:
         thumbs = []
         for it in items:
             bgr, _ = decode_probed(it.image, DecodeSettings())
-            g = cv2.resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY), (8, 8), interpolation=cv2.INTER_AREA)
+            g = cv2.resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY), (8, 8),
+                           interpolation=cv2.INTER_AREA)
             thumbs.append(g.astype(np.float32)[None] / 255.0 - 0.5)
         (y,) = self.model.run(np.stack(thumbs))
         self.seen.append(y)

@@ -58,7 +58,8 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
     assert quad_iou(rows[0]["quad"], quad) >= 0.9
     alone = CliRunner().invoke(app, ["card", "--json", str(img), str(tmp_path / "missing.jpg")])
     missing = json.loads(alone.output.strip().splitlines()[-1])
-    assert alone.exit_code == 1 and (missing["status"], missing["reasons"]) == ("rejected", ["OBJECT_NOT_FOUND"])
+    assert alone.exit_code == 1
+    assert (missing["status"], missing["reasons"]) == ("rejected", ["OBJECT_NOT_FOUND"])
     # capture-quality annotations off (this small test card is LOW_RESOLUTION): no reasons
     ok = CliRunner().invoke(app, ["card", str(img)],
                             env={"CARDSTREAM_CARD__VERIFY__QUALITY": "false"})
@@ -189,7 +190,8 @@ def test_eval_card_counts_accepted_cards_and_refuses_broken_sets(app, tmp_path):
         sum(x["status"] == "accepted" for x in cards) / len(cards))
     # a listed file that is gone, a quad of 2 points, or nothing to score: usage errors
     broken = {"missing": {"images": [{"file": "gone.jpg", "expect": {"reason": "NO_CARD"}}]},
-              "two points": {"images": [{"file": "x.jpg", "expect": {"quad_approx": [[0, 0], [1, 1]]}}]},
+              "two points": {"images": [{"file": "x.jpg",
+                                         "expect": {"quad_approx": [[0, 0], [1, 1]]}}]},
               "empty": {"images": []}}
     for name, manifest in broken.items():
         d = tmp_path / name.replace(" ", "_")
@@ -253,7 +255,9 @@ def test_a_fifo_or_folder_is_refused_without_being_read(app, tmp_path, command):
 def test_a_missing_file_says_so_and_the_next_file_is_still_read(app, tmp_path, command):
     missing, bad = tmp_path / "gone.jpg", tmp_path / "bad.jpg"
     bad.write_bytes(b"not an image")
-    r = CliRunner().invoke(app, [command, "--json", "--out", str(tmp_path / "out"), str(missing), str(bad)])
+    r = CliRunner().invoke(app,
+                           [command, "--json", "--out", str(tmp_path / "out"), str(missing),
+                            str(bad)])
     assert r.exit_code == 1, r.output
     rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
     assert [(x["file"], x["reasons"]) for x in rows] == [(str(missing), ["OBJECT_NOT_FOUND"]),

@@ -132,7 +132,8 @@ def test_corner_angle_deviation_of_rectangle_tilt_and_kite():
     assert geo.corner_angle_deviation(rect) == pytest.approx(0.0, abs=1e-9)
     # a symmetric trapezoid whose top is 20 px shorter per side over 60 px height: 90 - atan(60/20)
     trap = [[20, 0], [80, 0], [100, 60], [0, 60]]
-    assert geo.corner_angle_deviation(trap) == pytest.approx(np.degrees(np.arctan2(20, 60)), abs=1e-9)
+    assert geo.corner_angle_deviation(trap) == pytest.approx(np.degrees(np.arctan2(20, 60)),
+                                                             abs=1e-9)
     # the kite-shaped outline of a reclining animal (a real false positive): far from 90 degrees
     kite = [[290, 165], [1031, 486], [532, 594], [84, 496]]
     assert geo.corner_angle_deviation(kite) > 60

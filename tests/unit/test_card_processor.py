@@ -21,7 +21,8 @@ def _processor(max_bucket: int, threads: int = 0, **card):
     from processors.card import CardProcessor
 
     try:
-        return CardProcessor(CardSettings(**card), RuntimeSettings(device="cpu", max_bucket=max_bucket,
+        return CardProcessor(CardSettings(**card),
+                             RuntimeSettings(device="cpu", max_bucket=max_bucket,
                                                                    intra_op_threads=2,
                                                                    postprocess_threads=threads))
     except ModelError as e:
@@ -91,12 +92,14 @@ def test_post_processing_on_threads_gives_the_same_outcomes_as_one_thread(proc):
     assert [o.upload_id for o in parallel] == [it.upload_id for it in items]
     assert [(o.status, o.reasons, o.payload) for o in parallel] == \
         [(o.status, o.reasons, o.payload) for o in serial]
-    assert [a.data for o in parallel for a in o.artifacts] == [a.data for o in serial for a in o.artifacts]
+    assert ([a.data for o in parallel for a in o.artifacts]
+            == [a.data for o in serial for a in o.artifacts])
     assert serial[-1].reasons[0] == ReasonCode.NO_CARD and serial[0].status == Status.ACCEPTED
 
 
 def test_accepted_card_is_rectified_to_id1_size_as_jpeg(proc):
-    out = proc.process_batch([Item.from_array("a", _scene(1, QUADS[0]), {"doc_type": "id_card"})])[0]
+    out = proc.process_batch([Item.from_array("a", _scene(1, QUADS[0]),
+                                              {"doc_type": "id_card"})])[0]
     assert out.status == Status.ACCEPTED, out.reasons
     (art,) = out.artifacts
     assert (art.name, art.ext, art.content_type) == ("rectified", "jpg", "image/jpeg")
@@ -234,7 +237,8 @@ def test_two_cards_in_one_photo_are_multiple_cards(proc, seed):
     assert max(quad_iou(out.payload["quad"], qa), quad_iou(out.payload["quad"], qb)) >= 0.9
     assert not out.artifacts
     # either card alone is accepted
-    assert proc.process_batch([Item.from_array("one", _scene(seed, qa))])[0].status == Status.ACCEPTED
+    assert proc.process_batch([Item.from_array("one",
+                                               _scene(seed, qa))])[0].status == Status.ACCEPTED
 
 
 def test_scene_without_card_is_no_card(proc):

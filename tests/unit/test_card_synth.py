@@ -1,4 +1,5 @@
-"""The card generator's ``hard`` scenes (objects touching the card, header bands like the background)."""
+"""The card generator's ``hard`` scenes (objects touching the card, header bands like the
+background)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,8 @@ def test_recipe_chains_the_four_shipped_runs(stages, tmp_path):
     assert [s.side for s in stages] == [256, 256, 320, 320]
     assert [s.frozen_convs for s in stages] == [44, 44, 44, 36]
     assert [s.lr for s in stages] == [1e-4, 1e-4, 1e-4, 5e-5]
-    assert [(s.cut_share, s.blur_share) for s in stages] == [(0.0, 0.0), (0.2, 0.2), (0.1, 0.1), (0.1, 0.1)]
+    assert [(s.cut_share,
+             s.blur_share) for s in stages] == [(0.0, 0.0), (0.2, 0.2), (0.1, 0.1), (0.1, 0.1)]
     assert [s.hard_share for s in stages] == [0.0] * 4
     # each stage starts from the one before; the first from the pinned u2netp
     assert stages[0].init is None

@@ -47,7 +47,8 @@ def test_two_workers_train_the_unfrozen_convs_only(tmp_path):
     assert [r["step"] for r in recs] == [0, 1, 2]  # written once (rank 0), not once per worker
     assert all(0.0 <= r["val_mask_iou"] <= 1.0 for r in recs)
     assert all(r["loss"] > 0 for r in recs[1:])
-    assert recs[0]["loss"] is None and "NaN" not in log.read_text()  # strict JSON: null, no step yet
+    # strict JSON: null, no step yet
+    assert recs[0]["loss"] is None and "NaN" not in log.read_text()
 
 
 def test_batch_must_split_evenly_between_the_workers(tmp_path):

@@ -18,7 +18,8 @@ def test_terminal_help_joins_hard_breaks_keeps_paragraphs_and_drops_literals():
 
         Exit status 1.
         """
-    assert terminal_help(doc) == 'First line.\n\nPer image: {"file", "status"} in source px.\n\nExit status 1.'
+    assert (terminal_help(doc)
+            == 'First line.\n\nPer image: {"file", "status"} in source px.\n\nExit status 1.')
 
 
 def _commands(cmd, path=()):

@@ -67,7 +67,8 @@ def test_results_refuses_a_bad_since_as_a_usage_error(since: str) -> None:
      "--task/--options: options.size: Extra inputs are not permitted"),
     (["--task", "card", "--options", '{"size":'], "--options: not JSON: Expecting value"),
 ])
-def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str], says: str) -> None:
+def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str],
+                                                       says: str) -> None:
     from typer.testing import CliRunner
 
     from streams.cli import app
@@ -78,7 +79,8 @@ def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str]
     assert says in r.output and "Traceback" not in r.output and "pydantic.dev" not in r.output
 
 
-def test_the_console_script_prints_project_errors_on_one_line(tmp_path, monkeypatch, capsys) -> None:
+def test_the_console_script_prints_project_errors_on_one_line(tmp_path, monkeypatch,
+                                                              capsys) -> None:
     """``cardstream produce`` without S3 credentials: one line naming the settings, exit 1,
     no traceback (the console script is ``streams.cli:main``)."""
     import sys
@@ -96,3 +98,25 @@ def test_the_console_script_prints_project_errors_on_one_line(tmp_path, monkeypa
     assert ei.value.code == 1
     assert err.startswith("cardstream: StorageError: set CARDSTREAM_S3__ACCESS_KEY"), err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_results_json_stops_on_a_tombstone_like_the_other_modes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``results --json`` over a record without a value (a tombstone anyone may write) ends with
+    the codec's NOT_JSON error, as the table and --dead-letters modes do; it was an
+    AttributeError traceback (found by mypy: ``Message.value()`` may be None)."""
+    from typer.testing import CliRunner
+
+    import streams.kafka
+    from schemas.errors import ContractError
+    from streams.cli import app
+    from tests.doubles import Msg
+
+    monkeypatch.setenv("CARDSTREAM_S3__ACCESS_KEY", "unit")
+    monkeypatch.setenv("CARDSTREAM_S3__SECRET_KEY", "unit-secret")
+    records = [[Msg(0, 0, "results", b'{"upload_id":"u1"}'), Msg(0, 1, "results", None)]]
+    monkeypatch.setattr(streams.kafka, "read_topic", lambda *a, **kw: iter(records))
+    r = CliRunner().invoke(app, ["results", "--json"])
+    assert r.output == '{"upload_id":"u1"}\n'
+    assert isinstance(r.exception, ContractError), r.exception
+    assert r.exception.code == "NOT_JSON" and "tombstone" in str(r.exception)

@@ -132,7 +132,7 @@ def test_settings_defaults_and_frozen() -> None:
     assert s.min_side == 32
     assert s.flatten_bgr == (255, 255, 255)
     with pytest.raises(pydantic.ValidationError):
-        s.max_pixels = 1  # type: ignore[misc]
+        s.max_pixels = 1  # type: ignore[misc]  # frozen: the assignment must raise
 
 
 def test_decode_error_is_a_cardstream_error() -> None:
@@ -257,7 +257,8 @@ def test_bomb_png_header_refused_before_decoding() -> None:
     assert _reason(data) == ReasonCode.IMAGE_TOO_LARGE
     assert time.perf_counter() - start < 0.5
     # said with the limit users set, not Pillow's own
-    with pytest.raises(DecodeError, match=r"^png header declares 3600000000 px > max_pixels 40000000$"):
+    with pytest.raises(DecodeError, match=r"^png header declares 3600000000 px > max_pixels "
+                                          r"40000000$"):
         decode_image(data, DEFAULT)
 
 
@@ -571,7 +572,8 @@ def test_a_header_cut_short_says_how_many_bytes_there_were(cut: int, detail: str
     with pytest.raises(DecodeError) as err:
         decode_image(data[:cut], DEFAULT)
     assert err.value.reason == ReasonCode.CORRUPT_IMAGE
-    assert str(err.value) == f"jpeg header unreadable in {cut} bytes: truncated or damaged ({detail})"
+    assert (str(err.value)
+            == f"jpeg header unreadable in {cut} bytes: truncated or damaged ({detail})")
 
 
 # ----------------------------------------------------------------------------- fuzzing

@@ -136,7 +136,7 @@ def test_the_issues_alpha_png_is_estimated_at_its_strip_peak() -> None:
     assert decoded_bytes(img) == 7 * 7690 * 5200 + 16 * MIB
 
 
-# --- strips into the upright result -----------------------------------------------------------------
+# --- strips into the upright result -------------------------------------------------------------
 
 @pytest.mark.parametrize("orientation", range(1, 9))
 def test_strips_are_placed_as_the_whole_image_would_be_turned(

@@ -2,10 +2,10 @@
 validated against the Compose specification's JSON schema, the Dockerfile's invariants.
 
 No Docker engine and no cluster are needed: the chart is checked by `helm lint` / `helm template`
-(helm built from the Go module proxy by ``scripts/helm``, ``make tools``, cached) and the rendered manifests are
-parsed; the compose file is checked against ``schema/compose-spec.json`` of the Go module
-``github.com/compose-spec/compose-go/v2`` (the loader Docker Compose itself uses; fetched with
-``go mod download``, hash-checked by Go's checksum database and pinned here by SHA-256). Both
+(helm built from the Go module proxy by ``scripts/helm``, ``make tools``, cached) and the rendered
+manifests are parsed; the compose file is checked against ``schema/compose-spec.json`` of the Go
+module ``github.com/compose-spec/compose-go/v2`` (the loader Docker Compose itself uses; fetched
+with ``go mod download``, hash-checked by Go's checksum database and pinned here by SHA-256). Both
 checks fail on an unknown key and on a broken template, which the tests prove by mutation.
 Nothing is skipped: without Go the fixtures fail with the reason.
 """
@@ -261,7 +261,8 @@ def test_optional_parts_toggle(helm: str) -> None:
     assert "cardstream topics create" in script and "cardstream buckets create" in script
     assert "--uploads-partitions 6" in script and "--no-roles" not in script
     no_roles = render(helm, "--set", "init.enabled=true", "--set", "init.roles=false")
-    assert container(one(no_roles, "Job"))["args"][0].endswith("cardstream buckets create --no-roles")
+    assert container(one(no_roles,
+                         "Job"))["args"][0].endswith("cardstream buckets create --no-roles")
     sts_env = env_of(container(one(docs, "StatefulSet")))
     assert sts_env["CARDSTREAM_KAFKA__SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == \
         {"name": "kafka-sasl", "key": "sasl-password"}
@@ -315,7 +316,8 @@ def test_status_app_listens_where_the_probes_and_service_look(helm: str) -> None
                and d["metadata"]["labels"]["app.kubernetes.io/component"] == "status")
     c = container(dep)
     env = env_of(c)
-    assert env["CARDSTREAM_STATUS__WEB_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert (env["CARDSTREAM_STATUS__WEB_HOST"]["valueFrom"]["fieldRef"]["fieldPath"]
+            == "status.podIP")
     assert env["CARDSTREAM_STATUS__API_TOKEN"]["valueFrom"]["secretKeyRef"]
     st = _status_settings({**{k: v["value"] for k, v in env.items() if "value" in v
                               and k.startswith("CARDSTREAM_STATUS__")},
@@ -370,7 +372,8 @@ def test_configmap_keys_are_real_settings(helm: str) -> None:
     assert str(s.kafka.ca_file) == "/etc/cardstream/kafka-ca/ca.crt"
     assert str(s.s3.ca_file) == "/etc/cardstream/s3-ca/ca.crt"
     assert s.s3.secure is True and s.s3.sse is True
-    assert (s.s3.uploads_expiry_days, s.s3.results_expiry_days, s.s3.quarantine_expiry_days) == (7, 14, 1)
+    assert (s.s3.uploads_expiry_days, s.s3.results_expiry_days,
+            s.s3.quarantine_expiry_days) == (7, 14, 1)
     assert s.s3.uploads_bucket == "incoming" and s.s3.allowed_buckets == ("incoming",)
     assert s.runtime.device == "cuda"
 
@@ -385,10 +388,13 @@ def test_certificates_and_credentials_come_from_secrets(helm: str) -> None:
     holds the admin's; nothing secret is in the ConfigMap."""
     docs = render(helm, "--set", "init.enabled=true", "--set", "kafka.tls.caSecret=kafka-ca",
                   "--set", "kafka.tls.clientSecret=kafka-client", "--set", "s3.tls.caSecret=s3-ca",
-                  "--set", "s3.roles.producerSecret=s3-producer", "--set", "s3.roles.ocrSecret=s3-ocr")
+                  "--set", "s3.roles.producerSecret=s3-producer",
+                  "--set", "s3.roles.ocrSecret=s3-ocr")
     cm = one(docs, "ConfigMap")["data"]
-    files = {cm["CARDSTREAM_KAFKA__CA_FILE"]: "kafka-ca", cm["CARDSTREAM_KAFKA__CERT_FILE"]: "kafka-client",
-             cm["CARDSTREAM_KAFKA__KEY_FILE"]: "kafka-client", cm["CARDSTREAM_S3__CA_FILE"]: "s3-ca"}
+    files = {cm["CARDSTREAM_KAFKA__CA_FILE"]: "kafka-ca",
+             cm["CARDSTREAM_KAFKA__CERT_FILE"]: "kafka-client",
+             cm["CARDSTREAM_KAFKA__KEY_FILE"]: "kafka-client",
+             cm["CARDSTREAM_S3__CA_FILE"]: "s3-ca"}
     for kind, comp, s3 in (("StatefulSet", None, True), ("Deployment", "status", False),
                            ("Deployment", "gateway", True), ("Job", None, True)):
         pod = _pod(docs, kind, comp)
@@ -429,8 +435,10 @@ def test_certificates_and_credentials_come_from_secrets(helm: str) -> None:
                           "CARDSTREAM_S3__ROLES__GATEWAY__SECRET_KEY": "cardstream-gateway-s3",
                           "CARDSTREAM_KAFKA__SASL_PASSWORD": "cardstream-kafka"}
     assert env["Deployment:status"]["CARDSTREAM_STATUS__WEB_BIND"]["value"] == "0.0.0.0"
-    assert env["Deployment:status"]["CARDSTREAM_STATUS__WEB_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-    for doc in docs:  # no Secret rendered, no credential-named key in a ConfigMap or a plain env value
+    web_host = env["Deployment:status"]["CARDSTREAM_STATUS__WEB_HOST"]
+    assert web_host["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    # no Secret rendered, no credential-named key in a ConfigMap or a plain env value
+    for doc in docs:
         assert doc["kind"] != "Secret"
     assert not [k for k in cm if re.search(r"PASSWORD|SECRET|TOKEN|ACCESS_KEY", k)]
     plain = [e["name"] for v in env.values() for e in v.values() if "value" in e]
@@ -444,7 +452,8 @@ def _env_settings(env: dict[str, str]):
     return _from_env(env, load_settings)
 
 
-def test_gateway_deployment_service_hpa_and_policy(default_docs: list[dict[str, Any]], helm: str) -> None:
+def test_gateway_deployment_service_hpa_and_policy(default_docs: list[dict[str, Any]],
+                                                   helm: str) -> None:
     """The gateway listens where its probes and Service look, reads the keys file mounted from
     its Secret, uses the gateway role's S3 user, scales on CPU, and is fenced like the others."""
     dep = one(default_docs, "Deployment", "gateway")
@@ -455,20 +464,24 @@ def test_gateway_deployment_service_hpa_and_policy(default_docs: list[dict[str, 
                        "CARDSTREAM_S3__ACCESS_KEY": "a", "CARDSTREAM_S3__SECRET_KEY": "b"})
     g = s.gateway
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert (g.bind, g.port, g.admin_port) == ("0.0.0.0", ports["http"], ports["admin"]) == ("0.0.0.0", 8000, 8001)
+    assert (g.bind, g.port,
+            g.admin_port) == ("0.0.0.0", ports["http"], ports["admin"]) == ("0.0.0.0", 8000, 8001)
     assert c["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "admin"}
     assert c["livenessProbe"]["httpGet"] == {"path": "/live", "port": "admin"}
     assert c["args"] == ["gateway"]
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
     folder, name = str(g.api_keys_file).rsplit("/", 1)
-    assert mounts[folder]["readOnly"] is True and "subPath" not in mounts[folder]  # updates reach it
+    # updates reach it
+    assert mounts[folder]["readOnly"] is True and "subPath" not in mounts[folder]
     vol = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}[mounts[folder]["name"]]
     assert vol["secret"]["secretName"] == "cardstream-gateway-keys"
     assert vol["secret"]["items"] == [{"key": "api-keys", "path": name}]
-    assert env["CARDSTREAM_S3__ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "cardstream-gateway-s3"
+    assert (env["CARDSTREAM_S3__ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"]
+            == "cardstream-gateway-s3")
     assert "replicas" not in dep["spec"]  # the HPA owns it
     svc = one(default_docs, "Service", "gateway")
-    assert svc["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http",
+                                     "protocol": "TCP"}]
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     hpa = one(default_docs, "HorizontalPodAutoscaler")
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -476,20 +489,27 @@ def test_gateway_deployment_service_hpa_and_policy(default_docs: list[dict[str, 
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 10)
     assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
     pol = one(default_docs, "NetworkPolicy", "gateway")["spec"]
-    assert pol["podSelector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    assert (pol["podSelector"]["matchLabels"].items()
+            <= dep["spec"]["template"]["metadata"]["labels"].items())
     api, admin = pol["ingress"]
     assert api == {"ports": [{"port": "http", "protocol": "TCP"}]}  # the front door: from anyone
-    assert admin["ports"] == [{"port": "admin", "protocol": "TCP"}] and admin["from"] == [{"podSelector": {}}]
-    assert {p["port"] for r in pol["egress"] for p in r["ports"]} == {53, 9092, 9093, 9094, 9000, 443, 6066}
-    assert g.status_url == f"http://{one(default_docs, 'Service', 'status')['metadata']['name']}:6066"
-    assert env["CARDSTREAM_STATUS__API_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "cardstream-status"
+    assert admin["ports"] == [{"port": "admin",
+                               "protocol": "TCP"}] and admin["from"] == [{"podSelector": {}}]
+    assert {p["port"] for r in pol["egress"] for p in r["ports"]} == {53, 9092, 9093, 9094, 9000,
+                                                                      443, 6066}
+    assert (g.status_url
+            == f"http://{one(default_docs, 'Service', 'status')['metadata']['name']}:6066")
+    assert (env["CARDSTREAM_STATUS__API_TOKEN"]["valueFrom"]["secretKeyRef"]["name"]
+            == "cardstream-status")
     narrowed = render(helm, "--set-json", 'networkPolicy.gatewayFrom=[{"namespaceSelector":{}}]',
                       "--set", "gateway.autoscaling.enabled=false", "--set", "gateway.replicas=3")
-    assert one(narrowed, "NetworkPolicy", "gateway")["spec"]["ingress"][0]["from"] == [{"namespaceSelector": {}}]
+    assert one(narrowed, "NetworkPolicy",
+               "gateway")["spec"]["ingress"][0]["from"] == [{"namespaceSelector": {}}]
     assert one(narrowed, "Deployment", "gateway")["spec"]["replicas"] == 3
     assert not [d for d in narrowed if d["kind"] == "HorizontalPodAutoscaler"]
     off = render(helm, "--set", "gateway.enabled=false")
-    assert not [d for d in off if d["metadata"]["labels"].get("app.kubernetes.io/component") == "gateway"]
+    assert not [d for d in off
+                if d["metadata"]["labels"].get("app.kubernetes.io/component") == "gateway"]
     r = run_helm(helm, "template", "cs", CHART, "--set", "gateway.apiKeysSecret=")
     assert r.returncode != 0 and "API keys" in r.stderr
     r = run_helm(helm, "template", "cs", CHART, "--set", "gateway.autoscaling.minReplicas=20")
@@ -504,16 +524,20 @@ def test_secrets_in_values_and_missing_secrets_fail(helm: str) -> None:
     r = run_helm(helm, "template", "cs", CHART, "--set", "statusApp.existingSecret=")
     assert r.returncode != 0 and "bearer token" in r.stderr
     # PLAINTEXT is possible, on purpose: no SASL settings rendered then
-    cm = one(render(helm, "--set", "kafka.securityProtocol=PLAINTEXT", "--set", "kafka.existingSecret="),
+    cm = one(render(helm, "--set", "kafka.securityProtocol=PLAINTEXT", "--set",
+                    "kafka.existingSecret="),
              "ConfigMap")["data"]
-    assert cm["CARDSTREAM_KAFKA__SECURITY_PROTOCOL"] == "PLAINTEXT" and "CARDSTREAM_KAFKA__SASL_USERNAME" not in cm
+    assert (cm["CARDSTREAM_KAFKA__SECURITY_PROTOCOL"] == "PLAINTEXT"
+            and "CARDSTREAM_KAFKA__SASL_USERNAME" not in cm)
 
 
-def test_network_policies_fence_workers_and_status_app(default_docs: list[dict[str, Any]], helm: str) -> None:
+def test_network_policies_fence_workers_and_status_app(default_docs: list[dict[str, Any]],
+                                                       helm: str) -> None:
     pols = {d["metadata"]["name"].rsplit("-", 1)[1]: d["spec"] for d in default_docs
             if d["kind"] == "NetworkPolicy"}
     assert sorted(pols) == ["gateway", "status", "worker"]
-    pods = {"worker": one(default_docs, "StatefulSet"), "status": one(default_docs, "Deployment", "status"),
+    pods = {"worker": one(default_docs, "StatefulSet"),
+            "status": one(default_docs, "Deployment", "status"),
             "gateway": one(default_docs, "Deployment", "gateway")}
     for name, spec in pols.items():
         if name == "gateway":
@@ -524,20 +548,27 @@ def test_network_policies_fence_workers_and_status_app(default_docs: list[dict[s
         (ing,) = spec["ingress"]
         assert ing["ports"] == [{"port": "http", "protocol": "TCP"}]
         assert {"podSelector": {}} in ing["from"]  # the release's namespace by default
-    egress_ports = {n: {p["port"] for rule in spec["egress"] for p in rule["ports"]} for n, spec in pols.items()
-                    if n != "gateway"}
+    egress_ports = {n: {p["port"] for rule in spec["egress"] for p in rule["ports"]}
+                    for n, spec in pols.items() if n != "gateway"}
     assert egress_ports["worker"] == {53, 9092, 9093, 9094, 9000, 443}
     assert egress_ports["status"] == {53, 9092, 9093, 9094, 6066}  # no object store
     peer = next(r for r in pols["status"]["egress"] if "to" in r)
     assert peer["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "status"
-    assert any(f.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/component") == "status"
+    assert any(f.get("podSelector",
+                     {}).get("matchLabels", {}).get("app.kubernetes.io/component") == "status"
                for f in pols["status"]["ingress"][0]["from"])  # instances proxy to each other
-    docs = render(helm, "--set-json", 'networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"name":"monitoring"}}}]',
-                  "--set-json", 'networkPolicy.s3={"ports":[443],"to":[{"ipBlock":{"cidr":"10.1.0.0/16"}}]}')
-    w = next(d["spec"] for d in docs if d["metadata"]["name"].endswith("-worker") and d["kind"] == "NetworkPolicy")
-    assert w["ingress"][0]["from"] == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
-    assert {"ports": [{"port": 443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.1.0.0/16"}}]} in w["egress"]
-    assert not [d for d in render(helm, "--set", "networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]
+    docs = render(helm, "--set-json", "networkPolicy.metricsFrom="
+                  '[{"namespaceSelector":{"matchLabels":{"name":"monitoring"}}}]',
+                  "--set-json",
+                  'networkPolicy.s3={"ports":[443],"to":[{"ipBlock":{"cidr":"10.1.0.0/16"}}]}')
+    w = next(d["spec"] for d in docs
+             if d["metadata"]["name"].endswith("-worker") and d["kind"] == "NetworkPolicy")
+    assert (w["ingress"][0]["from"]
+            == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}])
+    assert {"ports": [{"port": 443, "protocol": "TCP"}],
+            "to": [{"ipBlock": {"cidr": "10.1.0.0/16"}}]} in w["egress"]
+    assert not [d for d in render(helm, "--set",
+                                  "networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]
 
 
 # ------------------------------------------------------------------------------------- compose
@@ -698,13 +729,16 @@ def test_compose_roles_encryption_and_status_token(compose: dict[str, Any]) -> N
     assert init["CARDSTREAM_S3__ACCESS_KEY"] == root
     for n in ("worker-0", "worker-1"):
         env = s[n]["environment"]
-        assert env["CARDSTREAM_S3__ACCESS_KEY"] == init["CARDSTREAM_S3__ROLES__WORKER__ACCESS_KEY"] != root
+        assert (env["CARDSTREAM_S3__ACCESS_KEY"]
+                == init["CARDSTREAM_S3__ROLES__WORKER__ACCESS_KEY"] != root)
         assert env["CARDSTREAM_S3__SECRET_KEY"] == init["CARDSTREAM_S3__ROLES__WORKER__SECRET_KEY"]
         assert env["CARDSTREAM_S3__SSE"] == "true"
-    assert {"PRODUCER", "OCR"} <= {k.split("__")[2] for k in init if k.startswith("CARDSTREAM_S3__ROLES__")}
+    assert {"PRODUCER",
+            "OCR"} <= {k.split("__")[2] for k in init if k.startswith("CARDSTREAM_S3__ROLES__")}
     status = s["status"]["environment"]
     assert not [k for k in status if k.startswith("CARDSTREAM_S3__") and "KEY" in k]
-    assert status["CARDSTREAM_STATUS__API_TOKEN"] and status["CARDSTREAM_STATUS__WEB_BIND"] == "0.0.0.0"
+    assert (status["CARDSTREAM_STATUS__API_TOKEN"] and status["CARDSTREAM_STATUS__WEB_BIND"]
+            == "0.0.0.0")
     from streams.status_settings import StatusSettings
 
     StatusSettings(web_bind=status["CARDSTREAM_STATUS__WEB_BIND"],
@@ -723,7 +757,8 @@ def test_compose_two_gateways_behind_nginx(compose: dict[str, Any]) -> None:
     for svc in gws.values():
         env = svc["environment"]
         st = _env_settings({k: str(v) for k, v in env.items()})
-        assert st.gateway.bind == "0.0.0.0" and st.gateway.port == 8000 and st.gateway.admin_port == 8001
+        assert (st.gateway.bind == "0.0.0.0" and st.gateway.port == 8000 and st.gateway.admin_port
+                == 8001)
         assert str(st.gateway.api_keys_file) == "/run/secrets/gateway-api-keys"
         assert svc["secrets"] == ["gateway-api-keys"]
         assert env["CARDSTREAM_S3__ACCESS_KEY"] == init["CARDSTREAM_S3__ROLES__GATEWAY__ACCESS_KEY"]
@@ -731,7 +766,8 @@ def test_compose_two_gateways_behind_nginx(compose: dict[str, Any]) -> None:
         assert "8001/ready" in " ".join(svc["healthcheck"]["test"])
         assert "ports" not in svc  # only nginx publishes
         assert st.gateway.status_url == "http://status:6066"
-        assert st.status.api_token.get_secret_value() == s["status"]["environment"]["CARDSTREAM_STATUS__API_TOKEN"]
+        assert (st.status.api_token.get_secret_value()
+                == s["status"]["environment"]["CARDSTREAM_STATUS__API_TOKEN"])
     keys = ROOT / compose["secrets"]["gateway-api-keys"]["file"]
     assert ApiKeys(keys).clients == ["demo"]
     nginx = s["nginx"]

@@ -118,7 +118,8 @@ def test_upload_ids_are_namespaced_by_client_and_deterministic_for_keys() -> Non
     ("../x", None, GatewayCode.INVALID_UPLOAD_ID), ("..", None, GatewayCode.INVALID_UPLOAD_ID),
     ("a b", None, GatewayCode.INVALID_UPLOAD_ID), ("x" * 96, None, GatewayCode.INVALID_UPLOAD_ID),
     ("ok", "k", GatewayCode.INVALID_PARAMETER), (None, "", GatewayCode.INVALID_PARAMETER),
-    (None, "x" * 256, GatewayCode.INVALID_PARAMETER), (None, "caf\u00e9", GatewayCode.INVALID_PARAMETER),
+    (None, "x" * 256,
+     GatewayCode.INVALID_PARAMETER), (None, "caf\u00e9", GatewayCode.INVALID_PARAMETER),
 ])
 def test_bad_ids_and_keys_are_refused(uid: str | None, key: str | None, code: str) -> None:
     with pytest.raises(Refused) as e:
@@ -140,7 +141,8 @@ def test_options_and_tasks_are_checked_by_the_contract() -> None:
         with pytest.raises(Refused) as e:
             parse_options(bad)
         assert e.value.code == "OPTIONS_INVALID" and e.value.status == 422
-    assert check_request("id_photo", {"size": "two_inch", "background": "#00ff00"}, TASKS) == "id_photo"
+    assert check_request("id_photo", {"size": "two_inch", "background": "#00ff00"},
+                         TASKS) == "id_photo"
     assert check_request("card", None, TASKS) == "card"
     with pytest.raises(Refused) as e:
         check_request("id_photo", {"background": "Jane Doe"}, TASKS)
@@ -152,7 +154,8 @@ def test_options_and_tasks_are_checked_by_the_contract() -> None:
         assert e.value.code == "UNKNOWN_TASK"
     with pytest.raises(Refused):
         check_request("id_photo", None, ("card",))  # a task this gateway does not serve
-    assert canonical_options({"b": 1, "a": 2}) == '{"a":2,"b":1}' == canonical_options({"a": 2, "b": 1})
+    assert canonical_options({"b": 1,
+                              "a": 2}) == '{"a":2,"b":1}' == canonical_options({"a": 2, "b": 1})
 
 
 def test_images_are_probed_as_the_worker_probes_them() -> None:
@@ -213,7 +216,8 @@ def test_answers_validate_against_their_schemas() -> None:
     up_schema = json.loads((ROOT / "schemas" / "gateway_upload.v1.schema.json").read_text())
     e = GatewayError(error="RATE_LIMITED", message="too many", retry_after_s=2, upload_id="kiosk.a")
     jsonschema.validate(json.loads(e.model_dump_json(exclude_none=True)), err_schema)
-    jsonschema.validate(json.loads(GatewayError(error="X", message="m").model_dump_json(exclude_none=True)),
+    jsonschema.validate(json.loads(GatewayError(error="X",
+                                                message="m").model_dump_json(exclude_none=True)),
                         err_schema)
     u = UploadAccepted(upload_id="kiosk.a", task="card", result="/v1/uploads/kiosk.a")
     jsonschema.validate(json.loads(u.model_dump_json()), up_schema)
@@ -223,7 +227,8 @@ def test_answers_validate_against_their_schemas() -> None:
         jsonschema.validate({**json.loads(u.model_dump_json()), "status": "done"}, up_schema)
 
 
-def test_gateway_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_gateway_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
     monkeypatch.setenv("CARDSTREAM_GATEWAY__API_KEYS_FILE", str(tmp_path / "k"))
     monkeypatch.setenv("CARDSTREAM_GATEWAY__MAX_WAIT_MS", "5000")
     s = load_settings()

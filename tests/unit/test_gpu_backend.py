@@ -56,9 +56,10 @@ def scenes() -> list[EncodedImage]:
 
 def _pair(backends, scenes) -> tuple[list[Decoded], list[Decoded]]:
     g, c = backends
-    dg, dc = g.decode(scenes, None), c.decode(scenes, None)
-    assert all(isinstance(d, Decoded) for d in dg + dc)
-    return dg, dc  # type: ignore[return-value]
+    dg = [d for d in g.decode(scenes, None) if isinstance(d, Decoded)]
+    dc = [d for d in c.decode(scenes, None) if isinstance(d, Decoded)]
+    assert len(dg) == len(dc) == len(scenes)  # no DecodeError
+    return dg, dc
 
 
 def test_decode_is_full_resolution_and_equal_to_the_cpu_decoder(backends, scenes) -> None:
@@ -107,7 +108,8 @@ def test_warp_to_host_and_jpeg_match_the_cpu(backends, scenes, size) -> None:
         assert got.shape == ref.shape == (size[1], size[0], 3)
         assert np.abs(got.astype(np.int16) - ref).mean() < 0.1  # OpenCV's 1/32 px grid
     data = backends[0].encode_jpeg(out + [np.zeros((8, 8, 3), np.uint8)], 90)
-    assert [simplejpeg.decode_jpeg_header(d)[:2] for d in data] == [(size[1], size[0])] * 3 + [(8, 8)]
+    assert ([simplejpeg.decode_jpeg_header(d)[:2] for d in data]
+            == [(size[1], size[0])] * 3 + [(8, 8)])
 
 
 def test_non_jpeg_and_corrupt_uploads_take_the_cpu_decoder(backends) -> None:

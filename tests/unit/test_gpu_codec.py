@@ -62,7 +62,8 @@ def _backend(choice: str = "auto") -> GraphPixels:
 
 def test_nvimagecodec_decodes_orients_and_encodes_through_the_backend(nvimgcodec) -> None:
     g = _backend()
-    assert type(g.codec).__name__ == "NvImageCodec" and g.codec.version == "nvImageCodec 0.9.0-double"
+    assert type(g.codec).__name__ == "NvImageCodec"
+    assert g.codec.version == "nvImageCodec 0.9.0-double"
     ups = _uploads()
     dg, dc = g.decode(ups, None), CpuPixels(DS, 1).decode(ups, None)
     assert nvimgcodec.calls["decode"] == 3
@@ -77,7 +78,8 @@ def test_nvimagecodec_decodes_orients_and_encodes_through_the_backend(nvimgcodec
     data = g.encode_jpeg([d.pixels for d in dg], 88)
     assert nvimgcodec.calls["encode"] == 3
     assert [simplejpeg.decode_jpeg_header(b)[:2] for b in data] == [(480, 640)] * 3
-    assert g.fallbacks.snapshot()["counts"] == {"codec_start": 0, "decode_host": 0, "encode_host": 0}
+    assert g.fallbacks.snapshot()["counts"] == {"codec_start": 0, "decode_host": 0,
+                                                "encode_host": 0}
 
 
 def test_the_stored_orientation_is_turned_by_the_orient_graph(nvimgcodec) -> None:
@@ -101,7 +103,8 @@ def test_a_codec_that_fails_to_start_leaves_the_host_codec_counted(nvimgcodec) -
     assert snap["why"]["codec_start"] == "RuntimeError: CUDA error 35: driver too old"
     (d,) = g.decode(_uploads(1), None)  # and the backend still works
     assert isinstance(d, Decoded)
-    with pytest.raises(ProviderError, match="nvImageCodec unavailable: RuntimeError: CUDA error 35"):
+    with pytest.raises(ProviderError,
+                       match="nvImageCodec unavailable: RuntimeError: CUDA error 35"):
         _backend("nvimgcodec")
 
 

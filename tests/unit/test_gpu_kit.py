@@ -115,7 +115,8 @@ def test_parts_fit_the_limit_and_reassemble_byte_for_byte(tmp_path: Path) -> Non
         (device / f.name).write_bytes(f.read_bytes())
     out = assemble(device)
     for rel, data in files.items():
-        assert (out / Path(rel).name if rel.startswith("wheels") else out / rel).read_bytes() == data
+        dst = out / Path(rel).name if rel.startswith("wheels") else out / rel
+        assert dst.read_bytes() == data
     assert not list(out.glob("*.xz"))
     for f in device.glob("*.chunk*"):  # parts gone (a fresh /tmp would have them again)
         f.unlink()
@@ -135,7 +136,8 @@ def test_a_damaged_chunk_is_refused_by_its_sha256(tmp_path: Path) -> None:
         (device / f.name).write_bytes(f.read_bytes())
     small = device / "small-1.0-py3-none-any.whl.xz"
     small.write_bytes(small.read_bytes()[:-1] + b"\0")
-    with pytest.raises(SystemExit, match="small-1.0-py3-none-any.whl.xz does not match its SHA-256"):
+    with pytest.raises(SystemExit,
+                       match="small-1.0-py3-none-any.whl.xz does not match its SHA-256"):
         assemble(device)
 
 
@@ -205,5 +207,6 @@ def test_gpu_sh_stage_keeps_the_carried_parts(tmp_path: Path) -> None:
     assert r.returncode == 0 and "kept part2 (2 file(s))" in r.stderr
     assert sorted(p.name for p in (tmp_path / "kit").iterdir()) == ["big.whl.xz.chunk01",
                                                                    "manifest.json"]
-    r = _gpu_sh("stage", env={"KIT_DIR": str(tmp_path / "kit"), "KIT_PARTS": str(tmp_path / "none")})
+    r = _gpu_sh("stage", env={"KIT_DIR": str(tmp_path / "kit"),
+                              "KIT_PARTS": str(tmp_path / "none")})
     assert r.returncode == 0 and "carried no kit part" in r.stderr

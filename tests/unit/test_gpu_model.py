@@ -43,7 +43,8 @@ def test_tensorrt_options_name_the_cache_and_one_batch_profile(tmp_path: Path) -
     assert opts["trt_fp16_enable"] == "1" and opts["trt_engine_cache_enable"] == "1"
     assert opts["trt_engine_cache_path"] == opts["trt_timing_cache_path"] == str(tmp_path)
     assert opts["trt_profile_min_shapes"] == "input.1:1x3x320x320"
-    assert opts["trt_profile_opt_shapes"] == opts["trt_profile_max_shapes"] == "input.1:128x3x320x320"
+    assert (opts["trt_profile_opt_shapes"] == opts["trt_profile_max_shapes"]
+            == "input.1:128x3x320x320")
     provs = providers_for(s, opts)
     assert [p[0] if isinstance(p, tuple) else p for p in provs] == [
         "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]

@@ -66,7 +66,8 @@ def test_a_model_off_cuda_is_not_timed(monkeypatch) -> None:
         "CPUExecutionProvider"])
     r = check_model("cuda", np.zeros((48, 64, 3), np.uint8), batch=1)
     assert r["ok"] is False and r["cuda_active"] is False
-    assert r["fp32"] == {"active": "CPUExecutionProvider"} and "not CUDAExecutionProvider" in r["error"]
+    assert r["fp32"] == {"active": "CPUExecutionProvider"}
+    assert "not CUDAExecutionProvider" in r["error"]
 
 
 def test_cuda_asked_without_cuda_exits_no_cuda(tmp_path: Path, monkeypatch) -> None:

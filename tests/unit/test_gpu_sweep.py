@@ -129,9 +129,11 @@ def test_cpu_sweep_appends_a_line_per_point_and_prints_the_summary(tmp_path: Pat
     assert [r["step"] for r in recs] == ["sweep_start", "task_start", "point", "point",
                                          "bare_model", "task_end", "sweep_end"]
     card = summary["tasks"]["card"]["fp32"]
-    assert set(card["images_per_s"]) == {"1", "2"} and all(v > 0 for v in card["images_per_s"].values())
+    assert set(card["images_per_s"]) == {"1", "2"}
+    assert all(v > 0 for v in card["images_per_s"].values())
     assert card["best_images_per_s"] == max(card["images_per_s"].values())
-    assert card["batching_gain"] == pytest.approx(card["best_images_per_s"] / card["images_per_s"]["1"], abs=0.01)
+    assert (card["batching_gain"]
+            == pytest.approx(card["best_images_per_s"] / card["images_per_s"]["1"], abs=0.01))
     assert card["bare_model_ips"] > 0
     assert card["provider"] == card["requested_provider"] == "CPUExecutionProvider"
     assert card["pixels"] == "cpu" and not card["errors"] and "parity" not in summary

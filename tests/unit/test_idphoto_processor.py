@@ -36,11 +36,13 @@ ASTRO = _bgr(data.astronaut())
 def proc() -> IdPhotoProcessor:
     if not (model_home() / "u2netp.onnx").is_file():
         pytest.skip(f"u2netp.onnx not in {model_home()} (run `make models`)")
-    return IdPhotoProcessor(IdPhotoSettings(), RuntimeSettings(device="cpu", buckets=(1, 16), cpu_max_bucket=16))
+    return IdPhotoProcessor(IdPhotoSettings(),
+                            RuntimeSettings(device="cpu", buckets=(1, 16), cpu_max_bucket=16))
 
 
 def _on_canvas(img: np.ndarray, size: tuple[int, int], grey: int = 128) -> np.ndarray:
-    """``img`` pasted at the bottom centre of a plain ``grey`` ``(W, H)`` frame (a person far away)."""
+    """``img`` pasted at the bottom centre of a plain ``grey`` ``(W, H)`` frame (a person far
+    away)."""
     w, h = size
     out = np.full((h, w, 3), grey, np.uint8)
     ih, iw = img.shape[:2]
@@ -58,16 +60,19 @@ def outcomes(proc):
         Item.from_array("brick", brick),
         Item.from_array("top", np.ascontiguousarray(ASTRO[60:])),  # hair cut by the top edge
         Item.from_array("tiny", cv2.resize(ASTRO, (200, 200), interpolation=cv2.INTER_AREA)),
-        Item.from_array("blue", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": False}),
+        Item.from_array("blue", ASTRO,
+                        {"size": "schengen", "background": "blue", "alpha_matting": False}),
         # far from the camera: a 55 px face in a 1200x900 frame (28 px where faces are searched)
-        Item.from_array("far_tiny", _on_canvas(cv2.resize(ASTRO, (300, 300), interpolation=cv2.INTER_AREA),
+        Item.from_array("far_tiny",
+                        _on_canvas(cv2.resize(ASTRO, (300, 300), interpolation=cv2.INTER_AREA),
                                     (1200, 900))),
         # a small share of a big frame but enough px: a 95 px face in a 2400x1800 frame
         Item.from_array("far_big", _on_canvas(ASTRO, (2400, 1800))),
         # a 92 px face on a bright wall: the global histogram equalisation hid it
         Item.from_array("wall", _on_canvas(ASTRO, (1200, 900), 220)),
         # stored sideways / upside down without EXIF orientation
-        *(Item.from_array(f"turned{k}", np.ascontiguousarray(np.rot90(ASTRO, k))) for k in (1, 2, 3)),
+        *(Item.from_array(f"turned{k}",
+                          np.ascontiguousarray(np.rot90(ASTRO, k))) for k in (1, 2, 3)),
     ]
     calls0, images0 = proc.matting.model.stats.calls, proc.matting.model.stats.images
     outs = proc.process_batch(items)
@@ -231,7 +236,8 @@ def test_schengen_on_blue(outcomes) -> None:
 
 def test_alpha_matting_changes_edges_not_size(proc, outcomes) -> None:
     (o,) = proc.process_batch(
-        [Item.from_array("am", ASTRO, {"size": "schengen", "background": "blue", "alpha_matting": True})]
+        [Item.from_array("am", ASTRO,
+                         {"size": "schengen", "background": "blue", "alpha_matting": True})]
     )
     assert o.status == Status.REJECTED and o.artifacts  # the smile and the blue (issue 39)
     with_am, without = _photo(o), _photo(outcomes["blue"])

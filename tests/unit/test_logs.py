@@ -26,7 +26,8 @@ def test_librdkafka_log_lines_are_json_lines(capsys: pytest.CaptureFixture[str])
         err = capsys.readouterr().err
         lines = [json.loads(x) for x in err.splitlines() if x.startswith("{") and "librdkafka" in x]
     assert lines, "no librdkafka line logged"
-    assert lines[0]["event"] == "librdkafka" and lines[0]["facility"] and "rdkafka" in lines[0]["client"]
+    assert (lines[0]["event"] == "librdkafka" and lines[0]["facility"]
+            and "rdkafka" in lines[0]["client"])
     assert lines[0]["level"] in ("error", "warning", "info")
 
 
@@ -44,7 +45,8 @@ def test_repeated_librdkafka_lines_are_written_once_per_window_with_a_count(
     for i in range(50):  # 50 refused connections in 5 s, each after a different number of ms
         now[0] = i * 0.1
         lg.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#consumer-1", refused.format(i))
-    lg.log(logging.INFO, "%s [%s] %s", "FAIL", "rdkafka#producer-2", refused.format(0))  # other client
+    lg.log(logging.INFO, "%s [%s] %s", "FAIL", "rdkafka#producer-2",
+           refused.format(0))  # other client
     now[0] = 10.5
     lg.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#consumer-1", refused.format(7))
     lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if '"librdkafka"' in x]

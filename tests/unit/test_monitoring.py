@@ -205,7 +205,8 @@ def test_rule_tests_feed_only_exported_series() -> None:
     for case in yaml.safe_load(RULE_TESTS.read_text())["tests"]:
         for s in case["input_series"]:
             name = s["series"].split("{", 1)[0]
-            assert name in exported, f"rules.test.yml feeds {name}, which the worker does not export"
+            assert name in exported, (f"rules.test.yml feeds {name}, which the worker does not "
+                                      "export")
 
 
 def test_dashboard_names_only_exported_metrics() -> None:

@@ -13,7 +13,8 @@ from processors.card.mrz import icao
 from processors.card.mrz.icao import ALPHABET, Format, check_digit, compose, parse
 
 # The specimens printed in ICAO Doc 9303 (the fictitious state Utopia, UTO)
-TD3 = ("P<UTOERIKSSON<<ANNA<MARIA<<<<<<<<<<<<<<<<<<<", "L898902C36UTO7408122F1204159ZE184226B<<<<<10")
+TD3 = ("P<UTOERIKSSON<<ANNA<MARIA<<<<<<<<<<<<<<<<<<<",
+       "L898902C36UTO7408122F1204159ZE184226B<<<<<10")
 TD1 = ("I<UTOD231458907<<<<<<<<<<<<<<<", "7408122F1204159UTO<<<<<<<<<<<6",
        "ERIKSSON<<ANNA<MARIA<<<<<<<<<<")
 TD2 = ("I<UTOERIKSSON<<ANNA<MARIA<<<<<<<<<<<", "D231458907UTO7408122F1204159<<<<<<<6")

@@ -62,7 +62,8 @@ def test_probe_gives_the_displayed_size_without_decoding(orientation):
 @pytest.mark.parametrize(("long_side", "shape", "scale"), [
     (None, (1200, 1600), 1.0), (2000, (1200, 1600), 1.0), (800, (600, 800), 0.5),
     (400, (300, 400), 0.25), (500, (450, 600), 0.375), (1, (150, 200), 0.125)])
-def test_jpeg_dct_scaling_picks_the_smallest_scale_that_keeps_the_long_side(long_side, shape, scale):
+def test_jpeg_dct_scaling_picks_the_smallest_scale_that_keeps_the_long_side(long_side, shape,
+                                                                            scale):
     full = _photo()
     e = probe_image(_jpeg(full), DEFAULT)
     img, s = decode_probed(e, DEFAULT, long_side)

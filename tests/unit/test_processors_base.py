@@ -48,7 +48,8 @@ def test_one_failing_item_is_failed_and_the_others_are_not(threads):
 
     out = outcomes_per_item(one, items, threads, task="card", inference_ms=7.0)
     assert [o.upload_id for o in out] == [f"u{i}" for i in range(5)]
-    assert [str(o.status) for o in out] == ["accepted", "accepted", "failed", "accepted", "accepted"]
+    assert [str(o.status) for o in out] == ["accepted", "accepted", "failed", "accepted",
+                                            "accepted"]
     assert out[2].reasons == (ReasonCode.INTERNAL_ERROR,) and out[2].inference_ms == 7.0
 
 

@@ -24,7 +24,8 @@ def test_parse_time_ms_refuses_seconds_and_junk(bad: str) -> None:
         parse_time_ms(bad)
 
 
-def _result(uid: str, status: str, reasons: list[str], quad: list | None, at: str) -> VerificationResult:
+def _result(uid: str, status: str, reasons: list[str], quad: list | None,
+            at: str) -> VerificationResult:
     return VerificationResult.model_validate({
         "upload_id": uid, "task": "card", "status": status, "reasons": reasons,
         "card": {"quad": quad, "confidence": 0.9, "doc_type": "id_card", "rectified": None},
@@ -44,7 +45,8 @@ def test_diff_results_counts_changes_and_iou() -> None:
              _result("c", "accepted", [], sq, "2026-02-01T00:00:00Z")]
     d = diff_results(before, after)
     s = d.summary()
-    assert (d.compared, s["verdicts_changed"], s["reasons_changed"], s["missing_original"]) == (2, 1, 1, 1)
+    assert (d.compared, s["verdicts_changed"], s["reasons_changed"],
+            s["missing_original"]) == (2, 1, 1, 1)
     assert d.measures["quad_iou"]["a"] == pytest.approx(1.0, abs=1e-6)
     assert d.measures["quad_iou"]["b"] == pytest.approx(0.5, abs=1e-6)
 

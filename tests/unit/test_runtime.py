@@ -30,7 +30,8 @@ def _model(path: Path, batch: int | str = 1) -> Path:
 
 def test_fixed_batch_graph_runs_any_batch_after_rewrite(tmp_path: Path) -> None:
     p = _model(tmp_path / "m.onnx")
-    bm = BatchedModel(p, sha256_file(p), RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True)
+    bm = BatchedModel(p, sha256_file(p), RuntimeSettings(device="cpu"), "t",
+                      make_batch_symbolic=True)
     x = np.random.default_rng(0).random((7, 3, 4, 4), dtype=np.float32)
     (y,) = bm.run(x)
     assert y.shape == (7, 3, 4, 4)
@@ -61,7 +62,8 @@ def test_outputs_fetches_only_the_leading_graph_outputs(tmp_path: Path) -> None:
     m.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 3, 4, 4]))
     onnx.save(m, p)
     x = np.ones((3, 3, 4, 4), np.float32)
-    every = BatchedModel(p, None, RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True).run(x)
+    every = BatchedModel(p, None, RuntimeSettings(device="cpu"), "t",
+                         make_batch_symbolic=True).run(x)
     first = BatchedModel(p, None, RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True,
                          outputs=1).run(x)
     assert [o.shape for o in every] == [(3, 3, 4, 4), (3, 3, 4, 4)]
@@ -71,7 +73,8 @@ def test_outputs_fetches_only_the_leading_graph_outputs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("n", "bucket"), [(1, 1), (5, 4), (9, 4), (32, 8), (33, 32)])
-def test_calls_are_ceil_n_over_bucket_and_padding_to_buckets(tmp_path: Path, n: int, bucket: int) -> None:
+def test_calls_are_ceil_n_over_bucket_and_padding_to_buckets(tmp_path: Path, n: int,
+                                                             bucket: int) -> None:
     p = _model(tmp_path / "m.onnx")
     bm = BatchedModel(p, None, RuntimeSettings(device="cpu", cpu_max_bucket=32), "t",
                       make_batch_symbolic=True)
@@ -85,7 +88,8 @@ def test_calls_are_ceil_n_over_bucket_and_padding_to_buckets(tmp_path: Path, n: 
 
 def test_warm_up_measures_buckets_and_leaves_counters(tmp_path: Path) -> None:
     p = _model(tmp_path / "m.onnx")
-    bm = BatchedModel(p, None, RuntimeSettings(device="cpu", buckets=(1, 2, 4)), "t", make_batch_symbolic=True)
+    bm = BatchedModel(p, None, RuntimeSettings(device="cpu", buckets=(1, 2, 4)), "t",
+                      make_batch_symbolic=True)
     chosen = bm.warm_up((3, 4, 4))
     assert chosen in (1, 2, 4) and bm.chosen_bucket == chosen
     assert set(bm.stats.bucket_ips) <= {1, 2, 4} and 1 in bm.stats.bucket_ips
@@ -94,7 +98,8 @@ def test_warm_up_measures_buckets_and_leaves_counters(tmp_path: Path) -> None:
 
 def test_max_bucket_caps_the_buckets(tmp_path: Path) -> None:
     p = _model(tmp_path / "m.onnx")
-    bm = BatchedModel(p, None, RuntimeSettings(device="cpu", max_bucket=4), "t", make_batch_symbolic=True)
+    bm = BatchedModel(p, None, RuntimeSettings(device="cpu", max_bucket=4), "t",
+                      make_batch_symbolic=True)
     assert bm.buckets == (1, 2, 4)
     cpu = BatchedModel(p, None, RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True)
     assert cpu.buckets == (1, 2, 4, 8)  # cpu_max_bucket

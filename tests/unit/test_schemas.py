@@ -180,7 +180,8 @@ def test_ecma_dollar_does_not_match_before_a_final_newline() -> None:
 @pytest.mark.parametrize(("text", "ok"), [
     ("2026-11-29T16:20:05Z", True), ("2026-11-29t16:20:05.123456789+05:30", True),
     ("2024-02-29T23:59:60Z", True), ("2025-02-29T00:00:00Z", False),
-    ("2026-11-29 16:20:05Z", False), ("2026-11-29T16:20:05", False), ("2026-13-01T00:00:00Z", False),
+    ("2026-11-29 16:20:05Z",
+     False), ("2026-11-29T16:20:05", False), ("2026-13-01T00:00:00Z", False),
 ])
 def test_rfc3339(text: str, ok: bool) -> None:
     assert formats.is_rfc3339(text) is ok
@@ -209,7 +210,8 @@ def test_every_manifest_event_is_refused_with_a_stable_code() -> None:
         raw = base64.b64decode(e["raw"]) if "raw" in e else json.dumps(e["value"]).encode()
         if e["name"] == "missing_object":  # schema-valid; the worker answers OBJECT_NOT_FOUND
             ev = codec.decode_upload(None, raw)
-            assert ev.image.ref is not None and ev.image.ref.key == e["value"]["image"]["ref"]["key"]
+            assert (ev.image.ref is not None and ev.image.ref.key
+                    == e["value"]["image"]["ref"]["key"])
             continue
         codes = []
         for _ in range(2):  # stable: the same code every time
@@ -343,7 +345,8 @@ def test_schema_version_header_repeated_is_checked_each_time() -> None:
     with pytest.raises(ContractError) as ei:
         codec.decode_upload(None, raw, [("schema-version", b"1"), ("Schema-Version", b"2")])
     assert ei.value.code == "UNSUPPORTED_SCHEMA_VERSION"
-    assert codec.decode_upload(None, raw, [("schema-version", b" 1"), ("x", None)]).upload_id == "u1"
+    assert codec.decode_upload(None, raw,
+                               [("schema-version", b" 1"), ("x", None)]).upload_id == "u1"
     assert codec.decode_upload(None, raw, [("SCHEMA-VERSION", "1")]).upload_id == "u1"
 
 
@@ -359,7 +362,7 @@ def test_messages_do_not_echo_values() -> None:
 def test_models_are_frozen() -> None:
     ev = m.UploadEvent.model_validate(_MIN)
     with pytest.raises(ValidationError):
-        ev.upload_id = "u2"  # type: ignore[misc]
+        ev.upload_id = "u2"  # type: ignore[misc]  # frozen: the assignment must raise
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,6 +543,7 @@ def test_minimal_dead_letter_keeps_code_source_and_sizes_only() -> None:
         True, 5000, True, 100, True)
     assert (str(m.error_code), m.upload_id, m.failed_at) == ("SCHEMA_INVALID", "u-1", d.failed_at)
     assert (m.source.topic, m.source.partition, m.source.offset) == ("up", 3, 41)
-    assert m.error == "minimal dead letter (MSG_SIZE_TOO_LARGE): required property 'task' is missing"
+    assert (m.error
+            == "minimal dead letter (MSG_SIZE_TOO_LARGE): required property 'task' is missing")
     key, _, _ = codec.encode_dead_letter(m)
     assert key is None and codec.dead_letter_record_size(m) < 1500

@@ -232,7 +232,8 @@ def broken_uploads(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
     elif defect == "task":
         obj["task"] = draw(st.text(max_size=12).filter(lambda s: s not in ("card", "id_photo")))
     elif defect == "version":
-        obj["schema_version"] = draw(st.integers(min_value=2) | st.floats(2, 1e9).map(float.__ceil__))
+        obj["schema_version"] = draw(st.integers(min_value=2)
+                                     | st.floats(2, 1e9).map(float.__ceil__))
         return obj, "UNSUPPORTED_SCHEMA_VERSION"
     elif defect == "both":
         obj["image"] = {"ref": {"bucket": "uploads", "key": "a"}, "inline_b64": "AAAA"}

@@ -43,15 +43,18 @@ def _sasl_ssl(**kw) -> KafkaSettings:
 def test_security_config_per_protocol() -> None:
     assert security_config(KafkaSettings()) == {"security.protocol": "PLAINTEXT"}
     conf = security_config(_sasl_ssl())
-    assert conf == {"security.protocol": "SASL_SSL", "ssl.endpoint.identification.algorithm": "https",
+    assert conf == {"security.protocol": "SASL_SSL",
+                    "ssl.endpoint.identification.algorithm": "https",
                     "ssl.ca.location": str(CA), "sasl.mechanism": "SCRAM-SHA-512",
                     "sasl.username": "svc", "sasl.password": "pw-123"}
-    mtls = security_config(KafkaSettings(security_protocol="SSL", ca_file=CA, cert_file=Path("c.pem"),
+    mtls = security_config(KafkaSettings(security_protocol="SSL", ca_file=CA,
+                                         cert_file=Path("c.pem"),
                                          key_file=Path("k.pem"), key_password=SecretStr("kp")))
     assert mtls["ssl.certificate.location"] == "c.pem" and mtls["ssl.key.location"] == "k.pem"
     assert mtls["ssl.key.password"] == "kp" and "sasl.mechanism" not in mtls
     # the pass-through comes last but cannot carry secrets (below)
-    assert base_config(_sasl_ssl(config={"socket.keepalive.enable": True}))["socket.keepalive.enable"]
+    config = base_config(_sasl_ssl(config={"socket.keepalive.enable": True}))
+    assert config["socket.keepalive.enable"]
 
 
 def test_secrets_are_refused_in_the_pass_through_and_never_echoed() -> None:
@@ -117,7 +120,8 @@ def test_settings_env_carries_tls_and_credentials_but_no_role_secrets(
     monkeypatch.setenv("CARDSTREAM_KAFKA__SASL_PASSWORD", "stale")
     monkeypatch.setenv("CARDSTREAM_S3__ROLES__OCR__SECRET_KEY", "stale")
     s3 = S3Settings(access_key="worker-1", secret_key=SecretStr("wk-secret"), ca_file=CA,
-                    roles=S3RoleSettings(worker=RoleCredentials(access_key="wkr", secret_key=SecretStr("role-pw"))))
+                    roles=S3RoleSettings(worker=RoleCredentials(access_key="wkr",
+                                                                secret_key=SecretStr("role-pw"))))
     s = Settings(kafka=_sasl_ssl(), s3=s3)
     env = settings_env(s)
     assert "role-pw" not in env.values() and not any("__ROLES__" in k for k in env)
@@ -148,7 +152,8 @@ def test_role_policies_are_least_privilege() -> None:
         ("s3:ListBucket", "arn:aws:s3:::res"),
         ("s3:PutObject", "arn:aws:s3:::res/*"), ("s3:PutObject", "arn:aws:s3:::qua/*")}
     assert grants("producer") == {("s3:PutObject", "arn:aws:s3:::up/*")}
-    assert grants("ocr") == {("s3:GetObject", "arn:aws:s3:::res/*"), ("s3:ListBucket", "arn:aws:s3:::res")}
+    assert grants("ocr") == {("s3:GetObject", "arn:aws:s3:::res/*"),
+                             ("s3:ListBucket", "arn:aws:s3:::res")}
     assert grants("gateway") == {
         ("s3:PutObject", "arn:aws:s3:::up/*"), ("s3:GetObject", "arn:aws:s3:::up/*"),
         ("s3:DeleteObject", "arn:aws:s3:::up/*"), ("s3:ListBucket", "arn:aws:s3:::up"),
@@ -181,7 +186,8 @@ def test_bucket_specs_policy_and_expiry() -> None:
 
 
 def test_quarantined_dead_letter_keeps_no_value_bytes() -> None:
-    value = b'{"upload_id":"u1","subject_ref":"subj:4711","image":{"inline_b64":"/9j/4AAQSkZJRg=="}}'
+    value = (b'{"upload_id":"u1","subject_ref":"subj:4711",'
+             b'"image":{"inline_b64":"/9j/4AAQSkZJRg=="}}')
     ref = QuarantineRef(bucket="quarantine", key=quarantine_key("t.uploads", 4, 99),
                         size_bytes=len(value), sha256=hashlib.sha256(value).hexdigest())
     assert ref.key == "t.uploads/4/99"

@@ -21,7 +21,7 @@ def test_settings_env_nesting_and_frozen(monkeypatch: pytest.MonkeyPatch) -> Non
     assert (s.kafka.security_protocol, s.kafka.sasl_username) == ("SASL_SSL", "svc")
     assert "hunter2" not in repr(s)
     with pytest.raises(ValueError):
-        s.worker.max_batch = 4  # type: ignore[misc]
+        s.worker.max_batch = 4  # type: ignore[misc]  # frozen: the assignment must raise
 
 
 def test_latency_settings_defaults_env_and_bounds(monkeypatch: pytest.MonkeyPatch) -> None:

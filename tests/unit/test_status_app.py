@@ -40,7 +40,8 @@ def _app(**kw) -> StatusApp:
 
 def test_settings_defaults_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     d = StatusSettings()
-    assert (d.web_port, d.window_s, d.retention_s, d.window_keep_s) == (6066, 60, 7 * 86400.0, 86400.0)
+    assert (d.web_port, d.window_s, d.retention_s,
+            d.window_keep_s) == (6066, 60, 7 * 86400.0, 86400.0)
     with pytest.raises(ValidationError):
         StatusSettings(web_port=0)
     with pytest.raises(ValidationError):
@@ -77,10 +78,12 @@ def test_on_result_updates_tables_once_per_offset() -> None:
         snapshot = (dict(sa.verdicts), dict(sa.stats))
     assert snapshot == (dict(sa.verdicts), dict(sa.stats))
     assert set(sa.verdicts) == {b"u1", b"u2", b"u3"}
-    assert sa.verdicts[b"u2"]["status"] == "rejected" and sa.verdicts[b"u2"]["reasons"] == ["NO_CARD"]
+    assert (sa.verdicts[b"u2"]["status"] == "rejected" and sa.verdicts[b"u2"]["reasons"]
+            == ["NO_CARD"])
     start = S.window_start_ms(now, 60)
     w0 = sa.stats[S.stats_key("card", 0, start)]
-    assert (w0["count"], w0["by_status"], w0["last_offset"]) == (2, {"accepted": 1, "rejected": 1}, 11)
+    assert (w0["count"], w0["by_status"],
+            w0["last_offset"]) == (2, {"accepted": 1, "rejected": 1}, 11)
     assert sa.stats[S.stats_key("card", 1, start)]["by_reason"] == {"OBJECT_NOT_FOUND": 1}
     # a later result for the same upload (a replay) replaces the verdict and is counted
     sa.on_result(_result("verification_result.valid.card_accepted.json", "u2"), 0, 12, now)
@@ -93,9 +96,11 @@ def test_bad_values_and_expired_results_are_skipped() -> None:
     now = int(time.time() * 1000)
     sa.on_result(b"{not json", 0, 1, now)
     sa.on_result(None, 0, 2, now)
-    sa.on_result(_result("verification_result.valid.card_accepted.json", "old"), 0, 3, now - 7200_000)
+    sa.on_result(_result("verification_result.valid.card_accepted.json", "old"), 0, 3,
+                 now - 7200_000)
     assert sa.verdicts == {} and sa.stats == {}
-    sa.on_result(_result("verification_result.valid.card_accepted.json", "mid"), 0, 4, now - 1800_000)
+    sa.on_result(_result("verification_result.valid.card_accepted.json", "mid"), 0, 4,
+                 now - 1800_000)
     assert set(sa.verdicts) == {b"mid"} and sa.stats == {}  # verdict kept 1 h, window only 10 min
 
 
@@ -139,8 +144,8 @@ def test_faust_app_wiring() -> None:
 
 def test_result_examples_decode() -> None:
     # guard: the fixtures above are real v1 results
-    assert isinstance(codec.decode_result((EX / "verification_result.valid.card_accepted.json").read_bytes()),
-                      VerificationResult)
+    value = (EX / "verification_result.valid.card_accepted.json").read_bytes()
+    assert isinstance(codec.decode_result(value), VerificationResult)
 
 
 def _no_walk():

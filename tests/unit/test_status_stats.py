@@ -21,7 +21,8 @@ def _validator(name: str, definition: str | None = None) -> Draft202012Validator
     """Validator of ``schemas/status_{name}.v1.schema.json`` (or of one of its ``$defs``)."""
     schema = json.loads((ROOT / "schemas" / f"status_{name}.v1.schema.json").read_text())
     if definition:
-        schema = {"$schema": schema["$schema"], **schema["$defs"][definition], "$defs": schema["$defs"]}
+        schema = {"$schema": schema["$schema"], **schema["$defs"][definition],
+                  "$defs": schema["$defs"]}
     return Draft202012Validator(schema, format_checker=FormatChecker())
 
 
@@ -42,7 +43,8 @@ def test_partitioner_without_key_picks_an_available_partition() -> None:
     assert picks == {1, 3}
 
 
-@pytest.mark.parametrize("ms", [0.0, 0.05, 0.1, 0.1000001, 1.0, 20.0, 123.456, 2626.0, 60_000.0, 3.6e6])
+@pytest.mark.parametrize("ms",
+                         [0.0, 0.05, 0.1, 0.1000001, 1.0, 20.0, 123.456, 2626.0, 60_000.0, 3.6e6])
 def test_bucket_edges_hold_the_value(ms: float) -> None:
     i = S.bucket_of(ms)
     assert ms <= S.bucket_upper_ms(i) * (1 + 1e-12)
@@ -78,7 +80,8 @@ def _records(n: int, seed: int = 1) -> list[tuple[int, int, str, list[str], floa
     for _ in range(n):
         st = str(rng.choice(["accepted", "rejected", "failed"], p=[0.7, 0.2, 0.1]))
         reasons = [] if st == "accepted" else [str(rng.choice(["NO_CARD", "BLURRY", "GLARE"]))]
-        out.append((int(rng.integers(0, 3)), 1_800_000_000_000 + int(rng.integers(0, 300_000)), st, reasons,
+        out.append((int(rng.integers(0, 3)), 1_800_000_000_000 + int(rng.integers(0, 300_000)), st,
+                    reasons,
                     float(rng.uniform(5, 500)), int(rng.integers(1, 33))))
     return out
 
@@ -121,7 +124,8 @@ def test_summary_of_empty_window_and_schema() -> None:
     v = _validator("stats", "window")
     empty = S.summarize(S.new_window(60_000, 60))
     v.validate(empty)
-    assert empty["count"] == 0 and empty["total_ms"]["p50"] is None and empty["batch_size_avg"] is None
+    assert (empty["count"] == 0 and empty["total_ms"]["p50"] is None
+            and empty["batch_size_avg"] is None)
     full = S.summarize(S.add_result(S.new_window(60_000, 60), "rejected", ["BLURRY"], 12.5, 4),
                        end_ms=90_000)
     v.validate(full)

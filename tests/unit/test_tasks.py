@@ -44,8 +44,10 @@ def test_input_tag_differs_when_the_inputs_do_and_only_then() -> None:
 
 
 def test_task_payload_fills_defaults_and_refs() -> None:
-    p = registry.spec("card").payload({"quad": None, "confidence": 0.2, "doc_type": None, "extra": 1}, {})
-    assert p.doc_type == "unknown" and p.quad is None and p.rectified is None and p.confidence == 0.2
+    p = registry.spec("card").payload({"quad": None, "confidence": 0.2, "doc_type": None,
+                                       "extra": 1}, {})
+    assert (p.doc_type == "unknown" and p.quad is None and p.rectified is None and p.confidence
+            == 0.2)
     p2 = registry.spec("id_photo").payload({"size": "two_inch", "background": "blue", "width": 413,
                                             "height": 579}, {})
     assert (p2.width, p2.height, p2.face_box, p2.photo) == (413, 579, None, None)

@@ -43,7 +43,8 @@ def invalid_count(t: Tracing) -> float:
 
 
 def test_a_valid_traceparent_is_continued() -> None:
-    ctx, malformed = extract([("content-type", b"application/json"), ("traceparent", VALID.encode())])
+    ctx, malformed = extract([("content-type", b"application/json"),
+                              ("traceparent", VALID.encode())])
     assert not malformed and ctx is not None
     from opentelemetry import trace
     sc = trace.get_current_span(ctx).get_span_context()
@@ -136,7 +137,8 @@ def test_batch_and_child_spans_parentage_and_links(tracing: Tracing,
     (m,) = by_name[Spans.MODEL]
     (poll,) = by_name[Spans.POLL]
     assert p.parent.span_id == b.context.span_id and m.parent.span_id == p.context.span_id
-    assert (poll.start_time, poll.end_time, poll.parent.span_id) == (1_000, 2_000, b.context.span_id)
+    assert (poll.start_time, poll.end_time,
+            poll.parent.span_id) == (1_000, 2_000, b.context.span_id)
     (f,) = by_name[Spans.FETCH]
     assert f.parent.span_id == ups[0].get_span_context().span_id
     assert f.status.status_code is StatusCode.ERROR and f.status.description == "KeyError"
@@ -202,7 +204,8 @@ def test_tracing_on_exports_otlp_http_to_the_configured_endpoint() -> None:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     req = ExportTraceServiceRequest.FromString(body)
     (rs,) = req.resource_spans
-    assert {a.key: a.value.string_value for a in rs.resource.attributes}["service.name"] == "cs-test"
+    assert ({a.key: a.value.string_value for a in rs.resource.attributes}["service.name"]
+            == "cs-test")
     (span,) = rs.scope_spans[0].spans
     assert span.name == Spans.UPLOAD and span.trace_id.hex() == TRACE
     assert span.parent_span_id.hex() == PARENT

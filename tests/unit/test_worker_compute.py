@@ -50,7 +50,8 @@ def test_dead_letter_values_go_to_the_quarantine_bucket() -> None:
     assert store.objects == {("quarantine", "t.uploads/3/41"): NOT_JSON}
     d, tomb = letters
     assert (d.value_b64, d.value_truncated, d.value_size) == ("", True, len(NOT_JSON))
-    assert (d.quarantine.bucket, d.quarantine.key, d.quarantine.size_bytes, d.quarantine.sha256) == (
+    assert (d.quarantine.bucket, d.quarantine.key, d.quarantine.size_bytes,
+            d.quarantine.sha256) == (
         "quarantine", "t.uploads/3/41", len(NOT_JSON), hashlib.sha256(NOT_JSON).hexdigest())
     assert (tomb.value_b64, tomb.quarantine) == (None, None)
 
@@ -77,7 +78,8 @@ def test_dlq_value_max_bytes_keeps_bytes_on_the_topic_instead() -> None:
     finally:
         c.close()
     assert store.objects == {}
-    assert (base64.b64decode(d.value_b64), d.value_truncated, d.quarantine) == (NOT_JSON[:4], True, None)
+    assert (base64.b64decode(d.value_b64), d.value_truncated,
+            d.quarantine) == (NOT_JSON[:4], True, None)
 
 
 def _inline_card(upload_id: str, data: bytes) -> bytes:

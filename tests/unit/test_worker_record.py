@@ -48,7 +48,8 @@ def test_an_unreadable_part_is_named_and_read_only_once() -> None:
     assert (r.topic(), r.partition(), r.offset(), r.key(), r.value(), r.timestamp()) == (
         "t.uploads", 2, 41, b"\xff\xfe", b'{"upload_id":"u1"}', (TIMESTAMP_CREATE_TIME,
                                                                   1_796_000_000_000))
-    assert (r.headers(), r.unreadable, r.error(), len(r)) == (None, "headers: SystemError", None, 18)
+    assert (r.headers(), r.unreadable, r.error(),
+            len(r)) == (None, "headers: SystemError", None, 18)
     r.headers()
     assert m.header_calls == 1  # the dead letter reads the snapshot, not the client
 

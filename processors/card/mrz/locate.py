@@ -69,7 +69,8 @@ class Line:
         return 0.5 * (self.y0 + self.y1)
 
 
-def band_maps(doc_type: str, card_size: tuple[int, int]) -> list[tuple[np.ndarray, tuple[int, int]]]:
+def band_maps(doc_type: str,
+              card_size: tuple[int, int]) -> list[tuple[np.ndarray, tuple[int, int]]]:
     """The two bands searched on a rectified card of ``card_size`` = ``(w, h)`` px.
 
     Returns:

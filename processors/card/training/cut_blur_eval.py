@@ -29,6 +29,8 @@ def _outside(s: synth.Sample) -> bool:
     """True when a corner of the sample's quad lies outside its frame."""
     h, w = s.image.shape[:2]
     q = s.quad
+    if q is None:  # a negative sample: no card
+        return False
     return bool((q < 0).any() or (q[:, 0] > w).any() or (q[:, 1] > h).any())
 
 

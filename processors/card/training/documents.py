@@ -32,7 +32,13 @@ import numpy as np
 
 from processors.card.mrz.icao import Format, compose, parse
 from processors.card.quality import effective_dpi
-from processors.card.training.synth import background, composite, holding_hand, render_face
+from processors.card.training.synth import (
+    background,
+    composite,
+    holding_hand,
+    jpeg_round_trip,
+    render_face,
+)
 
 DOC_MM: dict[Format, tuple[float, float]] = {Format.TD1: (85.60, 53.98),
                                              Format.TD2: (105.0, 74.0),
@@ -217,8 +223,8 @@ def draw_mrz(face: np.ndarray, lines: tuple[str, ...], fmt: Format, rng: np.rand
         boxes.append([float(x0), float(cy - 0.375 * size), float(x0 + pitch * len(line)),
                       float(cy + 0.375 * size)])
     y0 = max(0, int(min(b[1] for b in boxes) - px_per_mm * 3)) if boxes else h
-    mask = np.asarray(layer, np.float32)[y0:] / 255.0  # only the rows printed on
-    mask = cv2.GaussianBlur(mask, (0, 0), rng.uniform(0.3, 0.8))[..., None]
+    printed = np.asarray(layer, np.float32)[y0:] / 255.0  # only the rows printed on
+    mask = cv2.GaussianBlur(printed, (0, 0), rng.uniform(0.3, 0.8))[..., None]
     face[y0:] = np.clip(face[y0:] * (1 - mask) + ink * mask, 0, 255).astype(np.uint8)
     return boxes
 
@@ -324,7 +330,7 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     img = composite(bg, face, alpha, quad)
     if rng.random() < 0.15:
         img = holding_hand(img, quad, rng)
-    out = img.astype(np.float32)
+    out: np.ndarray = img.astype(np.float32)
     gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
     a = rng.uniform(0, 2 * np.pi)
     out *= (1 + rng.uniform(-0.25, 0.15) * (np.cos(a) * (gx / W - 0.5)
@@ -337,20 +343,20 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     out *= light
     truth.low_light = round(light, 3)
     fh, fw = face.shape[:2]
-    hom = cv2.getPerspectiveTransform(np.float32([[0, 0], [fw, 0], [fw, fh], [0, fh]]),
-                                      np.float32(quad))
+    hom = cv2.getPerspectiveTransform(np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32),
+                                      quad.astype(np.float32))
     if rng.random() < glare_share:
         on_mrz = rng.random() < 0.4
         fx = rng.uniform(0.15, 0.85) * fw
         fy = rng.uniform(fh - band_px, fh - 0.2 * band_px) if on_mrz else rng.uniform(0.1, 0.6) * fh
-        c = cv2.perspectiveTransform(np.float32([[[fx, fy]]]), hom)[0, 0]
+        c = cv2.perspectiveTransform(np.array([[[fx, fy]]], np.float32), hom)[0, 0]
         r = rng.uniform(0.06, 0.16) * float(np.min(quad.max(0) - quad.min(0)))
         out += rng.uniform(250, 450) * np.exp(-(((gx - c[0]) ** 2 + (gy - c[1]) ** 2)
                                                 / (2 * r * r)))[..., None]
     out = np.clip(out, 0, 255).astype(np.uint8)
     band = np.zeros((H, W), np.uint8)
-    poly = cv2.perspectiveTransform(np.float32([[[0, fh - band_px], [fw, fh - band_px],
-                                                 [fw, fh], [0, fh]]]), hom)
+    poly = cv2.perspectiveTransform(np.array([[[0, fh - band_px], [fw, fh - band_px],
+                                               [fw, fh], [0, fh]]], np.float32), hom)
     cv2.fillPoly(band, [np.round(poly[0]).astype(np.int32)], 1)
     sat = cv2.inRange(out, (250, 250, 250), (255, 255, 255))
     n_band = max(cv2.countNonZero(band), 1)
@@ -360,8 +366,7 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     noise = rng.uniform(1, 5) * (2.0 if light < 0.6 else 1.0)
     if rng.random() < 0.7:
         out = np.clip(out + rng.normal(0, noise, out.shape), 0, 255).astype(np.uint8)
-    ok, buf = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, int(rng.integers(60, 96))])
-    return cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    return jpeg_round_trip(out, int(rng.integers(60, 96)))
 
 
 def document(rng: np.random.Generator, fmt: Format | None = None,

@@ -46,6 +46,7 @@ from processors.card.training.documents import (
     random_fields,
     render_document,
 )
+from processors.card.training.synth import jpeg_round_trip
 
 FACE_PX_PER_MM = 10.0
 """Resolution the training faces are rendered at (254 dpi; captures above it come out soft)."""
@@ -71,10 +72,10 @@ def capture_band(rng: np.random.Generator, face: np.ndarray, fmt: Format) -> np.
     Only the face's bottom half is processed (the band lies within it)."""
     fh, fw = face.shape[:2]
     y0 = fh // 2
-    img = cv2.cvtColor(face[y0:], cv2.COLOR_BGR2GRAY).astype(np.float32)
+    img: np.ndarray = cv2.cvtColor(face[y0:], cv2.COLOR_BGR2GRAY).astype(np.float32)
     eff = rng.uniform(5.5, 17.0) / FACE_PX_PER_MM  # effective px per mm, relative
     sw, sh = max(8, int(fw * eff)), max(8, int((fh - y0) * eff))
-    small = cv2.resize(img, (sw, sh), interpolation=cv2.INTER_AREA)
+    small: np.ndarray = cv2.resize(img, (sw, sh), interpolation=cv2.INTER_AREA)
     gx = np.linspace(-0.5, 0.5, sw, dtype=np.float32)[None, :]
     gy = np.linspace(0.0, 0.5, sh, dtype=np.float32)[:, None]
     a = rng.uniform(0, 2 * np.pi)
@@ -92,14 +93,13 @@ def capture_band(rng: np.random.Generator, face: np.ndarray, fmt: Format) -> np.
     if rng.random() < 0.7:
         small = np.clip(small + rng.normal(0, rng.uniform(1, 7), small.shape), 0, 255).astype(
             np.uint8)
-    ok, buf = cv2.imencode(".jpg", small, [cv2.IMWRITE_JPEG_QUALITY, int(rng.integers(50, 96))])
-    small = cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE)
+    small = jpeg_round_trip(small, int(rng.integers(50, 96)), cv2.IMREAD_GRAYSCALE)
     doc_type = DOC_TYPE[fmt]
     cw, ch = canonical_size(doc_type, 300)  # the card as the service rectifies it
     a_map, size = band_maps(doc_type, (cw, ch))[0]
     # rectified card px -> small px (the face's bottom half), corners moved like a quad's error
-    src = np.float32([[0, 0], [cw - 1, 0], [cw - 1, ch - 1], [0, ch - 1]])
-    dst = np.float32([[0, -sh], [sw - 1, -sh], [sw - 1, sh - 1], [0, sh - 1]])
+    src = np.array([[0, 0], [cw - 1, 0], [cw - 1, ch - 1], [0, ch - 1]], np.float32)
+    dst = np.array([[0, -sh], [sw - 1, -sh], [sw - 1, sh - 1], [0, sh - 1]], np.float32)
     dst += rng.normal(0, 0.004, (4, 2)).astype(np.float32) * [sw, 2 * sh]
     card_to_small = cv2.getPerspectiveTransform(src, dst).astype(np.float64)
     return cv2.warpPerspective(small, card_to_small @ a_map, size,
@@ -119,11 +119,11 @@ def line_samples(seed: int, n_docs: int, cache: Path | None = None
             flat, offs = z["pixels"], np.cumsum([0] + [32 * w for w in widths])
             return ([flat[offs[i]:offs[i + 1]].reshape(32, w) for i, w in enumerate(widths)],
                     z["texts"].tolist())
-        crops, texts = line_samples(seed, n_docs)
+        made, said = line_samples(seed, n_docs)
         Path(cache).mkdir(parents=True, exist_ok=True)
-        np.savez(path, pixels=np.concatenate([c.ravel() for c in crops]),
-                 widths=np.array([c.shape[1] for c in crops]), texts=np.array(texts))
-        return crops, texts
+        np.savez(path, pixels=np.concatenate([c.ravel() for c in made]),
+                 widths=np.array([c.shape[1] for c in made]), texts=np.array(said))
+        return made, said
     rng = np.random.default_rng(seed)
     crops: list[np.ndarray] = []
     texts: list[str] = []
@@ -155,8 +155,8 @@ def _augment(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
     cut a little off its character), re-lit, some smudged."""
     b, h, w = x.shape
     padded = np.pad(x, ((0, 0), (1, 1), (2, 2)), mode="edge")
-    rows = rng.integers(0, 3, b)[:, None] + np.arange(h)[None, :]
-    cols = rng.integers(0, 5, b)[:, None] + np.arange(w)[None, :]
+    rows = rng.integers(0, 3, (b, 1)) + np.arange(h)[None, :]
+    cols = rng.integers(0, 5, (b, 1)) + np.arange(w)[None, :]
     out = padded[np.arange(b)[:, None, None], rows[:, :, None], cols[:, None, :]]
     f = out.astype(np.float32) * rng.uniform(0.6, 1.3, (len(x), 1, 1)) + rng.uniform(
         -30, 30, (len(x), 1, 1))

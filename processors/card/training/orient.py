@@ -55,7 +55,8 @@ from processors.card.orient import ORIENT_H, ORIENT_W
 from processors.card.training import synth
 
 SEED = 20261204
-"""Training stream seed; the held-out evaluation draws from ``SEED + 1`` (validation during training) and ``SEED + 2`` (``--evaluate``)."""
+"""Training stream seed; the held-out evaluation draws from ``SEED + 1`` (validation during
+training) and ``SEED + 2`` (``--evaluate``)."""
 
 _CV_FONTS = (cv2.FONT_HERSHEY_SIMPLEX, cv2.FONT_HERSHEY_DUPLEX, cv2.FONT_HERSHEY_COMPLEX,
              cv2.FONT_HERSHEY_TRIPLEX, cv2.FONT_HERSHEY_PLAIN,
@@ -134,11 +135,13 @@ def render_back(rng: np.random.Generator, doc_type: str, width: int) -> np.ndarr
     top = int(h * rng.uniform(0.04, 0.12))
     if rng.random() < 0.4:  # a band with a title
         band = int(h * rng.uniform(0.1, 0.18))
-        cv2.rectangle(face, (0, 0), (width, band), tuple(int(c) for c in rng.integers(20, 200, 3)), -1)
+        cv2.rectangle(face, (0, 0), (width, band),
+                      tuple(int(c) for c in rng.integers(20, 200, 3)), -1)
         _put_text(face, rng, _text(rng, int(rng.integers(1, 4))), int(0.04 * width),
                   int(band * 0.75), int(band * 0.45), (245, 245, 245))
         top = band + int(h * 0.05)
-    dark = tuple(int(c) for c in rng.integers(0, 80, 3))
+    b, g, r = (int(c) for c in rng.integers(0, 80, 3))
+    dark = (b, g, r)
     mrz = rng.random() < 0.35
     bottom = h * (0.62 if mrz else 0.95)
     # left-aligned lines (a ragged right edge), centred lines, or lines cut by both edges: in
@@ -164,7 +167,8 @@ def render_back(rng: np.random.Generator, doc_type: str, width: int) -> np.ndarr
         for k in range(int(rng.integers(20, 60))):
             xx = bx + k * 3
             if rng.random() < 0.6 and xx < width:
-                cv2.line(face, (xx, by), (xx, by + int(h * 0.15)), (10, 10, 10), 1 + int(rng.random() < 0.4))
+                cv2.line(face, (xx, by), (xx, by + int(h * 0.15)), (10, 10, 10),
+                         1 + int(rng.random() < 0.4))
     if mrz:  # ICAO 9303 TD1: 3 lines of 30 characters
         fs = width / 1000.0
         for k in range(3):
@@ -186,7 +190,8 @@ def render_scan(rng: np.random.Generator, doc_type: str, width: int) -> np.ndarr
     ch = min(sh, int(cw * h / width))
     x, y = int(rng.integers(0, sw - cw + 1)), int(rng.integers(0, sh - ch + 1))
     crop = cv2.resize(src[y:y + ch, x:x + cw], (width, h), interpolation=cv2.INTER_CUBIC)
-    crop = cv2.normalize(crop, None, 0, 255, cv2.NORM_MINMAX).astype(np.float32) / 255.0
+    crop = cv2.normalize(crop, np.empty_like(crop), 0, 255, cv2.NORM_MINMAX)
+    crop = crop.astype(np.float32) / 255.0
     paper = rng.integers(150, 250, 3).astype(np.float32)
     ink = rng.integers(0, 90, 3).astype(np.float32)
     face = crop[..., None] * paper + (1 - crop[..., None]) * ink
@@ -212,12 +217,13 @@ def rectified_view(rng: np.random.Generator, face: np.ndarray) -> np.ndarray:
     m = cv2.getPerspectiveTransform(corners.astype(np.float32), dst)
     small = cv2.warpPerspective(canvas, m, (ORIENT_W, ORIENT_H), flags=cv2.INTER_AREA,
                                 borderMode=cv2.BORDER_REPLICATE)
-    g = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    g: np.ndarray = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY).astype(np.float32)
     if rng.random() < 0.5:
         g = cv2.GaussianBlur(g, (0, 0), rng.uniform(0.2, 1.2))
     gy, gx = np.mgrid[0:ORIENT_H, 0:ORIENT_W].astype(np.float32)
     a = rng.uniform(0, 2 * np.pi)
-    g *= 1 + rng.uniform(-0.35, 0.2) * (np.cos(a) * (gx / ORIENT_W - 0.5) + np.sin(a) * (gy / ORIENT_H - 0.5))
+    g *= 1 + rng.uniform(-0.35, 0.2) * (np.cos(a) * (gx / ORIENT_W - 0.5)
+                                        + np.sin(a) * (gy / ORIENT_H - 0.5))
     g = rng.uniform(0.6, 1.2) * (g - 128) + 128 + rng.uniform(-30, 30)
     if rng.random() < 0.15:  # glare spot
         c = rng.uniform([0, 0], [ORIENT_W, ORIENT_H])
@@ -226,8 +232,7 @@ def rectified_view(rng: np.random.Generator, face: np.ndarray) -> np.ndarray:
     if rng.random() < 0.6:
         g += rng.normal(0, rng.uniform(1, 8), g.shape)
     g8 = np.clip(g, 0, 255).astype(np.uint8)
-    ok, buf = cv2.imencode(".jpg", g8, [cv2.IMWRITE_JPEG_QUALITY, int(rng.integers(40, 96))])
-    return cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE)
+    return synth.jpeg_round_trip(g8, int(rng.integers(40, 96)), cv2.IMREAD_GRAYSCALE)
 
 
 def draw(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -298,8 +303,8 @@ def export(net, out: Path) -> str:  # noqa: ANN001
     net.eval()
     x = torch.zeros(1, 1, ORIENT_H, ORIENT_W)
     torch.onnx.export(net, (x,), str(out), input_names=["thumb"], output_names=["logits"],
-                      dynamic_axes={"thumb": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17,
-                      dynamo=False)
+                      dynamic_axes={"thumb": {0: "batch"}, "logits": {0: "batch"}},
+                      opset_version=17, dynamo=False)
     return hashlib.sha256(out.read_bytes()).hexdigest()
 
 

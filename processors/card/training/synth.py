@@ -1,10 +1,10 @@
 """Seeded synthetic card photos: card faces composited by random homographies onto backgrounds.
 
 Sources (all free to use): scikit-image's bundled sample images (public domain / CC0 per
-``skimage.data``: ``astronaut`` portrait, ``coffee``, ``chelsea``, ``rocket``, ``hubble_deep_field``,
-``immunohistochemistry``, ``brick``, ``grass``, ``gravel``, ``moon``, ``camera``, ``horse``,
-``coins``, ``clock``, ``text``, ``page``), and procedurally generated gradients, guilloche, text and
-noise. No real identity document is used.
+``skimage.data``: ``astronaut`` portrait, ``coffee``, ``chelsea``, ``rocket``,
+``hubble_deep_field``, ``immunohistochemistry``, ``brick``, ``grass``, ``gravel``, ``moon``,
+``camera``, ``horse``, ``coins``, ``clock``, ``text``, ``page``), and procedurally generated
+gradients, guilloche, text and noise. No real identity document is used.
 
 Card faces follow ISO/IEC 7810 sizes: ID-1 85.60 x 53.98 mm (corner radius 3.18 mm) and ID-3
 125 x 88 mm (passport data page, ICAO 9303 TD3, with a two-line MRZ at the bottom). The portrait
@@ -75,7 +75,8 @@ def _guilloche(face: np.ndarray, rng: np.random.Generator) -> None:
     for k in range(int(rng.integers(4, 12))):
         f1, f2 = rng.uniform(2, 9), rng.uniform(5, 20)
         ph = rng.uniform(0, 2 * np.pi)
-        y = h * (0.5 + 0.35 * np.sin(2 * np.pi * f1 * x / w + ph) * np.cos(2 * np.pi * f2 * x / w + k))
+        y = h * (0.5 + 0.35 * np.sin(2 * np.pi * f1 * x / w + ph)
+                 * np.cos(2 * np.pi * f2 * x / w + k))
         pts = np.stack([x, y], 1).astype(np.int32)
         cv2.polylines(face, [pts], False, colour, 1, cv2.LINE_AA)
 
@@ -131,8 +132,9 @@ def render_face(rng: np.random.Generator, doc_type: str = "id_card",
         if band_bgr is not None:
             colour = band_bgr
         cv2.rectangle(face, (0, 0), (width, band_h), colour, -1)
-        cv2.putText(face, _words(rng, int(rng.integers(1, 4))), (int(0.04 * width), int(band_h * 0.72)),
-                    cv2.FONT_HERSHEY_DUPLEX, band_h / 45.0, (245, 245, 245), 2, cv2.LINE_AA)
+        cv2.putText(face, _words(rng, int(rng.integers(1, 4))),
+                    (int(0.04 * width), int(band_h * 0.72)), cv2.FONT_HERSHEY_DUPLEX,
+                    band_h / 45.0, (245, 245, 245), 2, cv2.LINE_AA)
     # coloured stripe along one short side (many ID-1 cards have one)
     stripe = 0
     if rng.random() < 0.3:
@@ -184,7 +186,7 @@ def render_face(rng: np.random.Generator, doc_type: str = "id_card",
         holo = face.copy()
         cx, cy = int(rng.uniform(0.55, 0.9) * width), int(rng.uniform(0.3, 0.8) * h)
         for k in range(6):
-            col = cv2.cvtColor(np.uint8([[[k * 30, 160, 230]]]), cv2.COLOR_HSV2BGR)[0, 0]
+            col = cv2.cvtColor(np.array([[[k * 30, 160, 230]]], np.uint8), cv2.COLOR_HSV2BGR)[0, 0]
             cv2.ellipse(holo, (cx, cy), (int(0.09 * width) - 6 * k, int(0.09 * width) - 6 * k),
                         0, 0, 360, tuple(int(c) for c in col), 4)
         face = cv2.addWeighted(face, 0.7, holo, 0.3, 0)
@@ -385,7 +387,8 @@ def random_quad(rng: np.random.Generator, width: int, height: int, aspect: float
     for _ in range(100):
         cw = short * rng.uniform(0.45, 0.95)
         ch = cw / aspect
-        rect = np.array([[-cw / 2, -ch / 2], [cw / 2, -ch / 2], [cw / 2, ch / 2], [-cw / 2, ch / 2]])
+        rect = np.array([[-cw / 2, -ch / 2], [cw / 2, -ch / 2], [cw / 2, ch / 2],
+                         [-cw / 2, ch / 2]])
         # perspective: shrink one side (tilt), jitter corners
         tilt = rng.uniform(0.0, 0.18)
         side = int(rng.integers(0, 4))
@@ -441,7 +444,7 @@ def degrade(img: np.ndarray, rng: np.random.Generator, quad: np.ndarray | None =
     edge, blur, noise and JPEG compression. ``strong_blur`` adds an out-of-focus (Gaussian
     sigma 2-7 px) or motion (9-31 px line) blur. Returns a new ``uint8`` BGR image."""
     H, W = img.shape[:2]
-    out = img.astype(np.float32)
+    out: np.ndarray = img.astype(np.float32)
     gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
     a = rng.uniform(0, 2 * np.pi)
     light = 1 + rng.uniform(-0.25, 0.15) * (np.cos(a) * (gx / W - 0.5) + np.sin(a) * (gy / H - 0.5))
@@ -474,14 +477,28 @@ def degrade(img: np.ndarray, rng: np.random.Generator, quad: np.ndarray | None =
             n = int(rng.integers(9, 32))
             k = np.zeros((n, n), np.float32)
             k[n // 2, :] = 1.0 / n
-            rot = cv2.getRotationMatrix2D(((n - 1) / 2, (n - 1) / 2), float(rng.uniform(0, 180)), 1.0)
-            k = cv2.warpAffine(k, rot, (n, n))
-            out = cv2.filter2D(out, -1, k / max(float(k.sum()), 1e-6))
+            rot = cv2.getRotationMatrix2D(((n - 1) / 2, (n - 1) / 2), float(rng.uniform(0, 180)),
+                                          1.0)
+            line = cv2.warpAffine(k, rot, (n, n))
+            kernel = (line / max(float(line.sum()), 1e-6)).astype(np.float32)
+            out = cv2.filter2D(out, -1, kernel)
     if rng.random() < 0.6:
         out = np.clip(out + rng.normal(0, rng.uniform(1, 6), out.shape), 0, 255).astype(np.uint8)
-    q = int(rng.integers(55, 96))
-    ok, buf = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, q])
-    return cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    return jpeg_round_trip(out, int(rng.integers(55, 96)))
+
+
+def jpeg_round_trip(image: np.ndarray, quality: int, flags: int = cv2.IMREAD_COLOR) -> np.ndarray:
+    """``image`` (uint8 BGR or grey) after JPEG compression at ``quality`` (0-100), decoded
+    with ``flags`` (``cv2.IMREAD_*``).
+
+    Raises:
+        ValueError: OpenCV could not encode or decode it (an empty or non-uint8 image).
+    """
+    ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    back = cv2.imdecode(buf, flags) if ok else None
+    if back is None:
+        raise ValueError(f"JPEG round trip of a {image.dtype} {image.shape} image failed")
+    return back
 
 
 def card_on_texture(rng: np.random.Generator, quad: np.ndarray, size: tuple[int, int],
@@ -558,13 +575,14 @@ def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | Non
             bg = person_backdrop(bg, rng)
         return Sample(image=degrade(bg, rng) if effects else bg, quad=None, kind="none")
     doc_type = doc_type or ("id_card" if rng.random() < 0.75 else "passport")
-    band = None
+    band: tuple[int, int, int] | None = None
     touch = False
     if hard:
         touch = bool(rng.random() < 0.7)
         if rng.random() < 0.5:
             near = np.median(bg.reshape(-1, 3), axis=0) + rng.normal(0, 12, 3)
-            band = tuple(int(c) for c in np.clip(near, 0, 255))
+            b, g, r = (int(c) for c in np.clip(near, 0, 255))
+            band = (b, g, r)
     face, alpha = render_face(rng, doc_type, width=int(rng.choice([700, 856, 1100])),
                               portrait=portrait, blank=None if scenes else False, band_bgr=band)
     aspect = face.shape[1] / face.shape[0]
@@ -599,12 +617,14 @@ def write_set(out: Path, n: int, seed: int, negative_share: float = 0.1) -> Path
         s = sample(rng, negative=bool(rng.random() < negative_share))
         name = f"synth_{seed}_{i:04d}.jpg"
         cv2.imwrite(str(out / name), s.image, [cv2.IMWRITE_JPEG_QUALITY, 95])
+        expect: dict[str, object]
         if s.quad is None:
             expect = {"kind": "none", "reason": "NO_CARD"}
         else:
             expect = {"kind": s.kind, "quad_approx": np.round(s.quad, 2).tolist(), "iou_min": 0.9}
         images.append({"file": name, "expect": expect,
-                       "why": f"synthetic (seed {seed}, index {i}, rotation {s.rotation_deg:.1f} deg)"})
+                       "why": f"synthetic (seed {seed}, index {i}, "
+                              f"rotation {s.rotation_deg:.1f} deg)"})
     path = out / "manifest.json"
     path.write_text(json.dumps({"images": images, "events": []}, indent=1))
     return path

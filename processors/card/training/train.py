@@ -102,13 +102,15 @@ def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0
     xs, ys = [], []
     for _ in range(n):
         size = TRAIN_SIZES[int(rng.integers(0, len(TRAIN_SIZES)))]
-        extra = {}
+        extra: dict[str, bool] = {}
         if cut_share or blur_share:
             extra = {"cut": bool(rng.random() < cut_share),
                      "strong_blur": bool(rng.random() < blur_share)}
         if hard_share:
             extra["hard"] = bool(rng.random() < hard_share)
-        s = synth.sample(rng, negative=bool(rng.random() < 0.1), size=size, **extra)
+        s = synth.sample(rng, negative=bool(rng.random() < 0.1), size=size,
+                         cut=extra.get("cut", False), strong_blur=extra.get("strong_blur", False),
+                         hard=extra.get("hard", False))
         image = s.image
         if grey_share and rng.random() < grey_share:
             image = cv2.cvtColor(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
@@ -333,16 +335,17 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--l2sp", type=float, default=1e-2, help="L2-SP weight (sum over weights)")
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--workers", type=int, default=2,
-                    help="data-parallel worker processes, each drawing batch/workers samples a step "
-                         "(2 on 2 cores: 1.4x one process with 2 threads)")
+                    help="data-parallel worker processes, each drawing batch/workers samples a "
+                         "step (2 on 2 cores: 1.4x one process with 2 threads)")
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads per worker")
     ap.add_argument("--val-every", type=int, default=100, help="validate every N steps")
     ap.add_argument("--memory-format", choices=("channels_last", "contiguous"),
                     default="channels_last",
                     help="layout of the net's weights and inputs (NHWC or NCHW): the same model "
                          "up to float rounding; channels_last takes a step of 4 images at 320 px "
-                         "(encoder stage 4 trained) in 6.9 s on one core against 9.3 s, 4.5 against "
-                         "5.5 s at 256 px (frozen encoder). Runs up to 2026-12-02 were contiguous")
+                         "(encoder stage 4 trained) in 6.9 s on one core against 9.3 s, 4.5 "
+                         "against 5.5 s at 256 px (frozen encoder). Runs up to 2026-12-02 were "
+                         "contiguous")
     ap.add_argument("--average-from", type=float, default=None, metavar="FRACTION",
                     help="write the mean of the weights after every step from this fraction of "
                          "the run to its end (stochastic weight averaging, Izmailov et al. 2018; "
@@ -362,7 +365,8 @@ def _parser() -> argparse.ArgumentParser:
                          "time a step; 'input' only its input conv 98, the other 13 convs learn "
                          "(at 320 px, 4 images a worker: 8.2 s a step against 6.2 s for 'all')")
     ap.add_argument("--cut-share", type=float, default=0.0, help="share of cards cut by the frame")
-    ap.add_argument("--blur-share", type=float, default=0.0, help="share of strongly blurred photos")
+    ap.add_argument("--blur-share", type=float, default=0.0,
+                    help="share of strongly blurred photos")
     ap.add_argument("--hard-share", type=float, default=0.0,
                     help="share of scenes with an object touching the card or a header band "
                          "coloured like the background (synth.sample's hard)")
@@ -548,7 +552,7 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
             off += p.numel()
         opt.step()
         sched.step()
-        if averaged is not None and step >= first_averaged:
+        if averaged is not None and first_averaged is not None and step >= first_averaged:
             averaged.update_parameters(net)
         running = 0.9 * running + 0.1 * float(flat[-1]) if step > 1 else float(flat[-1])
         if step % a.val_every == 0 or step == a.steps:
@@ -563,7 +567,8 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
         dist.all_reduce(lo, op=dist.ReduceOp.MIN)
         dist.destroy_process_group()
     if float(hi[0]) != float(lo[0]):
-        raise RuntimeError(f"rank {rank}: the ranks' weights differ ({float(lo[0])} to {float(hi[0])})")
+        raise RuntimeError(f"rank {rank}: the ranks' weights differ "
+                           f"({float(lo[0])} to {float(hi[0])})")
     if rank != 0:
         return
     extra = {}
