@@ -39,7 +39,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import onnx
@@ -73,6 +73,7 @@ from processors.tracing import DECODE, span
 from schemas.reasons import ReasonCode
 
 log = structlog.get_logger("cardstream.pixels")
+_T = TypeVar("_T")
 
 __all__ = ["Codec", "CudaPixels", "Fallbacks", "GraphPixels", "HostCodec"]
 
@@ -435,6 +436,20 @@ class GraphPixels:
             self._bind_image(io, f"x{k}", img)
         return self._rows(self._device_output(sess, io, "stacked", "stack"))
 
+    def _by_codec(self, kind: str, n: int, none_why: str,
+                  call: Callable[[], Sequence[_T | None]]) -> list[_T | None]:
+        """``call()``'s ``n`` results from the codec, None where the host must do the work: all
+        ``n`` when the call raises, else the images the codec returned None for; either way
+        counted in :attr:`fallbacks` under ``kind`` with the reason (the exception, or
+        ``none_why``)."""
+        try:
+            got = list(call())
+        except Exception as e:  # noqa: BLE001 - a codec's own error types (CUDA, nvJPEG)
+            self.fallbacks.add(kind, n, f"{type(e).__name__}: {e}")
+            return [None] * n
+        self.fallbacks.add(kind, sum(g is None for g in got), none_why)
+        return got
+
     def synchronize(self) -> None:
         """Wait for all work on the device (``cudaDeviceSynchronize`` through ONNX Runtime's
         ``IOBinding.synchronize_inputs``): a codec may write on another stream than ONNX
@@ -460,14 +475,8 @@ class GraphPixels:
         jpegs = [i for i, im in enumerate(images) if im.format == "jpeg"]
         decoded: list[DeviceImage | None] = []
         if jpegs:
-            try:
-                decoded = list(self.codec.decode([images[i].data for i in jpegs]))
-            except Exception as e:  # noqa: BLE001 - a codec's own error types (CUDA, nvJPEG)
-                decoded = [None] * len(jpegs)
-                self.fallbacks.add("decode_host", len(jpegs), f"{type(e).__name__}: {e}")
-            else:
-                self.fallbacks.add("decode_host", sum(d is None for d in decoded),
-                                   "the codec returned no image")
+            decoded = self._by_codec("decode_host", len(jpegs), "the codec returned no image",
+                                     lambda: self.codec.decode([images[i].data for i in jpegs]))
         for i, dev in zip(jpegs, decoded, strict=True):
             if dev is None:
                 continue
@@ -605,14 +614,8 @@ class GraphPixels:
         out: list[bytes | None] = [None] * len(images)
         dev = [i for i, im in enumerate(images) if isinstance(im, DeviceImage)]
         if dev:
-            try:
-                coded = list(self.codec.encode([images[i] for i in dev], quality))
-            except Exception as e:  # noqa: BLE001 - a codec's own error types (CUDA, nvJPEG)
-                coded = [None] * len(dev)
-                self.fallbacks.add("encode_host", len(dev), f"{type(e).__name__}: {e}")
-            else:
-                self.fallbacks.add("encode_host", sum(c is None for c in coded),
-                                   "the codec returned no bytes")
+            coded = self._by_codec("encode_host", len(dev), "the codec returned no bytes",
+                                   lambda: self.codec.encode([images[i] for i in dev], quality))
             for i, data in zip(dev, coded, strict=True):
                 out[i] = data
         host = [i for i in range(len(images)) if out[i] is None]
