@@ -49,7 +49,7 @@ bench: models stack-up ## benchmarks (never part of `make test`)
 	$(VENV)/bin/python -m pip install -q -e ".[$(EXTRA),dev,bench]"
 	eval "$$(scripts/stack env)" && $(VENV)/bin/python -m benchmarks.run
 
-# its own Kafka + MinIO (scripts/stack instance "faults" on 39092/39094/39093/39000/39001), never the
+# its own Kafka + MinIO (scripts/stack instance "faults" on 29092/29094/29093/29000/29001), never the
 # stack on 9092/9000; FAULTS_ARGS passes options, e.g. FAULTS_ARGS='--faults poison,scale'
 faults: setup ## issue 31's fault table -> out/faults/summary.json (never part of `make test`); SOAK=1: the 30 min soak
 	$(VENV)/bin/python -m benchmarks.faults $(if $(SOAK),--soak) $(FAULTS_ARGS)

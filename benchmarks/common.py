@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,11 +294,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_worker(s: Settings, slot: int, logs: Path, args: Sequence[str]) -> WorkerProc:
-    """Start ``cardstream worker --slot N --http-port P ARGS`` on a free port (log under
-    ``logs``)."""
+def start_worker(s: Settings, slot: int, logs: Path, args: Sequence[str],
+                 env: Mapping[str, str] | None = None) -> WorkerProc:
+    """Start ``cardstream worker --slot N --http-port P ARGS`` on a free port (log under ``logs``;
+    ``env``: more environment variables)."""
     return procs.start_worker(s, slot, logs / f"worker-{s.kafka.group_id}-{slot}.log", args,
-                              http_port=free_port())
+                              http_port=free_port(), env=env)
 
 
 def stop_workers(workers: Sequence[WorkerProc], timeout_s: float = 30.0) -> list[int]:

@@ -17,7 +17,14 @@ Sections (``--sections``, default all):
 ``gateway``  the load table through HTTP: 10..300 concurrent clients posting 2 MP card photos to
              two ``cardstream gateway`` instances and waiting for the verdict, next to the Kafka
              path in the same run, with the sleep processor and the real card model
-             (``benchmarks/gateway.py``).
+             (``benchmarks/gateway.py``);
+``rush``     a backlog with 30 % of uploads past their deadline and 20 % repeats, four runs
+             (baseline / deadlines / cache / both): model images and calls against the baseline
+             (``benchmarks/rush.py``);
+``backfill`` live P99 alone and beside a replay that yields and one that does not, one run
+             (``benchmarks/backfill.py``);
+``tracing``  throughput with tracing off and on (OTLP/HTTP to a local collector stand-in),
+             passes off, on, on, off (``benchmarks/tracing_cost.py``).
 
 Usage (the stack's env must be set, as ``make bench`` does)::
 
@@ -49,7 +56,8 @@ from streams.samples import write_samples
 from streams.settings import Settings, load_settings
 from streams.worker import build_processors
 
-SECTIONS = ("model", "compare", "phone", "load", "scaling", "probe", "gateway")
+SECTIONS = ("model", "compare", "phone", "load", "scaling", "probe", "gateway", "rush", "backfill",
+            "tracing")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -147,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     a = parse_args(argv)
     configure_logging("WARNING")
-    needs_stack = {"compare", "load", "scaling", "probe",
-                   "gateway"} & set(a.sections)  # phone: optional
+    needs_stack = {"compare", "load", "scaling", "probe", "gateway", "rush", "backfill",
+                   "tracing"} & set(a.sections)  # phone: optional
     if needs_stack and "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS" not in os.environ:
         print("benchmarks need the real stack: run `make bench` "
               "(or `scripts/stack up && eval \"$(scripts/stack env)\"`)", file=sys.stderr)
@@ -309,6 +317,48 @@ def main(argv: list[str] | None = None) -> int:
             for m in gw["modes"]:
                 print(f"\ngateway, {m['processor']}:\n{gateway.table(m['rows'])}", flush=True)
             summary["gateway_goals"] = gw["goals"]
+        if "rush" in a.sections:
+            from benchmarks.rush import run_rush
+
+            p = procs.get("card") or build(base, "card", a.batches, a.device)
+            ru = run_rush(base, "card", p, samples["card"], n=60 if a.quick else 120)
+            print(f"\nrush: {ru['n']} card uploads, {ru['stale_uploads']} past their deadline, "
+                  f"{ru['repeat_uploads']} repeats")
+            print(_table(ru["rows"], ["mode", "uploads", "stale", "cache_hits", "model_images",
+                                      "expected_images", "model_calls", "images_vs_baseline",
+                                      "calls_vs_baseline", "wall_s"]), flush=True)
+            _write(out, "rush.json", {"machine": machine, **ru})
+            summary["rush"] = {r["mode"]: {k: r[k] for k in ("model_images", "expected_images",
+                                                             "images_vs_baseline")}
+                               for r in ru["rows"]}
+        if "backfill" in a.sections:
+            from benchmarks.backfill import run_backfill
+
+            bf = run_backfill(base, samples["card"], logs, phase_s=30.0 if a.quick else 60.0,
+                              window=100 if a.quick else 300)
+            print(f"\nbackfill: live card worker at {bf['rate_per_s']}/s (half of "
+                  f"{bf['capacity_per_s']}/s), {bf['phase_s']:g} s per phase")
+            print(_table(bf["rows"], ["phase", "live_uploads", "replayed_meanwhile", "p50_ms",
+                                      "p99_ms"]))
+            print(f"P99 with a yielding backfill / alone = {bf['p99_yielding_over_alone']} "
+                  f"(goal <= 1.2); not yielding / alone = {bf['p99_not_yielding_over_alone']}",
+                  flush=True)
+            _write(out, "backfill.json", {"machine": machine, **bf})
+            summary["backfill_p99_over_alone"] = {"yielding": bf["p99_yielding_over_alone"],
+                                                  "not_yielding": bf["p99_not_yielding_over_alone"]}
+        if "tracing" in a.sections:
+            from benchmarks.tracing_cost import run_tracing_cost
+
+            tc = {proc: run_tracing_cost(base, small, logs, n=n, processor=proc)
+                  for proc, n in (("sleep", 300 if a.quick else 600),
+                                  ("card", 30 if a.quick else 60))}
+            for proc, r in tc.items():
+                print(f"\ntracing, {proc} processor: on/off throughput = "
+                      f"{r['throughput_on_over_off']} (cost {r['cost_percent']} %, goal <= 3 %)")
+                print(_table(r["rows"], ["tracing", "uploads", "uploads_per_s", "spans_exported"]),
+                      flush=True)
+            _write(out, "tracing.json", {"machine": machine, **tc})
+            summary["tracing_cost_percent"] = {p: r["cost_percent"] for p, r in tc.items()}
     summary["elapsed_s"] = round(time.monotonic() - t_start, 1)
     summary["machine"]["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     if a.half_rate:  # a partial re-measurement: summary.json stays as it was

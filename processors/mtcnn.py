@@ -24,7 +24,8 @@ Batched here, instead of per image:
   the pyramid level where it is closest to the crop size (no aliasing from a 300 px box squeezed
   into 24 px);
 - non-maximum suppression runs for all images at once (``cv2.dnn.NMSBoxesBatched``, the image
-  index as the class).
+  index as the class; the last one, after O-Net, by intersection over the smaller box as the
+  reference code does, :data:`FINAL_NMS`).
 
 So a batch costs three ONNX Runtime calls and a fixed number of vectorised NumPy/OpenCV calls,
 whatever its size or number of proposals.
@@ -52,12 +53,20 @@ MOSAIC_GAP = PNET_WINDOW
 #: Crop sides (px) of R-Net and O-Net.
 RNET_SIDE = 24
 ONET_SIDE = 48
-#: Face probability thresholds per stage and NMS IoU thresholds (within a level, across levels,
-#: after R-Net, after O-Net). The reference implementation keeps O-Net scores above 0.7; here
-#: 0.9: at 0.7 an astronaut's orange suit on a 12 MP frame scored 0.72 as a 2000 px face, while
-#: the real faces of the benchmarks' portraits score above 0.99.
+#: Face probability thresholds per stage and NMS overlap thresholds (within a level, across
+#: levels, after R-Net: IoU; after O-Net: intersection over the smaller box, :data:`FINAL_NMS`).
+#: The reference implementation keeps O-Net scores above 0.7; here 0.9: at 0.7 an astronaut's
+#: orange suit on a 12 MP frame scored 0.72 as a 2000 px face, while the real faces of the
+#: benchmarks' portraits score above 0.99.
 THRESHOLDS = (0.7, 0.7, 0.9)
 NMS_IOU = (0.5, 0.7, 0.7, 0.7)
+#: How the last NMS (after O-Net) measures overlap: ``"min"``, the intersection over the smaller
+#: box's area, as the reference code does (Zhang et al.'s MATLAB ``detect_face``, facenet's
+#: ``detect_face.py``: ``nms(total_boxes, 0.7, 'Min')``). Two O-Net boxes of one face, regressed
+#: from proposals of two pyramid levels, can nest with a low IoU: on scikit-image's astronaut
+#: with the exposure raised x1.4 a 88 px box lay 99 % inside the 98 px one (IoU 0.62 < 0.7) and
+#: the upload was rejected ``MULTIPLE_FACES`` (issue 39); two faces side by side overlap 0.
+FINAL_NMS = "min"
 #: Largest number of proposals per image kept after P-Net (highest scores first).
 MAX_PROPOSALS = 400
 #: Batch buckets of the three nets (their own, not U2-Net's): inputs are padded to the next one.
@@ -206,17 +215,50 @@ def _calibrate(boxes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return boxes + offsets * np.stack([w, h, w, h], axis=1)
 
 
-def _nms(boxes: np.ndarray, scores: np.ndarray, groups: np.ndarray, iou: float) -> np.ndarray:
-    """Indices kept by per-group non-maximum suppression (``cv2.dnn.NMSBoxesBatched``), by
-    descending score."""
+def _nms(boxes: np.ndarray, scores: np.ndarray, groups: np.ndarray, iou: float,
+         mode: str = "union") -> np.ndarray:
+    """Indices kept by per-group non-maximum suppression, by descending score.
+
+    Args:
+        boxes: ``(K, 4)`` ``x1, y1, x2, y2`` px (ends inclusive).
+        scores: ``(K,)`` scores.
+        groups: ``(K,)`` int group of each box (the image, or image and level): boxes of
+            different groups never suppress each other.
+        iou: overlap above which the lower-scored box is dropped.
+        mode: ``"union"``: overlap = IoU (``cv2.dnn.NMSBoxesBatched``); ``"min"``: overlap =
+            intersection over the smaller box's area (the reference MTCNN's ``'Min'``; a box
+            nested in a bigger one overlaps 1.0 whatever their sizes).
+
+    Returns:
+        ``(M,) intp`` indices into ``boxes``.
+    """
     if not len(boxes):
         return np.zeros(0, np.intp)
+    if mode == "min":
+        return _nms_min(boxes, scores, groups, iou)
     xywh = np.stack([boxes[:, 0], boxes[:, 1], boxes[:, 2] - boxes[:, 0] + 1.0,
                      boxes[:, 3] - boxes[:, 1] + 1.0], axis=1).astype(np.float32)
     kept = cv2.dnn.NMSBoxesBatched(xywh.tolist(), scores.astype(np.float32).tolist(),
                                    groups.astype(np.int32).tolist(), 0.0, iou)
     keep = np.asarray(kept, np.intp).reshape(-1)
     return keep[np.argsort(-scores[keep], kind="stable")]
+
+
+def _nms_min(boxes: np.ndarray, scores: np.ndarray, groups: np.ndarray,
+             overlap: float) -> np.ndarray:
+    """:func:`_nms` with ``mode="min"``: greedy, highest score first (NumPy; few boxes)."""
+    area = (boxes[:, 2] - boxes[:, 0] + 1.0) * (boxes[:, 3] - boxes[:, 1] + 1.0)
+    order = np.argsort(-scores, kind="stable")
+    kept: list[int] = []
+    while len(order):
+        i, rest = order[0], order[1:]
+        kept.append(int(i))
+        w = np.minimum(boxes[i, 2], boxes[rest, 2]) - np.maximum(boxes[i, 0], boxes[rest, 0]) + 1.0
+        h = np.minimum(boxes[i, 3], boxes[rest, 3]) - np.maximum(boxes[i, 1], boxes[rest, 1]) + 1.0
+        inter = np.maximum(w, 0.0) * np.maximum(h, 0.0)
+        over = inter / np.maximum(np.minimum(area[i], area[rest]), 1e-9)
+        order = rest[(over <= overlap) | (groups[rest] != groups[i])]
+    return np.asarray(kept, np.intp)
 
 
 class Mtcnn:
@@ -324,7 +366,7 @@ class Mtcnn:
         pts = np.stack([boxes[:, 0:1] + w[:, None] * marks[:, 0:5],
                         boxes[:, 1:2] + h[:, None] * marks[:, 5:10]], axis=2)
         boxes = _calibrate(boxes, o_off)
-        keep = _nms(boxes, scores, img, NMS_IOU[3])
+        keep = _nms(boxes, scores, img, NMS_IOU[3], FINAL_NMS)
         img, boxes, scores, pts = img[keep], boxes[keep], scores[keep], pts[keep]
         return [Faces(boxes[img == i].astype(np.float32), scores[img == i].astype(np.float32),
                       pts[img == i].astype(np.float32)) for i in range(n)]

@@ -52,6 +52,7 @@ from schemas.models import (
     V1_TASKS,
     DeadLetter,
     QuarantineRef,
+    ShadowDiff,
     UploadEvent,
     VerificationResult,
 )
@@ -76,12 +77,13 @@ DLQ_RECORD_MIN_BYTES = 16 * 1024
 #: Longest dead-letter ``error`` text, characters.
 ERROR_MAX_CHARS = 500
 
-Kind = Literal["UploadEvent", "VerificationResult", "DeadLetter"]
+Kind = Literal["UploadEvent", "VerificationResult", "DeadLetter", "ShadowDiff"]
 #: Event kind -> (schema file, pydantic model).
 EVENTS: dict[str, tuple[str, type[BaseModel]]] = {
     "UploadEvent": ("upload_event.v1.schema.json", UploadEvent),
     "VerificationResult": ("verification_result.v1.schema.json", VerificationResult),
     "DeadLetter": ("dead_letter.v1.schema.json", DeadLetter),
+    "ShadowDiff": ("shadow_diff.v1.schema.json", ShadowDiff),
 }
 Record = tuple[bytes, bytes, list[tuple[str, bytes]]]
 HeadersIn = Iterable[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
@@ -104,7 +106,7 @@ _Validator = jsonschema.validators.extend(Draft202012Validator, {"pattern": _pat
 
 def load_schema(kind: str) -> dict[str, Any]:
     """The parsed JSON Schema of ``kind`` (``UploadEvent`` | ``VerificationResult`` |
-    ``DeadLetter``), read from the package's ``*.v1.schema.json``."""
+    ``DeadLetter`` | ``ShadowDiff``), read from the package's ``*.v1.schema.json``."""
     return json.loads(resources.files("schemas").joinpath(EVENTS[kind][0]).read_text("utf-8"))
 
 
@@ -321,7 +323,7 @@ def _decode(kind: str, model: type[M], value: Any, headers: HeadersIn = None) ->
     return ev
 
 
-def _encode(m: UploadEvent | VerificationResult | DeadLetter,
+def _encode(m: UploadEvent | VerificationResult | DeadLetter | ShadowDiff,
             key: bytes | None) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
     return key, dumps(m.canonical()), [(CONTENT_TYPE_HEADER, HEADERS_CONTENT_TYPE.encode()),
                                        (SCHEMA_VERSION_HEADER, str(SCHEMA_VERSION).encode())]
@@ -331,12 +333,17 @@ def _encode(m: UploadEvent | VerificationResult | DeadLetter,
 # UploadEvent
 
 
-def encode_upload(ev: UploadEvent) -> Record:
-    """``(key, value, headers)`` of an upload record: key = ``upload_id`` UTF-8, value = compact
-    canonical JSON, headers ``content-type``/``schema-version``."""
-    k, v, h = _encode(ev, ev.upload_id.encode())
+def _by_upload_id(m: UploadEvent | VerificationResult | ShadowDiff) -> Record:
+    """``(key, value, headers)`` of a record keyed by its ``upload_id``: key = ``upload_id``
+    UTF-8, value = compact canonical JSON, headers ``content-type``/``schema-version``."""
+    k, v, h = _encode(m, m.upload_id.encode())
     assert k is not None
     return k, v, h
+
+
+def encode_upload(ev: UploadEvent) -> Record:
+    """``(key, value, headers)`` of an upload record (:func:`_by_upload_id`)."""
+    return _by_upload_id(ev)
 
 
 def _b64_decoded_len(s: str) -> int:
@@ -405,11 +412,8 @@ def inline_bytes(ev: UploadEvent) -> bytes | None:
 
 
 def encode_result(r: VerificationResult) -> Record:
-    """``(key, value, headers)`` of a result record: key = ``upload_id`` UTF-8, value = compact
-    canonical JSON, headers ``content-type``/``schema-version``."""
-    k, v, h = _encode(r, r.upload_id.encode())
-    assert k is not None
-    return k, v, h
+    """``(key, value, headers)`` of a result record (:func:`_by_upload_id`)."""
+    return _by_upload_id(r)
 
 
 def decode_result(value: bytes | None, headers: HeadersIn = None) -> VerificationResult:
@@ -419,6 +423,24 @@ def decode_result(value: bytes | None, headers: HeadersIn = None) -> Verificatio
         ContractError: ``NOT_JSON``, ``UNSUPPORTED_SCHEMA_VERSION`` or ``SCHEMA_INVALID``.
     """
     return _decode("VerificationResult", VerificationResult, value, headers)
+
+
+# ---------------------------------------------------------------------------------------------
+# ShadowDiff
+
+
+def encode_shadow_diff(d: ShadowDiff) -> Record:
+    """``(key, value, headers)`` of a shadow-diff record (:func:`_by_upload_id`)."""
+    return _by_upload_id(d)
+
+
+def decode_shadow_diff(value: bytes | None, headers: HeadersIn = None) -> ShadowDiff:
+    """Decode a shadow-topic value.
+
+    Raises:
+        ContractError: ``NOT_JSON``, ``UNSUPPORTED_SCHEMA_VERSION`` or ``SCHEMA_INVALID``.
+    """
+    return _decode("ShadowDiff", ShadowDiff, value, headers)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -603,11 +625,13 @@ def decode_dead_letter(value: bytes | None, headers: HeadersIn = None) -> DeadLe
 
 def detect_kind(obj: Any) -> Kind:
     """Which event a parsed JSON object claims to be, from its required properties:
-    ``error_code`` -> DeadLetter, ``status``/``processed_at`` -> VerificationResult, otherwise
-    UploadEvent."""
+    ``error_code`` -> DeadLetter, ``live``/``shadow`` -> ShadowDiff, ``status``/``processed_at``
+    -> VerificationResult, otherwise UploadEvent."""
     if isinstance(obj, dict):
         if "error_code" in obj or "failed_at" in obj:
             return "DeadLetter"
+        if "live" in obj or "shadow" in obj:
+            return "ShadowDiff"
         if "status" in obj or "processed_at" in obj:
             return "VerificationResult"
     return "UploadEvent"
@@ -616,7 +640,7 @@ def detect_kind(obj: Any) -> Kind:
 def decode_any(value: bytes | None, *, key: bytes | None = None, headers: HeadersIn = None,
                allowed_buckets: Collection[str] = ("uploads",),
                inline_max_bytes: int = INLINE_MAX_BYTES) -> BaseModel:
-    """Decode a value of any of the three events (kind from :func:`detect_kind`); uploads get
+    """Decode a value of any of the four events (kind from :func:`detect_kind`); uploads get
     the upload policy checks of :func:`decode_upload`.
 
     Raises:

@@ -42,6 +42,8 @@ CHECK_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 # Reason and dead-letter codes: upper snake case. Known codes are listed in schemas/reasons.py;
 # new ones may be added, so consumers accept any code of this shape.
 CODE_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}$"
+# Names of a shadow comparison's measures (``quad_iou``): lower snake case.
+MEASURE_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 # Padded base64, RFC 4648 section 4 alphabet, no whitespace (dead-letter keys, values, headers).
 B64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 # One line of text (dead-letter error messages).

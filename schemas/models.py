@@ -290,6 +290,9 @@ class UploadEvent(_Model):
         options: the task's options model (:data:`TASKS`), e.g. :class:`CardOptions` for ``card``.
         trace_id: optional opaque tracing id, copied to the result.
         subject_ref: optional opaque reference to the person (never a name or an ID number).
+        deadline: optional RFC 3339 time after which the producer no longer wants an answer
+            computed: an upload whose deadline has passed when its batch forms is answered
+            ``rejected`` with ``STALE`` and no model runs (``schemas/README.md``).
     """
 
     schema_version: SchemaVersion = SCHEMA_VERSION
@@ -301,6 +304,7 @@ class UploadEvent(_Model):
     options: SerializeAsAny[_Closed] | None = None
     trace_id: Opaque | None = None
     subject_ref: Opaque | None = None
+    deadline: Rfc3339 | None = None
 
     @field_validator("options", mode="before")
     @classmethod
@@ -656,6 +660,9 @@ class VerificationResult(_Model):
         source: the upload's Kafka record.
         processed_at: RFC 3339 time the result was made.
         submitted_at, trace_id: copied from the upload when present.
+        cache_hit: True when the verdict was not computed for this upload but taken from an
+            earlier upload of the same image bytes, task, options and model version (its output
+            objects copied under this upload's keys); absent when the models ran for it.
     """
 
     model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
@@ -673,6 +680,7 @@ class VerificationResult(_Model):
     processed_at: Rfc3339
     submitted_at: Rfc3339 | None = None
     trace_id: Opaque | None = None
+    cache_hit: Annotated[bool, Strict()] | None = None
 
     @field_validator("reasons")
     @classmethod
@@ -775,3 +783,50 @@ class DeadLetter(_Model):
     key_truncated: Annotated[bool, Strict()] | None = None
     key_size: NonNegInt | None = None
     headers_truncated: Annotated[bool, Strict()] | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# ShadowDiff
+
+
+MeasureName = Annotated[Str, _pattern(F.MEASURE_PATTERN, "measure name")]
+
+
+class ShadowSide(_Model):
+    """One side of a shadow comparison: the ``model`` that ran (``None`` when none ran), its
+    ``status`` and ``reasons``, as in the side's VerificationResult."""
+
+    model: ModelRef | None
+    status: Status
+    reasons: tuple[Reason, ...]
+
+
+class ShadowDiff(_Model):
+    """A live result against the shadow model's on the same upload (topic
+    ``cardstream.shadow.v1``, key = ``upload_id``).
+
+    Attributes:
+        schema_version: 1.
+        upload_id, task: from the upload.
+        live: the live result's model and verdict (what the results topic got).
+        shadow: the shadow model version's verdict on the same image and options.
+        verdict_changed: the two ``status`` differ.
+        reasons_changed: the two sets of reason codes differ.
+        measures: the task's comparison figures, name -> number (card: ``quad_iou``, the IoU in
+            [0, 1] of the two quads when both found one); empty when none applies.
+        shadow_ms: wall time of the shadow model's call for this upload's bucket (ms).
+        source: the upload's Kafka record.
+        processed_at: RFC 3339 time the comparison was made.
+    """
+
+    schema_version: SchemaVersion = SCHEMA_VERSION
+    upload_id: UploadId
+    task: TaskName
+    live: ShadowSide
+    shadow: ShadowSide
+    verdict_changed: Annotated[bool, Strict()]
+    reasons_changed: Annotated[bool, Strict()]
+    measures: dict[MeasureName, JsonFloat]
+    shadow_ms: NonNegFloat
+    source: SourceRef
+    processed_at: Rfc3339

@@ -77,6 +77,9 @@ class ReasonCode(StrEnum):
     IMAGE_TOO_COMPLEX = "IMAGE_TOO_COMPLEX"  # decoding would take more work than its pixels
     # processing
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    # the upload's deadline (or the task's maximum age) had passed when its batch formed: it is
+    # answered without running a model
+    STALE = "STALE"
 
 
 class DeadLetterCode(StrEnum):

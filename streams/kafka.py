@@ -67,14 +67,18 @@ def admin(k: KafkaSettings) -> AdminClient:
     return AdminClient(base_config(k))
 
 
-def transactional_producer(k: KafkaSettings, transactional_id: str, **extra: Any) -> Producer:
-    """An idempotent transactional Producer; ``init_transactions`` already called.
+def transactional_producer(k: KafkaSettings, transactional_id: str,
+                           init_timeout_s: float | None = 30.0, **extra: Any) -> Producer:
+    """An idempotent transactional Producer; ``init_transactions`` already called, unless
+    ``init_timeout_s`` is None (the caller calls it, and may call it again after a retriable
+    error: librdkafka resumes the operation, ``streams.worker.committer``).
 
     ``retry.backoff.ms`` is ``k.transaction_retry_backoff_ms`` (see :class:`KafkaSettings`): with
     librdkafka's 100 ms default, a transaction started right after a commit waits ~100 ms.
 
     Raises:
-        KafkaSetupError: the transaction coordinator could not be reached within 30 s.
+        KafkaSetupError: the transaction coordinator could not be reached within
+            ``init_timeout_s``.
     """
     conf = {
         **base_config(k),
@@ -87,8 +91,10 @@ def transactional_producer(k: KafkaSettings, transactional_id: str, **extra: Any
         **extra,
     }
     p = Producer(conf)
+    if init_timeout_s is None:
+        return p
     try:
-        p.init_transactions(30)
+        p.init_transactions(init_timeout_s)
     except KafkaException as e:
         raise KafkaSetupError(f"init_transactions({transactional_id}) failed: {e}") from e
     return p

@@ -37,6 +37,23 @@ class WorkerMetrics:
             on a probe image (the worker paused, readiness failed).
         cardstream_trace_context_invalid_total: upload records whose ``traceparent`` header was
             present but unusable (ignored; a new trace started, :mod:`streams.tracing`).
+        cardstream_result_reasons_total{task,reason}: reason codes of the results committed
+            (``STALE``: answered without compute, its deadline passed; :mod:`streams.deadlines`).
+        cardstream_cache_hits_total{task}: results committed from the result cache (no model
+            ran; ``cache_hit`` in the result, :mod:`streams.cache`); over
+            ``cardstream_results_total`` it is the hit rate.
+        cardstream_cache_bytes: bytes the result cache holds (its bound is
+            ``CARDSTREAM_CACHE__MAX_BYTES``).
+        cardstream_inference_images_total{task}: images the batched model calls ran on (over
+            ``cardstream_inference_calls_total``: images per call).
+        cardstream_breaker_open: 1 while the processor breaker holds the worker paused, else 0.
+        cardstream_committed_offset{partition}: the offset the last transaction committed for
+            the partition (its progress; a partition revoked from this worker is dropped).
+        cardstream_shadow_diffs_total{task,change}: shadow comparisons committed
+            (:mod:`streams.shadow`): ``change`` is ``verdict`` (the status differs),
+            ``reasons`` (same status, other reason codes) or ``none``.
+        cardstream_shadow_measure{task,measure}: the comparisons' measures (``quad_iou``, 0..1).
+        cardstream_shadow_seconds{task}: the shadow model's extra compute per bucket (s).
     """
 
     def __init__(self) -> None:
@@ -78,6 +95,27 @@ class WorkerMetrics:
         self.trace_context_invalid = Counter(
             "cardstream_trace_context_invalid", "Upload records with a malformed traceparent "
             "header (ignored, a new trace started)", registry=r)
+        self.result_reasons = Counter("cardstream_result_reasons", "Reason codes of the results "
+                                      "committed", ["task", "reason"], registry=r)
+        self.cache_hits = Counter("cardstream_cache_hits", "Results committed from the result "
+                                  "cache", ["task"], registry=r)
+        self.cache_bytes = Gauge("cardstream_cache_bytes", "Bytes the result cache holds",
+                                 registry=r)
+        self.inference_images = Counter("cardstream_inference_images", "Images the batched "
+                                        "model calls ran on", ["task"], registry=r)
+        self.breaker_open = Gauge("cardstream_breaker_open", "1 while the processor breaker "
+                                  "holds the worker paused", registry=r)
+        self.committed_offset = Gauge("cardstream_committed_offset", "Offset the last "
+                                      "transaction committed, per partition", ["partition"],
+                                      registry=r)
+        self.shadow_diffs = Counter("cardstream_shadow_diffs", "Shadow comparisons committed",
+                                    ["task", "change"], registry=r)
+        self.shadow_measure = Histogram("cardstream_shadow_measure", "Shadow comparisons' "
+                                        "measures (quad_iou...)", ["task", "measure"],
+                                        buckets=(0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0),
+                                        registry=r)
+        self.shadow_seconds = Histogram("cardstream_shadow_seconds", "The shadow model's extra "
+                                        "compute per bucket", ["task"], buckets=lat, registry=r)
         self.transactions = Counter("cardstream_transactions", "Kafka transactions", ["outcome"],
                                     registry=r)
         self.redone = Counter("cardstream_redone_events", "Events of failed batches (transaction "

@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +70,7 @@ class WorkerProc:
 
 
 def start_worker(s: Settings, slot: int, log: Path, args: Sequence[str] = (),
-                 http_port: int = 0) -> WorkerProc:
+                 http_port: int = 0, env: Mapping[str, str] | None = None) -> WorkerProc:
     """Start ``cardstream worker --slot SLOT --http-port PORT ARGS`` in its own session.
 
     Args:
@@ -79,13 +79,15 @@ def start_worker(s: Settings, slot: int, log: Path, args: Sequence[str] = (),
         log: file receiving stdout and stderr (appended).
         args: extra CLI arguments, e.g. ``["--processor", "card=sleep"]``.
         http_port: port of ``/ready``, ``/live``, ``/metrics`` (0: no HTTP server).
+        env: more environment variables (other settings, ``CARDSTREAM_TRACING__ENABLED``...).
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     exe = Path(sys.executable).with_name("cardstream")
     with open(log, "ab") as f:
         p = subprocess.Popen([str(exe), "worker", "--slot", str(slot), "--http-port",
                               str(http_port),
-                              *args], env=settings_env(s), stdout=f, stderr=subprocess.STDOUT,
+                              *args], env={**settings_env(s), **(env or {})}, stdout=f,
+                             stderr=subprocess.STDOUT,
                              start_new_session=True)
     return WorkerProc(p, http_port, log)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -195,6 +195,28 @@ def latest_by_upload(results: Iterable[VerificationResult]) -> dict[str, Verific
     return out
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """Two verdicts on the same upload: whether the ``status`` differs, whether the sets of
+    reason codes differ, and the task's ``measures`` of the two payloads
+    (:meth:`~processors.task.TaskSpec.compare`)."""
+
+    verdict_changed: bool
+    reasons_changed: bool
+    measures: dict[str, float]
+
+
+def compare(task: str, before: tuple[Any, Sequence[str], Any],
+            after: tuple[Any, Sequence[str], Any]) -> Comparison:
+    """Compare two verdicts of ``task`` on one upload, each ``(status, reasons, payload)`` (the
+    payload None when there is none): the replay's diff and the shadow model's
+    (:mod:`streams.shadow`)."""
+    (sb, rb, pb), (sa, ra, pa) = before, after
+    measures = registry.spec(task).compare(pb, pa) if pb is not None and pa is not None else {}
+    return Comparison(str(sb) != str(sa), sorted(map(str, rb)) != sorted(map(str, ra)),
+                      dict(measures))
+
+
 def diff_results(original: Iterable[VerificationResult],
                  replayed: Iterable[VerificationResult]) -> Diff:
     """Compare replayed results with the originals of the same uploads (latest of each)."""
@@ -206,15 +228,16 @@ def diff_results(original: Iterable[VerificationResult],
             d.missing_original.append(uid)
             continue
         d.compared += 1
-        if b.status != a.status:
+        c = compare(str(a.task), (b.status, b.reasons, b.payload if b.task == a.task else None),
+                    (a.status, a.reasons, a.payload))
+        if c.verdict_changed:
             d.verdict_changed.append({"upload_id": uid, "before": str(b.status),
                                       "after": str(a.status)})
-        rb, ra = sorted(map(str, b.reasons)), sorted(map(str, a.reasons))
-        if rb != ra:
-            d.reasons_changed.append({"upload_id": uid, "before": rb, "after": ra})
-        if b.task == a.task and b.payload is not None and a.payload is not None:
-            for m, v in registry.spec(a.task).compare(b.payload, a.payload).items():
-                d.measures.setdefault(m, {})[uid] = v
+        if c.reasons_changed:
+            d.reasons_changed.append({"upload_id": uid, "before": sorted(map(str, b.reasons)),
+                                      "after": sorted(map(str, a.reasons))})
+        for m, v in c.measures.items():
+            d.measures.setdefault(m, {})[uid] = v
     return d
 
 
@@ -242,11 +265,13 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
 
     Returns:
         The JSON report: ``window_ms``, ``results_topic``, ``events`` (records in the window),
-        ``replayed`` (results; the other events became dead letters on ``<side>.dlq``) and
-        :meth:`Diff.summary`.
+        ``replayed`` (results; the other events became dead letters on ``<side>.dlq``),
+        ``yielded_s`` and ``yields`` (how long and how often it paused for the live workers,
+        :mod:`streams.backfill`) and :meth:`Diff.summary`.
     """
     from confluent_kafka.admin import NewTopic
 
+    from streams.backfill import LiveLag, YieldGate
     from streams.kafka import admin, create_topics
     from streams.storage import Storage
     from streams.worker import Worker
@@ -267,12 +292,18 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
         on_total(total)
     report: dict[str, Any] = {"window_ms": [from_ms, to_ms], "results_topic": side, "events": total}
     if total == 0:
-        return {**report, "replayed": 0, **Diff().summary()}
+        return {**report, "replayed": 0, "yielded_s": 0.0, "yields": 0, **Diff().summary()}
     t = s.kafka.topics
     create_topics(admin(k), [NewTopic(side, t.results_partitions, t.replication_factor),
                              NewTopic(k.dlq_topic, 1, t.replication_factor)])
-    w = Worker(s.model_copy(update={"kafka": k}), processors, Storage(s.s3), ranges=ranges,
-               model_version=model_version)
+    # a backfill yields to the live workers (CARDSTREAM_BACKFILL__*): no batch while they are busy
+    lag = (LiveLag(s.kafka, s.kafka.group_id, s.kafka.uploads_topic)
+           if s.backfill.yield_to_live else None)
+    gate = YieldGate(lag, s.backfill) if lag is not None else None
+    w_settings = s.worker if gate is None else s.worker.model_copy(
+        update={"max_batch": min(s.worker.max_batch, s.backfill.max_batch)})
+    w = Worker(s.model_copy(update={"kafka": k, "worker": w_settings}), processors,
+               Storage(s.s3), ranges=ranges, model_version=model_version, gate=gate)
     w.warm_up()
     th = threading.Thread(target=w.run, name="replay-worker", daemon=True)
     th.start()
@@ -283,6 +314,8 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
         if on_progress and now > done:
             on_progress(now - done)
         done = now
+    if lag is not None:
+        lag.close()
     replayed = list(decode_results(read_to_end(k, side)))
     ids = {x.upload_id for x in replayed}
     # the originals were produced after their uploads: read from the window's start, not the
@@ -291,7 +324,10 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     original = [r for r in decode_results(read_to_end(s.kafka, s.kafka.results_topic,
                                                       since_ms=since))
                 if r.upload_id in ids]
-    return {**report, "replayed": len(replayed), **diff_results(original, replayed).summary()}
+    yielded = ({"yielded_s": round(gate.yielded_s, 1), "yields": gate.yields} if gate is not None
+               else {"yielded_s": 0.0, "yields": 0})
+    return {**report, "replayed": len(replayed), **yielded,
+            **diff_results(original, replayed).summary()}
 
 
 def decode_results(msgs: Iterable[Any]) -> Iterator[VerificationResult]:

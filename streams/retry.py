@@ -15,6 +15,10 @@ setting (``CARDSTREAM_...``)      what waits                                 def
 ``KAFKA__COMMIT_RETRY__*``        ``commit_transaction`` failing with a      0.2 s -> 0.8 s,
                                   retriable error (:mod:`streams.worker.     5 attempts
                                   committer`, step 4)
+``KAFKA__PRODUCER_WAIT__*``       a worker without a transactional           0.5 s -> 5 s,
+                                  producer asking the broker again           jitter 0.1
+                                  (``init_transactions``, :mod:`streams.
+                                  worker.loop`)
 ``WORKER__STORE_WAIT__*``         a paused worker asking whether the store   0.5 s -> 5 s
                                   answers again (:mod:`streams.worker.loop`)
 ``WORKER__BREAKER__*``            the processor breaker's pause, longer per  1 s -> 30 s

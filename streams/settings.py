@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -120,6 +121,11 @@ class KafkaSettings(_Frozen):
             retriable error (:class:`~streams.retry.RetryPolicy`; 0.2 s doubling to 0.8 s, 5
             calls; ``CARDSTREAM_KAFKA__COMMIT_RETRY__*``); still failing, the consumer group's
             committed offsets decide the outcome (``streams.worker.committer``).
+        producer_wait: how often a worker without a transactional producer (the broker did not
+            answer a new one's ``init_transactions``, e.g. down past a stuck commit's bound)
+            tries again (0.5 s doubling to 5 s, jitter 0.1, until it works;
+            ``CARDSTREAM_KAFKA__PRODUCER_WAIT__*``); each try blocks up to 5 s
+            (``Committer.INIT_TIMEOUT_S``), its batch waits meanwhile.
 
     Raises:
         pydantic.ValidationError: a secret in ``config``; a property in ``config`` that
@@ -144,6 +150,7 @@ class KafkaSettings(_Frozen):
     config: dict[str, Any] = Field(default_factory=dict)
     transaction_retry_backoff_ms: int = Field(2, ge=1, le=10_000)
     commit_retry: RetryPolicy = RetryPolicy(first_s=0.2, cap_s=0.8, attempts=5)
+    producer_wait: RetryPolicy = RetryPolicy(first_s=0.5, cap_s=5.0, jitter=0.1)
     topics: TopicSettings = Field(default_factory=TopicSettings)
 
     @model_validator(mode="before")
@@ -278,6 +285,18 @@ def hostname_ordinal(hostname: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def known_tasks(names: Iterable[str], what: str) -> None:
+    """Check that ``names`` are registered tasks (:mod:`processors.registry`).
+
+    Raises:
+        ValueError: one is not; the message names ``what`` and the tasks there are.
+    """
+    unknown = sorted(set(names) - set(map(str, registry.names())))
+    if unknown:
+        raise ValueError(f"{what} names unknown tasks {unknown}; tasks: "
+                         f"{', '.join(map(str, registry.names()))}")
+
+
 class WorkerSettings(_Frozen):
     """Worker loop.
 
@@ -331,6 +350,9 @@ class WorkerSettings(_Frozen):
             ``CARDSTREAM_WORKER__STORE_REFUSAL__*``); readiness fails meanwhile.
         store_refusal_limit_s: after refusals in a row for this long (s; 300), the worker
             stops with the error (``cardstream worker`` exits 1) instead of trying again.
+        model_files: task -> an ONNX file its processor loads instead of the task's pinned
+            main model (``TaskSpec.build``'s ``model_file``; the outputs' model version follows
+            the file's digest), e.g. a shadow version promoted (:class:`ShadowSettings`).
     """
 
     max_batch: int = Field(32, ge=1, le=10_000)
@@ -348,11 +370,113 @@ class WorkerSettings(_Frozen):
     poison_attempts: int = Field(2, ge=1, le=100)
     decode_budget_bytes: int = Field(1024**3, ge=1024**2)
     compute_deadline_s: float = Field(120.0, gt=0)
+    model_files: dict[str, Path] = Field(default_factory=dict)
     shutdown_timeout_s: float = Field(30.0, gt=0)
     store_wait: RetryPolicy = RetryPolicy(first_s=0.5, cap_s=5.0)
     breaker: RetryPolicy = RetryPolicy(first_s=1.0, cap_s=30.0)
     store_refusal: RetryPolicy = RetryPolicy(first_s=1.0, cap_s=30.0)
     store_refusal_limit_s: float = Field(300.0, gt=0)
+
+    @field_validator("model_files")
+    @classmethod
+    def _model_files_of_tasks(cls, v: dict[str, Path]) -> dict[str, Path]:
+        known_tasks(v, "worker.model_files")
+        return v
+
+
+class DeadlineSettings(_Frozen):
+    """When an upload is too old to compute (:mod:`streams.deadlines`).
+
+    Attributes:
+        max_age_s: task -> maximum age (s) from the upload record's Kafka timestamp, e.g.
+            ``CARDSTREAM_DEADLINES__MAX_AGE_S='{"card": 120}'``; an older upload is answered
+            ``rejected`` with ``STALE`` without compute, as one past its own ``deadline`` is.
+            A task not named has no maximum age (the default).
+    """
+
+    max_age_s: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("max_age_s")
+    @classmethod
+    def _known_tasks(cls, v: dict[str, float]) -> dict[str, float]:
+        known_tasks(v, "deadlines.max_age_s")
+        if any(not s > 0 for s in v.values()):
+            raise ValueError("max_age_s values are seconds above 0")
+        return v
+
+
+class CacheSettings(_Frozen):
+    """The result cache of repeat uploads (:mod:`streams.cache`): per worker process.
+
+    Attributes:
+        enabled: answer a repeat (same image bytes, task, options, model version) from the
+            cache.
+        max_bytes: bound on the cached outcomes' artifact bytes (64 MiB by default: a few
+            hundred card or ID-photo outputs).
+        max_entries: bound on the number of cached outcomes.
+    """
+
+    enabled: bool = True
+    max_bytes: int = Field(64 * 1024**2, ge=0)
+    max_entries: int = Field(10_000, ge=0)
+
+
+class BackfillSettings(_Frozen):
+    """How a replay or backfill yields to the live workers (:mod:`streams.backfill`).
+
+    Attributes:
+        yield_to_live: pause the replay while the live consumer group is busy.
+        yield_lag: the live group's lag (uploads not committed, all partitions) above which the
+            replay pauses before its next batch (32: a full batch waiting).
+        quiet_s: how long the lag must stay within the bound before the replay resumes (s).
+        check_s: how often the live lag is read (s).
+        max_batch: the replay's batches hold at most this many events while it yields (a live
+            upload arriving while one computes waits for at most that much of the replay).
+        nice: the scheduling niceness ``cardstream replay`` lowers itself by before it loads
+            its models (``os.nice``; 0: none), so that on shared CPU cores the kernel runs the
+            live workers first. A GPU's time is shared by the gate alone.
+    """
+
+    yield_to_live: bool = True
+    yield_lag: int = Field(32, ge=0)
+    quiet_s: float = Field(2.0, ge=0)
+    check_s: float = Field(0.5, gt=0, le=60)
+    max_batch: int = Field(4, ge=1, le=10_000)
+    nice: int = Field(10, ge=0, le=19)
+
+
+class ShadowSettings(_Frozen):
+    """A shadow model version (:mod:`streams.shadow`): another model file of one task runs on
+    a sampled share of live uploads beside the live one; each comparison goes to ``topic`` and
+    the metrics, never into a result.
+
+    Attributes:
+        task: the task whose uploads are sampled (a task whose spec takes a model file:
+            ``card``).
+        model_file: the shadow version's ONNX file (its version is the processor's, from the
+            file's digest).
+        share: the sampled share of the task's live uploads (0: off; an upload is sampled by a
+            hash of its ``upload_id``, so a redelivery is sampled the same way).
+        topic: where the comparisons go (``ShadowDiff``, ``schemas/shadow_diff.v1.schema.json``).
+
+    Promoting the shadow version is a settings change: its file as
+    ``CARDSTREAM_WORKER__MODEL_FILES`` for the task, and ``share`` back to 0.
+
+    Raises:
+        pydantic.ValidationError: a share above 0 without a task or a model file.
+    """
+
+    task: str | None = None
+    model_file: Path | None = None
+    share: float = Field(0.0, ge=0.0, le=1.0)
+    topic: str = Field("cardstream.shadow.v1", min_length=1, max_length=249)
+
+    @model_validator(mode="after")
+    def _complete(self) -> ShadowSettings:
+        if self.share > 0 and (self.task is None or self.model_file is None):
+            raise ValueError("shadow.share above 0 needs shadow.task and shadow.model_file")
+        known_tasks([self.task] if self.task is not None else [], "shadow.task")
+        return self
 
 
 class TracingSettings(_Frozen):
@@ -396,6 +520,10 @@ class Settings(BaseSettings):
     status: StatusSettings = Field(default_factory=StatusSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    deadlines: DeadlineSettings = Field(default_factory=DeadlineSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    backfill: BackfillSettings = Field(default_factory=BackfillSettings)
+    shadow: ShadowSettings = Field(default_factory=ShadowSettings)
     log_level: str = "INFO"
 
     @model_validator(mode="after")

@@ -249,3 +249,68 @@ class Tracing:
         if dead_letter is not None:
             span.set_status(Status(StatusCode.ERROR, dead_letter))
         span.end(end_time=end_ns)
+
+
+Source = tuple[str, int, int]
+"""A record's ``(topic, partition, offset)``."""
+
+
+class BatchTrace:
+    """The spans of one batch: an upload span per record (continuing its trace context) and the
+    batch span, linked both ways (module doc). Built when the batch starts computing; ended once
+    its transaction committed (:meth:`committed`) or when it is given up (:meth:`abandoned`).
+
+    Args:
+        tracing: the worker's :class:`Tracing`.
+        records: the batch's records (confluent-kafka ``Message``: topic, partition, offset,
+            headers).
+        start_ns: when the batch started forming (``time.time_ns()``), None: now.
+
+    Attributes:
+        batch: the batch span.
+    """
+
+    def __init__(self, tracing: Tracing, records: Sequence[Any],
+                 start_ns: int | None = None) -> None:
+        self.tracing = tracing
+        self._uploads: dict[Source, Span] = {}
+        for m in records:
+            self._uploads[(m.topic(), m.partition(), m.offset())] = tracing.upload_span(
+                m.topic(), m.partition(), m.offset(), m.headers(), start_ns)
+        self.batch = tracing.batch_span(self._uploads.values(), start_ns)
+        for s in self._uploads.values():
+            Tracing.link_batch(s, self.batch)
+
+    def upload(self, m: Any) -> Span:
+        """The upload span of record ``m``."""
+        return self._uploads[(m.topic(), m.partition(), m.offset())]
+
+    def headers(self) -> dict[Source, list[tuple[str, bytes]]]:
+        """Per record: the trace-context headers its result or dead letter carries (its upload
+        span's; none when it has no valid context)."""
+        return {src: h for src, s in self._uploads.items() if (h := headers_of(s))}
+
+    def committed(self, results: Iterable[Any], dead_letters: Iterable[Any]) -> None:
+        """The batch committed: end each upload span with its result's status and reasons (or
+        its dead letter's code) and the batch span. Records not answered in this transaction
+        (revoked meanwhile) end as ``not committed``."""
+        for r in results:
+            s = self._uploads.pop((r.source.topic, r.source.partition, r.source.offset), None)
+            if s is not None:
+                Tracing.end_upload(s, upload_id=r.upload_id, task=str(r.task),
+                                   status=str(r.status), reasons=[str(x) for x in r.reasons])
+        for d in dead_letters:
+            s = self._uploads.pop((d.source.topic, d.source.partition, d.source.offset), None)
+            if s is not None:
+                Tracing.end_upload(s, upload_id=d.upload_id, dead_letter=str(d.error_code))
+        self.abandoned("not committed")
+
+    def abandoned(self, why: str) -> None:
+        """End every span not ended yet with an error ``why`` (the batch is put back and redone:
+        its records get new upload spans then)."""
+        for s in self._uploads.values():
+            s.set_status(Status(StatusCode.ERROR, why))
+            s.end()
+        self._uploads.clear()
+        if self.batch.is_recording():
+            self.batch.end()

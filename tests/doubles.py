@@ -18,7 +18,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TopicPartition
 
 from processors import registry
 from processors.base import Processor
-from streams.errors import StorageError
+from streams.errors import ObjectNotFound, StorageError
 from streams.storage import StoredObject
 
 
@@ -32,12 +32,15 @@ def stand_ins(call_ms: float = 5.0, item_ms: float = 2.0, bucket: int = 32,
 
 class Msg:
     """A consumed record as the worker sees it (confluent-kafka ``Message``'s accessors),
-    stamped now."""
+    stamped now unless ``timestamp_ms`` is given."""
 
     def __init__(self, partition: int, offset: int, topic: str = "uploads",
-                 value: bytes | None = None, key: bytes | None = None) -> None:
+                 value: bytes | None = None, key: bytes | None = None,
+                 timestamp_ms: int | None = None,
+                 headers: list[tuple[str, bytes | None]] | None = None) -> None:
         self._p, self._o, self._t, self._v, self._k = partition, offset, topic, value, key
-        self._ts = int(time.time() * 1000)
+        self._ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        self._h = list(headers or [])
 
     def topic(self) -> str:
         return self._t
@@ -55,7 +58,7 @@ class Msg:
         return self._v
 
     def headers(self) -> list:
-        return []
+        return self._h
 
     def error(self) -> None:
         return None
@@ -134,14 +137,33 @@ class FakeConsumer:
         pass
 
 
+class TxnProducer:
+    """A transactional producer whose every call succeeds at once; it records them in ``calls``
+    (``init_transactions`` raises ``init_errors`` first, one per call, while any are left)."""
+
+    def __init__(self, init_errors: Iterable[Exception] = ()) -> None:
+        self.calls: list[str] = []
+        self.init_errors = list(init_errors)
+
+    def init_transactions(self, timeout: float) -> None:
+        self.calls.append("init")
+        if self.init_errors:
+            raise self.init_errors.pop(0)
+
+    def __getattr__(self, name: str) -> Any:  # begin, produce, send_offsets, commit, poll...
+        return lambda *a, **kw: self.calls.append(name)
+
+
 class StuckProducer:
     """A transactional producer whose ``send_offsets_to_transaction`` never returns (librdkafka
     #5456) until ``release`` is set; it records every call in ``calls``, and fails the test if
-    anything else is called on it after that (commit, abort, flush...)."""
+    anything else is called on it after that (commit, abort, flush...). ``holds``: a real
+    librdkafka client it keeps while it lives (its threads and sockets, as a stuck one keeps)."""
 
-    def __init__(self) -> None:
+    def __init__(self, release: threading.Event | None = None, holds: Any = None) -> None:
         self.calls: list[str] = []
-        self.release = threading.Event()
+        self.release = release or threading.Event()
+        self.holds = holds
 
     def begin_transaction(self) -> None:
         self.calls.append("begin")
@@ -159,8 +181,9 @@ class StuckProducer:
 
 class StoreDouble:
     """An object store whose ``healthy()`` answers ``answers`` in turn (then True), and whose
-    ``put`` keeps what it is given in ``objects`` (``(bucket, key) -> bytes``) or, with
-    ``down``, raises :class:`~streams.errors.StorageError` as a store out of retries does."""
+    ``put`` keeps what it is given in ``objects`` (``(bucket, key) -> bytes``) and ``get``
+    returns it (:class:`~streams.errors.ObjectNotFound` for a missing key), or, with ``down``,
+    both raise :class:`~streams.errors.StorageError` as a store out of retries does."""
 
     def __init__(self, answers: Iterable[bool] = (), down: bool = False) -> None:
         self._answers = iter(answers)
@@ -176,6 +199,12 @@ class StoreDouble:
         self.objects[(bucket, key)] = bytes(data)
         return StoredObject(bucket, key, len(data), hashlib.sha256(data).hexdigest())
 
+    def get(self, bucket: str, key: str, max_bytes: int | None = None) -> bytes:
+        if self.down:
+            raise StorageError(f"GET {bucket}/{key} failed after 4 attempts: MaxRetryError")
+        if (bucket, key) not in self.objects:
+            raise ObjectNotFound(f"{bucket}/{key}")
+        return self.objects[(bucket, key)]
 
 def nvimgcodec_double() -> types.ModuleType:
     """A stand-in for NVIDIA's ``nvidia.nvimgcodec`` module on a machine without a GPU: the API

@@ -3,7 +3,7 @@
 The faults kill servers, so the suite never touches the stack other checkouts and the tests use
 (127.0.0.1:9092 / :9000 by default): it runs ``scripts/stack`` with
 ``CARDSTREAM_STACK_INSTANCE=faults`` (state in ``.stack-faults/``, data in a folder of its own)
-and the ports of :class:`OwnStack` (39092, its TLS listener 39094, 39093, 39000, 39001 by
+and the ports of :class:`OwnStack` (29092, its TLS listener 29094, 29093, 29000, 29001 by
 default), kills its Kafka or
 MinIO by the pid that script wrote, restarts them with ``up`` (on their data), and removes the
 instance with ``down`` at the end.
@@ -11,6 +11,15 @@ instance with ``down`` at the end.
 ``scripts/stack up`` takes a healthy server on its port as its own, so :meth:`OwnStack.up`
 first refuses ports that something other than this instance listens on (another checkout's
 stack on the same ports would otherwise receive the suite's topics and its kills would miss).
+
+The ports lie below the kernel's ephemeral range (``/proc/sys/net/ipv4/ip_local_port_range``,
+32768-60999 by default), and :class:`OwnStack` refuses ports inside it: while a killed server is
+down its clients reconnect to ``127.0.0.1:PORT`` many times a second, and a connect from the
+ephemeral port equal to PORT connects the socket to itself (TCP simultaneous open; measured here:
+the 1,392nd connect to a closed even port in the range did), which then holds the port and the
+restarted server cannot bind it. Seen on 49092 in the ``broker_long`` row (Kafka down 75 s): "Socket
+server failed to bind to 127.0.0.1:49092: Address already in use", and ``scripts/stack up`` timed
+out.
 """
 
 from __future__ import annotations
@@ -27,8 +36,18 @@ from benchmarks.common import ROOT, BenchError
 STACK = ROOT / "scripts" / "stack"
 #: the suite's default ports on 127.0.0.1: Kafka, its KRaft controller, MinIO, MinIO's console,
 #: Kafka's TLS + SASL listener
-KAFKA_PORT, CONTROLLER_PORT, MINIO_PORT, CONSOLE_PORT = 39092, 39093, 39000, 39001
-KAFKA_TLS_PORT = 39094
+KAFKA_PORT, CONTROLLER_PORT, MINIO_PORT, CONSOLE_PORT = 29092, 29093, 29000, 29001
+KAFKA_TLS_PORT = 29094
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_ports() -> range:
+    """The kernel's ephemeral port range (Linux; 32768-60999 when it cannot be read)."""
+    try:
+        lo, hi = (int(x) for x in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        lo, hi = 32768, 60999
+    return range(lo, hi + 1)
 
 
 class OwnStack:
@@ -37,7 +56,10 @@ class OwnStack:
     Args:
         instance: ``CARDSTREAM_STACK_INSTANCE`` (letters, digits, ``-``).
         kafka_port / controller_port / minio_port / console_port / kafka_tls_port: its ports on
-            127.0.0.1.
+            127.0.0.1, outside the kernel's ephemeral range (module doc).
+
+    Raises:
+        BenchError: a port inside the ephemeral range.
     """
 
     def __init__(self, instance: str = "faults", kafka_port: int = KAFKA_PORT,
@@ -46,6 +68,13 @@ class OwnStack:
         self.instance = instance
         self.ports = {"kafka": (kafka_port, controller_port, kafka_tls_port),
                       "minio": (minio_port, console_port)}
+        eph = ephemeral_ports()
+        inside = sorted(p for ports in self.ports.values() for p in ports if p in eph)
+        if inside:
+            raise BenchError(f"ports {inside} lie in the kernel's ephemeral range "
+                             f"{eph.start}-{eph.stop - 1}: a client reconnecting to a killed "
+                             "server there can connect to itself and keep the port, so the "
+                             "server cannot restart; choose ports below it")
         self.env = {**os.environ,
                     "CARDSTREAM_STACK_INSTANCE": instance,
                     "CARDSTREAM_STACK_KAFKA_PORT": str(kafka_port),

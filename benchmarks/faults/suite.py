@@ -16,6 +16,8 @@ Faults (:data:`FAULTS`):
 ``sigkill``      5 SIGKILLs, each of a worker that is computing a batch (its ``/metrics``: more
                  batches started than computed), restarted at once;
 ``broker``       ``kill -9`` of the Kafka broker, ``scripts/stack up`` 5 s later;
+``broker_long``  the same, ``up`` 75 s later (:data:`BROKER_LONG_DOWN_S`: past a stuck commit's
+                 bound and the producer's rebuild, issue 43);
 ``minio_down``   MinIO killed (``kill -9``) and restarted 30 s later;
 ``minio_503``    the proxy answers 503 with an HTML body for 30 s;
 ``scale``        the group scaled 1 -> 3 (two workers started) -> 1 (SIGTERM to those two).
@@ -55,7 +57,11 @@ from streams.procs import settings_env
 from streams.produce import UploadProducer
 from streams.settings import Settings
 
-FAULTS = ("poison", "sigkill", "broker", "minio_down", "minio_503", "scale")
+FAULTS = ("poison", "sigkill", "broker", "broker_long", "minio_down", "minio_503", "scale")
+#: how long the ``broker_long`` row keeps Kafka down (s): longer than a stuck
+#: ``send_offsets_to_transaction``'s bound plus a producer rebuild's ``init_transactions``
+#: (``Committer.TXN_CALL_TIMEOUT_S + STUCK_GRACE_S + 30 s``, 65 s: issue 43)
+BROKER_LONG_DOWN_S = 75.0
 PARTITIONS = 6
 #: RLIMIT_DATA of each worker process: its pod memory limit. A sleep-processor worker's data
 #: segment is about 390 MB (measured: VmData 387 MB), a decoded 40 MP image 120 MB: a batch of 8
@@ -208,6 +214,19 @@ class Group:
         for slot in list(self.slots):
             self.retire(slot, 30.0)
 
+    def threads_fds(self) -> dict[int, tuple[int, int]]:
+        """Threads and open file descriptors of each live worker (``/proc/PID``): a producer
+        left behind keeps its librdkafka threads and sockets."""
+        out = {}
+        for sl in self.slots.values():
+            try:
+                status = Path(f"/proc/{sl.proc.pid}/status").read_text().splitlines()
+                threads = next(int(x.split()[1]) for x in status if x.startswith("Threads:"))
+                out[sl.slot] = (threads, len(list(Path(f"/proc/{sl.proc.pid}/fd").iterdir())))
+            except (OSError, StopIteration):
+                continue
+        return out
+
     def rss_mib(self) -> dict[int, float]:
         """Resident set size of each live worker (MiB, from ``/proc/PID/status``)."""
         out = {}
@@ -330,6 +349,8 @@ class Run:
     uploads: Uploads
     t0: float
     notes: list[str] = field(default_factory=list)
+    #: per slot ``(threads, fds)`` when the fault was injected (a kill), else at the start
+    held_at_fault: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def at(self, t: float) -> None:
         """Sleep (supervising the workers) until ``t`` s after the start of production."""
@@ -371,6 +392,7 @@ def _kill_and_up(r: Run, service: str, at: float, down_s: float) -> float:
     """``kill -9`` the stack's ``service`` at ``at`` s, ``scripts/stack up`` ``down_s`` later;
     returns when it is back."""
     r.at(at)
+    r.held_at_fault = r.group.threads_fds()
     r.stack.kill(service)
     r.notes.append(f"{service} kill -9 at {time.time() - r.t0:.1f} s")
     r.at(at + down_s)
@@ -382,6 +404,10 @@ def _kill_and_up(r: Run, service: str, at: float, down_s: float) -> float:
 
 def _fault_broker(r: Run) -> float:
     return _kill_and_up(r, "kafka", r.opts.seconds / 3, 5.0)
+
+
+def _fault_broker_long(r: Run) -> float:
+    return _kill_and_up(r, "kafka", r.opts.seconds / 6, BROKER_LONG_DOWN_S)
 
 
 def _fault_minio_down(r: Run) -> float:
@@ -411,6 +437,7 @@ def _fault_scale(r: Run) -> float:
 
 ACTIONS: dict[str, Callable[[Run], float]] = {
     "poison": _fault_poison, "sigkill": _fault_sigkill, "broker": _fault_broker,
+    "broker_long": _fault_broker_long,
     "minio_down": _fault_minio_down, "minio_503": _fault_minio_503, "scale": _fault_scale}
 
 
@@ -436,6 +463,7 @@ def run_fault(name: str, base: Settings, stack: OwnStack, o: Options) -> dict[st
         run = Run(o, stack, proxy, group, uploads, t0)
         plan = _poison_plan(int(o.rate * o.seconds)) if name == "poison" else {}
         producing = threading.Thread(target=_produce, args=(run, plan), daemon=True)
+        run.held_at_fault = group.threads_fds()
         try:
             producing.start()
             fault_end = ACTIONS[name](run)
@@ -453,6 +481,7 @@ def run_fault(name: str, base: Settings, stack: OwnStack, o: Options) -> dict[st
                     break
                 time.sleep(0.5)
             until = time.time()
+            held_after = group.threads_fds()
         finally:
             group.stop()
             outputs.close()
@@ -460,6 +489,9 @@ def run_fault(name: str, base: Settings, stack: OwnStack, o: Options) -> dict[st
                "workers": o.workers, "observed_s_after_fault": round(until - fault_end, 1),
                "worker_restarts": sum(sl.restarts for sl in group.slots.values()),
                "sigkills": sum(sl.killed for sl in group.slots.values()),
+               # per slot: [threads, fds] at the fault (a kill; else at the start), after the drain
+               "threads_fds": {sl: [run.held_at_fault.get(sl), held_after.get(sl)]
+                               for sl in sorted(set(run.held_at_fault) | set(held_after))},
                "notes": run.notes + uploads.errors[:3]}
         return row
 

@@ -13,6 +13,7 @@ import structlog
 
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads, outcomes_per_item
 from processors.card import geometry as geo
+from processors.card import scan
 from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask
 from processors.card.orient import Orienter
 from processors.card.rectify import (
@@ -39,10 +40,11 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo8"
+POSTPROCESS_REVISION = "geo9"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
-``geo8``: capture quality and the MRZ, whose zone found upside down turns the output)."""
+``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
+``geo9``: the scan path, :mod:`processors.card.scan`)."""
 
 
 class CardProcessor:
@@ -76,6 +78,14 @@ class CardProcessor:
         thumbnail) below the threshold, or its detail much weaker in one direction than in
         another (motion blur); also added to NO_CARD when the whole photo fails either measure.
         ``GLARE``: share of saturated pixels in the card's thumbnail above the threshold.
+    Scans (``geo9``): a photo the card path judges NO_CARD or PARTIAL_CARD is judged once more
+    as an upload that is already the document (a flatbed scan, a phone app's crop;
+    :mod:`processors.card.scan`, ``scan_*`` settings); when it is one, its quad (the frame or
+    the document within a thin plain margin) is verified like a photographed card, without
+    PARTIAL_CARD for the sides on the frame. A card found on less than
+    ``scan.INNER_CARD_AREA`` of the frame with a confidence below
+    ``scan.INNER_CARD_CONFIDENCE`` gives way to a document the scan path finds (the card path
+    took the portrait or a block of print of a scan).
     Verification (:mod:`processors.card.verify`, ``settings.verify``) of every card that got
     this far: capture-quality measures, the portrait and the MRZ, one batched call each for the
     batch; their codes (``LOW_RESOLUTION`` ... ``DOCUMENT_EXPIRED``) reject the result when the
@@ -232,11 +242,16 @@ class CardProcessor:
     def _judge(self, item: Item, image: Decoded, det: Detection, grey: np.ndarray,
                inference_ms: float) -> Outcome | _Card:
         """The verdicts decided before the card is warped (NO_CARD, CARD_TOO_SMALL,
-        MULTIPLE_CARDS: an outcome), else the card's plan (PARTIAL_CARD noted)."""
+        MULTIPLE_CARDS: an outcome), else the card's plan (PARTIAL_CARD noted). A photo the
+        card path judges NO_CARD or PARTIAL_CARD is judged once more as a scan or a
+        pre-cropped document (:meth:`_as_scan`)."""
         s = self.settings
         det = _to_upload_px(det, image.scale)
         quad = det.quad
         if quad is None or self._no_card(det):
+            doc = self._as_scan(item, image, grey)
+            if doc is not None:
+                return doc
             if quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
                 return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
             blurred = self._blurry(grey)
@@ -246,14 +261,46 @@ class CardProcessor:
             return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
         if det.second_quad is not None:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
+        if self._partial(quad, _upload_shape(item, image)):
+            return (self._as_scan(item, image, grey)
+                    or self._plan(item, det, quad, [ReasonCode.PARTIAL_CARD]))
+        if det.area_frac < scan.INNER_CARD_AREA and det.confidence < scan.INNER_CARD_CONFIDENCE:
+            # a scan whose card path took a rectangle inside the document (its portrait, a
+            # block of print) with little confidence: the document overrides it
+            return self._as_scan(item, image, grey) or self._plan(item, det, quad, [])
+        return self._plan(item, det, quad, [])
+
+    def _plan(self, item: Item, det: Detection, quad: np.ndarray,
+              reasons: list[ReasonCode]) -> _Card:
+        """The plan of a card found at ``det`` (upload px; ``quad`` is ``det.quad``, ``(4, 2)
+        float64``): its document type (the upload's
+        option, else ``doc_type``; ``auto`` by aspect ratio, or by print in ``doc_print_band``),
+        output size and reading."""
+        s = self.settings
         requested = str(item.options.get("doc_type") or s.doc_type)
         doc_type = choose_doc_type(requested, det.aspect, s.auto_aspect_split)
-        partial = self._partial(quad, _upload_shape(item, image))
-        reasons = [ReasonCode.PARTIAL_CARD] if partial else []
         lo, hi = s.doc_print_band
         by_print = requested not in ("id_card", "passport") and lo <= det.aspect <= hi
         return _Card(det, quad, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
                      by_print)
+
+    def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray) -> _Card | None:
+        """The plan of the upload's whole frame (or its near-border quad) as the document, when
+        :func:`processors.card.scan.judge` takes it for one (``scan`` on) and its long side
+        reaches ``min_card_px``; else None. Its sides on the frame are not PARTIAL_CARD: the frame
+        is the document's edge there."""
+        s = self.settings
+        if not s.scan:
+            return None
+        verdict = scan.judge(grey, s)
+        if not verdict.document:
+            return None
+        det = scan.detection(verdict, grey.shape, (image.width, image.height),
+                             lambda pts: self.pixels.sample_grey(image, pts))
+        det = _to_upload_px(det, image.scale)
+        if det.quad is None or _long_side(det.quad) < s.min_card_px:
+            return None
+        return self._plan(item, det, det.quad, [])
 
     def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
                 inference_ms: float, ver: Verification | None = None) -> tuple[Outcome, bool]:

@@ -64,6 +64,25 @@ class CardSettings(BaseModel):
         quality_width: width (px) of the rectified copy the blur/glare measures run on, so the
             thresholds do not depend on ``dpi``.
 
+    Scans and pre-cropped documents (:mod:`processors.card.scan`; MODEL.md, *Scans*), judged
+    when the card path finds no card (NO_CARD) or one running onto the frame (PARTIAL_CARD):
+        scan: judge the frame itself as the document (off: the card path only).
+        scan_band_frac: how far in from each frame border (share of the frame's shorter side)
+            a side looks for the document's edge against a margin.
+        scan_busy_max: the largest share of the strip between that edge and the frame with
+            strong gradients (``scan.BUSY_GRADIENT``) for it to count as a margin (a lid,
+            paper; not print or a scene).
+        scan_aspect_tol: the quad's aspect ratio may differ from ID-1's 1.586 or ID-3's 1.420
+            by this share (0.04: 1.52-1.65 and 1.36-1.48; a phone's 4:3 frame, 1.333, and 3:2,
+            1.5, stay outside).
+        scan_min_area_frac: the smallest share of the frame the document covers.
+        scan_max_corner_dev_deg: the largest deviation of a corner from 90° (a scanner or a
+            crop app leaves the corners square).
+        scan_min_print_glyphs: glyphs in rows (``scan.print_glyphs``) a document that fills
+            the frame (fewer than 3 margined edges) must show.
+        scan_min_ground: the share of that document that must be plain ground
+            (``scan.ground_share``: print on paper, not grass or gravel).
+
     Output:
         doc_type: default when the upload's options carry none: ``id_card`` (ISO/IEC 7810 ID-1,
             85.60 x 53.98 mm), ``passport`` (ID-3, 125 x 88 mm) or ``auto`` (by aspect ratio).
@@ -111,6 +130,15 @@ class CardSettings(BaseModel):
     glare_max_fraction: float = Field(0.04, ge=0.0, le=1.0)
     glare_level: int = Field(250, ge=1, le=255)
     quality_width: int = Field(512, ge=64)
+
+    scan: bool = True
+    scan_band_frac: float = Field(0.16, gt=0.0, le=0.4)
+    scan_busy_max: float = Field(0.03, ge=0.0, le=1.0)
+    scan_aspect_tol: float = Field(0.04, ge=0.0, le=0.2)
+    scan_min_area_frac: float = Field(0.6, gt=0.0, le=1.0)
+    scan_max_corner_dev_deg: float = Field(6.0, gt=0.0, le=45.0)
+    scan_min_print_glyphs: int = Field(45, ge=1)
+    scan_min_ground: float = Field(0.3, ge=0.0, le=1.0)
 
     doc_type: Literal["id_card", "passport", "auto"] = "auto"
     auto_aspect_split: float = Field(1.50, gt=1.0)

@@ -334,13 +334,15 @@ class IdPhotoProcessor:
         self.matting = U2NetMatting(settings.model, runtime)
         self.faces = FaceDetector(settings, runtime)
         self.facemesh = FaceMesh(runtime)
+        # mtcnn2: MTCNN's last NMS by intersection over the smaller box (issue 39); a face box
+        # or verdict may differ from mtcnn's for the same upload, so its output keys differ too
         self._version = (f"{settings.model}."
                          f"{(self.matting.sha256 or sha256_file(self.matting.path))[:12]}"
-                         ".mtcnn.facemesh")
+                         ".mtcnn2.facemesh")
 
     @property
     def model(self) -> ModelInfo:
-        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.mtcnn.facemesh``, active
+        """``idphoto-{model}``, version ``{model}.{sha256[:12]}.mtcnn2.facemesh``, active
         provider."""
         return ModelInfo(
             name=f"idphoto-{self.settings.model}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -48,6 +49,8 @@ def replay(
         raise typer.BadParameter(f"{' and '.join(live)} is the live worker's: downstream readers "
                                  "would get a second result per upload (--allow-live if meant)")
     configure_logging("WARNING")
+    if s.backfill.yield_to_live and s.backfill.nice:
+        os.nice(s.backfill.nice)  # before the models' thread pools exist: they inherit it
     procs = build_processors(s)
     bars: list[tqdm] = []  # one bar, made once the window's size is known (no empty bar before it)
     try:
@@ -64,7 +67,9 @@ def replay(
     report.write_text(json.dumps(summary, indent=1))
     side, n, got = summary["results_topic"], summary["events"], summary["replayed"]
     typer.echo(f"replay [{f_ms}, {t_ms}) of {s.kafka.uploads_topic}: {n} events -> {got} results "
-               f"on {side}" + (f", {n - got} dead letters on {side}.dlq" if n > got else ""))
+               f"on {side}" + (f", {n - got} dead letters on {side}.dlq" if n > got else "")
+               + (f"; yielded to the live workers {summary['yielded_s']} s "
+                  f"({summary['yields']} times)" if summary["yields"] else ""))
     if n == 0:
         typer.echo("nothing to replay in that window")
         return

@@ -32,7 +32,7 @@ def worker(
     from streams.logs import configure_logging, log
     from streams.settings import load_settings
     from streams.storage import Storage
-    from streams.worker import Worker, build_processors, install_signal_handlers
+    from streams.worker import Worker, build_processors, build_shadow, install_signal_handlers
 
     s = load_settings()
     s = s.model_copy(update={"worker": with_options(
@@ -41,7 +41,8 @@ def worker(
     configure_logging(s.log_level)
     use = dict(p.split("=", 1) for p in processor.split(",") if "=" in p)
     procs = set_up(lambda: build_processors(s, use=use, sleep_ms=sleep_ms))
-    wk = Worker(s, procs, Storage(s.s3))
+    shadow = set_up(lambda: build_shadow(s))
+    wk = Worker(s, procs, Storage(s.s3), shadow=shadow)
     if s.worker.http_port:
         try:
             serve(wk.health, wk.metrics, s.worker.http_port)

@@ -13,6 +13,7 @@ them is in :mod:`streams.worker.loop`):
 """
 
 from streams.worker.compute import input_tag, object_key
-from streams.worker.loop import Worker, build_processors, install_signal_handlers
+from streams.worker.loop import Worker, build_processors, build_shadow, install_signal_handlers
 
-__all__ = ["Worker", "build_processors", "input_tag", "install_signal_handlers", "object_key"]
+__all__ = ["Worker", "build_processors", "build_shadow", "input_tag", "install_signal_handlers",
+           "object_key"]

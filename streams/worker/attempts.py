@@ -214,10 +214,14 @@ class AttemptLedger:
 
     def committed(self, offsets: Sequence[TopicPartition]) -> None:
         """A transaction committed ``offsets`` (with :meth:`commit_marks`' marks): they are the
-        partitions' marks now."""
+        partitions' marks now, and the tries alone below them are forgotten (never fetched
+        again: issue 43, they stayed for the life of the process)."""
         for tp in offsets:
             key = (tp.topic, tp.partition)
             self.marks[key] = self._own_mark(key, self._after(tp))
+        if self._tried:
+            below = {(tp.topic, tp.partition): tp.offset for tp in offsets}
+            self._tried = {(k, o) for k, o in self._tried if o >= below.get(k, o)}
 
     def _own_mark(self, key: Key, mark: Mark) -> Mark:
         """Note that this process wrote ``mark`` for ``key``; returns it."""
@@ -226,12 +230,14 @@ class AttemptLedger:
 
     def release(self, consumer: Any, keys: Iterable[Key]) -> None:
         """A clean stop or revocation of ``keys``: write an empty mark at each one's last
-        committed offset and forget it (errors are logged: the next owner then isolates its
-        first events for nothing, nothing worse)."""
+        committed offset and forget it and its tries alone (errors are logged: the next owner
+        then isolates its first events for nothing, nothing worse)."""
         tps = [TopicPartition(*k, self.marks[k].offset, metadata="")
                for k in keys if k in self.marks]
         for k in keys:
             self.marks.pop(k, None)
+        gone = set(keys)
+        self._tried = {(k, o) for k, o in self._tried if k not in gone}
         if not tps:
             return
         try:

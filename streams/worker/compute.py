@@ -59,12 +59,15 @@ from schemas.models import (
     DeadLetter,
     ModelRef,
     ObjectRef,
+    ShadowDiff,
     SourceRef,
     Timings,
     UploadEvent,
     VerificationResult,
 )
 from schemas.reasons import DeadLetterCode, ReasonCode, Status
+from streams.cache import CacheKey, ResultCache, as_upload
+from streams.deadlines import is_stale
 from streams.errors import (
     ObjectNotFound,
     ObjectRefused,
@@ -79,7 +82,9 @@ from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.quarantine import quarantined_dead_letter
 from streams.settings import Settings
+from streams.shadow import Shadow
 from streams.storage import Storage, StoredObject, refusal_code
+from streams.tracing import BatchTrace, Spans, Tracing
 from streams.worker.attempts import AttemptLedger
 from streams.worker.record import Record
 
@@ -98,15 +103,27 @@ def object_key(task: str, model_version: str, upload_id: str, tag: str, name: st
     return f"{task}/{model_version}/{upload_id}/{tag}/{name}.{ext}"
 
 
+TAG_HEX = 16
+"""Hex digits of :func:`input_digest` an object key's ``tag`` segment keeps (:func:`input_tag`)."""
+
+
+def input_digest(image_sha256: str, options: Mapping[str, Any]) -> str:
+    """What a task's outputs are made from besides the model version, as one lowercase hex
+    SHA-256: over the image's SHA-256 (hex, computed by the worker over the bytes it loaded,
+    never a producer's claim), a newline and the options as the processor gets them, as JSON
+    with sorted keys and no spaces. The result cache keys on it (:mod:`streams.cache`); object
+    keys keep its first :data:`TAG_HEX` digits (:func:`input_tag`)."""
+    opts = json.dumps(dict(options), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{image_sha256}\n{opts}".encode()).hexdigest()
+
+
+
 def input_tag(image: bytes, options: Mapping[str, Any]) -> str:
-    """The first 16 hex digits of SHA-256 over the image's SHA-256 (hex), a newline and the
-    options as JSON with sorted keys and no spaces: what a task's outputs are made from, besides
-    the model version that has its own key segment (:func:`object_key`). ``options`` are the
+    """The first :data:`TAG_HEX` hex digits of :func:`input_digest` of ``image``'s bytes and
+    ``options``: an object key's ``tag`` segment (:func:`object_key`). ``options`` are the
     effective ones (``TaskSpec.effective_options``: what the upload left out filled in from the
     processor's settings, so an operator who changes a default changes the keys too)."""
-    digest = hashlib.sha256(image).hexdigest().encode()
-    opts = json.dumps(dict(options), sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(digest + b"\n" + opts).hexdigest()[:16]
+    return input_digest(hashlib.sha256(image).hexdigest(), options)[:TAG_HEX]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +140,8 @@ class Processed:
         refs: artifact name -> stored object: empty as computed, filled in the fate
             :meth:`Compute.stored` returns.
         tag: :func:`input_tag` of the image and options the outputs were made from.
+        cache_hit: the outcome is an earlier upload's, from the result cache (no model ran;
+            ``batch_size`` 0).
     """
 
     msg: Record
@@ -132,17 +151,18 @@ class Processed:
     t_batch_ms: float
     refs: Mapping[str, ObjectRef] = field(default_factory=dict)
     tag: str = ""
+    cache_hit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """An event refused before any model ran (its image could not be loaded): a ``rejected``
-    result with ``reason``, no payload and no model.
+    """An event refused before any model ran (its image could not be loaded, or its deadline
+    had passed): a ``rejected`` result with ``reason``, no payload and no model.
 
     Attributes:
         msg: the record.
         event: the parsed upload.
-        reason: why (``OBJECT_NOT_FOUND``, ``CHECKSUM_MISMATCH``, ``CORRUPT_IMAGE``...).
+        reason: why (``OBJECT_NOT_FOUND``, ``CHECKSUM_MISMATCH``, ``CORRUPT_IMAGE``, ``STALE``...).
         t_batch_ms: when its batch started computing (epoch ms).
     """
 
@@ -192,12 +212,23 @@ Ready = Processed | Rejected | Lettered
 
 
 @dataclass(frozen=True, slots=True)
+class Fetched:
+    """An upload's image as :meth:`Compute.load` fetched it: the probed ``image`` and the
+    ``sha256`` (lowercase hex) computed over its bytes."""
+
+    image: EncodedImage
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Loaded:
-    """An event whose image is loaded, on its way to its processor."""
+    """An event whose image is loaded, on its way to its processor (or the result cache), with
+    its :func:`input_digest` (:meth:`Compute._digest`)."""
 
     msg: Record
     event: UploadEvent
     image: EncodedImage
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -211,6 +242,9 @@ class Computed:
         letters: ``(index of the fate, future of its dead letter)`` (the value's quarantine
             PUT inside).
         t_put: when the PUTs started (``perf_counter``).
+        trace: the batch's spans (:class:`~streams.tracing.BatchTrace`).
+        shadow: the shadow model's comparisons of the batch's sampled uploads
+            (:mod:`streams.shadow`).
         ms: stage times (ms) for the batch's log line.
     """
 
@@ -218,15 +252,19 @@ class Computed:
     puts: tuple[tuple[int, Artifact, Future[StoredObject]], ...]
     letters: tuple[tuple[int, Future[DeadLetter]], ...]
     t_put: float
+    trace: BatchTrace
+    shadow: tuple[ShadowDiff, ...] = ()
     ms: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Stored:
-    """A batch whose PUTs are done: one fate ready to commit per event, in fetch order, and
-    the stage times (ms) for its log line."""
+    """A batch whose PUTs are done: one fate ready to commit per event, in fetch order, its
+    spans and shadow comparisons, and the stage times (ms) for its log line."""
 
     fates: tuple[Ready, ...]
+    trace: BatchTrace
+    shadow: tuple[ShadowDiff, ...]
     ms: Mapping[str, float]
 
 
@@ -259,11 +297,21 @@ class Compute:
         ledger: the worker's attempt ledger (:mod:`streams.worker.attempts`): a record tried
             too often without being committed is a ``POISON`` dead letter, not tried again.
             None (replay mode): none is.
+        tracing: the worker's tracing (:mod:`streams.tracing`; default: off).
+        live: deadlines apply (an upload past its deadline or its task's maximum age is
+            answered ``STALE`` without compute, :mod:`streams.deadlines`); False for a replay,
+            which re-processes old uploads on purpose.
+        shadow: a shadow model version compared on a sample of the uploads
+            (:mod:`streams.shadow`); None: none.
+
+    Attributes:
+        cache: the result cache (:mod:`streams.cache`), None when ``settings.cache`` is off.
     """
 
     def __init__(self, settings: Settings, processors: Mapping[str, Processor], storage: Storage,
                  metrics: WorkerMetrics, model_version: str | None = None,
-                 ledger: AttemptLedger | None = None) -> None:
+                 ledger: AttemptLedger | None = None, tracing: Tracing | None = None,
+                 live: bool = True, shadow: Shadow | None = None) -> None:
         self.processors = dict(processors)
         from streams.worker.loop import task_section  # loop imports this module
 
@@ -277,6 +325,11 @@ class Compute:
         self.worker = settings.worker
         self.finished_at = 0.0  # perf_counter when the last batch finished computing
         self.ledger = ledger
+        self.tracing = tracing or Tracing(metrics)
+        self.shadow = shadow
+        self.max_age_s = settings.deadlines.max_age_s if live else None
+        c = settings.cache
+        self.cache = ResultCache(c.max_bytes, c.max_entries) if c.enabled else None
         self._io = ThreadPoolExecutor(max_workers=settings.worker.io_threads,
                                       thread_name_prefix="io")
 
@@ -289,44 +342,160 @@ class Compute:
         return self.model_version or self.processors[task].model.version
 
     # --- the batch ---------------------------------------------------------------------------
-    def run(self, msgs: Sequence[Record]) -> Computed:
+    def run(self, msgs: Sequence[Record], polled_ns: tuple[int, int] | None = None) -> Computed:
         """Steps 1-4 for one batch (the batch thread).
+
+        Args:
+            msgs: the batch's records, in fetch order.
+            polled_ns: when the poll that formed the batch started and ended
+                (``time.time_ns()``; its ``cardstream.poll`` span), None: it was prefetched.
 
         Raises:
             StorageUnavailable: the store did not answer a GET (nothing of the batch is kept).
         """
         t0 = time.perf_counter()
+        trace = BatchTrace(self.tracing, msgs, polled_ns[0] if polled_ns else None)
+        if polled_ns:
+            self.tracing.interval(Spans.POLL, trace.batch, *polled_ns, **{
+                "cardstream.batch.events": len(msgs)})
         try:
             with _outage_is_the_batchs():
-                c = self._run(msgs)
+                c = self._run(msgs, trace)
+        except BaseException:
+            trace.abandoned("not computed")
+            raise
         finally:
             self.finished_at = time.perf_counter()
             self.metrics.stage.labels("compute").observe(self.finished_at - t0)
         return dataclasses.replace(c, ms={"compute": round((self.finished_at - t0) * 1000.0, 1)})
 
-    def _run(self, msgs: Sequence[Record]) -> Computed:
+    def _run(self, msgs: Sequence[Record], trace: BatchTrace) -> Computed:
         t_batch = time.time() * 1000.0
-        parsed = [self._poison(m) or self.parse(m) for m in msgs]  # 1. parse
-        loads = [(p, self._io.submit(self.load, p)) if isinstance(p, UploadEvent) else p
-                 for p in parsed]
+        parsed = [self._stale(m, self._poison(m) or self.parse(m), t_batch)  # 1. parse
+                  for m in msgs]
+        loads = [(p, self._io.submit(self._fetch, p, trace.upload(m)))
+                 if isinstance(p, UploadEvent) else p for m, p in zip(msgs, parsed, strict=True)]
         staged = [self._loaded(m, *x, t_batch) if isinstance(x, tuple) else x  # 2. load
                   for m, x in zip(msgs, loads, strict=True)]
         for x in staged:
             if isinstance(x, _Loaded | Rejected):
                 self.metrics.queue_wait.observe(age_ms(x.msg, t_batch) / 1000.0)
         loaded = [x for x in staged if isinstance(x, _Loaded)]
-        done: dict[int, Processed | DeadLettered] = {}
-        for task, chunk in self._model_calls(loaded):  # 3. process
-            done.update(zip(map(id, chunk), self._process(task, chunk, t_batch), strict=True))
+        done = self._answer(loaded, t_batch, trace)  # 3.
         fates = tuple(done[id(x)] if isinstance(x, _Loaded) else x for x in staged)
+        shadow = self._shadow(loaded, done, trace)
+        if self.cache is not None:
+            self.metrics.cache_bytes.set(self.cache.bytes)
         t_put = time.perf_counter()  # 4. PUT
-        puts = tuple((i, a, self._io.submit(self.storage.put, self.s3.results_bucket,
-                                            self._output_key(f, a), a.data, a.content_type))
+        puts = tuple((i, a, self._io.submit(self._put, f, a, trace.upload(f.msg)))
                      for i, f in enumerate(fates) if isinstance(f, Processed)
                      for a in f.outcome.artifacts)
-        letters = tuple((i, self._io.submit(self._letter, f)) for i, f in enumerate(fates)
-                        if isinstance(f, DeadLettered))
-        return Computed(fates, puts, letters, t_put)
+        letters = tuple((i, self._io.submit(self._letter, f, trace.upload(f.msg)))
+                        for i, f in enumerate(fates) if isinstance(f, DeadLettered))
+        return Computed(fates, puts, letters, t_put, trace, shadow)
+
+    def _shadow(self, loaded: list[_Loaded], done: Mapping[int, Processed | DeadLettered],
+                trace: BatchTrace) -> tuple[ShadowDiff, ...]:
+        """Step 3's shadow: the sampled uploads answered by a model or the cache, run through
+        the shadow version too (:mod:`streams.shadow`), in a ``cardstream.process`` span."""
+        if self.shadow is None:
+            return ()
+        live = []
+        for x in loaded:
+            f, task = done[id(x)], str(x.event.task)
+            if isinstance(f, Processed) and self.shadow.wants(task, x.event.upload_id):
+                info = self.processors[task].model
+                live.append((x.msg, Item(x.event.upload_id, x.image, self._options(x)), f.outcome,
+                             ModelRef(name=info.name, version=self.version(task),
+                                      provider=info.provider)))
+        if not live:
+            return ()
+        with self.tracing.span(Spans.PROCESS, trace.batch, **{
+                "cardstream.task": self.shadow.task, "cardstream.process.items": len(live),
+                "cardstream.process.shadow": True}):
+            return tuple(self.shadow.compare(live))
+
+    def _stale(self, m: Record, p: UploadEvent | DeadLettered,
+               t_batch: float) -> UploadEvent | DeadLettered | Rejected:
+        """Step 1's deadline: an upload past its deadline or its task's maximum age when its
+        batch starts is rejected ``STALE`` here, neither fetched nor computed (live mode)."""
+        if (isinstance(p, UploadEvent) and self.max_age_s is not None
+                and is_stale(p, m, t_batch, self.max_age_s)):
+            return Rejected(m, p, ReasonCode.STALE, t_batch)
+        return p
+
+    def _answer(self, loaded: list[_Loaded], t_batch: float,
+                trace: BatchTrace) -> dict[int, Processed | DeadLettered]:
+        """Step 3: each loaded event's outcome (by ``id``), from the result cache when it has
+        the upload's key (:mod:`streams.cache`), else from a model call; a repeat within the
+        batch waits for its first's outcome (computed once) and is computed itself only when
+        that one was not a cacheable verdict."""
+        done: dict[int, Processed | DeadLettered] = {}
+        keys = {id(x): self._cache_key(x) for x in loaded} if self.cache is not None else {}
+        first: set[CacheKey] = set()
+        todo, repeats = [], []
+        for x in loaded:
+            k = keys.get(id(x))
+            hit = self.cache.get(k) if self.cache is not None and k is not None else None
+            if hit is not None:
+                done[id(x)] = self._hit(x, hit, t_batch)
+            elif k is not None and k in first:
+                repeats.append(x)
+            else:
+                if k is not None:
+                    first.add(k)
+                todo.append(x)
+        while todo:
+            for task, chunk in self._model_calls(todo):
+                for x, f in zip(chunk, self._process(task, chunk, t_batch, trace), strict=True):
+                    done[id(x)] = f
+                    if self.cache is not None and isinstance(f, Processed):
+                        self.cache.put(keys[id(x)], f.outcome)
+            todo = []
+            for x in repeats:
+                hit = self.cache.get(keys[id(x)]) if self.cache is not None else None
+                if hit is not None:
+                    done[id(x)] = self._hit(x, hit, t_batch)
+                else:
+                    todo.append(x)
+            repeats = []
+        return done
+
+    def _options(self, x: _Loaded) -> dict[str, Any]:
+        """``x``'s options as its processor gets them (the task's defaults filled)."""
+        return spec(x.event.task).item_options(x.event.options)
+
+    def _digest(self, ev: UploadEvent, image_sha256: str) -> str:
+        """:func:`input_digest` of an upload: its bytes' SHA-256 and its effective options (what
+        it left out filled in from the processor's settings section); its options as given when
+        the processor refuses them (its outcome then has no artifact to key)."""
+        task = str(ev.task)
+        options = spec(task).item_options(ev.options)
+        with contextlib.suppress(ProcessorError):
+            options = spec(task).effective_options(options, self.sections[task])
+        return input_digest(image_sha256, options)
+
+    def _cache_key(self, x: _Loaded) -> CacheKey:
+        """The result cache's key of a loaded event: task, model version, input digest."""
+        task = str(x.event.task)
+        return CacheKey(task, self.version(task), x.digest)
+
+    def _hit(self, x: _Loaded, outcome: Outcome, t_batch: float) -> Processed:
+        """A cache hit's fate: the cached outcome as ``x``'s (its artifacts PUT under ``x``'s
+        own keys in step 4), no model call (``batch_size`` 0)."""
+        return Processed(x.msg, x.event, as_upload(outcome, x.event.upload_id), 0, t_batch,
+                         tag=x.digest[:TAG_HEX], cache_hit=True)
+
+    def _fetch(self, ev: UploadEvent, span: Any) -> Fetched:
+        """:meth:`load` on the I/O pool, in its ``cardstream.fetch`` span."""
+        with self.tracing.span(Spans.FETCH, span):
+            return self.load(ev)
+
+    def _put(self, f: Processed, a: Artifact, span: Any) -> StoredObject:
+        """Step 4 for one artifact (the I/O pool), in a ``cardstream.put`` span of its upload."""
+        with self.tracing.span(Spans.PUT, span, **{"cardstream.put.bytes": len(a.data)}):
+            return self.storage.put(self.s3.results_bucket, self._output_key(f, a), a.data,
+                                    a.content_type)
 
     def _model_calls(self, loaded: list[_Loaded]) -> Iterator[tuple[str, list[_Loaded]]]:
         """Step 3's model calls, ``(task, its events)`` each: ``loaded`` cut into chunks whose
@@ -380,12 +549,14 @@ class Compute:
                             "computed (a crash, an out-of-memory kill or a hang past the "
                             "compute deadline); not tried again", _readable_upload_id(m.value()))
 
-    def load(self, ev: UploadEvent) -> EncodedImage:
+    def load(self, ev: UploadEvent) -> Fetched:
         """Step 2, the one place an upload's image is fetched and probed: image bytes (inline
         or claim check, verified against the ref's size and sha256 when given) with their
         header validated (:func:`processors.decode.probe_image`: format, displayed size, byte,
         pixel and side limits; no pixel decoded: the processor decodes at the size it needs,
-        and :meth:`run` bounds a chunk's decodes by ``decode_budget_bytes`` from these headers).
+        and :meth:`run` bounds a chunk's decodes by ``decode_budget_bytes`` from these headers),
+        and the SHA-256 of the bytes, computed here once (object keys and the result cache use
+        it, never the event's claim).
 
         Raises:
             ObjectNotFound / ObjectRefused / ObjectTooLarge / StorageError: from the store.
@@ -400,20 +571,22 @@ class Compute:
             if ref.size_bytes is not None and ref.size_bytes != len(data):
                 raise DecodeError(ReasonCode.CHECKSUM_MISMATCH,
                                   f"object is {len(data)} bytes, the event says {ref.size_bytes}")
-            if ref.sha256 is not None and hashlib.sha256(data).hexdigest() != ref.sha256:
-                raise DecodeError(ReasonCode.CHECKSUM_MISMATCH,
-                                  "object sha256 differs from the event's")
         if data is None:
             raise ContractError(DeadLetterCode.SCHEMA_INVALID,
                                 "image has neither inline_b64 nor ref", "$.image")
-        return probe_image(data, self.decode)
+        digest = hashlib.sha256(data).hexdigest()
+        if ref is not None and ref.sha256 is not None and digest != ref.sha256:
+            raise DecodeError(ReasonCode.CHECKSUM_MISMATCH,
+                              "object sha256 differs from the event's")
+        return Fetched(probe_image(data, self.decode), digest)
 
     def _loaded(self, m: Record, ev: UploadEvent, fut: Future,
                 t_batch: float) -> _Loaded | Rejected | DeadLettered:
         """What a load's errors mean for the event: a rejection or a dead letter; the store not
         answering (a plain :class:`StorageError`) is the whole batch's (raised)."""
         try:
-            return _Loaded(m, ev, fut.result())
+            got = fut.result()
+            return _Loaded(m, ev, got.image, self._digest(ev, got.sha256))
         except ObjectNotFound:
             return Rejected(m, ev, ReasonCode.OBJECT_NOT_FOUND, t_batch)
         except ObjectTooLarge:
@@ -426,45 +599,40 @@ class Compute:
         except ContractError as ce:
             return DeadLettered(m, ce.code, str(ce), ev.upload_id)
 
-    def _process(self, task: str, chunk: list[_Loaded],
-                 t_batch: float) -> list[Processed | DeadLettered]:
-        """Step 3 for one bucket: one ``process_batch`` call. If it raises (a model call that
-        failed: per-item failures are outcomes already), each event is run alone, and one that
-        still raises is dead-lettered ``PROCESSING_ERROR``, provided the processor still
-        handles a probe item (:meth:`_probe`).
+    def _process(self, task: str, chunk: list[_Loaded], t_batch: float,
+                 trace: BatchTrace) -> list[Processed | DeadLettered]:
+        """Step 3 for one bucket: one ``process_batch`` call, in a ``cardstream.process`` span of
+        the batch (the processor's decode and model spans nest under it). If it raises (a model
+        call that failed: per-item failures are outcomes already), each event is run alone, and
+        one that still raises is dead-lettered ``PROCESSING_ERROR``, provided the processor
+        still handles a probe item (:meth:`_probe`).
 
         Raises:
             ProcessorUnavailable: items failed alone and so did the probe (the breaker).
         """
-        proc, task_spec = self.processors[task], spec(task)
-        items = [Item(x.event.upload_id, x.image, task_spec.item_options(x.event.options))
-                 for x in chunk]
-        calls0 = int(proc.stats.calls)
+        proc = self.processors[task]
+        items = [Item(x.event.upload_id, x.image, self._options(x)) for x in chunk]
+        calls0, images0 = int(proc.stats.calls), int(proc.stats.images)
         t0 = time.perf_counter()
-        try:
-            outcomes: list[Outcome | DeadLettered] = list(proc.process_batch(items))
-            if len(outcomes) != len(items):
-                raise RuntimeError(f"{len(outcomes)} outcomes for {len(items)} items")
-        except Exception as exc:  # isolate the poison item: one by one
-            log.warning("batch_failed_isolating", task=task, error=type(exc).__name__)
-            outcomes = [self._alone(task, proc, x, it) for x, it in zip(chunk, items, strict=True)]
-            if any(isinstance(o, DeadLettered) for o in outcomes):
-                self._probe(task, proc)
+        attrs = {"cardstream.task": task, "cardstream.process.items": len(items)}
+        with self.tracing.span(Spans.PROCESS, trace.batch, **attrs):
+            try:
+                outcomes: list[Outcome | DeadLettered] = list(proc.process_batch(items))
+                if len(outcomes) != len(items):
+                    raise RuntimeError(f"{len(outcomes)} outcomes for {len(items)} items")
+            except Exception as exc:  # isolate the poison item: one by one
+                log.warning("batch_failed_isolating", task=task, error=type(exc).__name__)
+                outcomes = [self._alone(task, proc, x, it)
+                            for x, it in zip(chunk, items, strict=True)]
+                if any(isinstance(o, DeadLettered) for o in outcomes):
+                    self._probe(task, proc)
         self.metrics.inference.labels(task).observe(time.perf_counter() - t0)
         self.metrics.inference_calls.labels(task).inc(max(int(proc.stats.calls) - calls0, 0))
+        self.metrics.inference_images.labels(task).inc(max(int(proc.stats.images) - images0, 0))
         return [o if isinstance(o, DeadLettered)
                 else Processed(x.msg, x.event, o, len(chunk), t_batch,
-                               tag=self._tag(task, it))
+                               tag=x.digest[:TAG_HEX])
                 for x, it, o in zip(chunk, items, outcomes, strict=True)]
-
-    def _tag(self, task: str, item: Item) -> str:
-        """:func:`input_tag` of ``item`` with its effective options; with its options as given
-        when the processor refuses them (its outcome then has no artifact to key)."""
-        try:
-            options = spec(task).effective_options(item.options, self.sections[task])
-        except ProcessorError:
-            options = dict(item.options)
-        return input_tag(item.image.data, options)
 
     def _probe(self, task: str, proc: Processor) -> None:
         """Run ``proc`` on one plain synthetic image (a ``(96, 128, 3)`` mid-grey ``uint8``, the
@@ -519,7 +687,7 @@ class Compute:
         return Stored(tuple(Lettered(f.msg, letters[i]) if isinstance(f, DeadLettered)
                             else dataclasses.replace(f, refs=refs[i])
                             if isinstance(f, Processed) and i in refs else f
-                            for i, f in enumerate(c.fates)), ms)
+                            for i, f in enumerate(c.fates)), c.trace, c.shadow, ms)
 
     # --- what the committer produces ---------------------------------------------------------
     def records(self, fates: Sequence[Ready]) -> tuple[list[VerificationResult], list[DeadLetter]]:
@@ -551,6 +719,7 @@ class Compute:
         task = spec(ev.task)
         processed_at = F.utc_now_rfc3339()
         now_ms = time.time() * 1000.0
+        hit = None
         if isinstance(fate, Processed):
             o, info = fate.outcome, self.processors[task.name].model
             status, reasons = o.status, tuple(o.reasons)
@@ -558,6 +727,7 @@ class Compute:
             payload = task.payload(o.payload, fate.refs)
             model = ModelRef(name=info.name, version=self.version(task.name),
                              provider=info.provider)
+            hit = True if fate.cache_hit else None
         else:
             status, reasons, inf_ms, batch_size = Status.REJECTED, (fate.reason,), 0.0, 0
             payload, model = None, None
@@ -568,7 +738,8 @@ class Compute:
                             batch_size=batch_size, inference_ms=round(inf_ms, 3),
                             total_ms=round(age_ms(m, now_ms), 3)),
             source=SourceRef(topic=m.topic(), partition=m.partition(), offset=m.offset()),
-            processed_at=processed_at, submitted_at=ev.submitted_at, trace_id=ev.trace_id, **kw)
+            processed_at=processed_at, submitted_at=ev.submitted_at, trace_id=ev.trace_id,
+            cache_hit=hit, **kw)
 
     def _result_or_failed(self, fate: Processed | Rejected) -> VerificationResult:
         """The fate's result; a ``failed`` INTERNAL_ERROR result (no payload, no model) if the
@@ -584,8 +755,9 @@ class Compute:
                                      fate.t_batch_ms))
             return r.model_copy(update={"status": Status.FAILED})
 
-    def _letter(self, f: DeadLettered) -> DeadLetter:
-        """The dead letter of ``f`` (an I/O thread). By default (``dlq_value_max_bytes`` 0) the
+    def _letter(self, f: DeadLettered, span: Any) -> DeadLetter:
+        """The dead letter of ``f`` (an I/O thread; its quarantine PUT in a ``cardstream.put``
+        span of its upload). By default (``dlq_value_max_bytes`` 0) the
         record's value is PUT to the quarantine bucket under ``{topic}/{partition}/{offset}`` (a
         redone batch rewrites the same object) and the letter keeps its size and that
         reference; with ``dlq_value_max_bytes`` above 0 the letter keeps up to that many bytes
@@ -603,7 +775,8 @@ class Compute:
         if self.worker.dlq_value_max_bytes > 0:
             return codec.make_dead_letter(max_value_bytes=self.worker.dlq_value_max_bytes,
                                           **record)
-        return quarantined_dead_letter(self.storage, self.s3, **record)
+        with self.tracing.span(Spans.PUT, span, **{"cardstream.put.bytes": len(m.value() or b"")}):
+            return quarantined_dead_letter(self.storage, self.s3, **record)
 
 
 class _LetterFields(TypedDict):

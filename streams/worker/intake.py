@@ -192,10 +192,13 @@ class LagGauge:
     Args:
         gauge: the gauge, labelled by partition.
         every_s: the shortest time between two updates (s).
+        also: other per-partition gauges whose series are dropped with the lag's
+            (``cardstream_committed_offset``).
     """
 
-    def __init__(self, gauge: Gauge, every_s: float = 5.0) -> None:
+    def __init__(self, gauge: Gauge, every_s: float = 5.0, also: Sequence[Gauge] = ()) -> None:
         self.gauge = gauge
+        self.also = tuple(also)
         self.every_s = every_s
         self._last = 0.0
         self._labels: set[str] = set()  # the partitions the gauge has a value for
@@ -219,8 +222,9 @@ class LagGauge:
         except KafkaException:
             return
         for gone in self._labels - held:
-            with contextlib.suppress(KeyError):  # never set (no position yet)
-                self.gauge.remove(gone)
+            for g in (self.gauge, *self.also):
+                with contextlib.suppress(KeyError):  # never set (no position yet)
+                    g.remove(gone)
         self._labels = held
 
 
@@ -259,7 +263,7 @@ class Intake:
         self.carry = Carry()
         self._revoked: set[Key] = set()  # partitions revoked from this worker
         self.pausing = PartitionPause(self._revoked)
-        self.lag = LagGauge(metrics.lag)
+        self.lag = LagGauge(metrics.lag, also=[metrics.committed_offset])
         # assignment epochs: a partition's epoch goes up each time it is assigned; an event
         # delivered in an earlier epoch is not this worker's any more, even if the partition
         # came back (librdkafka fetches it again from the committed offset)

@@ -20,7 +20,10 @@ transaction fail, *k+1* is awaited and thrown away and both are redone from memo
 (:meth:`Intake.redo`): nothing of either is committed. Events of partitions revoked meanwhile
 are dropped before the transaction (their new owner redoes them). If MinIO does not answer, or
 the processor breaker opens, nothing is committed: the batch is put back and fetching paused
-until the store answers or the breaker's pause is over (:mod:`streams.worker.pausing`).
+until the store answers or the breaker's pause is over (:mod:`streams.worker.pausing`); the same
+when the committer has no producer (the broker did not answer a new one's
+``init_transactions``) until :meth:`Committer.reopen <streams.worker.committer.Committer.reopen>`
+succeeds.
 
 The worker builds its parts and hands each what it uses: the attempt ledger
 (:mod:`streams.worker.attempts`, owned here; None in replay mode) goes to the intake (marks read
@@ -39,19 +42,25 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka.admin import NewTopic
+
 from processors import registry
 from processors.base import Processor
 from processors.runtime import RuntimeSettings
+from streams.backfill import YieldGate
 from streams.errors import ProcessorUnavailable, StorageUnavailable, StoreRefused
 from streams.health import Health
+from streams.kafka import admin, create_topics
 from streams.logs import log
 from streams.metrics import WorkerMetrics
 from streams.retry import Backoff
 from streams.settings import Settings
+from streams.shadow import Shadow
 from streams.storage import Storage
+from streams.tracing import Spans, Tracing
 from streams.worker.attempts import AttemptLedger
 from streams.worker.committer import Checkpoint, Committer
-from streams.worker.compute import Compute, Computed, Ready
+from streams.worker.compute import Compute, Computed, Stored
 from streams.worker.intake import Intake
 from streams.worker.pausing import PausingManager
 from streams.worker.record import Record
@@ -79,6 +88,10 @@ class Worker:
             reached its end.
         model_version: label outputs (object keys, result ``model.version``) with this version
             instead of the processor's, e.g. to replay a new model beside the originals.
+        gate: a backfill's yield gate (:mod:`streams.backfill`): no batch starts while the live
+            workers are busy. None: none (the live workers themselves).
+        shadow: the shadow version's processor of ``settings.shadow.task``
+            (:func:`build_shadow`, :mod:`streams.shadow`); None: no shadow.
 
     Attributes:
         ledger: the attempt ledger (None in replay mode), handed to the three parts below.
@@ -87,6 +100,7 @@ class Worker:
         committer: the transaction (``committer.committed_events``); a test may replace it
             before :meth:`run`, with one built on ``ledger``.
         pausing: the pausing manager (store outage, processor breaker).
+        tracing: the worker's traces (:mod:`streams.tracing`; ``CARDSTREAM_TRACING__*``).
         transactional_id: ``{transactional_id_prefix}-{slot}``.
         batches: batches computed so far.
     """
@@ -94,18 +108,23 @@ class Worker:
     def __init__(self, settings: Settings, processors: Mapping[str, Processor], storage: Storage,
                  metrics: WorkerMetrics | None = None, health: Health | None = None,
                  ranges: Mapping[int, tuple[int, int]] | None = None,
-                 model_version: str | None = None) -> None:
+                 model_version: str | None = None, gate: YieldGate | None = None,
+                 shadow: Processor | None = None) -> None:
         self.settings = settings
+        self.gate = gate
         self.metrics = metrics or WorkerMetrics()
         self.health = health or Health(stall_s=settings.worker.compute_deadline_s)
         self.transactional_id = f"{settings.kafka.transactional_id_prefix}-{settings.worker.slot}"
         w = settings.worker
         self.ledger = AttemptLedger(w.poison_attempts, w.max_batch) if ranges is None else None
+        self.tracing = Tracing.from_settings(settings.tracing, self.metrics)
         self.intake = Intake(settings.kafka, w, self.metrics, self.health, ranges, self.ledger)
+        self.shadow = (Shadow(settings.shadow, shadow, self.metrics) if shadow is not None
+                       else None)
         self.compute = Compute(settings, processors, storage, self.metrics, model_version,
-                               self.ledger)
+                               self.ledger, self.tracing, live=ranges is None, shadow=self.shadow)
         self.committer = Committer(settings.kafka, self.transactional_id, self.metrics,
-                                   self.ledger)
+                                   self.ledger, settings.shadow.topic)
         self.batches = 0
         self._batch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
         self._stop = threading.Event()
@@ -126,18 +145,26 @@ class Worker:
         self._stop.set()
 
     def warm_up(self) -> None:
-        """Load every model and run every batch bucket once (before subscribing)."""
-        for task, p in self.compute.processors.items():
+        """Load every model and run every batch bucket once (before subscribing), the shadow
+        version's too."""
+        shadow = {"shadow": self.shadow.processor} if self.shadow is not None else {}
+        for task, p in {**self.compute.processors, **shadow}.items():
             t0 = time.perf_counter()
             p.warm_up()
             log.info("warmed_up", task=task, model=p.model.name, provider=p.model.provider,
                      bucket=p.bucket, ms=round((time.perf_counter() - t0) * 1000, 1))
 
     def start(self) -> None:
-        """Build the producer and the consumer, and subscribe (after :meth:`warm_up`)."""
+        """Build the producer and the consumer, and subscribe (after :meth:`warm_up`); with a
+        shadow version, make its topic if it is missing."""
+        if self.shadow is not None:
+            t = self.settings.kafka.topics
+            create_topics(admin(self.settings.kafka),
+                          [NewTopic(self.shadow.topic, t.results_partitions, t.replication_factor,
+                                    config={"retention.ms": str(t.results_retention_ms)})])
         self.committer.open()
         self.intake.open()
-        self.health.ready = True
+        self.health.ready = self.committer.ready
 
     def close(self, clean: bool = True) -> None:
         """Leave the group and flush; bounded by ``shutdown_timeout_s``. ``clean``: the loop
@@ -162,12 +189,15 @@ class Worker:
                     if self.intake.ranges_done() or (max_batches is not None
                                                      and self.batches >= max_batches):
                         break
+                    if self.gate is not None:
+                        self.gate.wait(self._stop.is_set)
+                    t_poll = time.time_ns()
                     msgs = self.intake.next_batch(wait=True)
                     if not msgs:
                         if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
                             break
                         continue
-                    self._submit(msgs)
+                    self._submit(msgs, (t_poll, time.time_ns()))
                 idle_since = time.monotonic()
                 self._step(start_next=max_batches is None or self.batches + 1 < max_batches)
             while self._inflight is not None:  # stopping: finish the batch in flight, commit it
@@ -177,11 +207,12 @@ class Worker:
             self.close(clean)
 
     # --- two batches -----------------------------------------------------------------------
-    def _submit(self, msgs: list[Record]) -> None:
-        """Start computing ``msgs`` on the batch thread (it becomes the batch in flight)."""
+    def _submit(self, msgs: list[Record], polled_ns: tuple[int, int] | None = None) -> None:
+        """Start computing ``msgs`` on the batch thread (it becomes the batch in flight);
+        ``polled_ns``: when the poll that formed it ran (None: it was prefetched)."""
         self.metrics.batch_size.observe(len(msgs))
         since = self.health.compute_since = time.monotonic()
-        fut = self._batch_thread.submit(self.compute.run, msgs)
+        fut = self._batch_thread.submit(self.compute.run, msgs, polled_ns)
         # the compute's own end, not when the loop gets to it (the loop may be committing the
         # batch before, e.g. a stuck send_offsets_to_transaction during a broker restart)
         fut.add_done_callback(lambda _: self.health.computed(since))
@@ -226,28 +257,52 @@ class Worker:
             # events running one per batch (a partition restarted at the same offset): no
             # batch starts while another commits
             isolating = self.ledger is not None and self.ledger.isolating
-            if start_next and not self._stop.is_set() and not isolating:
+            yielding = self.gate is not None and self.gate.busy()
+            if start_next and not self._stop.is_set() and not isolating and not yielding:
                 nxt = self.intake.next_batch(wait=False)
                 if nxt:
                     self._submit(nxt)
             try:
                 stored = self.compute.stored(computed, self.intake.wait)
             except StorageUnavailable as e:
+                computed.trace.abandoned("object store unavailable")
                 self._storage_down(e, self._abandon(b))
                 return
             self._store_accepts()
-            fates = [f for f in stored.fates if self.intake.owns(f.msg)]
-            if fates and not self._commit(fates, stored.ms):
-                self.intake.redo(self._abandon(b))
+            if not self._commit(stored):
+                msgs = self._abandon(b)
+                if self.committer.ready:
+                    self.intake.redo(msgs)
+                else:
+                    self._committer_down(msgs)
         finally:
             self.intake.resume_if_room()
 
-    def _commit(self, fates: list[Ready], stage_ms: Mapping[str, float]) -> bool:
-        """One transaction with ``fates``' results and dead letters and their offsets (marked
-        by the ledger); whether it committed."""
+    def _commit(self, stored: Stored) -> bool:
+        """One transaction (in a ``cardstream.transaction`` span of the batch) with the results
+        and dead letters of ``stored``'s fates still this worker's and their offsets (marked by
+        the ledger), each record carrying its upload's trace context; whether it committed
+        (True when nothing was left to commit). Ends the batch's spans."""
+        fates = [f for f in stored.fates if self.intake.owns(f.msg)]
+        if not fates:
+            stored.trace.abandoned("partitions revoked")
+            return True
         results, dead_letters = self.compute.records(fates)
-        cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stage_ms, self.ledger)
-        return self.committer.commit(cp, self.intake.consumer)
+        owned = {(f.msg.topic(), f.msg.partition(), f.msg.offset()) for f in fates}
+        shadow = [d for d in stored.shadow
+                  if (d.source.topic, d.source.partition, d.source.offset) in owned]
+        cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stored.ms, self.ledger,
+                           stored.trace.headers(), shadow)
+        with self.tracing.span(Spans.TRANSACTION, stored.trace.batch,
+                               **{"cardstream.batch.events": cp.events}) as span:
+            ok = self.committer.commit(cp, self.intake.consumer)
+            span.set_attribute("cardstream.transaction.committed", ok)
+        if ok:
+            self.health.ready = True  # a start without a producer (broker down) was not ready
+            stored.trace.committed(results, dead_letters)
+        else:
+            stored.trace.abandoned("transaction not committed")
+        return ok
 
     def _abandon(self, b: _Batch) -> list[Record]:
         """``b`` failed: await and discard the batch computing behind it; the events of both,
@@ -256,7 +311,7 @@ class Worker:
         if nb is None:
             return list(b.msgs)
         with contextlib.suppress(Exception):  # its outcome is thrown away either way
-            self._await(nb)
+            self._await(nb).trace.abandoned("batch ahead failed")
         return list(b.msgs) + list(nb.msgs)
 
     def _storage_down(self, e: Exception, msgs: list[Record]) -> None:
@@ -294,6 +349,22 @@ class Worker:
         until = now + pause_s
         self.pausing.hold(msgs, lambda: time.monotonic() >= until, [pause_s])
 
+    def _committer_down(self, msgs: list[Record]) -> None:
+        """The committer has no producer (the broker did not answer a new one's
+        ``init_transactions``: issue 43, a broker down past a stuck commit's bound, where the
+        rebuild's ``KafkaSetupError`` escaped the loop and the worker exited) or no call thread:
+        hold ``msgs`` (put back, pause), fail readiness, and poll (heartbeats, rebalances) until
+        :meth:`Committer.reopen` succeeds, asked as ``KafkaSettings.producer_wait`` says (each
+        try blocks up to ``Committer.INIT_TIMEOUT_S``); nothing is committed meanwhile."""
+        self.health.ready = False
+        log.warning("committer_unavailable", events=len(msgs),
+                    hint="no transactional producer: the batch waits for the broker")
+        waited = self.pausing.hold(msgs, self.committer.reopen,
+                                   self.settings.kafka.producer_wait.delays())
+        if self.committer.ready:
+            self.health.ready = self._refused_since is None
+            log.info("committer_back", waited_s=round(waited, 1))
+
     def _store_accepts(self) -> None:
         """A batch's calls went through: refusals in a row are over (readiness back)."""
         if self._refused_since is not None:
@@ -308,10 +379,14 @@ class Worker:
         meanwhile, then try the batch again; nothing is dead-lettered."""
         pause_s = self._breaker.next()
         self.metrics.breaker_opened.inc()
+        self.metrics.breaker_open.set(1)
         log.error("processor_breaker_open", error=str(e), pause_s=round(pause_s, 3))
         self.health.ready = False
         until = time.monotonic() + pause_s
-        self.pausing.hold(msgs, lambda: time.monotonic() >= until, [pause_s])
+        try:
+            self.pausing.hold(msgs, lambda: time.monotonic() >= until, [pause_s])
+        finally:
+            self.metrics.breaker_open.set(0)
         self.health.ready = True
 
     def wait_for_storage(self, msgs: Sequence[Record] = ()) -> None:
@@ -350,9 +425,27 @@ def build_processors(settings: Settings, tasks: Iterable[str] | None = None,
     """
     rt = runtime or settings.runtime
     use = use or {}
+    files = settings.worker.model_files
     return {t: registry.build_processor(t, task_section(settings, t), rt, name=use.get(t),
-                                        sleep_ms=sleep_ms, decode=settings.decode)
+                                        sleep_ms=sleep_ms, decode=settings.decode,
+                                        model_file=files.get(t))
             for t in (settings.worker.tasks if tasks is None else tasks)}
+
+
+def build_shadow(settings: Settings, runtime: RuntimeSettings | None = None) -> Processor | None:
+    """The shadow version's processor (``settings.shadow``: the task's processor on its model
+    file, not warmed up), or None when the share is 0.
+
+    Raises:
+        ProcessorError: the task takes no model file; ``ModelError``/``ProviderError`` from the
+            processor's construction.
+    """
+    sh = settings.shadow
+    if sh.share <= 0 or sh.task is None:
+        return None
+    return registry.build_processor(sh.task, task_section(settings, sh.task),
+                                    runtime or settings.runtime, decode=settings.decode,
+                                    model_file=sh.model_file)
 
 
 def install_signal_handlers(worker: Worker) -> None:

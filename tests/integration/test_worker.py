@@ -53,7 +53,8 @@ def _check_objects(s: Settings, rs) -> None:
 
 
 def test_batches_one_call_per_bucket_and_exactly_once(settings: Settings, tmp_path: Path) -> None:
-    files = write_images(tmp_path / "imgs", 20)
+    # distinct images (a repeat would be answered from the result cache, no model call)
+    files = write_images(tmp_path / "imgs", 60)
     prod = UploadProducer(settings)
     sent = prod.produce_files(files, "card", count=60, concurrency=8)
     sent += prod.produce_files(files, "id_photo", count=40, concurrency=8)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import pytest
 
 from processors.card.training import synth
 
@@ -45,3 +46,87 @@ def test_hard_samples_keep_a_card_inside_the_frame() -> None:
         assert s.image.shape == (360, 480, 3)
         assert s.quad is not None
         assert (s.quad >= 0).all() and (s.quad[:, 0] <= 480).all() and (s.quad[:, 1] <= 360).all()
+
+
+def _inside(quad: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    m = np.zeros(shape, np.uint8)
+    cv2.fillConvexPoly(m, np.round(quad).astype(np.int32), 1)
+    return m > 0
+
+
+def test_handheld_fingers_cross_the_card_edges_and_the_hand_is_behind(monkeypatch) -> None:
+    """The hand-held class (issue 44): skin painted in front of the card crosses its outline
+    (a thumb or fingers over an edge: inside and outside the card), and the palm and fingers
+    behind it show outside the card only (the card is drawn over them)."""
+    painted: list[np.ndarray] = []
+    real = synth._paint_skin
+
+    def spy(img, mask, rng, tips, width):
+        painted.append(mask.copy())
+        return real(img, mask, rng, tips, width)
+
+    monkeypatch.setattr(synth, "_paint_skin", spy)
+    for seed in range(8):
+        painted.clear()
+        s = synth.handheld_sample(np.random.default_rng(seed), size=(640, 480), effects=False)
+        assert s.kind == "handheld" and s.doc_type in ("id_card", "passport")
+        assert s.image.shape == (480, 640, 3)
+        assert (s.quad >= 0).all() and (s.quad[:, 0] < 640).all() and (s.quad[:, 1] < 480).all()
+        behind, front = (m > 0 for m in painted)
+        card = _inside(s.quad, (480, 640))
+        assert front[card].sum() > 50 and front[~card].sum() > 50, seed  # over the edge
+        # behind the card: visible outside it; the card covers what lies under it
+        assert behind[~card].sum() > 200, seed
+
+
+def test_scan_sample_is_the_document_with_at_most_a_thin_margin() -> None:
+    for seed in range(6):
+        for mode in ("flatbed", "cropped"):
+            s = synth.scan_sample(np.random.default_rng(seed), mode=mode)
+            h, w = s.image.shape[:2]
+            inter, area, frame = _areas(s.quad, w, h)
+            assert s.kind == "scan" and s.doc_type in ("id_card", "passport")
+            # the document covers most of the frame: margins of at most 8 % a side
+            assert inter / frame > (0.7 if mode == "flatbed" else 0.95), (seed, mode)
+            assert inter / area > 0.95  # and lies (almost) within it
+
+
+def _areas(quad: np.ndarray, w: int, h: int) -> tuple[float, float, float]:
+    from processors.card.metrics import intersection_areas
+
+    frame = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64)
+    inter, area, frame_area = intersection_areas(quad, frame)
+    return inter, area, frame_area
+
+
+def test_frame_negative_has_a_document_shape_and_no_document() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(6):
+        s = synth.frame_negative(rng)
+        h, w = s.image.shape[:2]
+        ratio = max(w, h) / min(w, h)
+        assert s.quad is None and s.kind == "none"
+        assert min(abs(ratio - 85.60 / 53.98), abs(ratio - 125 / 88)) < 0.01
+
+
+def test_write_set_extra_kinds_leave_the_first_n_unchanged(tmp_path) -> None:
+    import json
+
+    plain = synth.write_set(tmp_path / "a", 3, seed=5)
+    more = synth.write_set(tmp_path / "b", 3, seed=5,
+                           extra={"scan": 2, "handheld": 2, "frame_negative": 1})
+    a = json.loads(plain.read_text())["images"]
+    b = json.loads(more.read_text())["images"]
+    assert [c["file"] for c in b[:3]] == [c["file"] for c in a]
+    for c in a:
+        a_bytes = (tmp_path / "a" / c["file"]).read_bytes()
+        assert a_bytes == (tmp_path / "b" / c["file"]).read_bytes()
+    kinds = [c["expect"]["kind"] for c in b[3:]]
+    assert kinds == ["none", "handheld", "handheld", "scan", "scan"]
+    assert all(c["expect"]["doc_type"] in ("id_card", "passport") for c in b[4:])
+    assert b[3]["expect"]["reason"] == "NO_CARD"
+
+
+def test_write_set_refuses_an_unknown_kind(tmp_path) -> None:
+    with pytest.raises(ValueError, match="unknown extra kinds"):
+        synth.write_set(tmp_path, 1, seed=1, extra={"selfie": 1})

@@ -153,3 +153,27 @@ def test_grey_share_turns_photos_grey():
     g, c = rgb(grey), rgb(colour)
     assert np.abs(g[:, 0] - g[:, 1]).max() < 1e-4 and np.abs(g[:, 1] - g[:, 2]).max() < 1e-4
     assert np.abs(c[:, 0] - c[:, 2]).mean() > 0.02  # the generator's photos are in colour
+
+
+def test_handheld_ft_continues_the_shipped_model_with_hand_held_scenes(stages, tmp_path):
+    from processors.models import model_path
+
+    train.main(["--recipe", "handheld_ft", "--out", str(tmp_path / "ft.onnx")])
+    (s,) = stages
+    assert s.init == model_path("card_u2netp")  # the shipped weights, not the pinned u2netp
+    assert (s.steps, s.side, s.lr, s.frozen_convs, s.freeze_stage1d) == (60, 320, 4e-5, 36, "all")
+    assert (s.handheld_share, s.cut_share, s.blur_share, s.val_every) == (0.35, 0.1, 0.1, 20)
+    assert s.out == tmp_path / "ft.onnx"
+
+
+def test_handheld_share_draws_hand_held_scenes_with_the_card_as_target():
+    import numpy as np
+
+    x, y = train.draw_batch(np.random.default_rng(5), 3, 64, handheld_share=1.0)
+    assert x.shape == (3, 3, 64, 64) and y.shape == (3, 1, 64, 64)
+    # every target is one card of 3-60 % of the frame (random_quad: 45-95 % of the short side)
+    share = y.reshape(3, -1).mean(axis=1)
+    assert ((share > 0.03) & (share < 0.6)).all()
+    # the stream differs from the plain one (the hand-held scenes were drawn)
+    x0, _ = train.draw_batch(np.random.default_rng(5), 3, 64)
+    assert not np.allclose(x, x0)

@@ -9,10 +9,13 @@ from skimage import data
 
 from processors.models import model_home
 from processors.mtcnn import (
+    FINAL_NMS,
     MOSAIC_GAP,
+    NMS_IOU,
     PNET_WINDOW,
     Faces,
     Mtcnn,
+    _nms,
     crops,
     pyramid_layout,
 )
@@ -108,3 +111,37 @@ def test_faces_scaled() -> None:
               np.full((1, 5, 2), 5.0, np.float32))
     g = f.scaled(2.0, 1.0, -1.0)
     assert g.boxes.tolist() == [[21, 39, 61, 79]] and g.landmarks[0, 0].tolist() == [11, 9]
+
+
+def test_the_last_nms_drops_a_box_nested_in_a_face_and_keeps_faces_side_by_side() -> None:
+    """Issue 39: two O-Net boxes of one face (the astronaut, exposure x1.4: a 88 px box 99 %
+    inside the 98 px one, IoU 0.62) both passed the IoU NMS at 0.7 (``MULTIPLE_FACES``). The last
+    NMS measures the intersection over the smaller box, as the reference MTCNN does."""
+    boxes = np.array([[100, 100, 197, 197],  # the face, 98 px
+                      [110, 110, 186, 186],  # the same face again, 77 px inside it (IoU 0.62)
+                      [611, 100, 708, 197],  # a second face beside it
+                      [170, 110, 250, 190],  # a face overlapping the first by a third
+                      [110, 110, 186, 186]],  # the nested box, in another image
+                     np.float32)
+    scores = np.array([1.0, 0.97, 0.99, 0.98, 0.96], np.float32)
+    img = np.array([0, 0, 0, 0, 1])
+    assert FINAL_NMS == "min"
+    assert sorted(_nms(boxes, scores, img, NMS_IOU[3]).tolist()) == [0, 1, 2, 3, 4]  # IoU: kept
+    assert _nms(boxes, scores, img, NMS_IOU[3], FINAL_NMS).tolist() == [0, 2, 3, 4]
+    assert _nms(boxes[:0], scores[:0], img[:0], 0.7, "min").tolist() == []
+
+
+@needs_models
+def test_an_over_exposed_portrait_is_one_face_and_two_people_are_two(mtcnn) -> None:
+    """Issue 39: the astronaut with her exposure raised x1.4-1.6 gave two boxes of her face
+    (``MULTIPLE_FACES``); two people side by side, also close and over-exposed, stay two."""
+    astro = data.astronaut()
+
+    def gain(im: np.ndarray, g: float) -> np.ndarray:
+        return np.clip(im.astype(np.float32) * g, 0, 255).astype(np.uint8)
+
+    near = astro[:, 130:330]
+    imgs = [gain(astro, g) for g in (1.4, 1.5, 1.6)] + [
+        np.concatenate([astro, astro], axis=1), np.concatenate([near, near[:, ::-1]], axis=1),
+        gain(np.concatenate([near, near], axis=1), 1.4)]
+    assert [len(f) for f in mtcnn.detect([_canvas(im)[0] for im in imgs])] == [1, 1, 1, 2, 2, 2]

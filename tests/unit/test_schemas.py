@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "schemas" / "examples"
 CASES = ROOT.parent / "shared" / "cases" / "manifest.json"
 KIND_OF_PREFIX = {"upload_event": "UploadEvent", "verification_result": "VerificationResult",
-                  "dead_letter": "DeadLetter"}
+                  "dead_letter": "DeadLetter", "shadow_diff": "ShadowDiff"}
 
 
 def _examples() -> list[Path]:
@@ -43,6 +43,8 @@ def _decode(kind: str, raw: bytes) -> BaseModel:
         return codec.decode_upload(None, raw)
     if kind == "VerificationResult":
         return codec.decode_result(raw)
+    if kind == "ShadowDiff":
+        return codec.decode_shadow_diff(raw)
     return codec.decode_dead_letter(raw)
 
 
@@ -152,6 +154,7 @@ def test_schema_patterns_are_the_shared_constants() -> None:
         walk(codec.load_schema(kind))
     assert found <= constants
     assert formats.UPLOAD_ID_PATTERN in found and formats.RFC3339_PATTERN in found
+    assert formats.MEASURE_PATTERN in found
 
 
 def test_schema_enums_are_the_python_enums() -> None:
@@ -487,7 +490,7 @@ def test_readme_examples_are_valid_events() -> None:
     text = (ROOT / "schemas" / "README.md").read_text()
     blocks = re.findall(r"```json\n(.*?)```", text, flags=re.DOTALL)
     kinds = [type(codec.decode_any(b.encode())).__name__ for b in blocks]
-    assert kinds == ["UploadEvent", "VerificationResult", "DeadLetter", "DeadLetter"]
+    assert kinds == ["UploadEvent", "VerificationResult", "DeadLetter", "DeadLetter", "ShadowDiff"]
     quarantined = codec.decode_dead_letter(blocks[3].encode())
     assert quarantined.quarantine is not None and quarantined.value_b64 == ""
 

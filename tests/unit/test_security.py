@@ -223,9 +223,12 @@ def test_status_api_token() -> None:
 
 def test_metric_labels_carry_no_upload_ids_or_personal_fields() -> None:
     """Every label of every worker metric is one of a few bounded ones (task, status, reason or
-    dead-letter code, partition, stage, outcome): none can hold an upload id, a subject_ref, an
-    object key or a file name. A new label fails here until it is added with a reason."""
-    allowed = {"task", "status", "code", "partition", "stage", "outcome"}
+    dead-letter code, partition, stage, outcome; a shadow comparison's change, verdict / reasons
+    / none, and measure, a task spec's measure name): none can hold an upload id, a
+    subject_ref, an object key or a file name. A new label fails here until it is added with a
+    reason."""
+    allowed = {"task", "status", "code", "reason", "partition", "stage", "outcome", "change",
+               "measure"}
     m = WorkerMetrics()
     labels = {}
     for metric in m.registry.collect():

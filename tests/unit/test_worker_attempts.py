@@ -93,3 +93,30 @@ def test_a_clean_stop_releases_the_mark_so_the_next_owner_does_not_isolate() -> 
     led.release(c, [P])
     assert c.offsets[P] == (9, "") and P not in led.marks
     assert _start(c).marks[P] == Mark(9, 1)
+
+
+def test_tries_counted_alone_are_forgotten_once_committed_past_or_released() -> None:
+    """Issue 43 (per-partition state kept for ever): each record tried alone stayed in the
+    ledger's ``_tried`` set for the life of the process, also after its partition was committed
+    past or handed to another worker; 50 handovers after crashes elsewhere (32 records tried
+    alone each) left 1,600 entries. Now none outlive the commit past them or the release."""
+    c = FakeConsumer([0, 1])
+    led = AttemptLedger(2, 16)
+    for r in range(50):
+        start = r * 100
+        c.offsets[P] = (start, Mark(start, 1).encode())  # another worker crashed there
+        led.assign(c, [P, Q])
+        assert led.marks[P] == Mark(start, 0, start + 32)
+        for off in range(start, start + 32):  # each runs alone and commits
+            led.trying(c, Msg(0, off))
+            _commit(c, led, P, off + 1)
+        led.trying(c, Msg(1, 0))  # Q is not isolated: nothing to count
+        led.release(c, [P])  # handed over
+    assert len(led._tried) == 0
+    c.offsets[P] = (9000, Mark(9000, 1).encode())
+    led.assign(c, [P])
+    led.trying(c, Msg(0, 9000))
+    led.trying(c, Msg(0, 9000))  # still counted once per process
+    assert c.offsets[P] == (9000, Mark(9000, 1, 9032).encode()) and len(led._tried) == 1
+    led.release(c, [P])
+    assert len(led._tried) == 0

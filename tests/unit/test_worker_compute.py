@@ -16,7 +16,7 @@ from schemas import codec
 from schemas.reasons import DeadLetterCode, ReasonCode, Status
 from streams.errors import StorageUnavailable
 from streams.metrics import WorkerMetrics
-from streams.settings import Settings, load_settings
+from streams.settings import CacheSettings, Settings, load_settings
 from streams.worker.compute import Compute, DeadLettered, Processed
 from tests.doubles import Msg, StoreDouble, stand_ins
 
@@ -97,10 +97,10 @@ def test_load_probes_and_the_processor_decodes() -> None:
     c = _compute(StoreDouble())
     try:
         ev = codec.decode_upload(b"whole", _inline_card("whole", jpeg), None)
-        probed = c.load(ev)
+        probed = c.load(ev).image
         assert isinstance(probed, EncodedImage) and probed.data == jpeg
         assert (probed.format, probed.width, probed.height) == ("jpeg", 160, 120)
-        assert isinstance(c.load(codec.decode_upload(b"cut", _inline_card("cut", cut), None)),
+        assert isinstance(c.load(codec.decode_upload(b"cut", _inline_card("cut", cut), None)).image,
                           EncodedImage)  # the probe does not read the scan data
         computed = c.run([Msg(0, 1, topic="t.uploads", key=b"whole",
                               value=_inline_card("whole", jpeg)),
@@ -146,7 +146,8 @@ def test_a_batch_decodes_and_processes_in_chunks_within_the_decode_budget() -> N
     for budget, calls in ((45_000_000, [2, 2, 2, 2]), (1024**3, [8])):
         s = load_settings()
         s = s.model_copy(update={"worker": s.worker.model_copy(
-            update={"decode_budget_bytes": budget, "io_threads": 2})})
+            update={"decode_budget_bytes": budget, "io_threads": 2}),
+            "cache": CacheSettings(enabled=False)})  # eight equal images: computed each
         procs = stand_ins(call_ms=0.0, item_ms=0.0)
         sizes: list[int] = []
         run = procs["card"].process_batch
@@ -187,7 +188,8 @@ def test_items_failing_alone_are_dead_letters_only_while_the_processor_passes_a_
             return run(items)
 
         procs["card"].process_batch = flaky
-        c = Compute(load_settings(), procs, StoreDouble(), WorkerMetrics())
+        s = load_settings().model_copy(update={"cache": CacheSettings(enabled=False)})
+        c = Compute(s, procs, StoreDouble(), WorkerMetrics())  # u0, u1 equal: computed each
         try:
             if want is None:
                 with pytest.raises(ProcessorUnavailable, match="probe image too"):

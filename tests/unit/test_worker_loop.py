@@ -1,4 +1,4 @@
-"""The worker's loop (unit tier): waiting for the object store."""
+"""The worker's loop (unit tier): waiting for the object store, and for a producer."""
 
 from __future__ import annotations
 
@@ -41,3 +41,45 @@ def test_live_fails_once_a_batch_computes_past_the_deadline_while_the_loop_ticks
     assert not h.live()
     h.computed(h.compute_since)
     assert h.live() and h.overdue_s() == 0.0
+
+
+def test_a_worker_without_a_producer_holds_its_batch_until_the_broker_answers(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43: the committer left without a producer (the broker did not answer its
+    ``init_transactions``) holds the batch, paused and not ready, polling, and asks again as
+    ``producer_wait`` says; the worker never exits for it."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    import streams.worker.committer as committer_mod
+    from tests.doubles import Msg, TxnProducer
+
+    configure_logging("INFO")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__PRODUCER_WAIT__FIRST_S", "0.1")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__PRODUCER_WAIT__CAP_S", "0.2")
+    w = Worker(load_settings(), {}, storage=StoreDouble())
+    consumer = FakeConsumer([0, 1])
+    w.intake.open(consumer)
+    down = KafkaException(KafkaError(KafkaError._TIMED_OUT, "no broker", retriable=True))
+    producer = TxnProducer(init_errors=[down, down])
+    monkeypatch.setattr(committer_mod, "transactional_producer", lambda k, tid, **kw: producer)
+    real, readiness = w.committer.reopen, []
+
+    def reopen() -> bool:
+        readiness.append(w.health.ready)
+        return real()
+
+    monkeypatch.setattr(w.committer, "reopen", reopen)
+    w.health.ready = True
+    batch = [Msg(0, 5), Msg(1, 7)]
+    w._committer_down(batch)
+    assert producer.calls == ["init"] * 3 and readiness == [False, False, False]
+    assert w.committer.ready
+    assert w.health.ready  # back once the committer is
+    assert list(w.intake.carry.msgs) == batch  # held, to be redone in order
+    assert w.intake.paused
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines()]
+    assert [x["event"] for x in lines if x["event"].startswith("committer_")] == [
+        "committer_unavailable", "committer_back"]
+    assert 0.2 <= lines[-1]["waited_s"] < 2.0
+    w.committer.close(0.1)

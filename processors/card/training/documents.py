@@ -38,6 +38,7 @@ from processors.card.training.synth import (
     holding_hand,
     jpeg_round_trip,
     render_face,
+    scan_of,
 )
 
 DOC_MM: dict[Format, tuple[float, float]] = {Format.TD1: (85.60, 53.98),
@@ -86,6 +87,8 @@ class DocTruth:
         glare_on_mrz: a glare spot saturates at least 10 % of the MRZ band.
         low_light: the light was scaled by this factor (1 = normal).
         has_portrait: the face carries a portrait photo.
+        capture: ``photo`` (:func:`photograph`) or ``scan`` (:func:`scan`: a flatbed scan or a
+            phone app's crop, issue 44).
     """
 
     format: str
@@ -105,6 +108,7 @@ class DocTruth:
     glare_on_mrz: bool = False
     low_light: float = 1.0
     has_portrait: bool = False
+    capture: str = "photo"
 
 
 def _word(rng: np.random.Generator, lo: int, hi: int) -> str:
@@ -369,12 +373,34 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     return jpeg_round_trip(out, int(rng.integers(60, 96)))
 
 
+def scan(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
+         truth: DocTruth) -> np.ndarray:
+    """Scan a document face (``truth`` is filled in: quad, DPI, rotation): a flatbed scan at
+    150-300 dpi (60 %) or a phone app's crop 640-1200 px wide (40 %), as
+    :func:`processors.card.training.synth.scan_of` makes them (thin plain margins or none, no
+    perspective, no glare). Returns the upload, ``(H, W, 3) uint8`` BGR."""
+    flatbed = rng.random() < 0.6
+    width = (truth.doc_mm[0] / 25.4 * rng.uniform(150, 300) if flatbed
+             else float(rng.choice([640, 800, 1000, 1200])))
+    h = int(round(face.shape[0] * width / face.shape[1]))
+    face = cv2.resize(face, (int(round(width)), h), interpolation=cv2.INTER_AREA)
+    alpha = cv2.resize(alpha, (face.shape[1], h), interpolation=cv2.INTER_AREA)
+    img, quad = scan_of(rng, face, alpha, "flatbed" if flatbed else "cropped")
+    top = quad[1] - quad[0]
+    truth.quad, truth.rotation_deg = (np.round(quad, 2).tolist(),
+                                      round(float(np.degrees(np.arctan2(top[1], top[0]))), 3))
+    truth.dpi = round(effective_dpi(quad, truth.doc_mm), 2)
+    truth.capture = "scan"
+    return img
+
+
 def document(rng: np.random.Generator, fmt: Format | None = None,
              today: dt.date = REFERENCE_DATE, invalid_share: float = 0.05,
              expired_share: float = 0.2, size: tuple[int, int] | None = None,
-             glare_share: float = 0.15, grey_share: float = 0.1
+             glare_share: float = 0.15, grey_share: float = 0.1, capture: str = "photo"
              ) -> tuple[np.ndarray, DocTruth]:
-    """One photographed document and its truth (``fmt`` None: TD3 45 %, TD1 35 %, TD2 20 %)."""
+    """One photographed (``capture`` ``photo``) or scanned (``scan``, :func:`scan`) document
+    and its truth (``fmt`` None: TD3 45 %, TD1 35 %, TD2 20 %)."""
     if fmt is None:
         u = rng.random()
         fmt = Format.TD3 if u < 0.45 else Format.TD1 if u < 0.8 else Format.TD2
@@ -388,13 +414,18 @@ def document(rng: np.random.Generator, fmt: Format | None = None,
                      doc_mm=DOC_MM[fmt])
     face, alpha, _, has_portrait = render_document(rng, fmt, lines)
     truth.has_portrait = has_portrait
+    if capture == "scan":
+        return scan(rng, face, alpha, truth), truth
     img = photograph(rng, face, alpha, truth, MRZ_BAND_MM[fmt] * FACE_PX_PER_MM, size,
                      glare_share, grey_share)
     return img, truth
 
 
-def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE) -> Path:
-    """Write ``n`` photographed documents (JPEG quality 95) and ``manifest.json``.
+def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE,
+              scans: int = 0) -> Path:
+    """Write ``n`` photographed documents (JPEG quality 95) and ``manifest.json``, then
+    ``scans`` scanned ones (:func:`scan`) from a second stream ``default_rng([seed, 44])``, so
+    the first ``n`` are the same with or without them.
 
     The manifest: ``{"seed", "today", "documents": [{"file", "truth": DocTruth}]}``; the
     ``images`` list of the ``shared/cases`` format is included too (``quad_approx``, ``kind``),
@@ -406,14 +437,18 @@ def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE) -> 
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     docs, images = [], []
-    for i in range(n):
-        img, truth = document(rng, today=today)
-        name = f"doc_{seed}_{i:04d}.jpg"
+    rng2 = np.random.default_rng([seed, 44])
+    for i in range(n + scans):
+        scanned = i >= n
+        img, truth = document(rng2 if scanned else rng, today=today,
+                              capture="scan" if scanned else "photo")
+        name = f"scan_doc_{seed}_{i - n:04d}.jpg" if scanned else f"doc_{seed}_{i:04d}.jpg"
         cv2.imwrite(str(out / name), img, [cv2.IMWRITE_JPEG_QUALITY, 95])
         docs.append({"file": name, "truth": asdict(truth)})
         images.append({"file": name, "expect": {"kind": truth.doc_type, "quad_approx": truth.quad,
                                                  "iou_min": 0.9},
-                       "why": f"synthetic {truth.format} document (seed {seed}, index {i})"})
+                       "why": f"synthetic {truth.format} document, {truth.capture} "
+                              f"(seed {seed}, index {i})"})
     path = out / "manifest.json"
     path.write_text(json.dumps({"seed": seed, "today": today.isoformat(), "documents": docs,
                                 "images": images, "events": []}, indent=1))
@@ -429,8 +464,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=600)
     ap.add_argument("--seed", type=int, default=20261204)
     ap.add_argument("--today", type=dt.date.fromisoformat, default=REFERENCE_DATE)
+    ap.add_argument("--scans", type=int, default=0,
+                    help="also write this many scanned documents (a second stream)")
     a = ap.parse_args()
-    print(write_set(a.out, a.n, a.seed, a.today))
+    print(write_set(a.out, a.n, a.seed, a.today, a.scans))
 
 
 if __name__ == "__main__":

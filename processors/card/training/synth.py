@@ -13,12 +13,16 @@ sits on the left of the face, upright, as on ID-1 cards and TD3 pages.
 Command line (writes images + ``manifest.json`` in the ``shared/cases`` format)::
 
     python -m processors.card.training.synth --out DIR --n 500 --seed 20261129
+    # with the classes of issue 44 after the 500 (the 500 unchanged):
+    python -m processors.card.training.synth --out DIR --n 500 --seed 20261129 \
+        --scans 80 --handhelds 80 --frame-negatives 40
 """
 
 from __future__ import annotations
 
 import json
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -530,14 +534,17 @@ class Sample:
     Attributes:
         image: ``(H, W, 3) uint8`` BGR.
         quad: ``(4, 2) float64`` card corners TL, TR, BR, BL of the face (None for negatives).
-        kind: ``id_card``, ``passport`` or ``none``.
+        kind: ``id_card``, ``passport`` or ``none``; ``scan`` or ``handheld`` for the classes
+            of :func:`scan_sample` and :func:`handheld_sample`.
         rotation_deg: in-plane rotation applied to the face (0: upright).
+        doc_type: ``id_card`` or ``passport`` where ``kind`` does not say it, else None.
     """
 
     image: np.ndarray
     quad: np.ndarray | None
     kind: str
     rotation_deg: float = 0.0
+    doc_type: str | None = None
 
 
 _SIZES = ((640, 480), (960, 720), (1280, 960), (480, 640), (720, 960), (800, 600))
@@ -601,30 +608,371 @@ def sample(rng: np.random.Generator, negative: bool = False, doc_type: str | Non
     return Sample(image=img, quad=quad, kind=doc_type, rotation_deg=rotation_deg)
 
 
-def write_set(out: Path, n: int, seed: int, negative_share: float = 0.1) -> Path:
-    """Write ``n`` samples (``negative_share`` of them negatives) as JPEG + ``manifest.json``.
+_SCAN_MODES = ("flatbed", "cropped")
+"""How an upload that is already the document was made (:func:`scan_sample`)."""
+
+
+def _paper(face: np.ndarray, rng: np.random.Generator, share: float) -> np.ndarray:
+    """``face`` printed on light paper: blended towards a near-white paper tone by ``share``
+    (0: unchanged, 0.7: a pale page, as a passport data page or a photocopy on white paper)."""
+    tone = rng.integers(236, 256, 3).astype(np.float32)
+    return np.clip(face.astype(np.float32) * (1 - share) + tone * share, 0, 255).astype(np.uint8)
+
+
+def _soften(img: np.ndarray, rng: np.random.Generator, blur: tuple[float, float],
+            noise: tuple[float, float, float]) -> np.ndarray:
+    """A scanner's or a phone's softness: with probability ``blur[0]`` a Gaussian blur of
+    sigma 0.3 to ``blur[1]`` px, then with probability ``noise[0]`` Gaussian noise of sigma
+    ``noise[1]`` to ``noise[2]`` grey levels. ``img`` ``(H, W, 3) uint8``; returns a new one."""
+    if rng.random() < blur[0]:
+        img = cv2.GaussianBlur(img, (0, 0), rng.uniform(0.3, blur[1]))
+    if rng.random() < noise[0]:
+        img = np.clip(img + rng.normal(0, rng.uniform(noise[1], noise[2]), img.shape), 0,
+                      255).astype(np.uint8)
+    return img
+
+
+def scan_sample(rng: np.random.Generator, doc_type: str | None = None,
+                mode: str | None = None) -> Sample:
+    """An upload that is already the document: a flatbed scan or a crop made by a phone app.
+
+    ``flatbed`` (60 %): the document lies square on a scanner lid (white 55 %, grey or black
+    otherwise), rotated by at most 2 degrees, with a thin border of 0.5-8 % of its size on each
+    side (0 on a side 25 % of the time: the scan cut there), at 150-300 dpi; often printed on
+    pale paper (white paper on a white lid), a faint shadow along one edge, no perspective,
+    slight blur, JPEG 70-95. ``cropped`` (40 %): the frame is the document, cut up to 1.5 % inside
+    its edges or with up to 1.5 % of the background left (a phone's document crop), its corners
+    off by up to 1 % (the crop's own perspective residue), lighting and JPEG as a photo.
+
+    Args:
+        rng: random generator (the only source of randomness).
+        doc_type: ``id_card`` / ``passport`` (None: 50 / 50).
+        mode: ``flatbed`` / ``cropped`` (None: drawn).
+
+    Returns:
+        A :class:`Sample` of kind ``scan``; ``quad`` is the document's true corners (TL, TR,
+        BR, BL), which may lie up to 1.5 % outside a cropped frame.
+    """
+    doc_type = doc_type or ("id_card" if rng.random() < 0.5 else "passport")
+    mode = mode or ("flatbed" if rng.random() < 0.6 else "cropped")
+    if mode not in _SCAN_MODES:
+        raise ValueError(f"scan_sample: mode must be one of {_SCAN_MODES}, not {mode!r}")
+    mm = ID1_MM if doc_type == "id_card" else ID3_MM
+    if mode == "flatbed":
+        dpi = float(rng.uniform(150, 300))
+        fw = int(round(mm[0] / 25.4 * dpi))
+    else:
+        fw = int(rng.choice([640, 800, 1000, 1200]))
+    face, alpha = render_face(rng, doc_type, width=fw, blank=False)
+    if rng.random() < (0.6 if doc_type == "passport" else 0.3):
+        face = _paper(face, rng, float(rng.uniform(0.35, 0.75)))
+    img, quad = scan_of(rng, face, alpha, mode)
+    return Sample(image=img, quad=quad, kind="scan", doc_type=doc_type)
+
+
+def scan_of(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
+            mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """A document face as a flatbed scan or a phone app's crop (see :func:`scan_sample`; the
+    face's size is the scan's resolution).
+
+    Args:
+        rng: random generator.
+        face: ``(h, w, 3) uint8`` BGR document face, at the scan's resolution.
+        alpha: ``(h, w) uint8`` its alpha.
+        mode: ``flatbed`` or ``cropped``.
+
+    Returns:
+        ``(image, quad)``: the upload ``(H, W, 3) uint8`` BGR (JPEG-compressed once) and the
+        document's corners TL, TR, BR, BL (px).
+
+    Raises:
+        ValueError: an unknown ``mode``.
+    """
+    if mode not in _SCAN_MODES:
+        raise ValueError(f"scan_of: mode must be one of {_SCAN_MODES}, not {mode!r}")
+    fw = face.shape[1]
+    fh = face.shape[0]
+    if mode == "flatbed":
+        border = [0.0 if rng.random() < 0.25 else float(rng.uniform(0.005, 0.08))
+                  for _ in range(4)]  # left, top, right, bottom (share of the face's size)
+        left, top = int(border[0] * fw), int(border[1] * fh)
+        W, H = fw + left + int(border[2] * fw), fh + top + int(border[3] * fh)
+        lid = rng.random()
+        level = (rng.uniform(232, 255) if lid < 0.55 else rng.uniform(90, 200) if lid < 0.8
+                 else rng.uniform(5, 40))
+        bg = np.full((H, W, 3), level, np.float32) + rng.normal(0, 1.5, (H, W, 3))
+        bg = np.clip(bg + rng.uniform(-4, 4, 3), 0, 255).astype(np.uint8)
+        a = np.radians(rng.uniform(-2, 2))
+        c = np.array([left + fw / 2, top + fh / 2])
+        rect = np.array([[-fw, -fh], [fw, -fh], [fw, fh], [-fw, fh]]) / 2
+        rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+        quad = rect @ rot.T + c
+        img = composite(bg, face, alpha, quad)
+        if rng.random() < 0.5:  # the lid's shadow along one edge of the document
+            i = int(rng.integers(0, 4))
+            p, r = quad[i], quad[(i + 1) % 4]
+            out = img.astype(np.float32)
+            line = np.zeros((H, W), np.float32)
+            cv2.line(line, tuple(int(v) for v in p), tuple(int(v) for v in r), 1.0,
+                     int(rng.integers(2, 6)), cv2.LINE_AA)
+            line = cv2.GaussianBlur(line, (0, 0), 2.0)
+            out *= (1 - 0.4 * line)[..., None]
+            img = np.clip(out, 0, 255).astype(np.uint8)
+        img = _soften(img, rng, (0.6, 0.8), (0.5, 0.5, 2.5))
+        q = int(rng.integers(70, 96))
+    else:
+        margin = rng.uniform(-0.015, 0.015, 4)  # > 0: background left; < 0: cut inside
+        W = int(round(fw * (1 + margin[0] + margin[2])))
+        H = int(round(fh * (1 + margin[1] + margin[3])))
+        quad = np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float64)
+        quad += [margin[0] * fw, margin[1] * fh]
+        quad += rng.normal(0, 0.004 * fw, quad.shape)
+        bg = background(rng, W, H)
+        img = composite(bg, face, alpha, quad)
+        out = img.astype(np.float32)
+        gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
+        a = rng.uniform(0, 2 * np.pi)
+        out *= (1 + rng.uniform(-0.2, 0.1) * (np.cos(a) * (gx / W - 0.5)
+                                               + np.sin(a) * (gy / H - 0.5)))[..., None]
+        img = _soften(np.clip(out, 0, 255).astype(np.uint8), rng, (0.6, 1.0), (0.6, 1.0, 4.0))
+        q = int(rng.integers(60, 96))
+    return jpeg_round_trip(img, q), quad
+
+
+def table_texture(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
+    """A table top ``(height, width, 3) uint8`` BGR: wood grain (generated rings and fibres in
+    brown tones, 45 %), stone (scikit-image's ``gravel`` tinted and speckled, 25 %), woven
+    cloth (a fine two-colour weave, 15 %) or a light laminate with fine noise (15 %)."""
+    gy, gx = np.mgrid[0:height, 0:width].astype(np.float32)
+    kind = rng.random()
+    if kind < 0.45:
+        a = rng.uniform(0, np.pi)
+        u = np.cos(a) * gx + np.sin(a) * gy
+        v = -np.sin(a) * gx + np.cos(a) * gy
+        warp = 6 * np.sin(v * rng.uniform(0.004, 0.012) + rng.uniform(0, 6))
+        period = rng.uniform(6, 22)
+        rings = 0.5 + 0.5 * np.sin((u + warp + 3 * np.sin(v * 0.05)) * 2 * np.pi / period)
+        fibre = cv2.GaussianBlur(rng.normal(0, 1, (height, width)).astype(np.float32), (0, 0), 0.8)
+        t = np.clip(0.65 * rings + 0.12 * fibre, 0, 1)[..., None]
+        dark = np.array([rng.uniform(15, 50), rng.uniform(40, 80), rng.uniform(70, 130)])
+        light = dark + np.array([rng.uniform(30, 70), rng.uniform(50, 90), rng.uniform(60, 110)])
+        out = dark * t + light * (1 - t)
+    elif kind < 0.7:
+        src = cv2.resize(_skimage("gravel"), (width, height), interpolation=cv2.INTER_LINEAR)
+        out = src.astype(np.float32) * rng.uniform(0.5, 1.2, 3)
+        out += rng.normal(0, 8, (height, width, 1))
+    elif kind < 0.85:
+        p = rng.uniform(3, 7)
+        weave = (np.sin(gx * 2 * np.pi / p) * np.sin(gy * 2 * np.pi / p) > 0)[..., None]
+        c1, c2 = rng.integers(30, 220, 3), rng.integers(30, 220, 3)
+        out = np.where(weave, c1, c2).astype(np.float32)
+        out = cv2.GaussianBlur(out, (0, 0), 0.7) + rng.normal(0, 6, (height, width, 1))
+    else:
+        out = np.full((height, width, 3), rng.uniform(170, 235), np.float32)
+        out += rng.uniform(-15, 15, 3) + rng.normal(0, 5, (height, width, 1))
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
+def _finger(mask: np.ndarray, base: np.ndarray, tip: np.ndarray, width: float) -> None:
+    """Draw one finger into ``mask`` (in place): a capsule from ``base`` to ``tip`` (px) of
+    ``width`` px, its tip rounded."""
+    d = tip - base
+    n = np.array([-d[1], d[0]]) / max(float(np.linalg.norm(d)), 1e-6) * width / 2
+    cv2.fillConvexPoly(mask, np.array([base + n, tip + n, tip - n, base - n], np.int32), 1,
+                       cv2.LINE_AA)
+    cv2.circle(mask, (int(tip[0]), int(tip[1])), int(width / 2), 1, -1, cv2.LINE_AA)
+
+
+def _paint_skin(img: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
+                tips: list[np.ndarray], width: float) -> np.ndarray:
+    """``img`` with skin painted where ``mask`` is set: a skin tone, a soft light gradient, a
+    darker outline and a lighter nail near each of ``tips`` (px). Returns a new ``uint8`` image."""
+    out = img.astype(np.float32)
+    skin = np.array(_SKIN_BGR[int(rng.integers(0, len(_SKIN_BGR)))], np.float32)
+    skin = skin * rng.uniform(0.85, 1.1)
+    soft = cv2.GaussianBlur(mask.astype(np.float32), (0, 0), 0.8)[..., None]
+    out = out * (1 - soft) + skin * soft
+    for tip in tips:
+        if rng.random() < 0.7:
+            nail = np.zeros(mask.shape, np.uint8)
+            cv2.circle(nail, (int(tip[0]), int(tip[1])), max(1, int(width * 0.3)), 1, -1)
+            nail &= mask
+            out[nail > 0] = np.minimum(out[nail > 0] * 1.15 + 12, 255)
+    edge = cv2.morphologyEx(mask, cv2.MORPH_GRADIENT, np.ones((3, 3), np.uint8))
+    out[edge > 0] *= 0.75
+    _shade(out, mask, rng)
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
+def handheld_sample(rng: np.random.Generator, doc_type: str | None = None,
+                    size: tuple[int, int] | None = None, effects: bool = True) -> Sample:
+    """A document held in a hand over a textured table, with the hand's fingers over its edges
+    and often a second document partly in view.
+
+    The scene, back to front: a table top (:func:`table_texture`); a second document (55 %),
+    placed so that 35-75 % of it lies outside the frame, under or beside the held one; the palm
+    and the fingers behind the card, reaching past the edge it is held by (visible outside the
+    card); the card (25-75 % of the frame's shorter side, tilted and rotated as in
+    :func:`random_quad`); in front, the thumb over that edge and, 60 % of the time, one to three
+    fingers over a neighbouring edge (skin-toned capsules 12-20 mm wide reaching 3-18 mm over
+    the card, with nails and shading; ID-1's short side is 53.98 mm). Then :func:`degrade`.
+
+    Args:
+        rng: random generator (the only source of randomness).
+        doc_type: ``id_card`` / ``passport`` (None: 70 / 30).
+        size: ``(width, height)`` px (None: one of the phone-like sizes).
+        effects: apply :func:`degrade` (off: the drawn scene, e.g. to test it).
+
+    Returns:
+        A :class:`Sample` of kind ``handheld``; ``quad`` is the held card's corners (amodal: the
+        fingers over it are still card).
+    """
+    W, H = size or _SIZES[int(rng.integers(0, len(_SIZES)))]
+    doc_type = doc_type or ("id_card" if rng.random() < 0.7 else "passport")
+    img = table_texture(rng, W, H)
+    face, alpha = render_face(rng, doc_type, width=int(rng.choice([700, 856, 1100])),
+                              blank=False)
+    aspect = face.shape[1] / face.shape[0]
+    rot = float(rng.uniform(-30, 30) if rng.random() < 0.85 else rng.uniform(-180, 180))
+    quad = random_quad(rng, W, H, aspect, rot, margin=0.05)
+    short_px = float(min(np.linalg.norm(quad[1] - quad[0]), np.linalg.norm(quad[2] - quad[1])))
+    px_per_mm = short_px / (ID1_MM[1] if doc_type == "id_card" else ID3_MM[1])
+    if rng.random() < 0.55:  # a second document, partly outside the frame
+        other = "passport" if rng.random() < 0.4 else "id_card"
+        f2, a2 = render_face(rng, other, width=856, blank=bool(rng.random() < 0.1))
+        s = short_px * rng.uniform(0.8, 1.3)
+        w2, h2 = s * f2.shape[1] / f2.shape[0], s
+        ang = np.radians(rng.uniform(-40, 40))
+        rect = np.array([[-w2, -h2], [w2, -h2], [w2, h2], [-w2, h2]]) / 2
+        rect = rect @ np.array([[np.cos(ang), -np.sin(ang)], [np.sin(ang), np.cos(ang)]]).T
+        border = int(rng.integers(0, 4))  # which frame border it runs off
+        out_share = rng.uniform(0.35, 0.75)
+        span = rect.max(0) - rect.min(0)
+        along = rng.uniform(0.1, 0.9)
+        cx = {0: -span[0] * (out_share - 0.5), 2: W + span[0] * (out_share - 0.5)}.get(
+            border, along * W)
+        cy = {1: -span[1] * (out_share - 0.5), 3: H + span[1] * (out_share - 0.5)}.get(
+            border, along * H)
+        img = composite(img, f2, a2, rect + [cx, cy])
+    # the edge the card is held by, and where along it
+    i = int(rng.integers(0, 4))
+    a, b = quad[i], quad[(i + 1) % 4]
+    centre = quad.mean(axis=0)
+    t = rng.uniform(0.3, 0.7)
+    p = a * (1 - t) + b * t
+    inward = centre - p
+    inward /= max(float(np.linalg.norm(inward)), 1e-6)
+    along_dir = (b - a) / max(float(np.linalg.norm(b - a)), 1e-6)
+    finger_w = px_per_mm * rng.uniform(12, 20)
+    behind = np.zeros((H, W), np.uint8)
+    # the palm: from under the held edge to beyond the frame
+    far = p - inward * max(W, H)
+    side = along_dir * finger_w * rng.uniform(1.5, 2.5)
+    palm = np.array([p + inward * finger_w * 0.5 + side, p + inward * finger_w * 0.5 - side,
+                     far - side * 1.4, far + side * 1.4], np.int32)
+    cv2.fillConvexPoly(behind, palm, 1, cv2.LINE_AA)
+    tips_behind = []
+    for _ in range(int(rng.integers(0, 4))):  # fingers behind the card showing past its edges
+        j = (i + 1 + int(rng.integers(0, 3))) % 4
+        c0, c1 = quad[j], quad[(j + 1) % 4]
+        q0 = c0 + (c1 - c0) * rng.uniform(0.2, 0.8)
+        out_dir = q0 - centre
+        out_dir /= max(float(np.linalg.norm(out_dir)), 1e-6)
+        tip = q0 + out_dir * px_per_mm * rng.uniform(5, 18)
+        _finger(behind, q0 - out_dir * px_per_mm * 10, tip, finger_w * rng.uniform(0.85, 1.05))
+        tips_behind.append(tip)
+    img = _paint_skin(img, behind, rng, tips_behind, finger_w)
+    img = composite(img, face, alpha, quad)
+    front = np.zeros((H, W), np.uint8)
+    tips = [p + inward * px_per_mm * rng.uniform(6, 18)]  # the thumb over the held edge
+    _finger(front, p - inward * finger_w * 2.5, tips[0], finger_w * rng.uniform(1.0, 1.2))
+    if rng.random() < 0.6:  # fingers over a neighbouring edge
+        j = (i + (1 if rng.random() < 0.5 else 3)) % 4
+        c0, c1 = quad[j], quad[(j + 1) % 4]
+        e_in = centre - (c0 + c1) / 2
+        e_in /= max(float(np.linalg.norm(e_in)), 1e-6)
+        t0 = rng.uniform(0.15, 0.6)
+        step = finger_w * 1.05 / max(float(np.linalg.norm(c1 - c0)), 1e-6)
+        for k in range(int(rng.integers(1, 4))):
+            q0 = c0 + (c1 - c0) * min(t0 + k * step, 0.95)
+            tip = q0 + e_in * px_per_mm * rng.uniform(3, 18)
+            _finger(front, q0 - e_in * finger_w * 3, tip, finger_w * rng.uniform(0.85, 1.0))
+            tips.append(tip)
+    img = _paint_skin(img, front, rng, tips, finger_w)
+    if effects:
+        img = degrade(img, rng, quad)
+    return Sample(image=img, quad=quad, kind="handheld", rotation_deg=rot, doc_type=doc_type)
+
+
+def frame_negative(rng: np.random.Generator) -> Sample:
+    """A photo without a document whose frame has an ID-1 or ID-3 aspect ratio (a crop of a
+    scene, a texture or a table top, 1.586 or 1.420, landscape or portrait): what the scan path
+    must not take for a document that fills the frame. Kind ``none``."""
+    aspect = float(rng.choice([ID1_MM[0] / ID1_MM[1], ID3_MM[0] / ID3_MM[1]]))
+    w = int(rng.choice([640, 856, 1011, 1200]))
+    W, H = w, int(round(w / aspect))
+    if rng.random() < 0.3:
+        W, H = H, W
+    if rng.random() < 0.3:
+        bg = table_texture(rng, W, H)
+    else:
+        bg = background(rng, W, H)
+        if rng.random() < 0.3:
+            bg = person_backdrop(bg, rng)
+    return Sample(image=degrade(bg, rng), quad=None, kind="none")
+
+
+EXTRA_KINDS: dict[str, Callable[[np.random.Generator], Sample]] = {
+    "scan": scan_sample, "handheld": handheld_sample, "frame_negative": frame_negative}
+"""The classes :func:`write_set` can add after its ``n`` photos (issue 44), each drawn by its
+function from the set's second stream."""
+
+
+def write_set(out: Path, n: int, seed: int, negative_share: float = 0.1,
+              extra: dict[str, int] | None = None) -> Path:
+    """Write ``n`` samples (``negative_share`` of them negatives) as JPEG + ``manifest.json``,
+    then ``extra[kind]`` samples of each of :data:`EXTRA_KINDS` (``scan``, ``handheld``,
+    ``frame_negative``), drawn from a second stream ``default_rng([seed, 44])`` so that the
+    first ``n`` are the same with or without them (the held-out draws stay what they were).
 
     The manifest follows ``shared/cases``: ``images[]`` with ``file`` and ``expect``
-    (``quad_approx`` + ``iou_min`` + ``kind`` for cards; ``reason: NO_CARD`` + ``kind: none``).
+    (``quad_approx`` + ``iou_min`` + ``kind`` for cards, ``kind`` ``scan`` / ``handheld`` for
+    the extra classes; ``reason: NO_CARD`` + ``kind: none``).
 
     Returns:
         The manifest path.
+
+    Raises:
+        ValueError: an ``extra`` kind that :data:`EXTRA_KINDS` does not name.
     """
+    unknown = set(extra or {}) - set(EXTRA_KINDS)
+    if unknown:
+        raise ValueError(f"write_set: unknown extra kinds {sorted(unknown)}; "
+                         f"known: {sorted(EXTRA_KINDS)}")
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     images = []
-    for i in range(n):
-        s = sample(rng, negative=bool(rng.random() < negative_share))
-        name = f"synth_{seed}_{i:04d}.jpg"
+
+    def add(s: Sample, name: str, why: str) -> None:
         cv2.imwrite(str(out / name), s.image, [cv2.IMWRITE_JPEG_QUALITY, 95])
         expect: dict[str, object]
         if s.quad is None:
             expect = {"kind": "none", "reason": "NO_CARD"}
         else:
             expect = {"kind": s.kind, "quad_approx": np.round(s.quad, 2).tolist(), "iou_min": 0.9}
-        images.append({"file": name, "expect": expect,
-                       "why": f"synthetic (seed {seed}, index {i}, "
-                              f"rotation {s.rotation_deg:.1f} deg)"})
+            if s.doc_type is not None:
+                expect["doc_type"] = s.doc_type
+        images.append({"file": name, "expect": expect, "why": why})
+
+    for i in range(n):
+        s = sample(rng, negative=bool(rng.random() < negative_share))
+        add(s, f"synth_{seed}_{i:04d}.jpg",
+            f"synthetic (seed {seed}, index {i}, rotation {s.rotation_deg:.1f} deg)")
+    rng2 = np.random.default_rng([seed, 44])
+    for kind, count in sorted((extra or {}).items()):
+        for i in range(count):
+            add(EXTRA_KINDS[kind](rng2), f"{kind}_{seed}_{i:04d}.jpg",
+                f"synthetic {kind} (seed [{seed}, 44], index {i})")
     path = out / "manifest.json"
     path.write_text(json.dumps({"images": images, "events": []}, indent=1))
     return path
@@ -639,8 +987,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("--negative-share", type=float, default=0.1)
+    for kind in EXTRA_KINDS:
+        ap.add_argument(f"--{kind.replace('_', '-')}s", type=int, default=0, dest=kind,
+                        help=f"also write this many {kind} samples (a second stream)")
     a = ap.parse_args()
-    print(write_set(a.out, a.n, a.seed, a.negative_share))
+    extra = {k: getattr(a, k) for k in EXTRA_KINDS if getattr(a, k)}
+    print(write_set(a.out, a.n, a.seed, a.negative_share, extra))
 
 
 if __name__ == "__main__":

@@ -90,18 +90,26 @@ def quad_mask(quad: np.ndarray | None, shape_hw: tuple[int, int], side: int) -> 
 
 def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0.0,
                blur_share: float = 0.0, hard_share: float = 0.0,
-               grey_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+               grey_share: float = 0.0,
+               handheld_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` synthetic samples → inputs ``(n, 3, side, side) float32`` and targets
     ``(n, 1, side, side) float32`` in [0, 1]. ``cut_share`` of the cards run past the frame
     (the target is their visible part), ``blur_share`` of the photos get a strong blur,
     ``hard_share`` get :func:`synth.sample`'s ``hard`` scenes (objects touching the card, header
     bands like the background), ``grey_share`` are turned to grey (a black-and-white photo or
-    photocopy; the three channels equal); with all four at 0 no extra random draws are made (the
-    first run's data stream), and with ``hard_share`` and ``grey_share`` 0 the stream of runs
+    photocopy; the three channels equal), ``handheld_share`` are :func:`synth.handheld_sample`
+    scenes (a card held in a hand over a table, fingers over its edges, a second document partly
+    in view; issue 44); with all five at 0 no extra random draws are made (the first run's data
+    stream), and with ``hard_share``, ``grey_share`` and ``handheld_share`` 0 the stream of runs
     2-6."""
     xs, ys = [], []
     for _ in range(n):
         size = TRAIN_SIZES[int(rng.integers(0, len(TRAIN_SIZES)))]
+        if handheld_share and rng.random() < handheld_share:
+            s = synth.handheld_sample(rng, size=size)
+            xs.append(preprocess(s.image, side))
+            ys.append(quad_mask(s.quad, s.image.shape[:2], side)[None])
+            continue
         extra: dict[str, bool] = {}
         if cut_share or blur_share:
             extra = {"cut": bool(rng.random() < cut_share),
@@ -259,6 +267,20 @@ rounding. Measured once (2026-12-03, 94.3 min): the mean (``690ead10...``) has 4
 433 of 444 held-out cards above IoU 0.9, but one real photo at 0.869 (the last step: 0.976), so
 it is not shipped; its ``OUT.last.onnx`` (``aaaf6fc8...``) is (MODEL.md)."""
 
+HANDHELD_FT_RECIPE: tuple[tuple[str, ...], ...] = (
+    ("--steps", "60", "--side", "320", "--lr", "4e-5", "--frozen-convs", "36", "--freeze-stage1d",
+     "--cut-share", "0.1", "--blur-share", "0.1", "--handheld-share", "0.35",
+     "--val-every", "20", "--seed", "20261244"),
+)
+"""Issue 44's short fine-tune of the shipped model (it starts from the pinned ``card_u2netp``,
+:data:`RECIPE_STARTS`): run 4's last kind of stage (320 px, encoder stage 4 trained, lr 4e-5)
+with decoder stage 1 out of the backward pass, 60 steps of 8, 35 % of them hand-held scenes
+(:func:`synth.handheld_sample`). Gated like every model change (MODEL.md, *Hand-held*)."""
+
+RECIPE_STARTS: dict[str, str] = {"handheld_ft": "card_u2netp"}
+"""Recipes that continue a shipped model (``processors/models.json`` entry) instead of starting
+from the pinned u2netp."""
+
 RECIPES: dict[str, tuple[tuple[str, ...], ...]] = {"run4": RUN4_RECIPE,
                                                    "run4_swa": RUN4_SWA_RECIPE,
                                                    "two_stage": TWO_STAGE_RECIPE,
@@ -266,7 +288,8 @@ RECIPES: dict[str, tuple[tuple[str, ...], ...]] = {"run4": RUN4_RECIPE,
                                                    "stage1d_frozen": STAGE1D_FROZEN_RECIPE,
                                                    "stage1d_late": STAGE1D_LATE_RECIPE,
                                                    "stage1d_224": STAGE1D_224_RECIPE,
-                                                   "stage1d_long": STAGE1D_LONG_RECIPE}
+                                                   "stage1d_long": STAGE1D_LONG_RECIPE,
+                                                   "handheld_ft": HANDHELD_FT_RECIPE}
 """The named recipes of ``--recipe``; ``shipped`` is :data:`SHIPPED`."""
 
 SHIPPED = "run4"
@@ -274,7 +297,8 @@ SHIPPED = "run4"
 
 
 RECIPE_OPTIONS = ("steps", "batch", "side", "lr", "l2sp", "seed", "frozen_convs", "freeze_stage1d",
-                  "cut_share", "blur_share", "hard_share", "grey_share", "average_from")
+                  "cut_share", "blur_share", "hard_share", "grey_share", "handheld_share",
+                  "average_from")
 """Options each stage of a recipe sets itself (refused beside ``--recipe``)."""
 
 
@@ -301,15 +325,21 @@ def main(argv: list[str] | None = None) -> None:
     for name in RECIPE_OPTIONS:
         if getattr(a, name) != ap.get_default(name):
             ap.error(f"--recipe sets --{name.replace('_', '-')} itself; drop it (or drop --recipe)")
+    name = SHIPPED if a.recipe == "shipped" else a.recipe
+    recipe = RECIPES[name]
     prev: Path | None = None
-    recipe = RECIPES[SHIPPED if a.recipe == "shipped" else a.recipe]
+    if name in RECIPE_STARTS:
+        from processors.models import model_path
+
+        prev = model_path(RECIPE_STARTS[name])
     t0 = time.time()
     for k, stage in enumerate(recipe, 1):
         last = k == len(recipe)
         out = a.out if last else a.out.with_name(f"{a.out.stem}.stage{k}.onnx")
         args = list(stage) + ["--out", str(out), "--threads", str(a.threads),
-                              "--workers", str(a.workers), "--val-every", str(a.val_every),
-                              "--memory-format", a.memory_format]
+                              "--workers", str(a.workers), "--memory-format", a.memory_format]
+        if "--val-every" not in stage:
+            args += ["--val-every", str(a.val_every)]
         if prev is not None:
             args += ["--init", str(prev)]
         if a.log is not None:
@@ -372,6 +402,9 @@ def _parser() -> argparse.ArgumentParser:
                          "coloured like the background (synth.sample's hard)")
     ap.add_argument("--grey-share", type=float, default=0.0,
                     help="share of photos turned to grey (black-and-white photos, photocopies)")
+    ap.add_argument("--handheld-share", type=float, default=0.0,
+                    help="share of hand-held scenes (synth.handheld_sample: fingers over the "
+                         "card's edges, a textured table, a second document partly in view)")
     ap.add_argument("--recipe", choices=["shipped", *RECIPES], default=None,
                     help="run a named chain of runs in one command, each stage starting from the "
                          "one before (shipped: the one that made the committed model; the other "
@@ -535,7 +568,7 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
     running = 0.0
     for step in range(1, a.steps + 1):
         x, y = draw_batch(rng, a.batch // world, a.side, a.cut_share, a.blur_share, a.hard_share,
-                          a.grey_share)
+                          a.grey_share, a.handheld_share)
         xt, yt = torch.from_numpy(x).contiguous(memory_format=fmt), torch.from_numpy(y)
         outs = net(xt)
         loss = sum(F.binary_cross_entropy(o.clamp(1e-6, 1 - 1e-6), yt) for o in outs)

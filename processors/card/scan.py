@@ -1,0 +1,357 @@
+"""The scan path: an upload that is already the document (a flatbed scan, a phone app's crop).
+
+The localisation model finds a card *in a scene*; a scan or a pre-cropped page has no scene
+around it, only a thin plain margin (a scanner lid, white on white) or none at all, so its mask
+covers the frame and the card path judges it NO_CARD or PARTIAL_CARD. This module judges the
+frame itself, geometrically, for the uploads the card path did not accept:
+
+1. **Near-border quad** (:func:`frame_quad`): each side of the frame searches inwards, within
+   ``scan_band_frac`` of the frame's shorter side, for the outermost straight edge
+   (:func:`geometry.side_search`) whose strip out to the frame is plain (at most
+   ``scan_busy_max`` of it with strong gradients: a lid, a margin; a line of print is not). A side
+   with no such edge lies on the frame (the document runs to it).
+2. **The shape** (:func:`judge`): the quad's aspect ratio (perspective undone approximately) lies
+   within ``scan_aspect_tol`` of a document format's (ID-1 85.60 x 53.98 mm: 1.586; ID-3
+   125 x 88 mm and ID-2 105 x 74 mm: 1.420 and 1.419; ISO/IEC 7810), its corners within
+   ``scan_max_corner_dev_deg`` of square (a scanner and a crop app leave them square), and it
+   covers at least ``scan_min_area_frac`` of the frame.
+3. **Print** (:func:`print_glyphs`): a document carries lines of print (names, numbers, the
+   MRZ); the rectified quad must show at least ``scan_min_print_glyphs`` glyphs standing in a
+   row with a neighbour of their size, on a plain ground (at least ``scan_min_ground`` of it,
+   :func:`ground_share`), when fewer than 3 of its sides were found as plain-margined edges,
+   i.e. when only the print can tell a document that fills the frame from a photo of the same
+   shape. With 3 or 4 margined edges the shape is the evidence (a blank card on a lid is a card,
+   as in the card path) and the print is not asked for.
+
+A quad that passes is verified like a photographed card (BLURRY, GLARE, the orientation, the
+verification of :mod:`processors.card.verify` where present); PARTIAL_CARD does not apply to its
+sides on the frame (the frame *is* the document's edge there). Synthetic classes and figures:
+``processors/card/training/synth.py`` (``scan_sample``, ``frame_negative``) and MODEL.md, *Scans*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from processors.card import geometry as geo
+from processors.card.detect import Detection
+from processors.card.settings import CardSettings
+
+DOC_ASPECTS = (85.60 / 53.98, 125.0 / 88.0)
+"""Long/short side ratios of the document formats a scan may be (ISO/IEC 7810 ID-1 and ID-3;
+ID-2's 105 x 74 mm, 1.419, falls within ID-3's tolerance)."""
+
+PRINT_WIDTH = 768
+"""Width (px) of the rectified grey copy the print is counted on (:func:`print_glyphs`)."""
+
+BUSY_GRADIENT = 16.0
+"""Gradient magnitude (grey levels / px, working copy after sigma-1 smoothing) above which a
+pixel of a margin strip counts as busy (print, a scene's detail; a lid's noise stays below)."""
+EDGE_CONTINUITY = 0.7
+"""Share of a margin edge's length (64 probes) whose derivative has the edge's polarity and at
+least half its mean strength: a page's edge runs on unbroken, the baseline of a line of print
+(the MRZ's last line above plain paper) is broken by the gaps between characters."""
+INNER_CARD_AREA = 0.5
+"""A card the card path finds on less than this share of the frame, with a confidence below
+:data:`INNER_CARD_CONFIDENCE`, is checked against the scan path too: on a scan it may have taken
+the portrait or a block of print for the card, and the document the scan path finds replaces
+it. A card found with confidence is left alone (and the scan path's cost, about 20-50 ms of CPU,
+is not paid for it)."""
+INNER_CARD_CONFIDENCE = 0.85
+"""See :data:`INNER_CARD_AREA`. On the scan tuning set (seed 4401) the card path's inner quads
+had confidence 0.53-0.80; the real cards in ``shared/cases`` 0.98-1.0, hand-held synthetic
+cards found above IoU 0.9 a median of 0.89."""
+ASPECT_STEP = 0.005
+"""Aspect-ratio errors (relative) closer than this count as equal when choosing a quad."""
+LID_SPREAD = 25.0
+"""Grey levels the median levels of a quad's margins may differ by: they are one scanner lid (or
+one background of a crop); a line of print with paper below it down to the frame is not a
+margin, and its strip has the paper's level, not the lid's."""
+EDGE_CLEAR = 6.0
+"""Working px next to a side left out of its margin strip (the edge's blur and a lid's shadow
+along the page's edge)."""
+
+MARGIN_EDGE_MIN = 4.0
+"""Mean directional derivative (grey levels / px, on the working copy after sigma-1 smoothing)
+a side's edge needs to count as the document's edge against a margin: half the card path's
+``detect.EDGE_REF`` (a white page on a white lid still casts a 1-2 px edge of 10+ levels)."""
+
+
+@dataclass(frozen=True)
+class FrameQuad:
+    """The document the frame shows, in working px.
+
+    Attributes:
+        quad: ``(4, 2) float64`` TL, TR, BR, BL in the working copy's px.
+        edges: per side (top, right, bottom, left): True when an edge with a plain strip out to
+            the frame was found, False when the side lies on the frame.
+        scores: per side, the edge's mean directional derivative (grey levels / px; 0 on the
+            frame).
+        aspect: long/short side ratio, perspective undone approximately.
+        area_frac: quad area / frame area.
+    """
+
+    quad: np.ndarray
+    edges: tuple[bool, bool, bool, bool]
+    scores: tuple[float, float, float, float]
+    aspect: float
+    area_frac: float
+
+
+def _continuity(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, i: int) -> float:
+    """:data:`EDGE_CONTINUITY`'s measure for side ``i`` of ``quad`` (working px)."""
+    d = geo.segment_derivatives(gx, gy, quad[i], quad[(i + 1) % 4], 64)
+    mean = float(d.mean())
+    if abs(mean) < 1e-9:
+        return 0.0
+    return float(np.mean(d * np.sign(mean) >= 0.5 * abs(mean)))
+
+
+def _strip(mag: np.ndarray, grey: np.ndarray, quad: np.ndarray, i: int,
+           frame: np.ndarray) -> tuple[float, float]:
+    """``(busy, level)`` of the strip between side ``i`` of ``quad`` and side ``i`` of
+    ``frame``: the share of it whose gradient magnitude ``mag`` (grey levels / px) exceeds
+    :data:`BUSY_GRADIENT` (print, a scene or a texture makes a strip busy, a lid or a margin of
+    paper does not) and its median grey level. The :data:`EDGE_CLEAR` px next to the side (the
+    edge's own blur, a lid's shadow along it) are left out; ``(0, nan)`` for a strip narrower
+    than that."""
+    p, r = quad[i], quad[(i + 1) % 4]
+    fp, fr = frame[i], frame[(i + 1) % 4]
+    out = (p + r) / 2 - quad.mean(axis=0)
+    out /= max(float(np.linalg.norm(out)), 1e-9)
+    poly = np.array([p + EDGE_CLEAR * out, r + EDGE_CLEAR * out, fr, fp])
+    mask = np.zeros(mag.shape[:2], np.uint8)
+    cv2.fillConvexPoly(mask, np.round(poly).astype(np.int32), 1)
+    n = cv2.countNonZero(mask)
+    if n < 8:
+        return 0.0, float("nan")
+    busy = cv2.countNonZero(cv2.bitwise_and((mag > BUSY_GRADIENT).astype(np.uint8), mask)) / n
+    return busy, float(np.median(grey[mask > 0]))
+
+
+OUTERMOST_SHARES = (0.15, 0.6, 1.0)
+"""The side search is run at these ``outermost`` shares (:func:`geometry.side_search`): the
+outermost local maximum at 15 % and 60 % of the side's best edge, and the best edge itself, so a
+faint page edge on a lid is tried before a strong line of print further in."""
+
+
+def _aspect_error(aspect: float) -> float:
+    """Relative distance of ``aspect`` from the nearest of :data:`DOC_ASPECTS`."""
+    return min(abs(aspect / a - 1.0) for a in DOC_ASPECTS)
+
+
+def frame_quad(grey: np.ndarray, settings: CardSettings) -> FrameQuad:
+    """The document quad of a frame that shows a document and at most a thin margin.
+
+    Each side's options are the frame border and every edge found by the searches of
+    :data:`OUTERMOST_SHARES` that is strong enough (:data:`MARGIN_EDGE_MIN`) and has a plain
+    strip out to the frame (``scan_busy_max``). Of the combinations of one option per side,
+    the ones whose aspect ratio lies within ``scan_aspect_tol`` of a document format's, and whose
+    margins have one level (:data:`LID_SPREAD`), are preferred; among them the one nearest to
+    the format's aspect ratio (in steps of :data:`ASPECT_STEP`: a scan has no perspective), then
+    the one with most edges (a margin found is a more exact side). Without such a
+    combination, the one with the nearest aspect ratio is returned (and :func:`judge` refuses
+    it). An end stripe or a plain header band of the
+    document is an edge with a plain strip too, but leaving it out breaks the aspect ratio.
+
+    Args:
+        grey: ``(h, w) uint8`` grey working copy (long side at most ``work_max_side``).
+        settings: ``scan_band_frac`` (how far in from the frame a side looks for the document's
+            edge, share of the shorter side), ``scan_busy_max`` and ``scan_aspect_tol``.
+
+    Returns:
+        A :class:`FrameQuad` (the whole frame when no side finds a margined edge).
+    """
+    h, w = grey.shape[:2]
+    frame = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float64)
+    band = settings.scan_band_frac * min(w, h)
+    half = band / 2.0
+    start = frame + np.array([[half, half], [-half, half], [-half, -half], [half, -half]])
+    gx, gy = geo.gradients(grey.astype(np.float32), 1.0)
+    step = max(1.0, band / 60.0)
+    mag = cv2.magnitude(gx, gy)
+    border = [geo.line_through(frame[i], frame[(i + 1) % 4]) for i in range(4)]
+    options: list[list[tuple[np.ndarray, float, float]]] = [[(border[i], 0.0, float("nan"))]
+                                                             for i in range(4)]
+    for share in OUTERMOST_SHARES:
+        _, scores, lines = geo.side_search(gx, gy, start, half, half - 1.0, step, outermost=share)
+        for i in range(4):
+            if scores[i] < MARGIN_EDGE_MIN or any(
+                    np.allclose(lines[i], o[0], atol=1e-3) for o in options[i]):
+                continue
+            cand = geo.quad_from_lines([lines[k] if k == i else border[k] for k in range(4)])
+            if cand is None or _continuity(gx, gy, cand, i) < EDGE_CONTINUITY:
+                continue
+            busy, level = _strip(mag, grey, cand, i, frame)
+            if busy <= settings.scan_busy_max:
+                options[i].append((lines[i], float(scores[i]), level))
+    best: tuple | None = None
+    for pick in np.ndindex(*(len(o) for o in options)):
+        quad = geo.quad_from_lines([options[i][k][0] for i, k in enumerate(pick)])
+        if quad is None or not geo.is_convex(quad):
+            continue
+        err = _aspect_error(geo.approx_aspect(quad))
+        levels = [options[i][k][2] for i, k in enumerate(pick) if k > 0]
+        one_lid = len(levels) < 2 or np.nanmax(levels) - np.nanmin(levels) <= LID_SPREAD
+        key = (err <= settings.scan_aspect_tol and bool(one_lid), -round(err / ASPECT_STEP),
+               sum(k > 0 for k in pick), -err)
+        if best is None or key > best[0]:
+            best = (key, quad, pick)
+    if best is None:
+        quad, pick = frame, (0, 0, 0, 0)
+    else:
+        _, quad, pick = best
+    return FrameQuad(quad=quad, edges=tuple(k > 0 for k in pick),  # type: ignore[arg-type]
+                     scores=tuple(options[i][k][1] for i, k in enumerate(pick)),
+                     aspect=geo.approx_aspect(quad),
+                     area_frac=geo.polygon_area(quad) / float(w * h))
+
+
+def rectified_grey(grey: np.ndarray, quad: np.ndarray) -> np.ndarray:
+    """The document ``quad`` (TL, TR, BR, BL px) of ``grey`` warped to :data:`PRINT_WIDTH` px
+    wide, landscape, at its own aspect ratio: ``(h, PRINT_WIDTH) uint8``."""
+    s = geo.side_lengths(np.asarray(quad, np.float64))
+    turn = 1 if (s[1] + s[3]) > (s[0] + s[2]) else 0
+    q = np.roll(np.asarray(quad, np.float64), -turn, axis=0)
+    s = geo.side_lengths(q)
+    aspect = max((s[0] + s[2]) / max(s[1] + s[3], 1e-9), 1.0)
+    W, H = PRINT_WIDTH, max(16, int(round(PRINT_WIDTH / aspect)))
+    dst = np.array([[0, 0], [W - 1, 0], [W - 1, H - 1], [0, H - 1]], np.float32)
+    m = cv2.getPerspectiveTransform(q.astype(np.float32), dst)
+    return cv2.warpPerspective(grey, m, (W, H), flags=cv2.INTER_AREA)
+
+
+def print_glyphs(doc: np.ndarray) -> int:
+    """Glyphs of print on a rectified document: letters and digits that stand in a row with a
+    neighbour of their own size.
+
+    Its contrast is stretched first (1st to 99th percentile onto 0-255, by at most 2.55 times:
+    pale print on pale paper). Maximally stable extremal regions (MSER, Matas et al., BMVC
+    2002; OpenCV's, delta 5) of 2.5-9 % of the document's height and at most 1.5 times as wide
+    as tall are glyph candidates (the usual first step of scene-text detection, Neumann and
+    Matas, ACCV 2010); a candidate counts when another one of its height (within 25 %) starts
+    at most 0.8 of that height to its right on the same line (centres within 20 % of the
+    height). At 768 px an ID-1 card's 2 mm capitals are about 18 px tall.
+
+    Args:
+        doc: ``(h, w) uint8`` rectified document (:func:`rectified_grey`).
+
+    Returns:
+        The number of glyphs with a neighbour (synthetic ID cards and passport pages: mostly
+        100-500; grass and gravel of the same shape up to 270; MODEL.md, *Scans*).
+    """
+    H, W = doc.shape[:2]
+    lo, hi = np.percentile(doc, (1, 99))
+    gain = 255.0 / max(float(hi - lo), 100.0)
+    doc = cv2.convertScaleAbs(doc, alpha=gain, beta=-float(lo) * gain)
+    mser = cv2.MSER.create(5, int(0.0001 * H * W) + 4, int(0.004 * H * W), 0.25)
+    _, boxes = mser.detectRegions(doc)
+    if len(boxes) == 0:
+        return 0
+    x, y, bw, bh = np.asarray(boxes, np.float64).reshape(-1, 4).T
+    g = (bh >= 0.025 * H) & (bh <= 0.09 * H) & (bw <= 1.5 * bh) & (bw >= 0.1 * bh)
+    if not g.any():
+        return 0
+    # nested MSERs of one glyph give near-equal boxes: keep one per 2 px cell
+    key = np.round(np.stack([x[g], y[g], bw[g], bh[g]], 1) / 2.0).astype(np.int64)
+    _, idx = np.unique(key, axis=0, return_index=True)
+    x, y, bw, bh = x[g][idx], y[g][idx], bw[g][idx], bh[g][idx]
+    cy = y + bh / 2
+    dx = x[None, :] - (x + bw)[:, None]  # gap from glyph i's right side to glyph j's left
+    near = ((dx >= -0.2 * bh[:, None]) & (dx <= 0.8 * bh[:, None])
+            & (np.abs(cy[None, :] - cy[:, None]) <= 0.2 * bh[:, None])
+            & (np.abs(bh[None, :] - bh[:, None]) <= 0.25 * bh[:, None]))
+    np.fill_diagonal(near, False)
+    return int(near.any(axis=1).sum())
+
+
+GROUND_GRADIENT = 2.0
+"""Gradient magnitude (grey levels / px, sigma-1 smoothing) below which a pixel of the
+rectified document is plain ground (paper, a card's print-free background)."""
+
+
+def ground_share(doc: np.ndarray) -> float:
+    """Share of a rectified document's pixels that are plain ground (:data:`GROUND_GRADIENT`):
+    a document's print stands on a plain ground (synthetic ID cards and passport pages: at least
+    0.41), grass, gravel or a crowd of leaves are busy everywhere (0.09-0.18)."""
+    g = cv2.GaussianBlur(doc.astype(np.float32), (0, 0), 1.0)
+    mag = cv2.magnitude(cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3),
+                        cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3)) / 8.0
+    return float(cv2.countNonZero((mag < GROUND_GRADIENT).astype(np.uint8))) / float(mag.size)
+
+
+@dataclass(frozen=True)
+class ScanVerdict:
+    """Whether the frame shows a document (:func:`judge`), and why.
+
+    Attributes:
+        frame: the near-border quad (working px).
+        document: True when it is taken for the document.
+        glyphs: print glyphs counted on it (:func:`print_glyphs`; -1 when not measured: the
+            shape already failed, or 3-4 margined edges made it unnecessary).
+        confidence: in [0, 1]: 1 with 3-4 margined edges, else the glyphs' share of
+            ``2 x scan_min_print_glyphs`` (capped at 1); 0 when not a document.
+    """
+
+    frame: FrameQuad
+    document: bool
+    glyphs: int
+    confidence: float
+
+
+def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
+    """Decide whether the frame of ``grey`` (the working copy, ``(h, w) uint8``) is a document
+    (the module's steps 1-3, thresholds in :class:`CardSettings` ``scan_*``)."""
+    fq = frame_quad(grey, settings)
+    shape_ok = (_aspect_error(fq.aspect) <= settings.scan_aspect_tol
+                and fq.area_frac >= settings.scan_min_area_frac
+                and geo.corner_angle_deviation(fq.quad) <= settings.scan_max_corner_dev_deg)
+    if not shape_ok:
+        return ScanVerdict(fq, False, -1, 0.0)
+    if sum(fq.edges) >= 3:
+        return ScanVerdict(fq, True, -1, 1.0)
+    doc = rectified_grey(grey, fq.quad)
+    glyphs = print_glyphs(doc)
+    ok = glyphs >= settings.scan_min_print_glyphs and ground_share(doc) >= settings.scan_min_ground
+    conf = min(1.0, glyphs / (2.0 * settings.scan_min_print_glyphs)) if ok else 0.0
+    return ScanVerdict(fq, ok, glyphs, conf)
+
+
+def detection(verdict: ScanVerdict, grey_shape: tuple[int, ...], size: tuple[int, int],
+              sample: Callable[[np.ndarray], np.ndarray]) -> Detection:
+    """The document of ``verdict`` as a card :class:`~processors.card.detect.Detection` in the
+    decoded image's px: the working quad scaled up, its margined sides fitted at full
+    resolution (:func:`geometry.refine_quad`), its other sides kept on the frame.
+
+    Args:
+        verdict: a document (:func:`judge`).
+        grey_shape: ``(h, w)`` of the working copy it was judged on.
+        size: ``(width, height)`` px of the decoded image.
+        sample: bilinear grey sampler of the decoded image
+            (:meth:`processors.pixels.PixelBackend.sample_grey`).
+
+    Returns:
+        ``Detection`` with ``confidence`` the verdict's, ``rectangularity`` 1 and
+        ``edge_support`` the share of margined sides.
+    """
+    fq = verdict.frame
+    w, h = size
+    scale = max(grey_shape[:2]) / max(w, h)  # working px per decoded px
+    quad = (fq.quad + 0.5) / scale - 0.5
+    if any(fq.edges):
+        quad, _ = geo.refine_quad(sample, (w, h), quad, max(2.0 / scale, 3.0))
+    frame = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float64)
+    lines = [geo.line_through(quad[i], quad[(i + 1) % 4]) if fq.edges[i]
+             else geo.line_through(frame[i], frame[(i + 1) % 4]) for i in range(4)]
+    snapped = geo.quad_from_lines(lines)
+    if snapped is not None and geo.is_convex(snapped):
+        quad = snapped
+    return Detection(quad=geo.order_corners(quad), confidence=verdict.confidence,
+                     rectangularity=1.0, mask_contrast=0.0,
+                     edge_support=sum(fq.edges) / 4.0,
+                     area_frac=geo.polygon_area(quad) / float(w * h),
+                     aspect=geo.approx_aspect(quad))

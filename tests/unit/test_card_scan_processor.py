@@ -1,0 +1,75 @@
+"""CardProcessor on uploads that are already the document (the scan path, u2netp on the CPU):
+flatbed scans with a thin margin and pre-cropped documents are accepted and rectified; with the
+scan path off (``scan=False``, the card path alone, as before issue 44) the same uploads are
+NO_CARD or PARTIAL_CARD; a photo of the same shape without a document stays NO_CARD."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from processors.base import Item
+from processors.card.metrics import quad_iou
+from processors.card.settings import CardSettings
+from processors.card.training import synth
+from processors.decode import DecodeSettings, probe_image
+from processors.errors import ModelError
+from processors.runtime import RuntimeSettings
+from schemas.reasons import ReasonCode, Status
+
+
+def _processor(**card):
+    from processors.card import CardProcessor
+
+    try:
+        return CardProcessor(CardSettings(**card), RuntimeSettings(device="cpu", max_bucket=4,
+                                                                   intra_op_threads=2))
+    except ModelError as e:
+        pytest.skip(f"card model file not available ({e}); run `make models`")
+
+
+@pytest.fixture(scope="module")
+def both():
+    return _processor(), _processor(scan=False)
+
+
+def _item(name: str, image: np.ndarray) -> Item:
+    ok, buf = cv2.imencode(".png", image)
+    assert ok
+    return Item(upload_id=name, image=probe_image(buf.tobytes(), DecodeSettings()))
+
+
+# (seed, doc_type, mode) -> what the card path alone says (measured; see the module doc)
+UPLOADS = [(1, "passport", "flatbed", ReasonCode.NO_CARD),
+           (3, "passport", "flatbed", ReasonCode.PARTIAL_CARD),
+           (1, "id_card", "cropped", ReasonCode.NO_CARD),
+           (4, "id_card", "cropped", ReasonCode.PARTIAL_CARD)]
+
+
+def test_scans_and_crops_are_accepted_and_rectified(both) -> None:
+    on, off = both
+    samples = [synth.scan_sample(np.random.default_rng(seed), dt, mode)
+               for seed, dt, mode, _ in UPLOADS]
+    items = [_item(f"scan{k}", s.image) for k, s in enumerate(samples)]
+    after, before = on.process_batch(items), off.process_batch(items)
+    for (seed, dt, mode, reason), s, o, b in zip(UPLOADS, samples, after, before, strict=True):
+        assert b.status is Status.REJECTED and reason in b.reasons, (seed, mode, b.reasons)
+        assert o.status is Status.ACCEPTED, (seed, mode, o.reasons)
+        # the card path's verdicts are gone (verification may still annotate, e.g. NO_PORTRAIT
+        # on a drawn portrait)
+        assert not {ReasonCode.NO_CARD, ReasonCode.PARTIAL_CARD, ReasonCode.BLURRY,
+                    ReasonCode.GLARE} & set(o.reasons)
+        assert quad_iou(o.payload["quad"], s.quad) > 0.95
+        assert o.payload["doc_type"] == dt
+        (art,) = o.artifacts
+        assert (art.width, art.height) == ((1011, 637) if dt == "id_card" else (1476, 1039))
+
+
+def test_document_shaped_photo_without_a_document_stays_no_card(both) -> None:
+    on, _ = both
+    rng = np.random.default_rng(21)
+    items = [_item(f"neg{k}", synth.frame_negative(rng).image) for k in range(4)]
+    for o in on.process_batch(items):
+        assert o.status is Status.REJECTED and ReasonCode.NO_CARD in o.reasons
+        assert o.payload["quad"] is None
