@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnxruntime as ort
-from pydantic import BaseModel, ConfigDict
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
 
 from processors.errors import ModelError, ProviderError
 from processors.tracing import MODEL, span
@@ -37,6 +38,7 @@ SPINNING_KEY = "session.intra_op.allow_spinning"
 #: ONNX Runtime's run option that gives an arena's free memory back at the end of a run
 #: (``onnxruntime_run_options_config_keys.h``: ``kOrtRunOptionsConfigEnableMemoryArenaShrinkage``).
 SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
+log = structlog.get_logger("cardstream.runtime")
 _SHARED: dict[tuple, BatchedModel] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -100,6 +102,19 @@ class RuntimeSettings(BaseModel):
             Needs TensorRT 10 (``libnvinfer.so.10``, what onnxruntime-gpu 1.31's provider links).
         trt_cache_dir: folder of TensorRT engine and timing caches (created); None: a
             ``cardstream-trt`` folder in the user cache (``$XDG_CACHE_HOME`` or ``~/.cache``).
+        cuda_codec: the GPU pixel backend's JPEG codec. ``auto``: nvImageCodec when it is
+            installed and starts, else the host codec (libjpeg-turbo, decoded on the CPU and
+            uploaded), the start-up failure counted and logged (``pixels_fallback``);
+            ``nvimgcodec``: nvImageCodec or fail at start-up; ``host``: the host codec always (a
+            machine whose nvJPEG misbehaves, or to measure the GPU path without it).
+        cuda_arena_extend_strategy: how each session's CUDA memory arena grows (ONNX Runtime's
+            ``arena_extend_strategy``). ``kSameAsRequested`` (default here): by what is asked
+            for; ONNX Runtime's own default ``kNextPowerOfTwo`` rounds each extension up to a
+            power of two, so a batch-128 warm-up can hold twice what it uses for the life of the
+            process while other worker processes on the GPU start.
+        cuda_mem_limit_mib: cap of each session's CUDA arena in MiB (ONNX Runtime's
+            ``gpu_mem_limit``; every session has its own arena); 0: no cap. With several worker
+            processes on one GPU, about (GPU memory - 2 GiB) / (processes x sessions' share).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -117,6 +132,9 @@ class RuntimeSettings(BaseModel):
     precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
     tensorrt: bool = False
     trt_cache_dir: Path | None = None
+    cuda_codec: Literal["auto", "nvimgcodec", "host"] = "auto"
+    cuda_arena_extend_strategy: Literal["kSameAsRequested", "kNextPowerOfTwo"] = "kSameAsRequested"
+    cuda_mem_limit_mib: int = Field(0, ge=0)
 
 
 def bucket_slices(n: int, bucket: int) -> list[slice]:
@@ -188,13 +206,29 @@ def tensorrt_options(settings: RuntimeSettings, input_name: str, sample_shape: S
     }
 
 
+def cuda_provider_options(settings: RuntimeSettings, tf32: bool = True) -> dict[str, str]:
+    """ONNX Runtime CUDA provider options for ``settings`` (names as in ONNX Runtime 1.31's
+    ``cuda_execution_provider_info.cc``): ``device_id``, ``arena_extend_strategy``,
+    ``gpu_mem_limit`` (bytes, when ``cuda_mem_limit_mib`` is set) and, with ``tf32`` False,
+    ``use_tf32=0``: MatMul and convolution in full float32 instead of TF32's 10-bit mantissa
+    (the provider's default on Ampere and newer). The pixel graphs need that: their resize
+    MatMuls reproduce OpenCV's rounding to uint8, which TF32 breaks by up to a level."""
+    opts = {"device_id": str(settings.cuda_device_id),
+            "arena_extend_strategy": settings.cuda_arena_extend_strategy}
+    if settings.cuda_mem_limit_mib:
+        opts["gpu_mem_limit"] = str(settings.cuda_mem_limit_mib * 2**20)
+    if not tf32:
+        opts["use_tf32"] = "0"
+    return opts
+
+
 def providers_for(settings: RuntimeSettings, trt: dict[str, str] | None = None
                   ) -> list[str | tuple[str, dict]]:
-    """Execution providers to request, in priority order, for ``settings.device``: CUDA then
-    CPU on a GPU (TensorRT first when ``trt`` options are given, from :func:`tensorrt_options`),
-    else the CPU alone."""
+    """Execution providers to request, in priority order, for ``settings.device``: CUDA
+    (:func:`cuda_provider_options`) then CPU on a GPU (TensorRT first when ``trt`` options are
+    given, from :func:`tensorrt_options`), else the CPU alone."""
     available = ort.get_available_providers()
-    cuda = ("CUDAExecutionProvider", {"device_id": settings.cuda_device_id})
+    cuda = ("CUDAExecutionProvider", cuda_provider_options(settings))
     if settings.device == "cuda" or (settings.device == "auto"
                                      and "CUDAExecutionProvider" in available):
         gpu: list[str | tuple[str, dict]] = [cuda, "CPUExecutionProvider"]
@@ -288,6 +322,11 @@ class BatchedModel:
             out); the graph's first input must have that rank and, where its dims are numbers,
             those values (None: not checked).
 
+    The session's first active provider is ``provider``; ``requested_provider`` is the one
+    asked for first. They differ when ONNX Runtime fell back (TensorRT's libraries missing:
+    TensorRT -> CUDA), which is logged (``model_provider_fallback``) and which a benchmark
+    reports, so it never measures another provider than the one it names.
+
     Raises:
         ModelError: missing file, SHA-256 mismatch, a graph ONNX Runtime cannot load, or a
             graph whose first input does not take ``input_shape`` (e.g. another model's file
@@ -349,6 +388,12 @@ class BatchedModel:
                 "install the `gpu` extra and a matching CUDA/cuDNN"
             )
         self.provider = active[0]
+        first_wanted = providers_for(settings, trt)[0]
+        self.requested_provider = (first_wanted[0] if isinstance(first_wanted, tuple)
+                                   else first_wanted)
+        if self.provider != self.requested_provider:  # e.g. TensorRT's libraries missing
+            log.warning("model_provider_fallback", model=name,
+                        requested=self.requested_provider, active=self.provider)
         first = self.session.get_inputs()[0]
         self.input_name = first.name
         self.input_shape = input_shape
@@ -448,7 +493,8 @@ class BatchedModel:
                 :class:`processors.gpu.device.DeviceBatch` (the GPU pixel backend's model input),
                 bound where it lies with ONNX Runtime's IOBinding, each chunk padded with the
                 batch's spare rows (its capacity is a power of two, so they suffice for
-                power-of-two buckets; otherwise the chunk runs unpadded).
+                power-of-two buckets; otherwise the chunk runs unpadded); the outputs in the
+                images' order (``DeviceBatch.order``).
 
         Returns:
             The fetched graph outputs (all, or the first ``outputs``) as host arrays, each with
@@ -460,6 +506,8 @@ class BatchedModel:
                 raise ValueError("empty batch")
             parts = [self._run_bound(x, part.start, part.stop - part.start)
                      for part in bucket_slices(x.n, self.chosen_bucket)]
+            return [x.in_order(np.concatenate([p[k] for p in parts], axis=0))
+                    for k in range(len(parts[0]))]
         else:
             if x.ndim < 1 or x.shape[0] == 0:
                 raise ValueError("empty batch")
