@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from processors.base import Item, Outcome
-from processors.pixels import Decoded
+from processors.pixels import Decoded, jpeg_bytes
 
 __all__ = ["ALPHA_MAD", "BGR_MAD", "CARD_CHECKS", "DECODE_BGR", "DECODE_LUMA", "IDPHOTO_CHECKS",
            "MODEL_INPUT", "QUAD_PX", "RECT_MAD", "STATUS_SHARE", "card_parity", "idphoto_parity",
@@ -149,10 +149,7 @@ def synthetic_uploads(task: str, n: int, size: tuple[int, int] = (1600, 1200), s
             img[y0:, x0:x0 + side] = face
         else:
             raise ValueError(f"task must be card or id_photo, not {task!r}")
-        ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, quality])
-        if not ok:
-            raise RuntimeError("JPEG encoding failed")
-        out.append(buf.tobytes())
+        out.append(jpeg_bytes(img, quality))
     return out
 
 

@@ -51,11 +51,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from processors.errors import ModelError
 from processors.models import manifest, model_path
+from processors.pixels import jpeg_bytes
 from processors.runtime import ModelCall, RuntimeSettings, recorded_calls, symbolic_batch
 
 #: Opset the prepared graph is raised to (per-channel DequantizeLinear's ``axis``: opset 13).
@@ -135,10 +135,7 @@ def calibration_uploads(task: str, n: int, seed: int) -> list[bytes]:
                 img = synth.person_backdrop(synth.background(rng, w, h), rng)
         else:
             raise ValueError(f"no calibration uploads for task {task!r}")
-        ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, UPLOAD_QUALITY])
-        if not ok:
-            raise RuntimeError("JPEG encoding failed")
-        out.append(buf.tobytes())
+        out.append(jpeg_bytes(img, UPLOAD_QUALITY))
     return out
 
 
