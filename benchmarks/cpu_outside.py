@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from statistics import median
 
 import numpy as np
@@ -31,43 +30,11 @@ import numpy as np
 from benchmarks.common import BenchError
 from processors.base import Item, Processor
 from processors.decode import DecodeSettings, probe_image
-from processors.runtime import BatchedModel
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One recorded ``BatchedModel.run``.
-
-    Attributes:
-        model: the model instance.
-        x: its input ``(N, C, H, W) float32``.
-        outputs: what it returned.
-    """
-
-    model: BatchedModel
-    x: np.ndarray
-    outputs: list[np.ndarray]
+from processors.runtime import BatchedModel, ModelCall, recorded_calls
 
 
 @contextmanager
-def recorded_models(calls: list[Call]) -> Iterator[None]:
-    """Inside: every ``BatchedModel.run`` runs as usual and is appended to ``calls``."""
-    real = BatchedModel.run
-
-    def record(self: BatchedModel, x: np.ndarray) -> list[np.ndarray]:
-        out = real(self, x)
-        calls.append(Call(self, np.array(x, copy=True), [np.array(o, copy=True) for o in out]))
-        return out
-
-    BatchedModel.run = record  # type: ignore[method-assign]  # measured: the model call swapped
-    try:
-        yield
-    finally:
-        BatchedModel.run = real  # type: ignore[method-assign]  # the real call put back
-
-
-@contextmanager
-def replayed_models(calls: Sequence[Call]) -> Iterator[None]:
+def replayed_models(calls: Sequence[ModelCall]) -> Iterator[None]:
     """Inside: ``BatchedModel.run`` returns the recorded outputs in order, without running.
 
     Raises:
@@ -100,7 +67,7 @@ def _items(blobs: Sequence[bytes], dec: DecodeSettings, options: dict) -> list[I
 def cpu_ms_outside_model(proc: Processor, blobs: Sequence[bytes], batch: int = 1,
                          rounds: int = 3, dec: DecodeSettings | None = None,
                          options: dict | None = None,
-                         calls: list[Call] | None = None) -> dict[str, float | int]:
+                         calls: list[ModelCall] | None = None) -> dict[str, float | int]:
     """CPU ms per image of ``proc`` outside its model calls, model outputs replayed.
 
     Each pass: header probe of every blob (as the worker does) and ``process_batch`` on chunks
@@ -133,7 +100,7 @@ def cpu_ms_outside_model(proc: Processor, blobs: Sequence[bytes], batch: int = 1
             proc.process_batch(items[k:k + batch])
 
     calls = [] if calls is None else calls
-    with recorded_models(calls):
+    with recorded_calls(calls):
         one_pass()
     cpu, wall = [], []
     for _ in range(rounds):
@@ -146,7 +113,7 @@ def cpu_ms_outside_model(proc: Processor, blobs: Sequence[bytes], batch: int = 1
             "model_calls": len(calls), "images": len(blobs), "rounds": rounds}
 
 
-def bare_model_images_per_s(calls: Sequence[Call], images: int, repeats: int = 2) -> float:
+def bare_model_images_per_s(calls: Sequence[ModelCall], images: int, repeats: int = 2) -> float:
     """Images/s of the recorded model calls run alone: ``InferenceSession.run`` of each
     recorded input, cut into chunks and padded to a bucket as ``BatchedModel.run`` does; the
     fastest of ``repeats`` passes.

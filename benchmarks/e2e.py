@@ -3,9 +3,12 @@
 Both consumers run in this process on the same warmed-up processor, each on fresh topics and
 buckets. A step waits until its consumer holds every partition, then uploads the images (MinIO
 PUT + UploadEvent, the platform's claim check) and times from the first upload to the last
-result read back as committed (read_committed). ``compare`` interleaves model-only, batching
-and naive passes (order reversed every other round) so load from other processes on a shared
-machine hits them alike, and reports the median ratios.
+result read back as committed (read_committed); it also reports the time to the first result,
+the fixed start (:func:`fixed_start`) and the process CPU per image over the pass (consumer,
+uploader and reader together: what the consumer costs beyond the same uploads' other work).
+``compare`` interleaves model-only, batching and naive passes (order reversed every other
+round) so load from other processes on a shared machine hits them alike, and reports the median
+ratios.
 """
 
 from __future__ import annotations
@@ -36,20 +39,41 @@ def _timed(s: Settings, task: str, files: Sequence[Path], count: int, mode: str,
         stop = start()
         try:
             wait_group(s, 1, PARTITIONS)
+            c0 = time.process_time()
             t0 = time.time() * 1000.0
             sent = UploadProducer(s).produce_files(list(files), task, count=count, concurrency=4)
             got = rw.wait_all([x.upload_id for x in sent], timeout_s)
+            cpu_s = time.process_time() - c0
         finally:
             stop()
     if not got:
         raise BenchError(f"{mode}/{task}: no result within {timeout_s} s")
-    sec = (max(g.recv_ms for g in got.values()) - t0) / 1000.0
+    recv = sorted(g.recv_ms for g in got.values())
+    sec = (recv[-1] - t0) / 1000.0
     statuses = Counter(g.status for g in got.values())
     errors = count - len(got) + statuses.get("failed", 0) + statuses.get("dead_letter", 0)
+    start_s = fixed_start([(r - t0) / 1000.0 for r in recv])
     return {"task": task, "mode": mode, "images": count, "results": len(got),
             "seconds": round(sec, 3), "images_per_s": round(len(got) / sec, 3),
             "mean_batch_size": round(sum(g.batch_size for g in got.values()) / len(got), 2),
+            "first_result_s": round((recv[0] - t0) / 1000.0, 3),
+            "fixed_start_s": round(start_s, 3), "fixed_start_share": round(start_s / sec, 3),
+            "cpu_ms_per_image": round(cpu_s * 1000.0 / count, 1),
             "statuses": dict(statuses), "errors": errors}
+
+
+def fixed_start(result_s: Sequence[float]) -> float:
+    """The part of a pass that does not grow with its uploads: the time to the first committed
+    result, less one upload at the pass's steady rate (``(N - 1)`` results over the time from
+    the first to the last), in s (0 when only one result or all at once).
+
+    Args:
+        result_s: seconds from the first upload to each committed result, ascending.
+    """
+    if len(result_s) < 2 or result_s[-1] <= result_s[0]:
+        return max(result_s[0], 0.0) if result_s else 0.0
+    per_upload = (result_s[-1] - result_s[0]) / (len(result_s) - 1)
+    return max(result_s[0] - per_upload, 0.0)
 
 
 def _in_thread(target: Callable[[], object], stop: Callable[[], None]) -> Callable[[], None]:

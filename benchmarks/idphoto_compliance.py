@@ -1,10 +1,11 @@
 """CPU cost of the ID-photo compliance report beyond the matte (issue 39).
 
-For phone-like 2 MP (1600x1200) and 12 MP (4032x3024) selfies (``benchmarks.portraits``): the
-person matte and the face search run untimed; then, timed per photo with the process's CPU
-clock (all threads) and the wall clock: the Face Mesh step (the rotated 192 px crop and the
-model call), the chin from the mesh, and the report's checks on the framed photo (``us_passport``,
-``validate`` mode: the heaviest, the background measured on the upload's own px).
+For phone-like 2 MP (1600x1200) and 12 MP (4032x3024) selfies
+(``processors.idphoto.portraits``): the person matte and the face search run untimed; then,
+timed per photo with the process's CPU clock (all threads) and the wall clock: the Face Mesh
+step (the rotated 192 px crop and the model call), the chin from the mesh, and the report's
+checks on the framed photo (``us_passport``, ``validate`` mode: the heaviest, the background
+measured on the upload's own px).
 
 Run: ``python -m benchmarks.idphoto_compliance [--photos N] [--passes P]``; prints medians.
 """
@@ -20,7 +21,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from benchmarks.portraits import phone_portrait
+from processors.idphoto.portraits import phone_portrait
 
 
 def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float, float]:

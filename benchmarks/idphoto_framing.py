@@ -1,6 +1,7 @@
 """ID-photo framing of one code version, and the difference between two versions.
 
-Not a test. ``record`` runs the ID-photo processor on ``benchmarks.portraits.framing_set`` plus
+Not a test. ``record`` runs the ID-photo processor on
+``processors.idphoto.portraits.framing_set`` plus
 the shared cases' portraits (``../shared/cases``, where present) and keeps, per image, the
 verdict and the frame the processor planned (``framing.plan_frame``'s result: source position
 of the output's top-left corner, scale, size). ``compare`` reads two such files and reports, per
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.portraits import framing_set
+from processors.idphoto.portraits import framing_set
 
 #: The shared cases folder beside the checkout (``../shared/cases``), as the tests find it.
 CASES = Path(__file__).resolve().parents[1].parent / "shared" / "cases"

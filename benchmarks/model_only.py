@@ -44,19 +44,21 @@ def measure(proc: Processor, blobs: Sequence[bytes], batch: int, n: int,
         dec: decode limits.
 
     Returns:
-        ``{"batch", "images", "seconds", "images_per_s", "accepted"}``.
+        ``{"batch", "images", "seconds", "images_per_s", "accepted", "cpu_ms_per_image"}``
+        (process CPU of every thread per image).
     """
     batched_model(proc).chosen_bucket = batch
     count = max(n, batch)
     accepted = 0
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for k in range(0, count, batch):
         chunk = range(k, min(k + batch, count))
         items = [Item(f"m{i:05d}", probe_image(blobs[i % len(blobs)], dec)) for i in chunk]
         accepted += sum(str(o.status) == "accepted" for o in proc.process_batch(items))
-    sec = time.perf_counter() - t0
+    sec, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"batch": batch, "images": count, "seconds": round(sec, 3),
-            "images_per_s": round(count / sec, 3), "accepted": accepted}
+            "images_per_s": round(count / sec, 3), "accepted": accepted,
+            "cpu_ms_per_image": round(cpu * 1000.0 / count, 1)}
 
 
 def _meminfo_mib(field: str, path: str = "/proc/meminfo") -> float:
@@ -106,3 +108,4 @@ def sweep(proc: Processor, blobs: Sequence[bytes], batches: Sequence[int], n: in
         return rows
     finally:
         bm.chosen_bucket = chosen
+        bm.shrink()  # the CPU arena would keep the largest batch's activations

@@ -1,9 +1,12 @@
-"""Phone-sized uploads: CPU work around the model, the bare model, and end to end, per task.
+"""Phone-sized uploads: CPU work around the model, the bare model, and end to end, per task and
+precision.
 
-For each task and each size (``2mp`` = 1600x1200, what a ticketing app uploads after its own
-downsizing; ``12mp`` = 4032x3024, a phone camera's full frame), on scenes made by the project's
-own code (cards: ``processors.card.training.synth.sample``; ID photos:
-``benchmarks.portraits.phone_portrait``, the astronaut in a selfie-like frame), JPEG quality 90:
+For each task, each size (``2mp`` = 1600x1200, what a ticketing app uploads after its own
+downsizing; ``12mp`` = 4032x3024, a phone camera's full frame) and each precision
+(``CARDSTREAM_RUNTIME__PRECISION``: ``fp32`` and ``int8`` on a CPU), on scenes made by the
+project's own code (cards: ``processors.card.training.synth.sample``; ID photos:
+``processors.idphoto.portraits.phone_portrait``, the astronaut in a selfie-like frame), JPEG
+quality 90:
 
 ``cpu_ms_per_image_outside_model``
     ``benchmarks.cpu_outside.cpu_ms_outside_model``: process CPU ms per image of the header
@@ -16,19 +19,26 @@ own code (cards: ``processors.card.training.synth.sample``; ID photos:
 ``e2e_images_per_s`` and ``e2e_over_bare_model``
     the same JPEGs uploaded through MinIO + Kafka to the batching worker (``benchmarks.e2e``,
     default worker settings, the processor with its default threads), first upload to last
-    committed result, against the bare model.
+    committed result: the median of ``rounds`` passes, the precisions interleaved (their order
+    reversed every other round), against the bare model of the same precision;
+    ``e2e_over_bare_fp32`` divides by the fp32 bare model of the same run (issue 40's target);
+    ``fixed_start_share`` is the median share of a pass spent before the pipeline's steady
+    rate (:func:`benchmarks.e2e.fixed_start`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import cv2
 import numpy as np
 
-from benchmarks.cpu_outside import Call, bare_model_images_per_s, cpu_ms_outside_model
+from benchmarks.cpu_outside import bare_model_images_per_s, cpu_ms_outside_model
 from processors.base import Processor
+from processors.runtime import ModelCall
 from streams.settings import Settings
 
 #: Upload sizes (width, height) px.
@@ -49,7 +59,7 @@ def scenes(task: str, size: tuple[int, int], n: int, seed: int = 29) -> list[byt
 
             img = sample(rng, doc_type="id_card" if i % 4 else "passport", size=(w, h)).image
         else:
-            from benchmarks.portraits import phone_portrait
+            from processors.idphoto.portraits import phone_portrait
 
             img = phone_portrait(w, h, seed=seed + i)
         ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, QUALITY])
@@ -57,58 +67,54 @@ def scenes(task: str, size: tuple[int, int], n: int, seed: int = 29) -> list[byt
     return out
 
 
-def measure(base: Settings, task: str, proc: Processor, proc_1thread: Processor, blobs: list[bytes],
-            files: list[Path], e2e: bool) -> dict[str, Any]:
-    """The three figures for one task and size (module docstring).
+def measure(proc_1thread: Processor, blobs: list[bytes], base: Settings) -> tuple[dict[str, Any],
+                                                                               list[ModelCall]]:
+    """CPU ms outside the model and the bare model's images/s for one processor and upload set
+    (module docstring); returns the row and the recorded model calls.
 
     Args:
-        base: settings from the environment.
-        task: ``card`` or ``id_photo``.
-        proc: the warmed-up processor with its default threads (end to end).
-        proc_1thread: the same processor with ``postprocess_threads=1`` (CPU ms), warmed up.
-        blobs: the JPEG uploads; ``files``: the same written to disk (end to end).
-        e2e: run the end-to-end pass (needs the stack).
+        proc_1thread: the processor with ``postprocess_threads=1``, warmed up.
+        blobs: the JPEG uploads.
+        base: settings from the environment (decode limits).
     """
     from benchmarks.model_only import batched_model
 
     bucket = batched_model(proc_1thread).chosen_bucket
-    calls: list[Call] = []
+    calls: list[ModelCall] = []
     cpu = cpu_ms_outside_model(proc_1thread, blobs, batch=bucket, rounds=2, dec=base.decode,
                                calls=calls)
-    bare = bare_model_images_per_s(calls, len(blobs))
-    row: dict[str, Any] = {"task": task, "images": len(blobs), "bucket": bucket,
-                           "cpu_ms_per_image_outside_model": cpu["cpu_ms_per_image"],
-                           "wall_ms_per_image_outside_model": cpu["wall_ms_per_image"],
-                           "model_calls_per_pass": cpu["model_calls"],
-                           "bare_model_images_per_s": bare}
-    if e2e:
-        from benchmarks.e2e import run_batching
-
-        r = run_batching(base, task, proc, files, len(files))
-        row["e2e_images_per_s"] = r["images_per_s"]
-        row["e2e_mean_batch_size"] = r["mean_batch_size"]
-        row["e2e_over_bare_model"] = round(r["images_per_s"] / bare, 3)
-    return row
+    return {"images": len(blobs), "bucket": bucket,
+            "cpu_ms_per_image_outside_model": cpu["cpu_ms_per_image"],
+            "wall_ms_per_image_outside_model": cpu["wall_ms_per_image"],
+            "model_calls_per_pass": cpu["model_calls"],
+            "bare_model_images_per_s": bare_model_images_per_s(calls, len(blobs))}, calls
 
 
-def run_phone(base: Settings, procs: dict[str, Processor], build_1thread, n: int, tmp: Path,
-              e2e: bool = True) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every task of ``procs`` at every size of :data:`SIZES`.
+def run_phone(base: Settings, procs: dict[str, dict[str, Processor]],
+              build_1thread: Callable[[str, str], Processor], n: int, tmp: Path,
+              e2e: bool = True, rounds: int = 3) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """Every task at every size of :data:`SIZES` and every precision of ``procs``.
 
     Args:
         base: settings from the environment.
-        procs: task -> warmed-up processor (default threads).
-        build_1thread: ``task -> processor`` with one post-processing thread, warmed up.
+        procs: precision -> task -> warmed-up processor (default threads).
+        build_1thread: ``(task, precision) -> processor`` with one post-processing thread,
+            warmed up.
         n: uploads per task and size.
         tmp: folder for the upload files.
-        e2e: run the end-to-end passes.
+        e2e: run the end-to-end passes (needs the stack).
+        rounds: end-to-end passes per task, size and precision (interleaved; medians).
 
     Returns:
-        ``{task: {size: row}}`` (:func:`measure`'s rows).
+        ``{task: {size: {precision: row}}}``; rows hold the figures of the module docstring.
     """
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for task, proc in procs.items():
-        one = build_1thread(task)
+    from benchmarks.e2e import run_batching
+
+    precisions = list(procs)
+    tasks = list(procs[precisions[0]])
+    out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for task in tasks:
+        ones = {p: build_1thread(task, p) for p in precisions}
         for name, size in SIZES.items():
             blobs = scenes(task, size, n)
             files = []
@@ -116,7 +122,26 @@ def run_phone(base: Settings, procs: dict[str, Processor], build_1thread, n: int
                 f = tmp / f"phone-{task}-{name}-{i}.jpg"
                 f.write_bytes(b)
                 files.append(f)
-            row = measure(base, task, proc, one, blobs, files, e2e)
-            out.setdefault(task, {})[name] = {"size": f"{size[0]}x{size[1]}", **row}
-            print(f"[{task} {name}] {out[task][name]}", flush=True)
+            rows = {p: {"size": f"{size[0]}x{size[1]}", "precision": p,
+                        **measure(ones[p], blobs, base)[0]} for p in precisions}
+            passes: dict[str, list[dict[str, Any]]] = {p: [] for p in precisions}
+            for r in range(rounds if e2e else 0):
+                for p in (precisions if r % 2 == 0 else precisions[::-1]):
+                    passes[p].append(run_batching(base, task, procs[p][task], files, len(files)))
+            fp32_bare = rows.get("fp32", {}).get("bare_model_images_per_s")
+            for p, row in rows.items():
+                if passes[p]:
+                    ips = median(x["images_per_s"] for x in passes[p])
+                    row.update({"e2e_images_per_s": round(ips, 3),
+                                "e2e_rounds_images_per_s": [x["images_per_s"] for x in passes[p]],
+                                "e2e_mean_batch_size": median(x["mean_batch_size"]
+                                                              for x in passes[p]),
+                                "fixed_start_share": round(median(x["fixed_start_share"]
+                                                                  for x in passes[p]), 3),
+                                "e2e_over_bare_model":
+                                    round(ips / row["bare_model_images_per_s"], 3)})
+                    if fp32_bare:
+                        row["e2e_over_bare_fp32"] = round(ips / fp32_bare, 3)
+                out.setdefault(task, {}).setdefault(name, {})[p] = row
+                print(f"[{task} {name} {p}] {row}", flush=True)
     return out

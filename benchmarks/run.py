@@ -6,9 +6,12 @@ Sections (``--sections``, default all):
 ``compare``  end to end through the real stack, batching worker vs naive consumer, interleaved
              with model-only passes at the worker's bucket: ``e2e / model-only`` and
              ``batching / naive`` per task;
-``phone``    per task at 2 MP and 12 MP phone-like uploads: CPU ms per image outside the model
-             (model calls replayed), the bare model's images/s on the same inputs, and end to
-             end / bare model (``benchmarks/phone.py``; end to end only with the stack's env);
+``phone``    per task at 2 MP and 12 MP phone-like uploads and per precision (``--precisions``:
+             fp32 and int8 on a CPU): CPU ms per image outside the model (model calls
+             replayed), the bare model's images/s on the same inputs, end to end (median of
+             interleaved rounds) / bare model of the same precision and / the fp32 bare model,
+             and the share of a pass its fixed start takes (``benchmarks/phone.py``; end to end
+             only with the stack's env);
 ``load``     the seeds' load table on the sleep processor (10..300 concurrent producers) and P99
              at 50% of measured capacity;
 ``scaling``  1, 2, 4 sleep-processor workers on 6 partitions;
@@ -52,6 +55,7 @@ from typing import Any
 from benchmarks.common import BenchError, machine_info, small_jpegs
 from processors import registry
 from processors.base import Processor
+from processors.models import file_precision, manifest, pinned_model
 from streams.logs import configure_logging
 from streams.samples import write_samples
 from streams.settings import Settings, load_settings
@@ -59,6 +63,7 @@ from streams.worker import build_processors
 
 SECTIONS = ("model", "compare", "phone", "load", "scaling", "probe", "gateway", "rush", "backfill",
             "tracing")
+PRECISIONS = ("auto", "fp32", "fp16", "int8")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -77,13 +82,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "a CPU, where u2netp needs ~260 MiB of activations per image)")
     ap.add_argument("--n", type=int, default=8, help="images per sweep point")
     ap.add_argument("--phone-images", type=int, default=None,
-                    help="uploads per task and size in the phone section (default 4; --quick 2)")
+                    help="uploads per task, size and pass in the phone section (default 24; "
+                         "--quick 6)")
     ap.add_argument("--e2e-images", type=int, default=None,
-                    help="images per model-only / batching / naive pass of compare (default 16)")
+                    help="images per model-only / batching / naive pass of compare (default 32)")
     ap.add_argument("--rounds", type=int, default=None,
-                    help="interleaved compare rounds (default 3)")
+                    help="interleaved rounds of compare and of phone's end-to-end passes "
+                         "(default 3)")
     ap.add_argument("--device", default=None, choices=("cpu", "cuda", "auto"),
                     help="ONNX Runtime device (default: settings, CARDSTREAM_RUNTIME__DEVICE)")
+    ap.add_argument("--precision", default=None, choices=PRECISIONS,
+                    help="precision of model and compare (default: settings, "
+                         "CARDSTREAM_RUNTIME__PRECISION)")
+    ap.add_argument("--precisions", default=None,
+                    help="precisions of the phone section (default fp32,int8 on a CPU; fp32 on "
+                         "a GPU)")
     ap.add_argument("--load-seconds", type=float, default=None,
                     help="measuring window per load level")
     ap.add_argument("--sleep-ms", type=float, default=20.0, help="sleep processor per call (load)")
@@ -104,8 +117,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                  else [1, 2, 4, 8] if a.quick else [1, 2, 4, 8, 16, 32] if _gpu(a.device)
                  else [1, 2, 4, 8, 16])
     a.rounds = a.rounds or (1 if a.quick else 3)
-    a.e2e_images = a.e2e_images or (8 if a.quick else 16)
-    a.phone_images = a.phone_images or (2 if a.quick else 4)
+    a.e2e_images = a.e2e_images or (8 if a.quick else 32)
+    a.phone_images = a.phone_images or (6 if a.quick else 24)
+    a.precisions = ([x for x in a.precisions.split(",") if x] if a.precisions
+                    else ["fp32"] if _gpu(a.device) else ["fp32", "int8"])
+    bad = set(a.precisions) - set(PRECISIONS)
+    if bad:
+        ap.error(f"unknown precisions {sorted(bad)}; known: {', '.join(PRECISIONS)}")
     a.load_seconds = a.load_seconds or (4.0 if a.quick else 6.0)
     a.scaling_events = a.scaling_events or (120 if a.quick else 240)
     return a
@@ -120,12 +138,14 @@ def _gpu(device: str | None) -> bool:
 
 
 def build(base: Settings, task: str, batches: list[int], device: str | None,
-          threads: int | None = None) -> Processor:
+          threads: int | None = None, precision: str | None = None) -> Processor:
     """The real processor of ``task``, with the sweep's batch sizes as its buckets, warmed up
-    (``threads``: its post-processing threads, None: the settings')."""
+    (``threads``: its post-processing threads, None: the settings'; ``precision``: None, the
+    settings')."""
     rt = base.runtime.model_copy(update={"buckets": tuple(sorted(set(batches))), "max_bucket": None,
                                          **({"device": device} if device else {}),
-                                         **({"postprocess_threads": threads} if threads else {})})
+                                         **({"postprocess_threads": threads} if threads else {}),
+                                         **({"precision": precision} if precision else {})})
     if rt.device != "cpu":
         import onnxruntime as ort
 
@@ -134,6 +154,29 @@ def build(base: Settings, task: str, batches: list[int], device: str | None,
     p = build_processors(base, [task], runtime=rt)[task]
     p.warm_up()
     return p
+
+
+def model_precision(proc: Processor) -> str:
+    """The precision ``proc``'s model runs at (``fp32``, ``fp16``, ``int8``): its file's and
+    session's (:func:`processors.models.file_precision`)."""
+    from benchmarks.model_only import batched_model
+
+    bm = batched_model(proc)
+    return file_precision(bm.path, bm.settings)
+
+
+def _resolved(precision: str, proc: Processor) -> str:
+    """The precision ``proc``'s model would run at were it built with ``precision`` (``auto``
+    -> ``int8`` on a CPU where the model's int8 build passed the gate, else ``fp32``...)."""
+    from benchmarks.model_only import batched_model
+
+    bm = batched_model(proc)
+    rt = bm.settings.model_copy(update={"precision": precision})
+    name = next((n for n, e in manifest().items() if e["file"] == bm.path.name), None)
+    if name is None:  # a --model file: float
+        return file_precision(bm.path, rt)
+    base = manifest()[name].get("quantised_from", name)
+    return file_precision(pinned_model(base, runtime=rt)[0], rt)
 
 
 def _table(rows: list[dict], cols: list[str]) -> str:
@@ -179,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         if {"model", "compare", "phone"} & set(a.sections):
             for task in a.tasks:
                 t0 = time.monotonic()
-                procs[task] = build(base, task, a.batches, a.device)
+                procs[task] = build(base, task, a.batches, a.device, precision=a.precision)
                 bm = model_only.batched_model(procs[task])
                 shared = [t for t, p in procs.items()
                           if t != task and model_only.batched_model(p) is bm]
@@ -192,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             models = {t: model_only.batched_model(p) for t, p in procs.items()}
             summary["provider"] = {t: m.provider for t, m in models.items()}
             summary["bucket"] = {t: m.chosen_bucket for t, m in models.items()}
+            summary["precision"] = {t: model_precision(p) for t, p in procs.items()}
         sweeps: dict[str, list[dict]] = {}
         done: dict[str, list[dict]] = {}
         if "model" in a.sections:
@@ -219,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"{a.rounds} round(s): e2e/model-only = {c['e2e_over_model_only']} "
                       f"(goal >= 0.90), batching/naive = {c['batching_over_naive']} (goal >= 1.0)")
                 rows = [r[k] for r in c["rounds"] for k in ("model_only", "batching", "naive")]
-                print(_table(rows, ["mode", "images", "seconds", "images_per_s"]), flush=True)
+                print(_table(rows, ["mode", "images", "seconds", "images_per_s", "first_result_s",
+                                    "fixed_start_share", "cpu_ms_per_image", "mean_batch_size"]),
+                      flush=True)
             _write(out, "e2e.json", {"machine": machine, "tasks": compares})
             summary["e2e_over_model_only"] = {t: c["e2e_over_model_only"]
                                               for t, c in compares.items()}
@@ -235,20 +281,35 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks.model_only import batched_model as bm_of
             from benchmarks.phone import run_phone
 
-            def one_thread(task: str) -> Processor:  # same bucket, one post-processing thread
-                return build(base, task, [bm_of(procs[task]).chosen_bucket], a.device, threads=1)
+            by_prec: dict[str, dict[str, Processor]] = {}
+            for prec in a.precisions:
+                by_prec[prec] = {t: (p if model_precision(p) == _resolved(prec, p) else
+                                     build(base, t, a.batches, a.device, precision=prec))
+                                 for t, p in procs.items()}
+
+            def one_thread(task: str, prec: str) -> Processor:  # same bucket, one thread
+                return build(base, task, [bm_of(by_prec[prec][task]).chosen_bucket], a.device,
+                             threads=1, precision=prec)
 
             stack = "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS" in os.environ
             if not stack:
                 print("phone: no stack in the environment, end-to-end figures skipped", flush=True)
             t0 = time.monotonic()
-            ph = run_phone(base, procs, one_thread, a.phone_images, Path(tmp), e2e=stack)
-            _write(out, "phone.json", {"machine": machine, "tasks": ph,
+            ph = run_phone(base, by_prec, one_thread, a.phone_images, Path(tmp), e2e=stack,
+                           rounds=a.rounds)
+            _write(out, "phone.json", {"machine": machine, "tasks": ph, "rounds": a.rounds,
                                        "seconds": round(time.monotonic() - t0, 1)})
+            cols = ["task", "size", "precision", "cpu_ms_per_image_outside_model",
+                    "bare_model_images_per_s", "e2e_images_per_s", "e2e_over_bare_model",
+                    "e2e_over_bare_fp32", "fixed_start_share"]
+            print(f"\nphone: {a.phone_images} uploads per pass, {a.rounds} round(s), medians")
+            print(_table([{"task": t, "size": sz, **r} for t, sizes in ph.items()
+                          for sz, precs in sizes.items() for r in precs.values()], cols),
+                  flush=True)
             for key in ("cpu_ms_per_image_outside_model", "bare_model_images_per_s",
-                        "e2e_over_bare_model"):
-                summary[key] = {t: {sz: r[key] for sz, r in rows.items() if key in r}
-                                for t, rows in ph.items()}
+                        "e2e_over_bare_model", "e2e_over_bare_fp32", "fixed_start_share"):
+                summary[key] = {t: {sz: {p: r[key] for p, r in precs.items() if key in r}
+                                    for sz, precs in sizes.items()} for t, sizes in ph.items()}
         if "load" in a.sections:
             from benchmarks.load import run_load
 

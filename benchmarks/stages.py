@@ -30,9 +30,10 @@ from contextlib import contextmanager
 from statistics import median
 from typing import Any
 
-from benchmarks.cpu_outside import Call, _items, recorded_models, replayed_models
+from benchmarks.cpu_outside import _items, replayed_models
 from processors.base import Processor
 from processors.decode import DecodeSettings
+from processors.runtime import ModelCall, recorded_calls
 
 #: A stage: (module, attribute path in it, label). A dotted path names a method of a class.
 Stage = tuple[str, str, str]
@@ -169,8 +170,8 @@ def stage_cpu_ms(proc: Processor, blobs: Sequence[bytes], stages: Sequence[Stage
         for k in range(0, len(items), batch):
             proc.process_batch(items[k:k + batch])
 
-    calls: list[Call] = []
-    with recorded_models(calls):
+    calls: list[ModelCall] = []
+    with recorded_calls(calls):
         one_pass()
     clock, totals = StageClock(), []
     with timed_stages(clock, stages):

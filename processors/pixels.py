@@ -310,14 +310,20 @@ class CpuPixels:
 
     def encode_jpeg(self, images: Sequence[np.ndarray], quality: int) -> list[bytes]:
         """See :meth:`PixelBackend.encode_jpeg` (OpenCV's libjpeg-turbo)."""
+        return map_in_threads(lambda img: jpeg_bytes(img, quality), images, self.threads)
 
-        def one(img: np.ndarray) -> bytes:
-            ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
-            if not ok:
-                raise RuntimeError("JPEG encoding failed")
-            return buf.tobytes()
 
-        return map_in_threads(one, images, self.threads)
+def jpeg_bytes(image: np.ndarray, quality: int) -> bytes:
+    """``image`` (``(H, W, 3) uint8`` BGR, or ``(H, W)`` grey) as JPEG at ``quality`` (1-100),
+    OpenCV's libjpeg-turbo.
+
+    Raises:
+        RuntimeError: OpenCV could not encode it.
+    """
+    ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    if not ok:
+        raise RuntimeError("JPEG encoding failed")
+    return buf.tobytes()
 
 
 def pixel_backend(runtime: RuntimeSettings, decode: DecodeSettings) -> PixelBackend:

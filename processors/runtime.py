@@ -13,14 +13,16 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnxruntime as ort
-from pydantic import BaseModel, ConfigDict
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
 
 from processors.errors import ModelError, ProviderError
 from processors.tracing import MODEL, span
@@ -33,6 +35,10 @@ DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 #: (``onnxruntime_session_options_config_keys.h``:
 #: ``kOrtSessionOptionsConfigAllowIntraOpSpinning``).
 SPINNING_KEY = "session.intra_op.allow_spinning"
+#: ONNX Runtime's run option that gives an arena's free memory back at the end of a run
+#: (``onnxruntime_run_options_config_keys.h``: ``kOrtRunOptionsConfigEnableMemoryArenaShrinkage``).
+SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
+log = structlog.get_logger("cardstream.runtime")
 _SHARED: dict[tuple, BatchedModel] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -59,6 +65,14 @@ class RuntimeSettings(BaseModel):
             model 621 -> 476 ms of CPU, the worker 2.68 -> 3.08 images/s (``benchmarks/README.md``,
             issue 29). The outputs are the same (same kernels; only idle threads wait
             differently).
+        cpu_arena: keep ONNX Runtime's CPU memory arena (its default) for sessions on the CPU
+            provider. Without it every call maps its activations afresh and the kernel zeroes
+            them page by page: u2netp at 320 x 320, one image, one thread, took 588 ms of CPU
+            per call of which 139 ms in the kernel (61,888 minor page faults), against 460 ms
+            and 6 ms (0 faults) with it (issue 40), for about 130 MiB more resident memory at
+            bucket 1. The arena keeps its peak, so warm-up gives back what the buckets above
+            the chosen one took (:meth:`BatchedModel.shrink`); a worker holds about one chosen
+            bucket's activations per model (~260 MiB per image for u2netp).
         cuda_device_id: GPU index for the CUDA EP.
         postprocess_threads: threads for per-item pre- and post-processing around the model call
             (decode, quad fit, warp, face search, mattes, JPEG encode; 0: ``os.cpu_count()``).
@@ -67,17 +81,40 @@ class RuntimeSettings(BaseModel):
         cpu_max_bucket: bucket cap when the session runs on the CPU EP. u2netp needs about
             260 MiB of activations per image, and on a CPU a batch above 8 only costs memory
             (measured in ``benchmarks/``: no throughput gain past 2-4 on 2 cores).
-        precision: ``fp32``, or ``fp16``: the model's weights and activations in float16 with
-            float32 inputs and outputs (ONNX Runtime's ``transformers.float16``
+        precision: the model files and arithmetic (:func:`model_precision`). ``int8``: each
+            model that has an int8 file pinned in ``models.json`` (``precision: int8``, built by
+            :mod:`processors.quantise`) loads that file, the others their fp32 file; CPU
+            provider only (a GPU session refuses it at start-up). ``auto`` (default): on ONNX
+            Runtime's CPU provider, the int8 files that pass ``python -m
+            benchmarks.precision_gate`` (entries without ``"auto": false``: today the ID
+            photo's ``u2netp.int8``, not the card's) and fp32 files otherwise; on a GPU,
+            ``fp32`` (:func:`processors.models.pinned_model`). ``fp32``: the fp32 files.
+            ``fp16``: the fp32 files with weights and activations in float16 and float32 inputs
+            and outputs (ONNX Runtime's ``transformers.float16``
             ``convert_float_to_float16(keep_io_types=True)``); with ``tensorrt`` the fp32 graph
-            is kept and TensorRT builds fp16 kernels (``trt_fp16_enable``). u2netp's mask moves by
-            well under one level of 255 (``tests/unit/test_gpu_model.py``).
+            is kept and TensorRT builds fp16 kernels (``trt_fp16_enable``). u2netp's mask moves
+            by well under one level of 255 (``tests/unit/test_gpu_model.py``); for the GPU (ONNX
+            Runtime's CPU provider has no fast fp16 or bfloat16 convolution on x86: ``bf16`` is
+            not offered, issue 40).
         tensorrt: put ONNX Runtime's TensorRT execution provider first (CUDA, then CPU, behind
             it) with an engine cache and one explicit optimisation profile for the batch axis
             (``trt_profile_min/opt/max_shapes``: 1, the largest bucket, the largest bucket).
             Needs TensorRT 10 (``libnvinfer.so.10``, what onnxruntime-gpu 1.31's provider links).
         trt_cache_dir: folder of TensorRT engine and timing caches (created); None: a
             ``cardstream-trt`` folder in the user cache (``$XDG_CACHE_HOME`` or ``~/.cache``).
+        cuda_codec: the GPU pixel backend's JPEG codec. ``auto``: nvImageCodec when it is
+            installed and starts, else the host codec (libjpeg-turbo, decoded on the CPU and
+            uploaded), the start-up failure counted and logged (``pixels_fallback``);
+            ``nvimgcodec``: nvImageCodec or fail at start-up; ``host``: the host codec always (a
+            machine whose nvJPEG misbehaves, or to measure the GPU path without it).
+        cuda_arena_extend_strategy: how each session's CUDA memory arena grows (ONNX Runtime's
+            ``arena_extend_strategy``). ``kSameAsRequested`` (default here): by what is asked
+            for; ONNX Runtime's own default ``kNextPowerOfTwo`` rounds each extension up to a
+            power of two, so a batch-128 warm-up can hold twice what it uses for the life of the
+            process while other worker processes on the GPU start.
+        cuda_mem_limit_mib: cap of each session's CUDA arena in MiB (ONNX Runtime's
+            ``gpu_mem_limit``; every session has its own arena); 0: no cap. With several worker
+            processes on one GPU, about (GPU memory - 2 GiB) / (processes x sessions' share).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -88,12 +125,16 @@ class RuntimeSettings(BaseModel):
     latency_budget_ms: float = 2000.0
     intra_op_threads: int = 0
     intra_op_spinning: bool = False
+    cpu_arena: bool = True
     cuda_device_id: int = 0
     postprocess_threads: int = 0
     cpu_max_bucket: int = 8
-    precision: Literal["fp32", "fp16"] = "fp32"
+    precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
     tensorrt: bool = False
     trt_cache_dir: Path | None = None
+    cuda_codec: Literal["auto", "nvimgcodec", "host"] = "auto"
+    cuda_arena_extend_strategy: Literal["kSameAsRequested", "kNextPowerOfTwo"] = "kSameAsRequested"
+    cuda_mem_limit_mib: int = Field(0, ge=0)
 
 
 def bucket_slices(n: int, bucket: int) -> list[slice]:
@@ -165,18 +206,54 @@ def tensorrt_options(settings: RuntimeSettings, input_name: str, sample_shape: S
     }
 
 
+def cuda_provider_options(settings: RuntimeSettings, tf32: bool = True) -> dict[str, str]:
+    """ONNX Runtime CUDA provider options for ``settings`` (names as in ONNX Runtime 1.31's
+    ``cuda_execution_provider_info.cc``): ``device_id``, ``arena_extend_strategy``,
+    ``gpu_mem_limit`` (bytes, when ``cuda_mem_limit_mib`` is set) and, with ``tf32`` False,
+    ``use_tf32=0``: MatMul and convolution in full float32 instead of TF32's 10-bit mantissa
+    (the provider's default on Ampere and newer). The pixel graphs need that: their resize
+    MatMuls reproduce OpenCV's rounding to uint8, which TF32 breaks by up to a level."""
+    opts = {"device_id": str(settings.cuda_device_id),
+            "arena_extend_strategy": settings.cuda_arena_extend_strategy}
+    if settings.cuda_mem_limit_mib:
+        opts["gpu_mem_limit"] = str(settings.cuda_mem_limit_mib * 2**20)
+    if not tf32:
+        opts["use_tf32"] = "0"
+    return opts
+
+
 def providers_for(settings: RuntimeSettings, trt: dict[str, str] | None = None
                   ) -> list[str | tuple[str, dict]]:
-    """Execution providers to request, in priority order, for ``settings.device``: CUDA then
-    CPU on a GPU (TensorRT first when ``trt`` options are given, from :func:`tensorrt_options`),
-    else the CPU alone."""
+    """Execution providers to request, in priority order, for ``settings.device``: CUDA
+    (:func:`cuda_provider_options`) then CPU on a GPU (TensorRT first when ``trt`` options are
+    given, from :func:`tensorrt_options`), else the CPU alone."""
     available = ort.get_available_providers()
-    cuda = ("CUDAExecutionProvider", {"device_id": settings.cuda_device_id})
+    cuda = ("CUDAExecutionProvider", cuda_provider_options(settings))
     if settings.device == "cuda" or (settings.device == "auto"
                                      and "CUDAExecutionProvider" in available):
         gpu: list[str | tuple[str, dict]] = [cuda, "CPUExecutionProvider"]
         return [("TensorrtExecutionProvider", trt), *gpu] if trt is not None else gpu
     return ["CPUExecutionProvider"]
+
+
+def model_precision(settings: RuntimeSettings) -> Literal["fp32", "fp16", "int8"]:
+    """The precision the sessions of ``settings`` run at (:class:`RuntimeSettings`'s
+    ``precision``): ``auto`` is ``int8`` where the session runs on the CPU provider
+    (:func:`providers_for`) and ``fp32`` on a GPU. ``int8`` says which file a pinned model
+    loads (:func:`processors.models.pinned_model`); a float file runs in fp32 under it
+    (:func:`processors.models.file_precision`).
+
+    Raises:
+        ProviderError: ``int8`` asked for a session on a GPU (the int8 files are QDQ graphs
+            calibrated for the CPU provider's kernels).
+    """
+    on_cpu = providers_for(settings) == ["CPUExecutionProvider"]
+    if settings.precision == "auto":
+        return "int8" if on_cpu else "fp32"
+    if settings.precision == "int8" and not on_cpu:
+        raise ProviderError("precision int8 runs on ONNX Runtime's CPU provider only; on a GPU "
+                            "use fp32 or fp16 (CARDSTREAM_RUNTIME__PRECISION)")
+    return settings.precision
 
 
 def to_fp16(model_bytes: bytes) -> bytes:
@@ -245,11 +322,17 @@ class BatchedModel:
             out); the graph's first input must have that rank and, where its dims are numbers,
             those values (None: not checked).
 
+    The session's first active provider is ``provider``; ``requested_provider`` is the one
+    asked for first. They differ when ONNX Runtime fell back (TensorRT's libraries missing:
+    TensorRT -> CUDA), which is logged (``model_provider_fallback``) and which a benchmark
+    reports, so it never measures another provider than the one it names.
+
     Raises:
         ModelError: missing file, SHA-256 mismatch, a graph ONNX Runtime cannot load, or a
             graph whose first input does not take ``input_shape`` (e.g. another model's file
             given as ``--model``).
-        ProviderError: ``device="cuda"`` but CUDAExecutionProvider is not active.
+        ProviderError: ``device="cuda"`` but CUDAExecutionProvider is not active, or precision
+            ``int8`` for a session on a GPU (:func:`model_precision`).
     """
 
     def __init__(
@@ -268,6 +351,8 @@ class BatchedModel:
         else:
             require_file(path)
         self.name = name
+        self.path = path
+        self.sha256 = sha256
         self.settings = settings
         data = path.read_bytes()
         if not data:
@@ -284,14 +369,14 @@ class BatchedModel:
         so.log_severity_level = 3
         on_cpu = providers_for(settings) == ["CPUExecutionProvider"]
         if on_cpu:
-            # the CPU arena keeps its peak for the life of the process (GBs after one big batch)
-            so.enable_cpu_mem_arena = False
+            so.enable_cpu_mem_arena = settings.cpu_arena
             so.add_session_config_entry(SPINNING_KEY, "1" if settings.intra_op_spinning else "0")
+        precision = model_precision(settings)
         trt = None
         try:
             if settings.tensorrt and not on_cpu:
                 trt = self._trt_options(data, settings)
-            elif settings.precision == "fp16":
+            elif precision == "fp16":
                 data = to_fp16(data)
             self.session = ort.InferenceSession(data, so, providers=providers_for(settings, trt))
         except Exception as e:  # onnxruntime raises its own untyped errors
@@ -303,6 +388,12 @@ class BatchedModel:
                 "install the `gpu` extra and a matching CUDA/cuDNN"
             )
         self.provider = active[0]
+        first_wanted = providers_for(settings, trt)[0]
+        self.requested_provider = (first_wanted[0] if isinstance(first_wanted, tuple)
+                                   else first_wanted)
+        if self.provider != self.requested_provider:  # e.g. TensorRT's libraries missing
+            log.warning("model_provider_fallback", model=name,
+                        requested=self.requested_provider, active=self.provider)
         first = self.session.get_inputs()[0]
         self.input_name = first.name
         self.input_shape = input_shape
@@ -402,7 +493,8 @@ class BatchedModel:
                 :class:`processors.gpu.device.DeviceBatch` (the GPU pixel backend's model input),
                 bound where it lies with ONNX Runtime's IOBinding, each chunk padded with the
                 batch's spare rows (its capacity is a power of two, so they suffice for
-                power-of-two buckets; otherwise the chunk runs unpadded).
+                power-of-two buckets; otherwise the chunk runs unpadded); the outputs in the
+                images' order (``DeviceBatch.order``).
 
         Returns:
             The fetched graph outputs (all, or the first ``outputs``) as host arrays, each with
@@ -414,6 +506,8 @@ class BatchedModel:
                 raise ValueError("empty batch")
             parts = [self._run_bound(x, part.start, part.stop - part.start)
                      for part in bucket_slices(x.n, self.chosen_bucket)]
+            return [x.in_order(np.concatenate([p[k] for p in parts], axis=0))
+                    for k in range(len(parts[0]))]
         else:
             if x.ndim < 1 or x.shape[0] == 0:
                 raise ValueError("empty batch")
@@ -470,4 +564,62 @@ class BatchedModel:
         # warm-up calls are not traffic
         self.stats.calls, self.stats.images, self.stats.padded = calls0, images0, padded0
         self.chosen_bucket = best
+        if b != best:  # a larger bucket was tried: its activations need not stay
+            self.shrink(sample_shape)
         return best
+
+    def shrink(self, sample_shape: Sequence[int] | None = None) -> None:
+        """Give the CPU arena's free memory back (:class:`RuntimeSettings` ``cpu_arena``): one
+        call on zeros at the smallest bucket with ONNX Runtime's arena shrinkage, not counted
+        in :attr:`stats`. The next calls grow it again to what they use. No-op on a GPU or
+        without the arena.
+
+        Args:
+            sample_shape: one image's input shape (None: the ``input_shape`` given at load;
+                without either, nothing is done).
+        """
+        shape = sample_shape or self.input_shape
+        if self.provider != "CPUExecutionProvider" or not self.settings.cpu_arena or not shape:
+            return
+        ro = ort.RunOptions()
+        ro.add_run_config_entry(SHRINK_KEY, "cpu:0")
+        x = np.zeros((self.buckets[0], *shape), dtype=np.float32)
+        with self._lock:
+            self.session.run(self.output_names, {self.input_name: x}, ro)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One recorded :meth:`BatchedModel.run` (see :func:`recorded_calls`).
+
+    Attributes:
+        model: the model instance.
+        x: its input ``(N, ...) float32`` (a copy).
+        outputs: what it returned (copies).
+    """
+
+    model: BatchedModel
+    x: np.ndarray
+    outputs: list[np.ndarray]
+
+
+@contextmanager
+def recorded_calls(calls: list[ModelCall]) -> Iterator[None]:
+    """Inside: every :meth:`BatchedModel.run` of the process runs as usual and is appended to
+    ``calls`` (host inputs only), in call order, so a processor's pass over some uploads gives
+    the exact inputs each of its models saw: the quantiser's calibration data
+    (:mod:`processors.quantise`) and the benchmarks' replays (``benchmarks.cpu_outside``)."""
+    real = BatchedModel.run
+
+    def record(self: BatchedModel, x: np.ndarray | DeviceBatch) -> list[np.ndarray]:
+        out = real(self, x)
+        if isinstance(x, np.ndarray):  # a GPU batch stays on the device: not recorded
+            calls.append(ModelCall(self, np.array(x, copy=True),
+                                   [np.array(o, copy=True) for o in out]))
+        return out
+
+    BatchedModel.run = record  # type: ignore[method-assign]  # recording: the model call wrapped
+    try:
+        yield
+    finally:
+        BatchedModel.run = real  # type: ignore[method-assign]  # the real call put back

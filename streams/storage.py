@@ -241,15 +241,26 @@ class Storage:
                 r.release_conn()
         return self.retry(f"GET {bucket}/{key_tag(key)}", once)
 
-    def put(self, bucket: str, key: str, data: bytes, content_type: str) -> StoredObject:
+    def put(self, bucket: str, key: str, data: bytes, content_type: str,
+            metadata: dict[str, str] | None = None, if_absent: bool = False) -> StoredObject:
         """PUT ``data`` in one request, with SSE-S3 when ``s3.sse`` (overwrites: keys are
         deterministic, so a redelivery writes the same bytes).
+
+        Args:
+            metadata: user metadata, stored as ``x-amz-meta-<name>`` headers.
+            if_absent: a conditional write (``If-None-Match: *``, S3's conditional PUT): the
+                store refuses it with 412 when the key exists, so two writers of one key
+                cannot overwrite each other (the gateway's idempotent uploads). The minio
+                package's public ``put_object`` cannot send that header (it turns unknown
+                headers into user metadata), so this one case goes through its
+                ``_put_object``, the single-request PUT that ``put_object`` itself calls.
 
         Returns:
             The stored object's ref with size (bytes) and sha256.
 
         Raises:
-            ObjectRefused: the store refused the request for this key or body.
+            ObjectRefused: the store refused the request for this key or body (status 412:
+                ``if_absent`` and the key exists).
             StorageError: still failing after the retries (an outage); ``data`` above
                 :data:`SINGLE_PUT_MAX_BYTES` (5 GiB).
         """
@@ -257,11 +268,19 @@ class Storage:
             raise StorageError(f"PUT {bucket}/{key_tag(key)}: {len(data)} bytes, above one PUT's "
                                "limit")
         sse = SseS3() if self.s3.sse else None
-        part = max(len(data),
-                   5 * 1024**2)  # one part = one PUT (the minio package's minimum is 5 MiB)
-        self.retry(f"PUT {bucket}/{key_tag(key)}", lambda: self.client.put_object(
-            bucket, key, io.BytesIO(data), len(data), content_type=content_type, sse=sse,
-            part_size=part))
+        what = f"PUT {bucket}/{key_tag(key)}"
+        if if_absent:
+            headers: dict[str, str | list[str] | tuple[str]] = {
+                "Content-Type": content_type, "If-None-Match": "*",
+                **{f"x-amz-meta-{k}": v for k, v in (metadata or {}).items()},
+                **(sse.headers() if sse else {})}
+            self.retry(what, lambda: self.client._put_object(bucket, key, data, headers))
+        else:
+            part = max(len(data),
+                       5 * 1024**2)  # one part = one PUT (the minio package's minimum is 5 MiB)
+            self.retry(what, lambda: self.client.put_object(
+                bucket, key, io.BytesIO(data), len(data), content_type=content_type,
+                metadata=dict(metadata or {}), sse=sse, part_size=part))
         return StoredObject(bucket, key, len(data), hashlib.sha256(data).hexdigest())
 
     def ensure_buckets(self, names: list[str]) -> dict[str, str]:

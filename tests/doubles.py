@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import types
 from collections.abc import Iterable
 from typing import Any
 
@@ -204,3 +205,121 @@ class StoreDouble:
         if (bucket, key) not in self.objects:
             raise ObjectNotFound(f"{bucket}/{key}")
         return self.objects[(bucket, key)]
+
+def nvimgcodec_double() -> types.ModuleType:
+    """A stand-in for NVIDIA's ``nvidia.nvimgcodec`` module on a machine without a GPU: the API
+    :mod:`processors.gpu.nvcodec` uses (``Decoder``, ``Encoder``, ``CodeStream``,
+    ``DecodeParams``, ``EncodeParams``, ``as_image`` and their enums), on host memory.
+
+    It decodes as nvJPEG differs from libjpeg-turbo (simplejpeg with its fast integer IDCT and
+    plain chroma upsampling instead of the fancy one; the stored orientation, EXIF not applied)
+    and encodes with OpenCV at the asked quality. Its decoded images expose
+    ``__cuda_array_interface__`` whose pointer is host memory, so the backend is built with
+    ``device="cpu"``. Knobs, set on the returned module: ``start_error`` (raised by ``Decoder``
+    and ``Encoder``: the real one raises CUDA error 35 without a device), ``decode_error`` and
+    ``encode_error`` (raised by a whole call), ``encode_none`` (every encoded image is None);
+    ``calls`` counts the images decoded and encoded. Install it as ``sys.modules["nvidia"]``
+    (its ``nvimgcodec``) and ``sys.modules["nvidia.nvimgcodec"]``.
+    """
+    import ctypes
+    from enum import Enum
+    from math import prod
+
+    import cv2
+    import numpy as np
+    import simplejpeg
+
+    mod = types.ModuleType("nvidia.nvimgcodec")
+    mod.__version__ = "0.9.0-double"
+    mod.start_error = None
+    mod.decode_error = None
+    mod.encode_error = None
+    mod.encode_none = False
+    mod.calls = {"decode": 0, "encode": 0}
+
+    class ColorSpec(Enum):
+        SRGB = 1
+
+    class SampleFormat(Enum):
+        I_BGR = 1
+        I_RGB = 2
+
+    class QualityType(Enum):
+        QUALITY = 1
+
+    class ChromaSubsampling(Enum):
+        CSS_420 = 1
+        CSS_444 = 2
+
+    class CodeStream:
+        def __init__(self, data: bytes) -> None:
+            self.data = bytes(data)
+
+        def __bytes__(self) -> bytes:
+            return self.data
+
+    class Image:
+        """An image in host memory with the CUDA array interface's fields (its pointer is a
+        host address)."""
+
+        def __init__(self, pixels: np.ndarray, keep: Any = None) -> None:
+            self.pixels = pixels
+            self.keep = keep
+
+        @property
+        def __cuda_array_interface__(self) -> dict:
+            return {"shape": self.pixels.shape, "typestr": "|u1", "version": 3,
+                    "data": (self.pixels.ctypes.data, False), "strides": None}
+
+    def _params(**kw: Any) -> types.SimpleNamespace:
+        return types.SimpleNamespace(**kw)
+
+    def as_image(obj: Any, sample_format: Any = None) -> Image:
+        iface = getattr(obj, "__cuda_array_interface__", None) or obj.__array_interface__
+        shape = tuple(iface["shape"])
+        raw = (ctypes.c_ubyte * prod(shape)).from_address(iface["data"][0])
+        return Image(np.ctypeslib.as_array(raw).reshape(shape), keep=obj)
+
+    class Decoder:
+        def __init__(self, device_id: int = 0, max_num_cpu_threads: int = 0) -> None:
+            if mod.start_error is not None:
+                raise mod.start_error
+
+        def decode(self, streams: list, params: Any = None) -> list:
+            if mod.decode_error is not None:
+                raise mod.decode_error
+            out: list = []
+            for cs in streams:
+                try:
+                    px = simplejpeg.decode_jpeg(cs.data, colorspace="BGR", fastdct=True,
+                                                fastupsample=True)
+                except ValueError:
+                    out.append(None)
+                    continue
+                mod.calls["decode"] += 1
+                out.append(Image(np.ascontiguousarray(px)))
+            return out
+
+    class Encoder:
+        def __init__(self, device_id: int = 0, max_num_cpu_threads: int = 0) -> None:
+            if mod.start_error is not None:
+                raise mod.start_error
+
+        def encode(self, images: list, codec: str = "jpeg", params: Any = None) -> list:
+            if mod.encode_error is not None:
+                raise mod.encode_error
+            out: list = []
+            for im in images:
+                ok, buf = cv2.imencode(".jpg", im.pixels,
+                                       [cv2.IMWRITE_JPEG_QUALITY, int(params.quality_value)])
+                mod.calls["encode"] += 1
+                out.append(None if mod.encode_none or not ok else CodeStream(buf.tobytes()))
+            return out
+
+    for name, obj in (("ColorSpec", ColorSpec), ("SampleFormat", SampleFormat),
+                      ("QualityType", QualityType), ("ChromaSubsampling", ChromaSubsampling),
+                      ("CodeStream", CodeStream), ("Image", Image), ("as_image", as_image),
+                      ("Decoder", Decoder), ("Encoder", Encoder),
+                      ("DecodeParams", _params), ("EncodeParams", _params)):
+        setattr(mod, name, obj)
+    return mod

@@ -105,7 +105,9 @@ class CardProcessor:
         settings: card settings.
         runtime: ONNX Runtime settings (device, buckets).
         model_file: override of the model file (tests, ``--model``); None uses the pinned,
-            verified ``model_path("card_u2netp")`` (fine-tuned u2netp, shipped in the package).
+            verified ``card_u2netp`` (fine-tuned u2netp, shipped in the package), or its int8
+            build where ``runtime``'s precision asks for it
+            (:func:`processors.models.pinned_model`).
         decode: decode limits (those the uploads were probed with; default
             :class:`DecodeSettings`).
         orient_file: override of the orientation model (tests, a new training run); None uses
@@ -133,7 +135,7 @@ class CardProcessor:
         self.verifier = (Verifier(v, runtime, settings.glare_level, mrz_file)
                          if v.quality or v.mrz else None)
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
-        path, sha = pinned_model(MODEL_FILE, model_file)
+        path, sha = pinned_model(MODEL_FILE, model_file, runtime)
         self._model = BatchedModel.shared(path, sha, runtime, MODEL_NAME, make_batch_symbolic=True,
                                           outputs=1, input_shape=(3, INPUT_SIZE, INPUT_SIZE))
         digest = (sha or "local")[:12]

@@ -63,6 +63,19 @@ class DeviceImage:
         return {"shape": self.shape, "typestr": "|u1", "data": (self.ptr, False),
                 "version": 3, "strides": None}
 
+    @property
+    def __array_interface__(self) -> dict:
+        """NumPy's array interface (v3) of an image in host memory (``device`` ``cpu``): what
+        nvImageCodec's ``as_image`` and ``np.asarray`` read.
+
+        Raises:
+            AttributeError: the image is not in host memory.
+        """
+        if self.device != "cpu":
+            raise AttributeError("__array_interface__ is only defined for host memory")
+        return {"shape": self.shape, "typestr": "|u1", "data": (self.ptr, False),
+                "version": 3, "strides": None}
+
     @classmethod
     def of_ortvalue(cls, value: ort.OrtValue, device_id: int = 0) -> DeviceImage:
         """Wrap an ``OrtValue`` of shape ``(1, h, w, c)`` or ``(h, w, c)``, uint8.
@@ -91,6 +104,9 @@ class DeviceBatch:
         side: input side (px).
         device: ONNX Runtime device type.
         device_id: device index.
+        order: ``order[r]`` is the caller's index of the image in row ``r`` (rows are written
+            one run of same-size images at a time); None when row ``r`` is image ``r``.
+            ``BatchedModel.run`` and :meth:`numpy` return the caller's order.
     """
 
     value: ort.OrtValue
@@ -98,6 +114,7 @@ class DeviceBatch:
     side: int
     device: str
     device_id: int
+    order: tuple[int, ...] | None = None
 
     @property
     def capacity(self) -> int:
@@ -119,8 +136,12 @@ class DeviceBatch:
         return self.value.data_ptr() + k * self.row_bytes
 
     def numpy(self) -> np.ndarray:
-        """A host copy of rows ``[0, n)``: ``(n, 3, side, side) float32``."""
-        return self.value.numpy()[: self.n]
+        """A host copy of the images, in the caller's order: ``(n, 3, side, side) float32``."""
+        return self.in_order(self.value.numpy()[: self.n])
+
+    def in_order(self, rows: np.ndarray) -> np.ndarray:
+        """Per-row results ``(n, ...)`` (e.g. the model's masks) in the caller's order."""
+        return rows if self.order is None else rows[np.argsort(self.order)]
 
 
 def next_pow2(n: int) -> int:

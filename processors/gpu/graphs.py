@@ -32,7 +32,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 __all__ = ["OPSET", "copy_graph", "orient_graph", "prep_graph", "resample_graph", "sample_graph",
-           "shrink_graph", "warp_graph"]
+           "shrink_graph", "stack_graph", "warp_graph"]
 
 OPSET = 17
 """ONNX opset of the graphs: GridSample-16, ReduceMax-13 with an ``axes`` attribute."""
@@ -275,6 +275,26 @@ def copy_graph(dtype: int = _U8) -> onnx.ModelProto:
     inputs = [helper.make_tensor_value_info("x", dtype, dims)]
     return b.model("cardstream_copy", inputs, b.op("Identity", "x"),
                    helper.make_tensor_value_info("y", dtype, dims))
+
+
+def stack_graph(n: int, channels: int = 3) -> onnx.ModelProto:
+    """``n`` images of one size in one batch buffer (``Concat`` on the batch axis), so that every
+    later graph runs once for the batch instead of once per image.
+
+    Graph inputs: ``x0`` .. ``x{n-1}``, each ``(1, H, W, channels) uint8``; output ``stacked``
+    ``(n, H, W, channels) uint8``.
+
+    Raises:
+        ValueError: ``n`` below 1.
+    """
+    if n < 1:
+        raise ValueError(f"a stack needs at least one image, not {n}")
+    b = _Builder()
+    dims: list[str | int | None] = [1, "H", "W", channels]
+    inputs = [helper.make_tensor_value_info(f"x{k}", _U8, dims) for k in range(n)]
+    x = b.op("Concat", *(i.name for i in inputs), axis=0)
+    out = helper.make_tensor_value_info("stacked", _U8, [n, *dims[1:]])
+    return b.model(f"cardstream_stack{n}", inputs, x, out)
 
 
 def warp_graph(channels: int = 3, mode: str = "bilinear",

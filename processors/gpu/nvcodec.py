@@ -44,18 +44,31 @@ class NvImageCodec:
     Args:
         device_id: CUDA device index.
         threads: nvImageCodec's CPU threads (0: one per core).
+        device: where the decoded images live as the backend binds them: ``cuda``, or ``cpu``
+            for the test double of nvImageCodec (``tests/doubles.py``), whose images are host
+            arrays.
+
+    Raises:
+        Exception: whatever nvImageCodec raises when it cannot start (no CUDA device: CUDA
+            error 35; the backend counts it and keeps its host codec, or fails as configured).
     """
 
     oriented = False
 
-    def __init__(self, device_id: int, threads: int = 0) -> None:
+    def __init__(self, device_id: int, threads: int = 0, device: str = "cuda") -> None:
         self.device_id = device_id
+        self.device = device
         self.decoder = nvimgcodec.Decoder(device_id=device_id, max_num_cpu_threads=threads)
         self.encoder = nvimgcodec.Encoder(device_id=device_id, max_num_cpu_threads=threads)
         self.params = nvimgcodec.DecodeParams(apply_exif_orientation=False,
                                               color_spec=nvimgcodec.ColorSpec.SRGB,
                                               allow_any_depth=False,
                                               sample_format=nvimgcodec.SampleFormat.I_BGR)
+
+    @property
+    def version(self) -> str:
+        """See :class:`processors.gpu.backend.Codec`: ``nvImageCodec <version>``."""
+        return f"nvImageCodec {getattr(nvimgcodec, '__version__', 'unknown')}"
 
     def _wrap(self, img: _CudaArray) -> DeviceImage | None:
         """A decoded ``nvimgcodec.Image`` as a :class:`DeviceImage` (the image kept alive);
@@ -65,7 +78,7 @@ class NvImageCodec:
         dense = cai.get("strides") in (None, (w * c, c, 1))
         if c != 3 or cai["typestr"] != "|u1" or not dense:
             return None
-        return DeviceImage(cai["data"][0], h, w, c, "cuda", self.device_id, img)
+        return DeviceImage(cai["data"][0], h, w, c, self.device, self.device_id, img)
 
     def decode(self, datas: Sequence[bytes]) -> list[DeviceImage | None]:
         """Decode a batch of JPEG files: ``(h, w, 3) uint8`` BGR in device memory, stored

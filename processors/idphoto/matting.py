@@ -62,11 +62,12 @@ def _md5_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def resolve_model(name: str) -> tuple[Path, str | None]:
+def resolve_model(name: str, runtime: RuntimeSettings | None = None) -> tuple[Path, str | None]:
     """Locate and verify the file of matting model ``name``.
 
-    Models pinned in ``processors/models.json`` are verified by SHA-256 (``model_path``); the other
-    rembg models by their MD5 from :data:`REMBG_MODELS`.
+    Models pinned in ``processors/models.json`` are verified by SHA-256 (``model_path``), in
+    ``runtime``'s precision where they have an int8 build (:func:`processors.models.pinned_model`);
+    the other rembg models by their MD5 from :data:`REMBG_MODELS`.
 
     Returns:
         ``(path, sha256)``: ``sha256`` is the pinned digest for :class:`BatchedModel` to check, or
@@ -77,7 +78,7 @@ def resolve_model(name: str) -> tuple[Path, str | None]:
             digest mismatch.
     """
     if name in manifest():
-        return pinned_model(name)
+        return pinned_model(name, runtime=runtime)
     spec = REMBG_MODELS.get(name)
     if spec is None:
         raise ModelError(f"unknown matting model {name!r}; known: {sorted(REMBG_MODELS)}")
@@ -291,7 +292,7 @@ class U2NetMatting:
     """
 
     def __init__(self, name: str, runtime: RuntimeSettings) -> None:
-        path, sha256 = resolve_model(name)
+        path, sha256 = resolve_model(name, runtime)
         self.name = name
         self.path = path
         self.sha256 = sha256  # pinned digest, or None for models without one

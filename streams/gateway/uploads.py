@@ -44,8 +44,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
-from minio.helpers import DictType
-from minio.sse import SseS3
 from pydantic import ValidationError
 
 from processors.decode import DecodeSettings, probe_image
@@ -282,13 +280,9 @@ class Intake:
                         f"{other}/{ev.upload_id}/upload") is not None:
                     raise Refused(GatewayCode.IDEMPOTENCY_KEY_REUSED, "this upload id was used "
                                   "with another task", upload_id=ev.upload_id)
-        headers: DictType = {"Content-Type": "application/octet-stream", "If-None-Match": "*",
-                   **{f"x-amz-meta-{k}": v for k, v in want.items()},
-                   **(SseS3().headers() if self.settings.s3.sse else {})}
-        bucket = self.settings.s3.uploads_bucket
         try:
-            self.storage.retry(f"PUT {bucket}", lambda: self.storage.client._put_object(
-                bucket, ref.key, body, headers))
+            self.storage.put(self.settings.s3.uploads_bucket, ref.key, body,
+                             "application/octet-stream", metadata=want, if_absent=True)
             return True
         except ObjectRefused as e:
             if e.status != 412:  # If-None-Match: the object exists

@@ -69,3 +69,20 @@ def test_store_down_is_an_outage(settings: Settings) -> None:
     with pytest.raises(StorageError) as ei:
         st.get(settings.s3.uploads_bucket, "ok.bin")
     assert type(ei.value) is StorageError and time.monotonic() - t0 < 10
+
+
+def test_a_conditional_put_refuses_an_existing_key_with_412(settings: Settings) -> None:
+    """``put(if_absent=True)`` stores once with its metadata; the second writer of the key gets
+    the store's 412 (not retried: the proxy saw one request) and the first bytes stay."""
+    bucket = settings.s3.uploads_bucket
+    with FaultProxy.for_store(settings.s3) as px:
+        st = Storage(settings.s3.model_copy(update={"endpoint": px.endpoint}), retries=4)
+        first = st.put(bucket, "once.bin", b"first", "application/octet-stream",
+                       metadata={"client": "a"}, if_absent=True)
+        assert first.size_bytes == 5 and px.counts["pass"] == 1
+        with pytest.raises(ObjectRefused) as ei:
+            st.put(bucket, "once.bin", b"second", "application/octet-stream", if_absent=True)
+        assert ei.value.status == 412 and px.counts["pass"] == 2
+    assert Storage(settings.s3).get(bucket, "once.bin") == b"first"
+    meta = Storage(settings.s3).client.stat_object(bucket, "once.bin").metadata
+    assert meta.get("x-amz-meta-client") == "a"

@@ -10,15 +10,13 @@ import pytest
 
 from benchmarks.common import BenchError
 from benchmarks.cpu_outside import (
-    Call,
     bare_model_images_per_s,
     cpu_ms_outside_model,
-    recorded_models,
     replayed_models,
 )
 from processors.base import Item, Outcome
 from processors.decode import DecodeSettings, decode_probed
-from processors.runtime import BatchedModel, RuntimeSettings
+from processors.runtime import BatchedModel, ModelCall, RuntimeSettings, recorded_calls
 from schemas.reasons import Status
 
 
@@ -67,7 +65,7 @@ def _jpegs(n: int) -> list[bytes]:
 def test_replay_gives_the_recorded_outputs_without_running(tmp_path) -> None:
     toy = Toy(_model(tmp_path))
     blobs = _jpegs(5)
-    calls: list[Call] = []
+    calls: list[ModelCall] = []
     r = cpu_ms_outside_model(toy, blobs, batch=2, rounds=2, calls=calls)
     assert r["model_calls"] == 3 and r["images"] == 5 and len(calls) == 3  # batches 2, 2, 1
     assert r["cpu_ms_per_image"] > 0 and r["wall_ms_per_image"] > 0
@@ -84,8 +82,8 @@ def test_replay_gives_the_recorded_outputs_without_running(tmp_path) -> None:
 
 def test_a_replay_that_diverges_is_refused(tmp_path) -> None:
     toy = Toy(_model(tmp_path))
-    calls: list[Call] = []
-    with recorded_models(calls):
+    calls: list[ModelCall] = []
+    with recorded_calls(calls):
         toy.process_batch([Item.from_array("a", np.zeros((40, 40, 3), np.uint8))])
     with replayed_models(calls), pytest.raises(BenchError, match="diverged"):
         toy.model.run(np.zeros((2, 1, 8, 8), np.float32))  # 2 images where 1 was recorded

@@ -11,7 +11,13 @@ import pytest
 from onnx import TensorProto, helper
 
 from processors.errors import ModelError, ProviderError
-from processors.runtime import SPINNING_KEY, BatchedModel, RuntimeSettings, sha256_file
+from processors.runtime import (
+    SPINNING_KEY,
+    BatchedModel,
+    RuntimeSettings,
+    model_precision,
+    sha256_file,
+)
 
 
 def _model(path: Path, batch: int | str = 1) -> Path:
@@ -137,6 +143,27 @@ def test_cuda_requested_without_cuda_fails_loudly(tmp_path: Path) -> None:
         BatchedModel(p, None, RuntimeSettings(device="cuda"), "t", make_batch_symbolic=True)
 
 
+@pytest.mark.parametrize(("precision", "cpu", "gpu"), [
+    ("auto", "int8", "fp32"), ("fp32", "fp32", "fp32"), ("fp16", "fp16", "fp16"),
+    ("int8", "int8", ProviderError)])
+def test_model_precision_resolves_auto_by_provider(monkeypatch: pytest.MonkeyPatch, precision: str,
+                                                   cpu: str, gpu: object) -> None:
+    """``auto`` is int8 on the CPU provider and fp32 on a GPU; int8 asked for a GPU session is
+    refused at start-up (the int8 files are calibrated for the CPU provider's kernels)."""
+    import onnxruntime as ort
+
+    assert model_precision(RuntimeSettings(device="cpu", precision=precision)) == cpu
+    monkeypatch.setattr(ort, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    on_gpu = RuntimeSettings(device="cuda", precision=precision)
+    if gpu is ProviderError:
+        with pytest.raises(ProviderError, match="int8 runs on ONNX Runtime's CPU provider only"):
+            model_precision(on_gpu)
+    else:
+        assert model_precision(on_gpu) == gpu
+    assert RuntimeSettings().precision == "auto"
+
+
 def test_cpu_sessions_do_not_spin_by_default_and_give_the_same_outputs(tmp_path: Path) -> None:
     """Intra-op spinning off (the default on the CPU provider) changes how idle threads wait,
     not what the kernels compute: the outputs equal a spinning session's, bit for bit."""
@@ -152,3 +179,21 @@ def test_cpu_sessions_do_not_spin_by_default_and_give_the_same_outputs(tmp_path:
     (a,), (b,) = quiet.run(x), spinning.run(x)
     np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(a, x * 2 + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("arena", [True, False])
+def test_cpu_arena_setting_and_shrink(tmp_path: Path, arena: bool) -> None:
+    """``cpu_arena`` (on by default) is the CPU session's memory arena; ``shrink`` runs one
+    uncounted call, and the outputs stay what they were."""
+    p = _model(tmp_path / "m.onnx")
+    m = BatchedModel(p, None, RuntimeSettings(device="cpu", buckets=(1, 2, 4), cpu_arena=arena),
+                     "t", make_batch_symbolic=True, input_shape=(3, 4, 4))
+    assert m.session.get_session_options().enable_cpu_mem_arena is arena
+    assert RuntimeSettings().cpu_arena is True
+    x = np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 4)
+    before = m.run(x)[0]
+    calls = m.stats.calls
+    m.shrink()
+    assert m.stats.calls == calls
+    np.testing.assert_array_equal(m.run(x)[0], before)
+    np.testing.assert_array_equal(before, x * 2 + 1)

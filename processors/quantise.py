@@ -1,0 +1,413 @@
+"""int8 model files for ONNX Runtime's CPU provider, built from the pinned fp32 files (issue 40).
+
+Each :class:`Recipe` turns one pinned fp32 file (``processors/models.json``) into its int8 file,
+pinned there too (``precision: int8``, ``quantised_from``) and committed in the package:
+
+1. **Prepare** (:func:`prepare`): the batch axis made symbolic where the runtime does so
+   (:func:`processors.runtime.symbolic_batch`), the opset raised to 13 (per-channel
+   ``DequantizeLinear`` needs its ``axis``), ONNX shape inference and ONNX Runtime's basic graph
+   optimisation (``onnxruntime.quantization.shape_inference.quant_pre_process``).
+2. **Calibrate**: the inputs are what the model receives when its own processor handles
+   calibration uploads made by the project's code (:func:`calibration_uploads`: synthetic card
+   scenes, astronaut selfies on walls and drawn people; seeds of their own, never a tuning,
+   held-out or ``../shared`` case), recorded with :func:`processors.runtime.recorded_calls`.
+   Ranges by min / max (``CalibrationMethod.MinMax``; percentile ranges agreed worse, issue 40).
+3. **Quantise** (``quantize_static``): QDQ format, weights int8 symmetric per output channel,
+   activations uint8 asymmetric per tensor: the form ONNX Runtime fuses into ``QLinearConv``
+   for its x86 u8s8 kernels (AVX-512 VNNI / AVX2). The recipe's ``keep_float`` nodes stay fp32.
+4. **Pin**: the file's SHA-256 goes into ``models.json``; ``--check`` rebuilds and compares.
+
+Which nodes stay float comes from the per-node sensitivity pass (:func:`trace`): the fully
+quantised graph and the fp32 graph run on the same inputs, every tensor's signal-to-quantisation
+noise ratio (SQNR, dB) is taken against fp32 (``onnxruntime.quantization.qdq_loss_debug``), and
+each node is ranked by how much SQNR it loses between its inputs and its output. In U²-Net-p one
+chain stands out in both the card model and rembg's: stage 2d's first 3 x 3 convolution
+(``Conv_765``) ends in a ReLU whose one near-constant channel reaches ~228 while the median
+channel peaks at ~14, so a per-tensor uint8 scale wipes out the small channels, and the
+convolution that reads them (``Conv_787``) falls from 44.6 dB to -6.2 dB; keeping that chain
+(``Conv_765``, ``Resize_785``, ``Concat_786``, ``Conv_787``) in float restores the masks.
+
+Commands (from the repository root, ``.venv/bin/python``)::
+
+    python -m processors.quantise            # rebuild every int8 file in place; print sha256
+    python -m processors.quantise --check    # rebuild to a temporary folder, compare with the pins
+    python -m processors.quantise --trace card_u2netp.int8   # the sensitivity pass (JSON lines)
+    python -m processors.quantise --trace card_u2netp.int8 --as-built   # what the file still loses
+
+The files are committed rather than built at set-up: their bytes follow the calibration's float
+results, which follow the CPU's kernels (MLAS picks AVX-512, AVX2 or SSE code at run time), so a
+set-up build could not be pinned by one SHA-256 on every machine; ``--check`` tells whether this
+machine rebuilds the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from processors.errors import ModelError
+from processors.models import manifest, model_path
+from processors.pixels import jpeg_bytes
+from processors.runtime import ModelCall, RuntimeSettings, recorded_calls, symbolic_batch
+
+#: Opset the prepared graph is raised to (per-channel DequantizeLinear's ``axis``: opset 13).
+OPSET = 13
+#: JPEG quality of the calibration uploads (a phone app's upload).
+UPLOAD_QUALITY = 90
+#: Operators whose outputs the sensitivity pass compares (those the QDQ quantiser handles in
+#: U²-Net-p; shape arithmetic is left out).
+QUANTISED_OPS = frozenset({"Conv", "Relu", "MaxPool", "Resize", "Concat", "Add", "Sigmoid"})
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """How one int8 file is built.
+
+    Attributes:
+        name: its entry in ``models.json`` (``{source}.int8``).
+        source: the pinned fp32 entry it is built from.
+        task: the task whose processor makes the calibration inputs (``card``, ``id_photo``).
+        model: the :class:`~processors.runtime.BatchedModel` name of ``source`` in that
+            processor (its recorded calls are the calibration data).
+        uploads: calibration uploads.
+        seed: their seed (:func:`calibration_uploads`).
+        keep_float: nodes (names in the prepared graph) left in fp32: the sensitivity pass's
+            findings (module docstring).
+        symbolic: make the batch axis symbolic first (as ``BatchedModel`` loads it).
+    """
+
+    name: str
+    source: str
+    task: str
+    model: str
+    uploads: int
+    seed: int
+    keep_float: tuple[str, ...] = ()
+    symbolic: bool = True
+
+
+#: U²-Net-p's stage-2d chain (module docstring).
+U2NETP_STAGE2D = ("Conv_765", "Resize_785", "Concat_786", "Conv_787")
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in (
+    Recipe("card_u2netp.int8", "card_u2netp", "card", "u2netp-card", 64, 20261140,
+           U2NETP_STAGE2D),
+    Recipe("u2netp.int8", "u2netp", "id_photo", "u2netp", 64, 20261141, U2NETP_STAGE2D),
+)}
+"""The int8 files, by ``models.json`` name."""
+
+
+def calibration_uploads(task: str, n: int, seed: int) -> list[bytes]:
+    """``n`` JPEG uploads (quality :data:`UPLOAD_QUALITY`) that look like ``task``'s real ones,
+    deterministic for ``seed``.
+
+    ``card``: :func:`processors.card.training.synth.sample` scenes at the synthesiser's
+    phone-like sizes (a tenth without a card, as its sets). ``id_photo``: seven in ten the
+    astronaut portrait (mirrored half the time) at 35-100 % of a textured wall's height, turned by
+    up to 8 degrees (:func:`processors.idphoto.portraits.place`), the rest a drawn person
+    (:func:`processors.card.training.synth.person_backdrop`); 2 MP landscape and portrait frames,
+    1024 x 768 and 2000 x 1500.
+    """
+    from processors.card.training import synth
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        if task == "card":
+            img = synth.sample(rng, negative=bool(rng.random() < 0.1)).image
+        elif task == "id_photo":
+            from processors.idphoto.portraits import astronaut_bgr, place
+
+            w, h = [(1600, 1200), (1200, 1600), (1024, 768), (2000, 1500)][int(rng.integers(0, 4))]
+            if rng.random() < 0.7:
+                person = astronaut_bgr()[:, ::-1] if rng.random() < 0.5 else astronaut_bgr()
+                img = place(np.ascontiguousarray(person), w, h, float(rng.uniform(0.35, 1.0)),
+                            float(rng.uniform(0.3, 0.7)), float(rng.uniform(-8.0, 8.0)), rng)
+            else:
+                img = synth.person_backdrop(synth.background(rng, w, h), rng)
+        else:
+            raise ValueError(f"no calibration uploads for task {task!r}")
+        out.append(jpeg_bytes(img, UPLOAD_QUALITY))
+    return out
+
+
+def model_inputs(task: str, uploads: Sequence[bytes]) -> dict[str, list[np.ndarray]]:
+    """What each model of ``task``'s processor receives for ``uploads``: model name -> its
+    recorded inputs, one ``(1, ...) float32`` array per image (crops and proposals of MTCNN's
+    nets one array per call).
+
+    The processor is built with the pinned fp32 files on the CPU, one post-processing thread,
+    bucket 1, and handles the uploads one at a time (:func:`processors.runtime.recorded_calls`).
+    """
+    from processors import registry
+    from processors.base import Item
+    from processors.decode import DecodeSettings, probe_image
+
+    spec = registry.spec(task)
+    runtime = RuntimeSettings(device="cpu", precision="fp32", buckets=(1,), postprocess_threads=1)
+    section = spec.settings_model() if spec.settings_model is not None else None
+    proc = registry.build_processor(task, section, runtime)
+    dec = DecodeSettings()
+    calls: list[ModelCall] = []
+    with recorded_calls(calls):
+        for i, data in enumerate(uploads):
+            proc.process_batch([Item(f"cal{i:05d}", probe_image(data, dec))])
+    out: dict[str, list[np.ndarray]] = {}
+    for c in calls:
+        rows = [c.x[k:k + 1] for k in range(len(c.x))] if c.x.shape[0] and _per_image(c) else [c.x]
+        out.setdefault(c.model.name, []).extend(rows)
+    return out
+
+
+def _per_image(call: ModelCall) -> bool:
+    """Whether a call's rows are images of their own (U²-Net, the card classifier), not the
+    crops of one batch (MTCNN's R-Net and O-Net)."""
+    return not call.model.name.startswith("mtcnn")
+
+
+def prepare(src: Path, dst: Path, symbolic: bool = True) -> None:
+    """Write the graph ``quantize_static`` starts from (module docstring, step 1) to ``dst``.
+
+    Raises:
+        ModelError: ``src`` is not an ONNX model.
+    """
+    import onnx
+    from onnx import version_converter
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    data = src.read_bytes()
+    try:
+        m = onnx.load_model_from_string(symbolic_batch(data) if symbolic else data)
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise ModelError(f"cannot quantise {src}: not an ONNX model ({type(e).__name__})") from e
+    if next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), OPSET) < OPSET:
+        m = version_converter.convert_version(m, OPSET)
+    with tempfile.TemporaryDirectory(prefix="quantise-") as tmp:
+        raised = Path(tmp) / "raised.onnx"
+        onnx.save(m, str(raised))
+        # onnx shape inference + ORT's basic optimisation; the symbolic pass needs sympy and adds
+        # nothing here (the graphs' shapes follow from onnx's own inference)
+        quant_pre_process(str(raised), str(dst), skip_symbolic_shape=True)
+
+
+class _Reader:
+    """``CalibrationDataReader`` over recorded inputs (one ``get_next`` per array)."""
+
+    def __init__(self, input_name: str, xs: Sequence[np.ndarray]) -> None:
+        self.input_name = input_name
+        self.xs = list(xs)
+        self.it: Iterator[np.ndarray] = iter(self.xs)
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        x = next(self.it, None)
+        return None if x is None else {self.input_name: x}
+
+    def rewind(self) -> None:
+        self.it = iter(self.xs)
+
+
+def _input_name(path: Path) -> str:
+    import onnx
+
+    return onnx.load(str(path), load_external_data=False).graph.input[0].name
+
+
+def quantise(src: Path, dst: Path, xs: Sequence[np.ndarray], workdir: Path,
+             keep_float: Sequence[str] = (), symbolic: bool = True) -> None:
+    """Build an int8 file at ``dst`` from the fp32 graph ``src`` and calibration inputs
+    (module docstring, steps 1-3).
+
+    Args:
+        src: the fp32 ONNX file.
+        dst: output file.
+        xs: calibration inputs of the graph's first input (:func:`model_inputs`).
+        workdir: folder for the prepared graph (``{src.stem}.prepared.onnx``, reused).
+        keep_float: nodes (names in the prepared graph) left in fp32.
+        symbolic: make the batch axis symbolic first.
+
+    Raises:
+        ModelError: ``src`` is not an ONNX model, or a ``keep_float`` node is not in the
+            prepared graph (another ONNX Runtime names its nodes differently: run :func:`trace`
+            again).
+    """
+    import onnx
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    prepared = workdir / f"{src.stem}.prepared.onnx"
+    if not prepared.exists():
+        prepare(src, prepared, symbolic)
+    names = {n.name for n in onnx.load(str(prepared)).graph.node}
+    missing = sorted(set(keep_float) - names)
+    if missing:
+        raise ModelError(f"{src.name}: nodes to keep in float not in the graph: {missing}")
+    quantize_static(str(prepared), str(dst), _Reader(_input_name(prepared), xs),
+                    quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    calibrate_method=CalibrationMethod.MinMax, nodes_to_exclude=list(keep_float))
+
+
+def destination(name: str) -> Path:
+    """Where ``models.json`` puts the int8 file ``name`` (its ``packaged`` path)."""
+    entry = manifest().get(name)
+    if entry is None or "packaged" not in entry:
+        raise ModelError(f"{name!r} has no packaged entry in processors/models.json")
+    return Path(__file__).parent / entry["packaged"]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build(names: Sequence[str], out: Path | None = None) -> dict[str, dict[str, str | bool]]:
+    """Build the int8 files ``names`` (:data:`RECIPES`); into their packaged places, or into
+    ``out`` when given (``--check``). Returns ``{name: {"path", "sha256", "pinned"}}``."""
+    result: dict[str, dict[str, str | bool]] = {}
+    inputs: dict[tuple[str, int, int], dict[str, list[np.ndarray]]] = {}
+    with tempfile.TemporaryDirectory(prefix="quantise-") as tmp:
+        for name in names:
+            r = RECIPES[name]
+            key = (r.task, r.uploads, r.seed)
+            if key not in inputs:
+                inputs[key] = model_inputs(r.task, calibration_uploads(r.task, r.uploads, r.seed))
+            dst = (out / Path(destination(name)).name) if out is not None else destination(name)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            quantise(model_path(r.source), dst, inputs[key][r.model], Path(tmp), r.keep_float,
+                     r.symbolic)
+            sha = _sha256(dst)
+            pin = manifest().get(name, {}).get("sha256")
+            result[name] = {"path": str(dst), "sha256": sha, "pinned": sha == pin}
+    return result
+
+
+def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
+    """Signal-to-quantisation-noise ratio (dB) of ``got`` against ``ref``:
+    ``10 log10(sum ref^2 / sum (ref - got)^2)`` (inf when equal)."""
+    noise = float(np.sum((ref.astype(np.float64) - got) ** 2))
+    signal = float(np.sum(ref.astype(np.float64) ** 2))
+    return float("inf") if noise == 0 else 10.0 * np.log10(max(signal, 1e-30) / noise)
+
+
+def _session(path: Path, tensors: Sequence[str]):  # noqa: ANN202 (onnxruntime's session)
+    """A CPU session of the graph at ``path`` that returns ``tensors`` (those it has), and
+    their names."""
+    import onnx
+    import onnxruntime as ort
+
+    m = onnx.load(str(path))
+    known = {o for n in m.graph.node for o in n.output}
+    fetch = [t for t in tensors if t in known]
+    del m.graph.output[:]
+    m.graph.output.extend(onnx.ValueInfoProto(name=t) for t in fetch)
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]), fetch
+
+
+def tensor_snr(ref_path: Path, got_path: Path, tensors: Sequence[str],
+               xs: Sequence[np.ndarray]) -> dict[str, float]:
+    """SQNR (dB, :func:`snr_db` over all of ``xs``) of each tensor of ``tensors`` that both
+    graphs have, ``got_path``'s against ``ref_path``'s; one input at a time (u2netp's node
+    outputs take ~250 MiB per image and graph)."""
+    ref, fetch_r = _session(ref_path, tensors)
+    got, fetch_g = _session(got_path, tensors)
+    both = [t for t in fetch_r if t in set(fetch_g)]
+    signal = dict.fromkeys(both, 0.0)
+    noise = dict.fromkeys(both, 0.0)
+    for x in xs:
+        a = dict(zip(fetch_r, ref.run(fetch_r, {ref.get_inputs()[0].name: x}), strict=True))
+        b = dict(zip(fetch_g, got.run(fetch_g, {got.get_inputs()[0].name: x}), strict=True))
+        for t in both:
+            r = a[t].astype(np.float64)
+            signal[t] += float(np.sum(r * r))
+            noise[t] += float(np.sum((r - b[t]) ** 2))
+    return {t: float("inf") if noise[t] == 0 else 10.0 * np.log10(max(signal[t], 1e-30) / noise[t])
+            for t in both}
+
+
+def trace(name: str, images: int = 4, seed: int = 20261142, keep_float: Sequence[str] = ()
+          ) -> list[dict[str, object]]:
+    """The per-node sensitivity pass of ``name``'s recipe (module docstring).
+
+    The source is quantised with only ``keep_float`` in float (none: the first pass; the
+    recipe's: what its file still loses); it and its prepared fp32 graph run on the inputs of
+    ``images`` uploads of another ``seed``, every node output fetched (in the int8 graph, a
+    node's output before its own quantisation); each node's SQNR loss is the lowest SQNR
+    (:func:`snr_db`, over all images) of its inputs minus that of its output, a graph input
+    counting as exact.
+
+    Returns:
+        One row per node, biggest loss first: ``{"node", "op", "sqnr_in_db", "sqnr_out_db",
+        "loss_db"}``.
+    """
+    import onnx
+
+    r = RECIPES[name]
+    with tempfile.TemporaryDirectory(prefix="quantise-") as tmp:
+        work = Path(tmp)
+        cal = model_inputs(r.task, calibration_uploads(r.task, r.uploads, r.seed))[r.model]
+        full = work / "full.onnx"
+        src = model_path(r.source)
+        quantise(src, full, cal, work, keep_float, r.symbolic)
+        xs = model_inputs(r.task, calibration_uploads(r.task, images, seed))[r.model]
+        prepared = work / f"{src.stem}.prepared.onnx"
+        g = onnx.load(str(prepared)).graph
+        consts = {i.name for i in g.initializer}
+        exact = {i.name for i in g.input}
+        nodes = [n for n in g.node if n.op_type in QUANTISED_OPS]
+        tensors = [n.output[0] for n in nodes]
+        snr = tensor_snr(prepared, full, tensors, xs)
+    rows = []
+    for n in nodes:
+        ins = [float("inf") if t in exact else snr[t] for t in n.input
+               if t in exact or t in snr]
+        if n.output[0] not in snr or not ins or all(t in consts for t in n.input):
+            continue
+        lo, out = min(ins), snr[n.output[0]]
+        rows.append({"node": n.name, "op": n.op_type, "sqnr_in_db": round(lo, 1),
+                     "sqnr_out_db": round(out, 1), "loss_db": round(lo - out, 1)})
+    return sorted(rows, key=lambda row: -float(row["loss_db"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line (module docstring); exit 1 when ``--check`` finds a file unlike its pin."""
+    ap = argparse.ArgumentParser(prog="python -m processors.quantise",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", default=sorted(RECIPES), help="int8 entries to build")
+    ap.add_argument("--check", action="store_true",
+                    help="rebuild into a temporary folder and compare with the pins")
+    ap.add_argument("--trace", metavar="NAME", help="the per-node sensitivity pass of NAME")
+    ap.add_argument("--as-built", action="store_true",
+                    help="--trace with the recipe's nodes kept in float (what its file loses)")
+    a = ap.parse_args(argv)
+    import logging
+
+    import structlog
+
+    # the processors' per-item debug lines would bury the result
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if a.trace:
+        keep = RECIPES[a.trace].keep_float if a.as_built else ()
+        for row in trace(a.trace, keep_float=keep)[:40]:
+            print(json.dumps(row))
+        return 0
+    unknown = sorted(set(a.names) - set(RECIPES))
+    if unknown:
+        ap.error(f"unknown int8 entries {unknown}; known: {sorted(RECIPES)}")
+    if a.check:
+        with tempfile.TemporaryDirectory(prefix="quantise-check-") as tmp:
+            res = build(a.names, Path(tmp))
+    else:
+        res = build(a.names)
+    for name, r in res.items():
+        print(json.dumps({"name": name, **r}))
+    return 0 if not a.check or all(r["pinned"] for r in res.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
