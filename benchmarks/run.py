@@ -35,7 +35,8 @@ Usage (the stack's env must be set, as ``make bench`` does)::
     .venv/bin/python -m benchmarks.run --sections model --device cuda --batches 1,8,32,64
 
 Files: ``model_only.json``, ``e2e.json``, ``phone.json``, ``load.json``, ``scaling.json``,
-``summary.json``, ``probe.json``, ``gateway.json``, ``throughput_vs_batch.png``,
+``summary.json``, ``probe.json``, ``gateway.json``, ``rush.json``, ``backfill.json``,
+``tracing.json``, ``throughput_vs_batch.png``,
 ``latency_vs_load.png``, ``scaling.png``, ``gateway.png`` and worker logs in ``logs/``. Exit status
 0 when the run completed (goals not met are reported, not fatal).
 """

@@ -254,3 +254,26 @@ def test_dashboard_layout_and_datasource() -> None:
     for want in ("Throughput per task", "Batch sizes", "Stage times (P99)", "Lag per partition",
                  "Verdict mix", "Dead letters by code", "Breaker"):
         assert want in titles
+
+
+def test_promtool_checks_the_config_compose_runs(promtool: str, tmp_path: Path) -> None:
+    """deploy/prometheus/prometheus.yml as compose's Prometheus reads it: every rules file it
+    names is one compose mounts, and the whole config (rules included) passes ``promtool check
+    config`` (the container paths mapped back to the repository's files)."""
+    svc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["prometheus"]
+    mounts = {}
+    for v in svc["volumes"]:
+        host, container = v.split(":")[:2]
+        mounts[container] = (ROOT / host).resolve()
+    assert f"--config.file={next(c for c, h in mounts.items() if h == PROM / 'prometheus.yml')}" \
+        in svc["command"]
+    config = yaml.safe_load((PROM / "prometheus.yml").read_text())
+    assert config["rule_files"] and all(f in mounts for f in config["rule_files"]), \
+        (config["rule_files"], sorted(mounts))
+    config["rule_files"] = [str(mounts[f]) for f in config["rule_files"]]
+    local = tmp_path / "prometheus.yml"
+    local.write_text(yaml.safe_dump(config))
+    r = run_promtool(promtool, "check", "config", local)
+    assert r.returncode == 0, r.stdout + r.stderr
+    n = sum(len(g["rules"]) for g in rules_doc()["groups"])
+    assert f"SUCCESS: {n} rules found" in r.stdout + r.stderr
