@@ -442,6 +442,18 @@ class BatchedModel:
                                        input_shape)
             return m
 
+    @classmethod
+    def drop_shared(cls) -> int:
+        """Forget every process-wide instance :meth:`shared` made; returns how many. Each
+        session (and its CPU arena, which keeps its peak size while ``cpu_arena`` is on) is
+        freed once no processor holds it. A long-lived process that builds processors under many
+        settings (the unit-test session: one per module) calls it between them; a worker never
+        needs to (it builds its processors once)."""
+        with _SHARED_LOCK:
+            n = len(_SHARED)
+            _SHARED.clear()
+        return n
+
     def bucket_for(self, n: int) -> int:
         """Smallest bucket >= ``n`` (``n`` <= chosen bucket)."""
         for b in self.buckets:
