@@ -26,6 +26,7 @@ from processors import registry
 from processors.base import Processor
 from schemas import codec
 from schemas.models import VerificationResult
+from schemas.reasons import ReasonCode
 from streams.errors import StreamsError
 from streams.kafka import consumer, read_to_end
 from streams.settings import KafkaSettings, Settings
@@ -152,6 +153,8 @@ class Diff:
     Attributes:
         compared: uploads present in both.
         missing_original: replayed uploads with no original result.
+        stale_original: uploads whose original answer was ``STALE`` (past its deadline, no
+            model ran; issue 42): a replay applies no deadline, so they are not compared.
         verdict_changed: ``[{upload_id, before, after}]``.
         reasons_changed: ``[{upload_id, before, after}]``.
         measures: measure -> upload -> value, for the uploads whose task's spec measured it on
@@ -161,6 +164,7 @@ class Diff:
 
     compared: int = 0
     missing_original: list[str] = field(default_factory=list)
+    stale_original: list[str] = field(default_factory=list)
     verdict_changed: list[dict[str, Any]] = field(default_factory=list)
     reasons_changed: list[dict[str, Any]] = field(default_factory=list)
     measures: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -177,6 +181,7 @@ class Diff:
         return {
             "compared": self.compared,
             "missing_original": len(self.missing_original),
+            "stale_original": len(self.stale_original),
             "verdicts_changed": len(self.verdict_changed),
             "reasons_changed": len(self.reasons_changed),
             **stats,
@@ -226,6 +231,9 @@ def diff_results(original: Iterable[VerificationResult],
         b = before.get(uid)
         if b is None:
             d.missing_original.append(uid)
+            continue
+        if ReasonCode.STALE in b.reasons:
+            d.stale_original.append(uid)
             continue
         d.compared += 1
         c = compare(str(a.task), (b.status, b.reasons, b.payload if b.task == a.task else None),

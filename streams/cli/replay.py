@@ -77,10 +77,10 @@ def replay(
         typer.echo("no results to compare: every event of the window became a dead letter")
         return
     tab = Table(title=f"replay vs original ({summary['results_topic']})")
-    keys = ["replayed", "compared", "verdicts_changed", "reasons_changed",
+    keys = ["replayed", "compared", "stale_original", "verdicts_changed", "reasons_changed",
             *(k for k in summary if k.endswith(("_mean", "_min")))]
     for k in keys:
-        tab.add_column(k.replace("_", " ").replace("iou", "IoU"))
+        tab.add_column(k.replace("_", " ").replace("iou", "IoU"), overflow="fold")
     tab.add_row(*(str(summary[k]) for k in keys))
     console = Console()
     console.print(tab)

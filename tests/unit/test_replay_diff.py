@@ -51,6 +51,19 @@ def test_diff_results_counts_changes_and_iou() -> None:
     assert d.measures["quad_iou"]["b"] == pytest.approx(0.5, abs=1e-6)
 
 
+def test_an_original_answered_stale_is_not_a_verdict_change() -> None:
+    """A STALE original never ran the model and a replay applies no deadline: the upload is
+    counted as ``stale_original``, not compared (a trial read STALE -> accepted as a change)."""
+    sq = [[0, 0], [100, 0], [100, 50], [0, 50]]
+    before = [_result("s", "rejected", ["STALE"], None, "2026-01-01T00:00:00Z"),
+              _result("a", "accepted", [], sq, "2026-01-01T00:00:00Z")]
+    after = [_result("s", "accepted", [], sq, "2026-02-01T00:00:00Z"),
+             _result("a", "accepted", [], sq, "2026-02-01T00:00:00Z")]
+    s = diff_results(before, after).summary()
+    assert (s["compared"], s["stale_original"], s["verdicts_changed"], s["changed"]) == \
+        (1, 1, 0, [])
+
+
 def _photo(uid: str, face_box: list | None, at: str) -> VerificationResult:
     return VerificationResult.model_validate({
         "upload_id": uid, "task": "id_photo", "status": "accepted", "reasons": [],
