@@ -17,6 +17,22 @@ class ObjectNotFound(StorageError):
     """The claim-check object named by an upload does not exist (reason ``OBJECT_NOT_FOUND``)."""
 
 
+class KeySegmentError(StreamsError, ValueError):
+    """An operator's value that becomes an object-key segment (``--model-version``, a replay's
+    ``model_version``) is not one: keys are ``{task}/{model_version}/{upload_id}/...``, and a
+    value with ``/``, a ``.`` or ``..`` segment or characters outside ``[A-Za-z0-9._-]`` would
+    leave its prefix or be refused by the store for every output (issue 43's fresh-user trial:
+    ``'../../evil'`` looped on the store's refusals).
+
+    Attributes:
+        option: the option or argument that carried the value (``--model-version``).
+    """
+
+    def __init__(self, message: str, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 class KafkaSetupError(StreamsError):
     """A Kafka client could not be built or a topic is missing or misconfigured."""
 

@@ -270,6 +270,8 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     Raises:
         LiveTargetError: the side topic, its ``.dlq`` or the group is the live one
             (:func:`live_targets`) and ``allow_live`` is not set; nothing was read or written.
+        KeySegmentError: ``model_version`` cannot be an object-key segment
+            (:func:`streams.worker.compute.check_key_segment`); nothing was read or written.
 
     Returns:
         The JSON report: ``window_ms``, ``results_topic``, ``events`` (records in the window),
@@ -283,7 +285,10 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     from streams.kafka import admin, create_topics
     from streams.storage import Storage
     from streams.worker import Worker
+    from streams.worker.compute import check_key_segment
 
+    if model_version is not None:
+        check_key_segment("model_version", model_version)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     side = results_topic or f"cardstream.results.replay-{stamp}"
     live = live_targets(s, side, group or "")

@@ -20,7 +20,9 @@ setting (``CARDSTREAM_...``)      what waits                                 def
                                   (``init_transactions``, :mod:`streams.
                                   worker.loop`)
 ``WORKER__STORE_WAIT__*``         a paused worker asking whether the store   0.5 s -> 5 s
-                                  answers again (:mod:`streams.worker.loop`)
+                                  answers again, and redoing a batch the
+                                  store failed, longer per outage in a row
+                                  (:mod:`streams.worker.loop`)
 ``WORKER__BREAKER__*``            the processor breaker's pause, longer per  1 s -> 30 s
                                   failure in a row (:mod:`streams.worker.
                                   loop`)

@@ -341,7 +341,9 @@ class WorkerSettings(_Frozen):
         shutdown_timeout_s: bound on graceful SIGTERM handling.
         store_wait: how often a worker paused by a store outage asks whether the store
             answers again (:class:`~streams.retry.RetryPolicy`; 0.5 s doubling to 5 s;
-            ``CARDSTREAM_WORKER__STORE_WAIT__*``); it keeps polling Kafka meanwhile.
+            ``CARDSTREAM_WORKER__STORE_WAIT__*``); it keeps polling Kafka meanwhile. Its
+            waits, one per outage in a row, are also the least pause before a failed batch is
+            redone, however soon the store answers again.
         breaker: the processor breaker's pause (:class:`~streams.retry.RetryPolicy`; 1 s,
             doubled per failure in a row up to 30 s; ``CARDSTREAM_WORKER__BREAKER__*``).
         store_refusal: the pause after the object store refused a batch's call in a way no

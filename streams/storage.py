@@ -82,6 +82,19 @@ def refusal_code(exc: BaseException) -> str | None:
     return None if status >= 500 else (cause.code or str(status))
 
 
+#: S3 error codes that refuse the object key itself (AWS S3 and MinIO error code lists)
+_KEY_CODES = {"KeyTooLongError", "XMinioInvalidObjectName", "InvalidObjectName"}
+
+
+def key_refused(exc: ObjectRefused) -> bool:
+    """Whether ``exc`` refuses the object's key itself, so only this object's writer can change
+    it: the client refused the request before sending it (no status: the minio package's
+    ``ValueError`` for a ``.`` or ``..`` segment or an empty name), or the store answered with
+    a key's error code (``XMinioInvalidObjectName``, ``KeyTooLongError``). Every other refusal
+    (a missing bucket, an SSE setting, a quota) is the store's and holds for every key."""
+    return exc.status is None or exc.code in _KEY_CODES
+
+
 class StoreFault(StrEnum):
     """What a failed object store call means (:func:`classify`)."""
 

@@ -33,11 +33,18 @@ def replay(
     from rich.table import Table
     from tqdm import tqdm
 
+    from streams.errors import KeySegmentError
     from streams.logs import configure_logging
     from streams.replay import TimeArgError, live_targets, parse_time_ms, run_replay
     from streams.settings import load_settings
     from streams.worker import build_processors
+    from streams.worker.compute import check_key_segment
 
+    try:
+        if model_version:
+            check_key_segment("--model-version", model_version)
+    except KeySegmentError as e:
+        raise typer.BadParameter(str(e), param_hint="--model-version") from e
     try:
         f_ms, t_ms = parse_time_ms(from_), parse_time_ms(to)
     except TimeArgError as e:

@@ -69,6 +69,7 @@ from schemas.reasons import DeadLetterCode, ReasonCode, Status
 from streams.cache import CacheKey, ResultCache, as_upload
 from streams.deadlines import is_stale
 from streams.errors import (
+    KeySegmentError,
     ObjectNotFound,
     ObjectRefused,
     ObjectTooLarge,
@@ -83,7 +84,7 @@ from streams.metrics import WorkerMetrics
 from streams.quarantine import quarantined_dead_letter
 from streams.settings import Settings
 from streams.shadow import Shadow
-from streams.storage import Storage, StoredObject, refusal_code
+from streams.storage import Storage, StoredObject, key_refused, refusal_code
 from streams.tracing import BatchTrace, Spans, Tracing
 from streams.worker.attempts import AttemptLedger
 from streams.worker.record import Record
@@ -101,6 +102,23 @@ def object_key(task: str, model_version: str, upload_id: str, tag: str, name: st
     at the bytes they describe (issue 43).
     """
     return f"{task}/{model_version}/{upload_id}/{tag}/{name}.{ext}"
+
+
+def check_key_segment(option: str, value: str) -> str:
+    """``value`` when it can be one segment of an object key (:func:`object_key`): the upload
+    id's rule (:data:`schemas.formats.UPLOAD_ID_PATTERN`: ASCII letters, digits, ``.``, ``_``,
+    ``-``, 1..128 characters, never ``.`` or ``..``).
+
+    Args:
+        option: where the value came from, for the message (``--model-version``).
+
+    Raises:
+        KeySegmentError: it cannot (a ``/``, a ``.``/``..`` segment, a space, too long...).
+    """
+    if not F.matches(F.UPLOAD_ID_PATTERN, value):
+        raise KeySegmentError(f"{option} {value!r} cannot be an object-key segment: use 1..128 "
+                              "ASCII letters, digits, '.', '_' or '-', not '.' or '..'", option)
+    return value
 
 
 TAG_HEX = 16
@@ -273,11 +291,14 @@ def _outage_is_the_batchs() -> Iterator[None]:
     """A :class:`StorageError` raised inside (a GET or a PUT still failing after its retries)
     leaves as :class:`StorageUnavailable`: the whole batch's, which the loop puts back; as
     :class:`StoreRefused` when the store answered with a refusal no wait clears
-    (:func:`streams.storage.refusal_code`)."""
+    (:func:`streams.storage.refusal_code`, or any :class:`ObjectRefused`: issue 43, a
+    client-side refusal of a key was taken for an outage and the batch redone in a hot loop)."""
     try:
         yield
     except StorageError as se:
         code = refusal_code(se)
+        if code is None and isinstance(se, ObjectRefused):
+            code = se.code  # refused, never an outage (a client-side refusal has no S3 answer)
         if code is not None:
             raise StoreRefused(str(se), code) from se
         raise StorageUnavailable(str(se)) from se
@@ -319,7 +340,8 @@ class Compute:
         self.sections = {t: task_section(settings, t) for t in self.processors}
         self.storage = storage
         self.metrics = metrics
-        self.model_version = model_version
+        self.model_version = (check_key_segment("model_version", model_version)
+                              if model_version is not None else None)
         self.decode = settings.decode
         self.s3 = settings.s3
         self.worker = settings.worker
@@ -660,7 +682,8 @@ class Compute:
 
     def stored(self, c: Computed, wait: Callable[[Sequence[Future]], None]) -> Stored:
         """Await the batch's PUTs with ``wait`` (the intake's, which keeps the consumer in its
-        group; a PUT may retry for a while).
+        group; a PUT may retry for a while). An output PUT whose key is refused
+        (:func:`streams.storage.key_refused`) dead-letters its event (``PROCESSING_ERROR``).
 
         Returns:
             The batch's fates, new: each processed event with its object refs, each
@@ -668,17 +691,28 @@ class Compute:
 
         Raises:
             StorageUnavailable: a PUT (an output's or a quarantined value's) failed after its
-                retries.
+                retries; :class:`StoreRefused` when the store refused it for every key.
         """
         wait([f for _, _, f in c.puts] + [f for _, f in c.letters])
         refs: dict[int, dict[str, ObjectRef]] = {}
+        refused: dict[int, DeadLettered] = {}
+        fates = list(c.fates)
         with _outage_is_the_batchs():
             letters = {i: f.result() for i, f in c.letters}
             for i, a, f in c.puts:
-                st = f.result()
+                try:
+                    st = f.result()
+                except ObjectRefused as orf:
+                    if not key_refused(orf):
+                        raise
+                    refused[i] = self._key_refused(fates[i], orf)
+                    continue
                 refs.setdefault(i, {})[a.name] = ObjectRef(
                     bucket=st.bucket, key=st.key, size_bytes=st.size_bytes, sha256=st.sha256,
                     content_type=a.content_type, width=a.width, height=a.height)
+            for i, d in refused.items():
+                fates[i] = d
+                letters[i] = self._letter(d, c.trace.upload(d.msg))
         ms = dict(c.ms)
         if c.puts or c.letters:
             put_s = time.perf_counter() - c.t_put
@@ -687,7 +721,18 @@ class Compute:
         return Stored(tuple(Lettered(f.msg, letters[i]) if isinstance(f, DeadLettered)
                             else dataclasses.replace(f, refs=refs[i])
                             if isinstance(f, Processed) and i in refs else f
-                            for i, f in enumerate(c.fates)), c.trace, c.shadow, ms)
+                            for i, f in enumerate(fates)), c.trace, c.shadow, ms)
+
+    @staticmethod
+    def _key_refused(f: Fate, orf: ObjectRefused) -> DeadLettered:
+        """The dead letter (``PROCESSING_ERROR``) of a processed event ``f`` one of whose output
+        keys the store or its client refused (:func:`streams.storage.key_refused`): no wait and
+        no redo changes that key, so it is this event's fate, not the batch's outage."""
+        upload_id = f.event.upload_id if isinstance(f, Processed) else None
+        log.error("output_key_refused", upload_id=upload_id, code=orf.code, status=orf.status)
+        return DeadLettered(f.msg, DeadLetterCode.PROCESSING_ERROR,
+                            f"the object store refused an output key ({orf.code}): {orf}",
+                            upload_id)
 
     # --- what the committer produces ---------------------------------------------------------
     def records(self, fates: Sequence[Ready]) -> tuple[list[VerificationResult], list[DeadLetter]]:

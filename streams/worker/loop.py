@@ -34,6 +34,7 @@ committed); the loop itself never sees an offset or a mark.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import signal
 import threading
 import time
@@ -132,6 +133,7 @@ class Worker:
         self._inflight: _Batch | None = None  # the batch computing on the batch thread
         self._breaker = Backoff(w.breaker)  # its pauses, longer per failure in a row
         self._refusal = Backoff(w.store_refusal)  # the store refusing: pauses, longer each time
+        self._outage = Backoff(w.store_wait)  # the store failing a batch: pauses, longer each time
         self._refused_since: float | None = None  # monotonic start of refusals in a row
 
     @property
@@ -322,7 +324,7 @@ class Worker:
             self._store_refused(e, msgs)
             return
         log.warning("storage_unavailable", error=str(e))
-        self.wait_for_storage(msgs)
+        self.wait_for_storage(msgs, at_least_s=self._outage.next())
 
     def _store_refused(self, e: StoreRefused, msgs: list[Record]) -> None:
         """The store answered with a refusal no wait clears (issue 43: the batch, models
@@ -366,7 +368,9 @@ class Worker:
             log.info("committer_back", waited_s=round(waited, 1))
 
     def _store_accepts(self) -> None:
-        """A batch's calls went through: refusals in a row are over (readiness back)."""
+        """A batch's calls went through: refusals and outages in a row are over (readiness
+        back)."""
+        self._outage.reset()
         if self._refused_since is not None:
             self._refused_since = None
             self._refusal.reset()
@@ -389,12 +393,18 @@ class Worker:
             self.metrics.breaker_open.set(0)
         self.health.ready = True
 
-    def wait_for_storage(self, msgs: Sequence[Record] = ()) -> None:
+    def wait_for_storage(self, msgs: Sequence[Record] = (), at_least_s: float = 0.0) -> None:
         """Hold ``msgs`` (put back, pause) and keep polling (heartbeats, rebalances) until the
-        object store answers again, asked as ``WorkerSettings.store_wait`` says; logs
-        ``storage_back`` with the wait in s once it does (nothing when it answered at once)."""
-        waited = self.pausing.hold(msgs, lambda: self.compute.storage.healthy(),
-                                   self.settings.worker.store_wait.delays())
+        object store answers again, asked as ``WorkerSettings.store_wait`` says, and for
+        ``at_least_s`` (s) however soon it answers: a batch failing again and again on a store
+        that answers each health check must not be redone in a hot loop (issue 43: 2,024
+        ``storage_unavailable`` lines in 30 s). Logs ``storage_back`` with the wait in s once it
+        answers (nothing when it answered at once)."""
+        until = time.monotonic() + at_least_s
+        waits = itertools.chain([at_least_s] if at_least_s > 0.0 else [],
+                                self.settings.worker.store_wait.delays())
+        waited = self.pausing.hold(
+            msgs, lambda: time.monotonic() >= until and self.compute.storage.healthy(), waits)
         if waited > 0.0 and not self._stop.is_set():
             log.info("storage_back", waited_s=round(waited, 1))
 

@@ -120,3 +120,27 @@ def test_results_json_stops_on_a_tombstone_like_the_other_modes(
     assert r.output == '{"upload_id":"u1"}\n'
     assert isinstance(r.exception, ContractError), r.exception
     assert r.exception.code == "NOT_JSON" and "tombstone" in str(r.exception)
+
+
+def test_replay_refuses_a_model_version_that_is_not_a_key_segment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43's fresh-user trial: ``--model-version '../../evil'`` was accepted and the replay
+    then looped on the store refusing its output keys. The CLI exits 2 naming the option, and
+    :func:`streams.replay.run_replay` raises, both before any connection (the broker here is
+    a closed port)."""
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+    from streams.errors import KeySegmentError
+    from streams.replay import run_replay
+    from streams.settings import load_settings
+
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    r = CliRunner().invoke(app, ["replay", "--from", "2026-12-01T00:00:00Z", "--to",
+                                 "2026-12-02T00:00:00Z", "--model-version", "../../evil"],
+                           env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert "--model-version" in r.output and "object-key segment" in r.output
+    with pytest.raises(KeySegmentError, match="model_version '../../evil'"):
+        run_replay(load_settings(), 1_764_547_200_000, 1_764_633_600_000, {},
+                   model_version="../../evil")

@@ -133,3 +133,25 @@ def test_key_tag_tells_keys_apart_and_hides_them() -> None:
     assert a != b and a == key_tag("a/Jane.jpg")
     assert a.startswith("key:") and a.endswith("/10B") and "Jane" not in a
     assert key_tag("\udcff").endswith("/3B")  # a lone surrogate (a hostile key) still tags
+
+
+def test_a_key_the_minio_client_refuses_is_a_key_refusal_at_once_not_an_outage() -> None:
+    """Issue 43's fresh-user trial: ``--model-version '../../evil'`` made output keys with a
+    ``..`` segment, which the minio package refuses with a ``ValueError`` before sending; the
+    PUT is :class:`ObjectRefused` on the first call (no retries) and :func:`key_refused`, so the
+    worker dead-letters the event instead of treating the store as down."""
+    from pydantic import SecretStr
+
+    from streams.errors import ObjectRefused
+    from streams.settings import S3Settings
+    from streams.storage import Storage, key_refused
+
+    st = Storage(S3Settings(access_key="k", secret_key=SecretStr("s"), endpoint="127.0.0.1:1"),
+                 retries=3, backoff_s=5.0)  # a retry would wait 5 s and then fail to connect
+    with pytest.raises(ObjectRefused) as ei:
+        st.put("results", "card/../../evil/u1/0123/card.png", b"x", "image/png")
+    assert (ei.value.code, ei.value.status) == ("ValueError", None)
+    assert key_refused(ei.value)
+    assert key_refused(ObjectRefused("PUT", "KeyTooLongError", 400))
+    assert not key_refused(ObjectRefused("PUT", "InvalidArgument", 400))  # an SSE setting: the
+    assert not key_refused(ObjectRefused("PUT", "NoSuchBucket", 404))    # store's, every key's

@@ -14,10 +14,11 @@ import pytest
 from processors.decode import EncodedImage
 from schemas import codec
 from schemas.reasons import DeadLetterCode, ReasonCode, Status
-from streams.errors import StorageUnavailable
+from streams.errors import KeySegmentError, ObjectRefused, StorageUnavailable, StoreRefused
 from streams.metrics import WorkerMetrics
 from streams.settings import CacheSettings, Settings, load_settings
-from streams.worker.compute import Compute, DeadLettered, Processed
+from streams.storage import StoredObject
+from streams.worker.compute import Compute, DeadLettered, Processed, check_key_segment
 from tests.doubles import Msg, StoreDouble, stand_ins
 
 NOT_JSON = b"\xff\xd8\xff\xe0 a JPEG sent as the event itself"
@@ -245,3 +246,71 @@ def test_record_timestamps_far_off_do_not_poison_the_latencies(ts_ms, low_s, hig
     assert low_s * 1000 <= r.timings.total_ms <= high_s * 1000 + 1, r.timings
     assert r.timings.queue_ms <= r.timings.total_ms
     assert next(s.value for s in waits if s.name.endswith("_sum")) <= high_s + 1
+
+
+def _inline_uploads(n: int) -> list[Msg]:
+    ok, png = cv2.imencode(".png", np.full((96, 128, 3), 60 + n, np.uint8))
+    assert ok
+    return [Msg(0, i, topic="t.uploads", key=f"u{i}".encode(), value=codec.dumps({
+        "schema_version": 1, "upload_id": f"u{i}", "task": "card",
+        "submitted_at": "2026-12-04T00:00:00Z",
+        "image": {"inline_b64": base64.b64encode(png.tobytes()).decode()}})) for i in range(n)]
+
+
+class _RefusingStore(StoreDouble):
+    """A store whose output PUTs for the upload ``u1`` are refused as ``refusal`` says."""
+
+    def __init__(self, refusal: ObjectRefused) -> None:
+        super().__init__()
+        self.refusal = refusal
+
+    def put(self, bucket: str, key: str, data: bytes, content_type: str) -> StoredObject:
+        if "/u1/" in key:
+            raise self.refusal
+        return super().put(bucket, key, data, content_type)
+
+
+def test_an_output_key_refused_dead_letters_its_event_and_commits_the_others() -> None:
+    """Issue 43: an output PUT the minio client refused (a ``ValueError``: no status) was the
+    batch's "outage" and the batch was redone in a hot loop; now that event is a
+    ``PROCESSING_ERROR`` dead letter (its value quarantined) and the others' results commit."""
+    store = _RefusingStore(ObjectRefused("PUT results/card/…: ValueError", "ValueError"))
+    s = load_settings().model_copy(update={"cache": CacheSettings(enabled=False)})
+    c = Compute(s, stand_ins(call_ms=0.0, item_ms=0.0), store, WorkerMetrics())
+    try:
+        computed = c.run(_inline_uploads(3))
+        assert [type(f).__name__ for f in computed.fates] == ["Processed"] * 3
+        results, letters = c.records(c.stored(computed, wait).fates)
+    finally:
+        c.close()
+    assert [r.upload_id for r in results] == ["u0", "u2"]
+    assert sorted(k.split("/")[2] for b, k in store.objects if b == "results") == ["u0", "u2"]
+    (d,) = letters
+    assert (str(d.error_code), d.upload_id, d.quarantine.key) == (
+        DeadLetterCode.PROCESSING_ERROR, "u1", "t.uploads/0/1")
+    assert "refused an output key (ValueError)" in d.error
+
+
+def test_a_refusal_for_every_key_is_the_store_refusing_never_an_outage() -> None:
+    """A refusal that is not the key's (here an SSE setting, no S3 answer kept as its cause)
+    is :class:`StoreRefused` (readiness down, paused longer each time), never
+    :class:`StorageUnavailable`'s immediate redo."""
+    c = Compute(load_settings(), stand_ins(call_ms=0.0, item_ms=0.0),
+                _RefusingStore(ObjectRefused("PUT refused", "InvalidArgument", 400)),
+                WorkerMetrics())
+    try:
+        computed = c.run(_inline_uploads(2))
+        with pytest.raises(StoreRefused) as ei:
+            c.stored(computed, wait)
+    finally:
+        c.close()
+    assert ei.value.code == "InvalidArgument"
+
+
+@pytest.mark.parametrize("version", ["../../evil", "a/b", "..", "", "v 2", "x" * 129, "é"])
+def test_a_model_version_that_is_not_a_key_segment_is_refused_up_front(version: str) -> None:
+    with pytest.raises(KeySegmentError, match="model_version") as ei:
+        Compute(load_settings(), stand_ins(call_ms=0.0, item_ms=0.0), StoreDouble(),
+                WorkerMetrics(), model_version=version)
+    assert ei.value.option == "model_version"
+    assert check_key_segment("--model-version", "card-v2.1_rc") == "card-v2.1_rc"

@@ -83,3 +83,30 @@ def test_a_worker_without_a_producer_holds_its_batch_until_the_broker_answers(
         "committer_unavailable", "committer_back"]
     assert 0.2 <= lines[-1]["waited_s"] < 2.0
     w.committer.close(0.1)
+
+
+def test_a_batch_failing_on_a_store_that_answers_is_redone_only_after_longer_pauses(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43: a batch whose calls failed while the store's health check answered at once
+    was redone at once, again and again (2,024 ``storage_unavailable`` lines in 30 s): each
+    outage in a row now holds the batch for the next wait of ``store_wait`` (0.1 s, 0.2 s
+    here), and a batch that goes through starts the waits again."""
+    import time
+
+    from streams.errors import StorageUnavailable
+
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("CARDSTREAM_WORKER__STORE_WAIT__FIRST_S", "0.1")
+    monkeypatch.setenv("CARDSTREAM_WORKER__STORE_WAIT__CAP_S", "0.4")
+    w = Worker(load_settings(), {}, storage=StoreDouble())  # healthy() answers True every time
+    w.intake.open(FakeConsumer())
+
+    def held_s() -> float:
+        t0 = time.monotonic()
+        w._storage_down(StorageUnavailable("PUT results/…: ValueError"), [])
+        return time.monotonic() - t0
+
+    first, second = held_s(), held_s()
+    assert first >= 0.1 and second >= 0.2, (first, second)
+    w._store_accepts()
+    assert w._outage.next() == 0.1  # the waits start again
