@@ -8,7 +8,7 @@ the secrets (SASL password, client key password) from the environment.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import (
@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streams.errors import KafkaSetupError
 from streams.logs import LibrdkafkaLog
-from streams.settings import KafkaSettings, TopicSettings
+from streams.settings import KafkaSettings, ShadowSettings, TopicSettings
 
 
 def security_config(k: KafkaSettings) -> dict[str, Any]:
@@ -336,6 +336,42 @@ def delete_topics(a: AdminClient, names: list[str], timeout_s: float = 30.0) -> 
         if time.monotonic() > deadline:
             raise KafkaSetupError(f"topics {left} still listed {timeout_s:.0f} s after deletion")
         time.sleep(0.05)
+
+
+def shared_topics(names: Iterable[str]) -> list[str]:
+    """Those of ``names`` that are a default topic name (the uploads, results, dead-letter and
+    shadow topics of :class:`KafkaSettings` and :class:`ShadowSettings`): topics every checkout
+    and worker that sets no name of its own shares, so on a shared broker the live ones."""
+    k, sh = KafkaSettings.model_fields, ShadowSettings.model_fields
+    defaults = {k["uploads_topic"].default, k["results_topic"].default, k["dlq_topic"].default,
+                sh["topic"].default}
+    return [n for n in names if n in defaults]
+
+
+def consuming_groups(a: AdminClient, names: Iterable[str],
+                     timeout_s: float = 10.0) -> dict[str, list[str]]:
+    """Topic -> the consumer groups (sorted) with a member assigned one of its partitions now,
+    for those of ``names`` that have one (a worker, a ``cardstream results --follow``). A
+    consumer that assigns partitions itself (a replay) has no members and is not seen.
+
+    Raises:
+        KafkaException: the broker did not answer the listing of the groups in ``timeout_s``.
+    """
+    wanted, out = set(names), dict[str, set[str]]()
+    listed = a.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s + 5)
+    ids = [g.group_id for g in listed.valid]
+    if not ids:
+        return {}
+    for gid, fut in a.describe_consumer_groups(ids, request_timeout=timeout_s).items():
+        try:
+            group = fut.result(timeout=timeout_s + 5)
+        except KafkaException:
+            continue  # gone (or being deleted) since it was listed
+        for m in group.members:
+            for tp in m.assignment.topic_partitions if m.assignment else []:
+                if tp.topic in wanted:
+                    out.setdefault(tp.topic, set()).add(gid)
+    return {t: sorted(g) for t, g in out.items()}
 
 
 def describe_topics(a: AdminClient, names: list[str],

@@ -61,25 +61,32 @@ def topics_delete(
                                             "the uploads, results and dead-letter topics the "
                                             "settings name)."),
     yes: bool = typer.Option(False, "--yes", help="Delete without asking."),
+    allow_live: bool = typer.Option(False, "--allow-live", help="Let a topic be a default "
+                                    "(shared) topic name or one a consumer group reads now "
+                                    "(refused otherwise, --yes or not)."),
 ) -> None:
     """Delete the named topics, or, with none named, the uploads, results and dead-letter topics
-    the settings name (your own topics on a shared broker, when you are done). Asks first, and
-    says when a name is one of the defaults every checkout shares. Missing topics are skipped."""
-    from streams.kafka import admin, delete_topics
-    from streams.settings import KafkaSettings
+    the settings name (your own topics on a shared broker, when you are done). Refuses, before
+    asking and whatever --yes says, a default topic name (cardstream.uploads.v1...: shared by
+    every checkout and worker that sets none of its own) and a topic a consumer group reads now
+    (a running worker), unless --allow-live. Missing topics are skipped."""
+    from streams.kafka import admin, consuming_groups, delete_topics, shared_topics
 
     s = load_settings()
     own = [s.kafka.uploads_topic, s.kafka.results_topic, s.kafka.dlq_topic]
     names = list(dict.fromkeys(topics or own))  # once each, in the order given
-    d = KafkaSettings.model_fields
-    shared = [n for n in names if n in {d["uploads_topic"].default, d["results_topic"].default,
-                                        d["dlq_topic"].default}]
-    if not yes:
-        warn = (f" ({', '.join(shared)}: the default topics, shared by every checkout and worker "
-                "that does not set its own)") if shared else ""
-        typer.confirm(f"delete {', '.join(names)} on {s.kafka.bootstrap_servers}{warn}?",
-                      abort=True)
+    if not allow_live and (shared := shared_topics(names)):
+        raise typer.BadParameter(
+            f"{', '.join(shared)}: the default topics, shared by every checkout and worker that "
+            "does not set its own (CARDSTREAM_KAFKA__*_TOPIC); name your own topics, or pass "
+            "--allow-live if you mean to delete the shared ones", param_hint="TOPIC")
     a = admin(s.kafka)
+    if not allow_live and (read := consuming_groups(a, names)):
+        raise typer.BadParameter("; ".join(f"{t} is read now by consumer group(s) {', '.join(g)}"
+                                           for t, g in read.items())
+                                 + ": stop them first, or pass --allow-live", param_hint="TOPIC")
+    if not yes:
+        typer.confirm(f"delete {', '.join(names)} on {s.kafka.bootstrap_servers}?", abort=True)
     present = set(a.list_topics(timeout=10).topics)
     delete_topics(a, [n for n in names if n in present])
     for n in names:

@@ -64,13 +64,32 @@ def test_topics_delete_named_topics_or_else_this_settings_three(settings: Settin
     assert not {k.uploads_topic, k.results_topic, k.dlq_topic} & left
 
 
-def test_topics_delete_warns_before_deleting_the_shared_defaults() -> None:
-    """Without the topic variables set, the settings name the shared defaults: the question
-    says so (answered no here, so nothing is deleted)."""
-    r = CliRunner().invoke(app, ["topics", "delete"], input="n\n",
-                           env={"CARDSTREAM_KAFKA__UPLOADS_TOPIC": None,
-                                "CARDSTREAM_KAFKA__RESULTS_TOPIC": None,
-                                "CARDSTREAM_KAFKA__DLQ_TOPIC": None, "COLUMNS": "400"})
-    assert "delete cardstream.uploads.v1, cardstream.results.v1, cardstream.dlq.v1 on" in r.output
-    assert r.exit_code == 1 and "Aborted" in r.output
-    assert "the default topics, shared by every checkout" in r.output
+def test_topics_delete_refuses_a_topic_a_consumer_group_reads_now(settings: Settings) -> None:
+    """Issue 43: a topic a running consumer reads (here a fresh group subscribed to this test's
+    results topic) is refused with the group named, --yes or not; --allow-live deletes it.
+    (The shared default names are refused before any broker call: the unit tier's
+    test_topics_delete_refuses_the_shared_default_topics_without_allow_live.)"""
+    import time
+
+    from streams.kafka import admin, consumer
+
+    env = settings_env(settings)
+    k = settings.kafka
+    group = f"{k.group_id}-reader"
+    c = consumer(k, group)
+    try:
+        c.subscribe([k.results_topic])
+        deadline = time.monotonic() + 30
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        assert c.assignment(), "the reader got no partition in 30 s"
+        r = CliRunner().invoke(app, ["topics", "delete", k.results_topic, "--yes"],
+                               env={**env, "COLUMNS": "400"})
+        assert r.exit_code == 2, r.output
+        assert f"{k.results_topic} is read now by consumer group(s) {group}" in r.output
+        assert k.results_topic in admin(k).list_topics(timeout=10).topics
+        r = CliRunner().invoke(app, ["topics", "delete", k.results_topic, "--yes",
+                                     "--allow-live"], env=env)
+        assert r.exit_code == 0 and r.output == f"{k.results_topic}: deleted\n", r.output
+    finally:
+        c.close()

@@ -144,3 +144,30 @@ def test_replay_refuses_a_model_version_that_is_not_a_key_segment(
     with pytest.raises(KeySegmentError, match="model_version '../../evil'"):
         run_replay(load_settings(), 1_764_547_200_000, 1_764_633_600_000, {},
                    model_version="../../evil")
+
+
+@pytest.mark.parametrize("args", [
+    ["--yes"],  # the settings' topics, here the defaults (issue 43: deleted with --yes)
+    ["me.results.replay1", "cardstream.dlq.v1", "--yes"],
+    ["cardstream.shadow.v1"],  # refused before the confirm prompt too
+])
+def test_topics_delete_refuses_the_shared_default_topics_without_allow_live(
+        monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+    """Issue 43's fresh-user trial: ``cardstream topics delete --yes`` in a shell without its
+    own topic names deleted the shared broker's live default topics (the warning was only in
+    the prompt --yes skips). Refused with exit 2 naming them, before any broker call (the
+    broker here is a closed port)."""
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    for name in ("UPLOADS", "RESULTS", "DLQ"):
+        monkeypatch.delenv(f"CARDSTREAM_KAFKA__{name}_TOPIC", raising=False)
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    r = CliRunner().invoke(app, ["topics", "delete", *args], env={"COLUMNS": "400"})
+    assert r.exit_code == 2, r.output
+    assert "the default topics" in r.output and "--allow-live" in r.output
+    assert "deleted" not in r.output
+    named = [a for a in args if a.startswith("cardstream.")] or [
+        "cardstream.uploads.v1", "cardstream.results.v1", "cardstream.dlq.v1"]
+    assert f"{', '.join(named)}: the default topics" in r.output, r.output
