@@ -44,6 +44,34 @@ def _warning_as_json(message: Warning | str, category: type[Warning], filename: 
                 where=f"{filename.rsplit('/', 1)[-1]}:{lineno}")
 
 
+class _LibraryRecordAsJson(logging.Handler):
+    """A library's stdlib log record as one JSON line (``library_log``): its logger, level,
+    the place in the library's code, and the exception's class and HTTP status when it has
+    them; never the record's message nor a traceback (aiohttp's say what a request held: the
+    bytes of an image past its ``Content-Length``, a header's value)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        extra: dict[str, object] = {}
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            extra["error"] = type(exc).__name__
+            status = getattr(exc, "status", None) or getattr(exc, "code", None)
+            if isinstance(status, int):
+                extra["status"] = status
+        log.log(record.levelno, "library_log", logger=record.name,
+                where=f"{record.module}:{record.lineno}", **extra)
+
+
+def library_logs_as_json(*names: str) -> None:
+    """Route the stdlib loggers ``names`` (and their children: ``aiohttp`` covers
+    ``aiohttp.server``, ``aiohttp.web``, ...) to :class:`_LibraryRecordAsJson` only."""
+    handler = _LibraryRecordAsJson()
+    for name in names:
+        lg = logging.getLogger(name)
+        lg.handlers[:] = [handler]
+        lg.propagate = False
+
+
 class _StderrLogger:
     """Writes each JSON line to the *current* ``sys.stderr`` (not the one seen at configuration,
     which test runners and CLIs may swap and close)."""

@@ -39,16 +39,19 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
+from multidict import MultiMapping
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from processors import registry
 from schemas import codec
 from schemas import formats as F
-from schemas.gateway import GatewayCode, GatewayError, UploadAccepted
+from schemas.gateway import HTTP_STATUS, GatewayCode, GatewayError, UploadAccepted
 from schemas.models import TASKS
 from streams.errors import ObjectNotFound, StorageError
 from streams.gateway.errors import Refused
@@ -57,7 +60,7 @@ from streams.gateway.limits import RateLimiter, UploadsLag
 from streams.gateway.metrics import GatewayMetrics
 from streams.gateway.results import ResultCache, ResultsTail, StatusLookup, owner_of
 from streams.gateway.uploads import Intake, check_request, parse_options, upload_id_for
-from streams.logs import log
+from streams.logs import library_logs_as_json, log
 from streams.settings import Settings
 from streams.storage import Storage
 
@@ -134,7 +137,7 @@ class Gateway:
             Refused: ``INVALID_PARAMETER`` (not a whole number >= 0); ``OVERLOADED`` (as many
                 requests wait already as ``max_waiting`` allows).
         """
-        raw = request.query.get("wait_ms")
+        raw = _one(request.query, "wait_ms", "in the query")
         if raw is None:
             return 0.0
         if not raw.isdigit() or len(raw) > 9:
@@ -170,16 +173,21 @@ class Gateway:
 
     # ---- the body -----------------------------------------------------------------------------
 
-    async def read_body(self, request: web.Request) -> tuple[dict[str, str], bytes]:
-        """The form fields and the image of a POST, read under the byte cap and the deadline.
+    async def read_body(self, request: web.Request,
+                        query: dict[str, str]) -> tuple[dict[str, str], bytes]:
+        """The fields (``query``, the fields of the query, with the form's) and the image of a
+        POST, read under the byte cap, the part limit and the deadline.
 
         Raises:
             Refused: ``BODY_TOO_LARGE``, ``BODY_TIMEOUT``, ``BODY_INCOMPLETE`` (the sender
-                closed before ``Content-Length`` bytes), ``BAD_MULTIPART``.
+                closed before ``Content-Length`` bytes), ``BAD_MULTIPART``,
+                ``TOO_MANY_PARTS`` (more than ``max_parts``: refused at the first part past
+                it), ``AMBIGUOUS_FIELD`` (a part twice, or a form field that the query gives
+                otherwise).
         """
         g = self.settings.gateway
         try:
-            return await asyncio.wait_for(self._read_body(request, g.max_body_bytes),
+            return await asyncio.wait_for(self._read_body(request, query, g.max_body_bytes),
                                           g.body_timeout_s)
         except TimeoutError:
             raise Refused(GatewayCode.BODY_TIMEOUT, f"the body did not arrive within "
@@ -188,32 +196,44 @@ class Gateway:
             raise Refused(GatewayCode.BODY_INCOMPLETE, "the body ended before its "
                           "Content-Length") from None
 
-    async def _read_body(self, request: web.Request, cap: int) -> tuple[dict[str, str], bytes]:
-        fields = {k: request.query[k] for k in FIELDS if k in request.query}
+    async def _read_body(self, request: web.Request, query: dict[str, str],
+                         cap: int) -> tuple[dict[str, str], bytes]:
         if not request.content_type.startswith("multipart/"):
-            return fields, await _read_capped(request.content.readany, cap)
+            return query, await _read_capped(request.content.readany, cap)
+        max_parts = self.settings.gateway.max_parts
+        form: dict[str, str] = {}
+        image: bytes | None = None
         try:
             reader = await request.multipart()
-            image: bytes | None = None
-            left = cap
+            left, parts = cap, 0
             while (part := await reader.next()) is not None:
+                parts += 1
+                if parts > max_parts:
+                    raise Refused(GatewayCode.TOO_MANY_PARTS, f"the multipart body has more "
+                                  f"than {max_parts} parts")
                 if not isinstance(part, BodyPartReader):
                     raise ValueError("nested multipart")
-                if part.name == "image":
-                    image = await _read_capped(lambda p=part: p.read_chunk(CHUNK), left)
-                    left -= len(image)
-                else:
-                    raw = await _read_capped(lambda p=part: p.read_chunk(CHUNK),
-                                             min(left, FIELD_MAX_BYTES))
-                    left -= len(raw)
-                    if part.name in FIELDS:
-                        fields[part.name] = raw.decode("utf-8", "replace")
+                name = part.name
+                if name in form or (name == "image" and image is not None):
+                    raise Refused(GatewayCode.AMBIGUOUS_FIELD, f"the form has more than one "
+                                  f"'{name}' part")
+                data = await _read_capped(lambda p=part: p.read_chunk(CHUNK),
+                                          left if name == "image" else min(left, FIELD_MAX_BYTES))
+                left -= len(data)
+                if name == "image":
+                    image = data
+                elif name in FIELDS:  # other fields: read past, counted, not kept
+                    form[name] = data.decode("utf-8", "replace")
         except (ValueError, AssertionError, UnicodeDecodeError, KeyError) as e:
             raise Refused(GatewayCode.BAD_MULTIPART, f"the multipart body is malformed "
                           f"({type(e).__name__})") from None
         if image is None:
             raise Refused(GatewayCode.BAD_MULTIPART, "the multipart body has no 'image' part")
-        return fields, image
+        for name, value in form.items():
+            if query.get(name, value) != value:
+                raise Refused(GatewayCode.AMBIGUOUS_FIELD, f"'{name}' is in the query and in "
+                              "the form, with different values")
+        return {**query, **form}, image
 
     # ---- results ------------------------------------------------------------------------------
 
@@ -250,6 +270,27 @@ class Gateway:
         if value is None:
             raise Refused(GatewayCode.UNKNOWN_UPLOAD, UNKNOWN, upload_id=upload_id)
         return value
+
+
+def _one(values: MultiMapping[str], name: str, where: str) -> str | None:
+    """The one value of ``name`` in ``values`` (a query or the headers), None when absent.
+
+    Raises:
+        Refused: ``AMBIGUOUS_FIELD`` when it is there more than once.
+    """
+    got = values.getall(name, [])
+    if len(got) > 1:
+        raise Refused(GatewayCode.AMBIGUOUS_FIELD, f"'{name}' is more than once {where}")
+    return got[0] if got else None
+
+
+def query_fields(request: web.Request) -> dict[str, str]:
+    """The upload's fields (:data:`FIELDS`) in the query of ``request``.
+
+    Raises:
+        Refused: ``AMBIGUOUS_FIELD`` for a field given twice.
+    """
+    return {k: v for k in FIELDS if (v := _one(request.query, k, "in the query")) is not None}
 
 
 async def _read_capped(read: Any, cap: int) -> bytes:
@@ -291,10 +332,37 @@ def _route(request: web.Request) -> str:
     return resource.canonical if resource is not None else "other"
 
 
+#: the code of an error aiohttp raises or answers itself, by its HTTP status (others: 400
+#: ``BAD_REQUEST``, 5xx ``INTERNAL_ERROR``)
+_STATUS_CODES = {404: GatewayCode.NOT_FOUND, 405: GatewayCode.METHOD_NOT_ALLOWED,
+                 413: GatewayCode.BODY_TOO_LARGE}
+
+
+def _code_of(status: int) -> GatewayCode:
+    return _STATUS_CODES.get(status, GatewayCode.BAD_REQUEST if status < 500
+                             else GatewayCode.INTERNAL_ERROR)
+
+
+def _account(request: web.Request, status: int, code: str | None, t0: float) -> None:
+    """Metrics of an answered request, and its ``gateway_request`` log line (every POST and
+    every refusal)."""
+    gw = request.app[_GW]
+    route = _route(request)
+    ms = (time.monotonic() - t0) * 1000.0
+    method = request.method if request.method in ("GET", "POST") else "other"
+    gw.metrics.requests.labels(route, method, str(status)).inc()
+    gw.metrics.latency.labels(route).observe(ms / 1000.0)
+    if code is not None:
+        gw.metrics.refusals.labels(code).inc()
+    if code is not None or request.method == "POST":
+        log.info("gateway_request", method=request.method, route=route, status=status,
+                 code=code, ms=round(ms, 1), client=request.get("client"),
+                 upload_id=request.get("upload_id"))
+
+
 @web.middleware
 async def _observe(request: web.Request, handler: Any) -> web.StreamResponse:
     """Errors as JSON answers; metrics and a log line per upload and per refusal."""
-    gw = request.app[_GW]
     t0 = time.monotonic()
     code = None
     try:
@@ -304,7 +372,7 @@ async def _observe(request: web.Request, handler: Any) -> web.StreamResponse:
         if request.method == "POST" and not request.content.is_eof():
             resp.force_close()  # the unread body is not read to keep the connection
     except web.HTTPException as e:  # the router's 404 / 405
-        c = GatewayCode.METHOD_NOT_ALLOWED if e.status == 405 else GatewayCode.NOT_FOUND
+        c = _code_of(e.status)
         resp, code = error_response(Refused(c, e.reason)), str(c)
     except Exception as e:  # noqa: BLE001 (a bug: answer 500, log the class only)
         tb = traceback.extract_tb(e.__traceback__)[-1]
@@ -312,17 +380,7 @@ async def _observe(request: web.Request, handler: Any) -> web.StreamResponse:
                   where=f"{Path(tb.filename).name}:{tb.lineno}")
         resp, code = error_response(Refused(GatewayCode.INTERNAL_ERROR,
                                             "internal error")), "INTERNAL_ERROR"
-    route = _route(request)
-    ms = (time.monotonic() - t0) * 1000.0
-    method = request.method if request.method in ("GET", "POST") else "other"
-    gw.metrics.requests.labels(route, method, str(resp.status)).inc()
-    gw.metrics.latency.labels(route).observe(ms / 1000.0)
-    if code is not None:
-        gw.metrics.refusals.labels(code).inc()
-    if code is not None or request.method == "POST":
-        log.info("gateway_request", method=request.method, route=route, status=resp.status,
-                 code=code, ms=round(ms, 1), client=request.get("client"),
-                 upload_id=request.get("upload_id"))
+    _account(request, resp.status, code, t0)
     return resp
 
 
@@ -330,14 +388,14 @@ async def _expect(request: web.Request) -> web.Response | None:
     """``Expect: 100-continue``: refuse by the headers alone (key, rate, body size,
     backpressure) before the sender sends its body; otherwise tell it to go on."""
     gw = request.app[_GW]
-    if request.headers.get("Expect", "").lower() != "100-continue":
-        return error_response(Refused(GatewayCode.INVALID_PARAMETER, "unknown Expect header"))
+    t0 = time.monotonic()
     try:
+        if request.headers.get("Expect", "").lower() != "100-continue":
+            raise Refused(GatewayCode.INVALID_PARAMETER, "unknown Expect header")
         gw.client(request)
         gw.admit_upload(request)
-    except Refused as e:
-        gw.metrics.refusals.labels(e.code).inc()
-        gw.metrics.requests.labels("/v1/uploads", "POST", str(e.status)).inc()
+    except Refused as e:  # answered here, not by the middleware: logged and counted here
+        _account(request, e.status, e.code, t0)
         resp = error_response(e)
         resp.force_close()
         return resp
@@ -354,18 +412,19 @@ async def post_upload(request: web.Request) -> web.Response:
     client = gw.client(request)
     wait_s = gw.wait_s(request)
     gw.admit_upload(request)
+    query = query_fields(request)
+    idempotency_key = _one(request.headers, "Idempotency-Key", "in the headers")
     raw = not request.content_type.startswith("multipart/")
     if raw:  # everything but the image is in the query: refuse before reading the body
-        task = check_request(request.query.get("task"), parse_options(request.query.get("options")),
+        task = check_request(query.get("task"), parse_options(query.get("options")),
                              gw.intake.tasks)
     gw.in_flight += 1
     gw.metrics.in_flight.set(gw.in_flight)
     try:
-        fields, body = await gw.read_body(request)
+        fields, body = await gw.read_body(request, query)
         options = parse_options(fields.get("options"))
         task = check_request(fields.get("task"), options, gw.intake.tasks)
-        uid, deterministic = upload_id_for(client, fields.get("upload_id"),
-                                           request.headers.get("Idempotency-Key"))
+        uid, deterministic = upload_id_for(client, fields.get("upload_id"), idempotency_key)
         request["upload_id"] = uid
         sub = await gw.intake.submit(client, task, options, body, uid, deterministic,
                                      has_result=gw.cache.get(uid) is not None)
@@ -447,6 +506,58 @@ async def get_page(request: web.Request) -> web.Response:
                                  "Referrer-Policy": "no-referrer"})
 
 
+class _Connection(RequestHandler):
+    """aiohttp's connection handler, whose own error answers (a request it cannot parse: a
+    request or header line over 8 KB, bytes past a body's ``Content-Length`` read as the next
+    request, a bad method or header) are the gateway's: the JSON error body, code
+    ``BAD_REQUEST`` (``INTERNAL_ERROR`` for a 500), counted and logged as one ``gateway_request``
+    line with the error's class. aiohttp's own answer is text/plain with the parser's message,
+    which quotes the offending bytes (an image's, a header value's), and it logs that message
+    with a traceback. Installed by :func:`_answer_own_errors`."""
+
+    __slots__ = ()
+
+    def handle_error(self, request: BaseRequest, status: int = 500,
+                     exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        error = type(exc).__name__ if exc is not None else None
+        code = _code_of(status)
+        gw = getattr(self._manager, "gateway", None)
+        if gw is not None:
+            gw.metrics.requests.labels("other", "other", str(HTTP_STATUS[code])).inc()
+            gw.metrics.refusals.labels(str(code)).inc()
+        log.info("gateway_request", method="other", route="other", status=HTTP_STATUS[code],
+                 code=str(code), error=error)
+        if request.writer.output_size > 0:  # an answer has begun: the connection is broken
+            raise ConnectionError("an answer was being sent: the error cannot be")
+        resp = error_response(Refused(code, f"the request is not well-formed HTTP ({error}); "
+                                      "the connection is closed" if code == "BAD_REQUEST"
+                                      else "internal error"))
+        resp.force_close()
+        return resp
+
+
+class _Server(web.Server):
+    """aiohttp's server, whose connections are :class:`_Connection` s."""
+
+    gateway: Gateway
+
+    def __call__(self) -> RequestHandler:
+        conn = super().__call__()
+        conn.__class__ = _Connection  # the same slots: only handle_error differs
+        return conn
+
+
+def _answer_own_errors(runner: web.AppRunner, gw: Gateway) -> None:
+    """Make the errors aiohttp answers itself the gateway's (:class:`_Connection`), on a runner
+    set up but not yet serving. aiohttp has no public hook for them: the test of this is
+    ``tests/integration/test_gateway.py::test_errors_aiohttp_answers_itself_are_json``."""
+    server = runner.server
+    assert server is not None, "set the runner up first"
+    server.__class__ = _Server
+    cast(_Server, server).gateway = gw
+
+
 async def _server_header(_request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Server"] = "cardstream"  # not the framework's name and version
 
@@ -482,9 +593,13 @@ def build_admin(gw: Gateway) -> web.Application:
         return state(gw.tail is not None and gw.tail.alive)
 
     async def ready(_r: web.Request) -> web.Response:
+        # not ready without a client key (an emptied or unreadable keys file: every request
+        # would be 401); skipped lines leave the valid ones serving, and are reported here
         t = gw.tail
-        return state(t is not None and t.alive and t.caught_up.is_set(),
-                     results_read=t.records if t else 0, keys_error=gw.keys.error)
+        clients = len(gw.keys.clients)
+        return state(t is not None and t.alive and t.caught_up.is_set() and clients > 0,
+                     results_read=t.records if t else 0, clients=clients,
+                     keys_error=gw.keys.error)
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
@@ -498,7 +613,7 @@ def make_gateway(settings: Settings) -> Gateway:
     results tail and the lag reader start with the server, :func:`serve`).
 
     Raises:
-        ApiKeysError: no ``api_keys_file`` set, or it cannot be read or parsed.
+        ApiKeysError: no ``api_keys_file`` set, or it cannot be read or has no valid line.
         StorageError: no S3 credentials.
         KafkaSetupError: the uploads bucket is not one the workers read (every event would be
             a dead letter).
@@ -532,6 +647,7 @@ async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None 
         started: set once both servers listen (their ports then in ``gw.ports``).
     """
     g = gw.settings.gateway
+    library_logs_as_json("aiohttp")  # never its messages: they quote requests' bytes
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(g.io_threads, thread_name_prefix="gateway-io"))
     gw.tail = ResultsTail(gw.settings.kafka, gw.cache, loop, g.results_lookback_s).start()
@@ -543,6 +659,7 @@ async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None 
     try:
         for r, port in zip(runners, (g.port, g.admin_port), strict=False):
             await r.setup()
+            _answer_own_errors(r, gw)
             site = web.TCPSite(r, g.bind, port, reuse_address=True)
             await site.start()
             ports.append(r.addresses[0][1])  # port 0: the one chosen

@@ -78,9 +78,11 @@ def upload_id_for(client: str, upload_id: str | None,
                   idempotency_key: str | None) -> tuple[str, bool]:
     """The upload id of a POST and whether it is deterministic (a repeat gets the same one).
 
-    ``{client}.{upload_id}`` for a client's own id; ``{client}.k-{32 hex}`` (SHA-256 of the key)
-    for an ``Idempotency-Key``; ``{client}.{32 hex}`` (random) otherwise. The client part makes
-    two clients' ids distinct and tells every instance whose an upload is.
+    ``{client}.{upload_id}`` for a client's own id; ``{client}.k-{32 hex}`` for an
+    ``Idempotency-Key`` (SHA-256 of the client, a NUL and the key: two clients' ids of one key
+    share nothing, so an id does not tell that another client used the same key);
+    ``{client}.{32 hex}`` (random) otherwise. The client part makes two clients' ids distinct
+    and tells every instance whose an upload is.
 
     Raises:
         Refused: ``INVALID_UPLOAD_ID`` (not 1-95 characters of ``[A-Za-z0-9._-]``, or ``.``/
@@ -101,7 +103,8 @@ def upload_id_for(client: str, upload_id: str | None,
             raise Refused(GatewayCode.INVALID_PARAMETER,
                           f"Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} printable ASCII "
                           "characters")
-        return f"{client}.k-{hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]}", True
+        digest = hashlib.sha256(f"{client}\0{idempotency_key}".encode()).hexdigest()
+        return f"{client}.k-{digest[:32]}", True
     return f"{client}.{uuid.uuid4().hex}", False
 
 

@@ -449,6 +449,7 @@ def test_expect_100_continue_is_answered_before_the_body(stack: Stack) -> None:
     """A sender that asks first (``Expect: 100-continue``, as curl does for large bodies) gets
     ``100 Continue`` and then its answer, or its refusal before it sends a byte of the body."""
     img = stack.images[0]
+    log_before = len(_log_lines(stack.gateways[0].log))
     head = _head(len(img)).replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n")
     with socket.create_connection(("127.0.0.1", stack.port), timeout=30) as sock:
         sock.sendall(head)
@@ -466,3 +467,184 @@ def test_expect_100_continue_is_answered_before_the_body(stack: Stack) -> None:
     nokey = big.replace(f"Authorization: Bearer {KEYS['alice']}\r\n".encode(), b"")
     status, body = _raw_exchange(stack.port, nokey, [])
     assert (status, body["error"]) == (401, "UNAUTHORIZED")
+    # refused at this stage, they are logged like every other refusal (issue 41's trial: only
+    # counted)
+    logged = [json.loads(x) for x in _log_lines(stack.gateways[0].log)[log_before:]
+              if '"gateway_request"' in x]
+    assert [(x["route"], x["status"], x["code"]) for x in logged] == [
+        ("/v1/uploads", 202, None), ("/v1/uploads", 413, "BODY_TOO_LARGE"),
+        ("/v1/uploads", 401, "UNAUTHORIZED")]
+
+
+def _log_lines(path: Path) -> list[str]:
+    return path.read_text(errors="replace").splitlines()
+
+
+def test_a_key_rotation_that_leaves_a_malformed_line_fails_closed(base_settings: Settings,
+                                                                  tmp_path: Path) -> None:
+    """Issue 41's trial: alice's line removed and a malformed line left in the keys file; the
+    reload kept the old keys (alice still got in), an emptied file too, /ready said ok and
+    nothing was logged. Now the reload applies the valid lines, logs the skipped one, and an
+    empty file refuses everyone and makes the instance not ready."""
+    import uuid
+
+    keys = tmp_path / "keys"
+    keys.write_text("".join(f"{c}:{k}\n" for c, k in KEYS.items()))
+    with fresh_settings(base_settings, uuid.uuid4().hex[:12]) as s:
+        g = procs.start_gateway(gateway_settings(s, keys, api_keys_reload_s=0.2),
+                                tmp_path / "gw.log", free_port(), free_port())
+        try:
+            def status_of(client: str) -> int:
+                return call(g.port, "GET", f"/v1/uploads/{client}.x", client=client).status
+
+            def after_reload(client: str, want: int) -> None:
+                deadline = time.monotonic() + 10
+                while status_of(client) != want and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert status_of(client) == want
+
+            assert status_of("alice") == 404 and status_of("bob") == 404  # both have keys
+            keys.write_text(f"bob:{KEYS['bob']}\nalice {KEYS['alice']}\n")
+            after_reload("alice", 401)
+            assert status_of("bob") == 404
+            ready = call(g.admin_port, "GET", "/ready", client=None)
+            assert ready.status == 200 and ready.json()["clients"] == 1
+            assert "line 2" in ready.json()["keys_error"]
+            keys.write_text("")
+            after_reload("bob", 401)
+            ready = call(g.admin_port, "GET", "/ready", client=None)
+            assert ready.status == 503 and ready.json()["clients"] == 0
+            assert "no valid" in ready.json()["keys_error"]
+            keys.write_text(f"alice:{KEYS['alice']}\n")
+            after_reload("alice", 404)
+            assert call(g.admin_port, "GET", "/ready", client=None).json()["keys_error"] is None
+        finally:
+            procs.stop_workers([procs.WorkerProc(g.proc, 0, g.log)], timeout_s=20)
+    lines = [json.loads(x) for x in _log_lines(tmp_path / "gw.log") if x.strip()]
+    (skipped,) = [x for x in lines if x["event"] == "gateway_keys_line_skipped"]
+    assert skipped["line"] == 2 and skipped["level"] == "error"
+    text = (tmp_path / "gw.log").read_text()
+    assert KEYS["alice"] not in text and KEYS["bob"] not in text
+
+
+def multipart_parts(parts: list[tuple[str, bytes]]) -> tuple[bytes, dict[str, str]]:
+    """A multipart/form-data body of ``(name, value)`` parts in this order (``image`` parts
+    with a file name and an image content type)."""
+    b = "----cardstream-test-boundary"
+    out = []
+    for name, value in parts:
+        extra = '; filename="x.jpg"\r\nContent-Type: image/jpeg' if name == "image" else ""
+        out.append(f'--{b}\r\nContent-Disposition: form-data; name="{name}"{extra}\r\n\r\n'
+                   .encode() + value + b"\r\n")
+    return (b"".join(out) + f"--{b}--\r\n".encode(),
+            {"Content-Type": f"multipart/form-data; boundary={b}"})
+
+
+FORMS = {
+    # name: (query, parts as (name, "IMG" or text), status, code, field the message names)
+    "twenty_thousand_unknown_fields": ("", [("task", "card"), ("image", "IMG")]
+                                       + [(f"f{i}", "") for i in range(20_000)],
+                                       400, "TOO_MANY_PARTS", None),
+    "seventeen_parts": ("", [("task", "card"), ("image", "IMG")]
+                        + [(f"note{i}", "x") for i in range(15)], 400, "TOO_MANY_PARTS", None),
+    "two_images": ("", [("task", "card"), ("image", "IMG"), ("image", "IMG")], 400,
+                   "AMBIGUOUS_FIELD", "image"),
+    "task_twice": ("", [("task", "card"), ("task", "id_photo"), ("image", "IMG")], 400,
+                   "AMBIGUOUS_FIELD", "task"),
+    "options_twice": ("", [("task", "card"), ("options", "{}"), ("options", "{}"),
+                           ("image", "IMG")], 400, "AMBIGUOUS_FIELD", "options"),
+    "query_task_differs_from_the_form": ("?task=card", [("task", "id_photo"), ("image", "IMG")],
+                                         400, "AMBIGUOUS_FIELD", "task"),
+    "query_task_twice": ("?task=card&task=id_photo", [("image", "IMG")], 400, "AMBIGUOUS_FIELD",
+                         "task"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_ambiguous_and_oversized_forms_are_refused(stack: Stack, name: str) -> None:
+    query, parts, status, code, field_named = FORMS[name]
+    img = stack.images[0]
+    parts = [(n, img if v == "IMG" else v.encode()) for n, v in parts]
+    body, headers = multipart_parts(parts)
+    before_objects, before_events = stack.objects(), len(stack.events())
+    r = call(stack.port, "POST", f"/v1/uploads{query}", body, headers=headers)
+    assert (r.status, r.json()["error"]) == (status, code), r.body
+    if field_named is not None:
+        assert f"'{field_named}'" in r.json()["message"]
+    assert stack.objects() == before_objects and len(stack.events()) == before_events
+    # a raw body with the same field twice in the query is refused before it is read
+    if query.count("task=") > 1:
+        r = call(stack.port, "POST", f"/v1/uploads{query}", img)
+        assert (r.status, r.json()["error"]) == (400, "AMBIGUOUS_FIELD")
+
+
+def test_a_form_with_a_few_unknown_fields_and_the_same_task_twice_is_accepted(
+        stack: Stack) -> None:
+    """Unknown fields are read past (they count toward max_parts); the query and the form
+    may both give a field when they agree."""
+    body, headers = multipart_parts([("task", b"card"), ("note", b"from the kiosk"),
+                                     ("image", stack.images[2]), ("source", b"x")])
+    r = call(stack.port, "POST", "/v1/uploads?task=card", body, headers=headers)
+    assert r.status == 202, r.body
+    assert r.json()["task"] == "card"
+
+
+def test_a_second_idempotency_key_header_is_ambiguous(stack: Stack) -> None:
+    img = stack.images[0]
+    head = _head(len(img)).replace(b"\r\n\r\n", b"\r\nIdempotency-Key: a-1\r\n"
+                                                b"Idempotency-Key: a-2\r\n"
+                                                b"Connection: close\r\n\r\n")
+    status, body = _raw_exchange(stack.port, head, [img])
+    assert (status, body["error"]) == (400, "AMBIGUOUS_FIELD") and "Idempotency-Key" in body[
+        "message"]
+
+
+def _answers(data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
+    """The HTTP answers (status, headers, body) in ``data``, read off one connection."""
+    out = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}
+        n = int(headers.get("content-length", len(rest)))
+        out.append((int(lines[0].split()[1]), headers, rest[:n]))
+        data = rest[n:]
+    return out
+
+
+def test_errors_aiohttp_answers_itself_are_json(stack: Stack) -> None:
+    """Issue 41's trial: a body longer than its Content-Length (the rest parsed as the next
+    request) and an Authorization header over 8 KB were answered by aiohttp in text/plain
+    quoting the bytes, and logged as a multi-line traceback with them. Now each is the
+    gateway's JSON error and one JSON log line without them."""
+    g = stack.gateways[1]
+    img = stack.images[0]
+    log_before = len(_log_lines(g.log))
+    marker = "SECRET-HEADER-MARKER-"
+    cases = {
+        "body_past_content_length": _head(10).replace(f"Content-Length: {len(img)}".encode(),
+                                                      b"Content-Length: 10") + img,
+        "authorization_over_8_kb": ("GET /v1/uploads/alice.x HTTP/1.1\r\nHost: x\r\n"
+                                    f"Authorization: Bearer {marker}{'y' * 9000}\r\n\r\n").encode(),
+    }
+    for name, raw in cases.items():
+        with socket.create_connection(("127.0.0.1", g.port), timeout=30) as sock:
+            sock.sendall(raw)
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        answers = _answers(data)
+        assert answers, name
+        for _status, headers, body in answers:
+            assert headers["content-type"].startswith("application/json"), (name, data[:300])
+            assert json.loads(body)["schema_version"] == 1
+        status, _, body = answers[-1]
+        assert (status, json.loads(body)["error"]) == (400, "BAD_REQUEST"), name
+        assert b"\\xff" not in data and b"\xff" not in data and marker.encode() not in data
+    new = _log_lines(g.log)[log_before:]
+    assert all(json.loads(x) for x in new if x.strip()), new  # JSON lines only, no traceback
+    text = "\n".join(new)
+    assert "Traceback" not in text and "\\xff" not in text and marker not in text
+    bad = [json.loads(x) for x in new if '"BAD_REQUEST"' in x]
+    assert len(bad) == 2 and all(x["event"] == "gateway_request" and x["status"] == 400
+                                 and x["error"] for x in bad)
