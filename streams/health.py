@@ -18,18 +18,35 @@ class Health:
 
     Args:
         stall_s: ``/live`` fails when the loop has not ticked for this long (s), or when a batch
-            has been computing for this long (a hung processor or decode: the loop itself keeps
-            ticking meanwhile) — set it above the worst batch (the worker's
-            ``compute_deadline_s``). Whether the consumer has no assignment while others hold
-            partitions is not detectable here, so the loop reports ``in_group`` itself.
+            has been computing for this long plus ``per_item_s`` per event of the batch (a hung
+            processor or decode: the loop itself keeps ticking meanwhile) — set them above the
+            worst batch (the worker's ``compute_deadline_s`` and
+            ``compute_deadline_per_item_s``). Whether the consumer has no assignment while
+            others hold partitions is not detectable here, so the loop reports ``in_group``
+            itself.
+        per_item_s: the deadline's allowance per event of the batch (s).
+
+    Attributes:
+        compute_since: monotonic start of the batch computing now (None: none is).
+        deadline_s: that batch's compute deadline (s): ``stall_s + per_item_s * events``.
     """
 
-    def __init__(self, stall_s: float = 120.0) -> None:
+    def __init__(self, stall_s: float = 120.0, per_item_s: float = 0.0) -> None:
         self.ready = False
         self.in_group = True
         self.stall_s = stall_s
+        self.per_item_s = per_item_s
         self.last_tick = time.monotonic()
-        self.compute_since: float | None = None  # monotonic start of the batch computing now
+        self.deadline_s = stall_s
+        self.compute_since: float | None = None
+
+    def computing(self, events: int) -> float:
+        """A batch of ``events`` starts computing now: its deadline is ``stall_s`` plus
+        ``per_item_s`` per event (issue 43: a batch of 9 uploads on 2 busy cores ran past a flat
+        120 s and the worker exited). Returns its start (monotonic), for :meth:`computed`."""
+        self.deadline_s = self.stall_s + self.per_item_s * max(events, 0)
+        since = self.compute_since = time.monotonic()
+        return since
 
     def computed(self, since: float) -> None:
         """The batch whose compute started at ``since`` (monotonic) has finished computing
@@ -38,9 +55,9 @@ class Health:
             self.compute_since = None
 
     def overdue_s(self) -> float:
-        """Seconds the batch computing now has run past ``stall_s`` (0.0 when none is late)."""
+        """Seconds the batch computing now has run past its deadline (0.0 when none is late)."""
         since = self.compute_since
-        return 0.0 if since is None else max(time.monotonic() - since - self.stall_s, 0.0)
+        return 0.0 if since is None else max(time.monotonic() - since - self.deadline_s, 0.0)
 
     def tick(self) -> None:
         """Called by the loop on every iteration."""
@@ -49,9 +66,8 @@ class Health:
     def live(self) -> bool:
         """True while the loop ticks, no batch computes past the deadline and the consumer is
         in its group."""
-        since = self.compute_since
         return (self.in_group and (time.monotonic() - self.last_tick) < self.stall_s
-                and (since is None or time.monotonic() - since < self.stall_s))
+                and self.overdue_s() == 0.0)
 
 
 class HealthServer:

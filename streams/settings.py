@@ -336,8 +336,13 @@ class WorkerSettings(_Frozen):
             the pod's memory limit less the worker's own (~0.4 GB with the sleep processor).
         compute_deadline_s: a batch computing longer than this (s; parse, GETs, decode and
             model calls) fails ``/live``, and ``cardstream worker`` exits (code 70) so that it
-            is restarted; the restarted worker counts the start (``poison_attempts``). Above
-            the worst legitimate batch, GET retries included.
+            is restarted; the restarted worker counts the start (``poison_attempts``). With
+            ``compute_deadline_per_item_s`` per event of the batch added, above the worst
+            legitimate batch, GET retries included.
+        compute_deadline_per_item_s: what each event of a batch adds to its compute deadline
+            (s; 20 by default: a batch of 9 is given 300 s, of 32 760 s, one alone (a record
+            isolated after a crash or hang) 140 s). Issue 43: a flat 120 s ended the worker
+            (status 70) on a batch of 9 uploads on 2 cores at load 11.
         shutdown_timeout_s: bound on graceful SIGTERM handling.
         store_wait: how often a worker paused by a store outage asks whether the store
             answers again (:class:`~streams.retry.RetryPolicy`; 0.5 s doubling to 5 s;
@@ -372,6 +377,7 @@ class WorkerSettings(_Frozen):
     poison_attempts: int = Field(2, ge=1, le=100)
     decode_budget_bytes: int = Field(1024**3, ge=1024**2)
     compute_deadline_s: float = Field(120.0, gt=0)
+    compute_deadline_per_item_s: float = Field(20.0, ge=0)
     model_files: dict[str, Path] = Field(default_factory=dict)
     shutdown_timeout_s: float = Field(30.0, gt=0)
     store_wait: RetryPolicy = RetryPolicy(first_s=0.5, cap_s=5.0)

@@ -69,9 +69,11 @@ PARTITIONS = 6
 DATA_LIMIT = 1024 * 1024 * 1024
 #: the workers' settings for that pod: a decode budget of 256 MiB per batch, one 40 MP image
 #: (240 MB at its decode peak) at a time (``CARDSTREAM_WORKER__DECODE_BUDGET_BYTES``); a compute
-#: deadline of 20 s (a batch of the sleep processor takes < 1 s, its GETs' retries < 5 s)
+#: deadline of 20 s plus 0.5 s per event (a batch of the sleep processor takes < 1 s, its GETs'
+#: retries < 5 s)
 POD_ENV = {"CARDSTREAM_WORKER__DECODE_BUDGET_BYTES": str(256 * 1024 * 1024),
-           "CARDSTREAM_WORKER__COMPUTE_DEADLINE_S": "20"}
+           "CARDSTREAM_WORKER__COMPUTE_DEADLINE_S": "20",
+           "CARDSTREAM_WORKER__COMPUTE_DEADLINE_PER_ITEM_S": "0.5"}
 #: a worker slot's RSS may grow by less than this during the soak (issue 31)
 SOAK_RSS_GROWTH_MAX = 0.05
 

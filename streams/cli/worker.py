@@ -66,7 +66,8 @@ EXIT_COMPUTE_HUNG = 70
 
 def watch_compute(wk: Any, every_s: float = 1.0) -> threading.Thread:
     """A daemon thread ending the process (status :data:`EXIT_COMPUTE_HUNG`) once ``wk``'s
-    batch has computed past ``compute_deadline_s``: a hung processor or decode cannot be
+    batch has computed past its deadline (``compute_deadline_s`` plus
+    ``compute_deadline_per_item_s`` per event): a hung processor or decode cannot be
     stopped from another thread, and an orchestrator without a liveness probe (compose
     restarts on exit) would otherwise leave the partition stopped for ever. The restarted worker
     counts the start; ``/live`` fails from the same moment."""
@@ -80,7 +81,7 @@ def watch_compute(wk: Any, every_s: float = 1.0) -> threading.Thread:
             time.sleep(every_s)
             late = wk.health.overdue_s()
             if late > 0.0:
-                log.error("compute_deadline_exceeded", deadline_s=wk.health.stall_s,
+                log.error("compute_deadline_exceeded", deadline_s=wk.health.deadline_s,
                           late_s=round(late, 1), exit_status=EXIT_COMPUTE_HUNG)
                 sys.stdout.flush()
                 sys.stderr.flush()

@@ -114,7 +114,8 @@ class Worker:
         self.settings = settings
         self.gate = gate
         self.metrics = metrics or WorkerMetrics()
-        self.health = health or Health(stall_s=settings.worker.compute_deadline_s)
+        self.health = health or Health(stall_s=settings.worker.compute_deadline_s,
+                                       per_item_s=settings.worker.compute_deadline_per_item_s)
         self.transactional_id = f"{settings.kafka.transactional_id_prefix}-{settings.worker.slot}"
         w = settings.worker
         self.ledger = AttemptLedger(w.poison_attempts, w.max_batch) if ranges is None else None
@@ -213,7 +214,7 @@ class Worker:
         """Start computing ``msgs`` on the batch thread (it becomes the batch in flight);
         ``polled_ns``: when the poll that formed it ran (None: it was prefetched)."""
         self.metrics.batch_size.observe(len(msgs))
-        since = self.health.compute_since = time.monotonic()
+        since = self.health.computing(len(msgs))
         fut = self._batch_thread.submit(self.compute.run, msgs, polled_ns)
         # the compute's own end, not when the loop gets to it (the loop may be committing the
         # batch before, e.g. a stuck send_offsets_to_transaction during a broker restart)

@@ -110,3 +110,36 @@ def test_a_batch_failing_on_a_store_that_answers_is_redone_only_after_longer_pau
     assert first >= 0.1 and second >= 0.2, (first, second)
     w._store_accepts()
     assert w._outage.next() == 0.1  # the waits start again
+
+
+def test_the_compute_deadline_grows_with_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43: a flat 120 s deadline ended the worker (status 70) on a batch of 9 uploads on
+    2 busy cores. A batch's deadline is ``compute_deadline_s`` plus
+    ``compute_deadline_per_item_s`` per event; a hang still fails ``/live`` once past it."""
+    import time
+
+    from streams.health import Health
+
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("CARDSTREAM_WORKER__COMPUTE_DEADLINE_S", "100")
+    monkeypatch.setenv("CARDSTREAM_WORKER__COMPUTE_DEADLINE_PER_ITEM_S", "15")
+    w = Worker(load_settings(), {}, storage=StoreDouble())
+    assert (w.health.stall_s, w.health.per_item_s) == (100.0, 15.0)
+    w.health.computing(9)
+    assert w.health.deadline_s == 235.0 and w.health.live()
+    assert load_settings().worker.compute_deadline_per_item_s == 15.0
+    monkeypatch.delenv("CARDSTREAM_WORKER__COMPUTE_DEADLINE_PER_ITEM_S")
+    assert load_settings().worker.compute_deadline_per_item_s == 20.0  # the default
+
+    h = Health(stall_s=0.1, per_item_s=0.1)
+    since = h.computing(3)  # 0.4 s
+    time.sleep(0.25)
+    h.tick()
+    assert h.live() and h.overdue_s() == 0.0  # past the base, within 3 events' allowance
+    time.sleep(0.25)
+    h.tick()
+    assert not h.live() and 0.05 < h.overdue_s() < 1.0  # a hang: past base + 3 x per item
+    h.computed(since)
+    assert h.live() and h.overdue_s() == 0.0
+    h.computing(0)
+    assert h.deadline_s == 0.1  # no events: the base alone
