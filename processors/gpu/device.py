@@ -58,10 +58,7 @@ class DeviceImage:
         Raises:
             AttributeError: the image is not in CUDA memory.
         """
-        if self.device != "cuda":
-            raise AttributeError("__cuda_array_interface__ is only defined for CUDA memory")
-        return {"shape": self.shape, "typestr": "|u1", "data": (self.ptr, False),
-                "version": 3, "strides": None}
+        return self._interface("cuda", "__cuda_array_interface__")
 
     @property
     def __array_interface__(self) -> dict:
@@ -71,8 +68,18 @@ class DeviceImage:
         Raises:
             AttributeError: the image is not in host memory.
         """
-        if self.device != "cpu":
-            raise AttributeError("__array_interface__ is only defined for host memory")
+        return self._interface("cpu", "__array_interface__")
+
+    def _interface(self, device: str, name: str) -> dict:
+        """The v3 interface dict both protocols share (uint8, C-contiguous, read-write), for an
+        image on ``device``.
+
+        Raises:
+            AttributeError: the image is elsewhere (so ``hasattr(img, name)`` is False).
+        """
+        if self.device != device:
+            where = "CUDA" if device == "cuda" else "host"
+            raise AttributeError(f"{name} is only defined for {where} memory")
         return {"shape": self.shape, "typestr": "|u1", "data": (self.ptr, False),
                 "version": 3, "strides": None}
 
