@@ -101,9 +101,10 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
         reader.close()
     table = Table(title="cardstream demo results")
     for col in ("upload", "file", "task", "status", "reasons", "kind", "latency ms", "output"):
-        # ids and paths fold onto a second line in a narrow terminal instead of being cut to
-        # one shared prefix (every demo id starts with the same demo<ms>-)
-        table.add_column(col, overflow="fold")
+        # ids, paths and reasons fold onto more lines in a narrow terminal instead of being cut
+        # to one shared prefix (every demo id starts with the same demo<ms>-); the short task
+        # and status words stay whole
+        table.add_column(col, overflow="fold", no_wrap=col in ("task", "status"))
     rows = []
     for uid, (task, fname) in want.items():
         r = got.get(uid)
