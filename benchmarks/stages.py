@@ -60,10 +60,17 @@ processors.pixels CpuPixels.model_input | model input (shrink + normalise)
 processors.pixels CpuPixels.working_grey | grey working copy
 processors.card.detect detect_from_mask | mask -> quad (side search, line fits)
 processors.pixels CpuPixels.sample_grey | full-resolution edge samples
+processors.card.scan judge | scan path (the frame judged as the document)
 processors.card.orient thumb_input | orientation classifier input
 processors.card.rectify laplacian_variance | blur verdict
 processors.card.rectify direction_detail_ratio | blur direction verdict
 processors.card.rectify saturated_fraction | glare verdict
+processors.card.verify Verifier.views | MRZ bands (grey; their warps are in warps)
+processors.card.mrz.read locate_zone | MRZ locate (black-hat, components) + line crops
+processors.card.mrz.read MrzReader.read | MRZ reading glue (cells, check digits)
+processors.card.quality measure | quality measures
+processors.card.verify Verifier._portraits | portrait zone canvases
+processors.mtcnn Mtcnn.detect | portrait MTCNN glue
 processors.pixels CpuPixels.encode_jpeg | JPEG encode
 """)
 #: The ID-photo processor's stages (``processors.idphoto``, ``processors.mtcnn``).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import cv2
 import numpy as np
@@ -459,6 +460,44 @@ def segment_derivatives(gx: np.ndarray, gy: np.ndarray, a: np.ndarray, b: np.nda
     return _normal_derivative(gx, gy, a[None, :] + t[:, None] * d[None, :], n)
 
 
+@lru_cache(maxsize=32)
+def _line_samples(n_offs: int, samples: int) -> np.ndarray:
+    """For :func:`side_search`: ``(S, A, B) int64`` index into a side's ``(S * O)`` flattened
+    derivative samples (sample ``s`` at offset ``o`` is ``s * O + o``) of the candidate line
+    from offset ``a`` at ``p`` to offset ``b`` at ``r``, at sample ``s`` (the nearest offset at
+    ``t_s``); ``O = A = B = n_offs``, ``S = samples``. Read-only (cached)."""
+    t = np.linspace(0.1, 0.9, samples)
+    ia = np.arange(n_offs)
+    idx = np.rint(ia[None, :, None] * (1 - t)[:, None, None]
+                  + ia[None, None, :] * t[:, None, None]).astype(np.int64)  # (S, A, B)
+    idx += (np.arange(samples) * n_offs)[:, None, None]
+    idx.flags.writeable = False
+    return idx
+
+
+def _candidate_scores(dn: np.ndarray, samples: int, n_offs: int) -> np.ndarray:
+    """``(4, A, B) float64`` scores of :func:`side_search`'s candidate lines: the absolute mean
+    over the ``samples`` points of each line of ``dn`` ``(4, S, O) float64`` (derivatives along
+    the side's normal at sample ``s`` and offset ``o``).
+
+    The samples are gathered and added one ``s`` at a time, ``(A, B, 4)`` each, in order ``s =
+    0 .. S - 1``, then divided by ``S``: the very additions (and so the very bits) of NumPy's
+    ``mean`` over the ``S`` axis of the ``(4, A, B, S)`` gather it replaces (that gather is laid
+    out ``(A, B, S, 4)`` in memory, so ``mean`` adds its ``S`` slices one after another),
+    without materialising the ``4 A B S`` samples (issue 40: 7.6 -> 1.5 ms of CPU per 2 MP card
+    image).
+    """
+    idx = _line_samples(n_offs, samples)
+    flat = np.ascontiguousarray(dn.reshape(4, -1).T)  # (S * O, 4)
+    acc = np.take(flat, idx[0], axis=0)  # (A, B, 4)
+    tmp = np.empty_like(acc)
+    for s in range(1, samples):
+        np.take(flat, idx[s], axis=0, out=tmp)
+        acc += tmp
+    acc /= samples
+    return np.abs(np.ascontiguousarray(acc.transpose(2, 0, 1)))
+
+
 def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: float,
                 reach_out: float, step: float = 1.0, samples: int = 40,
                 prior: float = 0.25, outermost: float | None = None,
@@ -504,11 +543,7 @@ def side_search(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, reach_in: floa
           * n[:, 0, None, None]
           + cv2.remap(gy, *flat, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT).reshape(mx.shape)
           * n[:, 1, None, None])  # (4, S, O), float64 as in _normal_derivative
-    # candidate (a, b) offsets at p and r -> offset index at each t (nearest sample)
-    ia = np.arange(len(offs))
-    idx = np.rint(ia[:, None, None] * (1 - t)[None, None, :]
-                  + ia[None, :, None] * t[None, None, :]).astype(np.int64)  # (A, B, S)
-    sc_all = np.abs(dn[:, np.arange(samples)[None, None, :], idx].mean(axis=3))  # (4, A, B)
+    sc_all = _candidate_scores(dn, samples, len(offs))  # (4, A, B)
     reach = max(reach_in, reach_out, 1e-9)
     pen = 1 - prior * np.maximum(np.abs(offs)[:, None], np.abs(offs)[None, :]) / reach
     reach_of = (offs[:, None] + offs[None, :]) / 2.0
