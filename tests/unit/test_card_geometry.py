@@ -70,6 +70,23 @@ def test_quad_from_mask_recovers_rounded_card_corners():
     assert mq.rectangularity > 0.97
 
 
+@pytest.mark.parametrize(("samples", "n_offs"), [(40, 11), (40, 61), (16, 7), (9, 33)])
+def test_candidate_scores_match_the_mean_over_the_full_gather_bit_for_bit(samples: int,
+                                                                          n_offs: int) -> None:
+    """The line scores summed one sample at a time equal NumPy's mean over the (4, A, B, S)
+    gather they replace exactly (the same additions in the same order), so no side search moves."""
+    rng = np.random.default_rng(samples * 100 + n_offs)
+    dn = rng.normal(size=(4, samples, n_offs)) * rng.uniform(0.1, 40.0)
+    t = np.linspace(0.1, 0.9, samples)
+    ia = np.arange(n_offs)
+    idx = np.rint(ia[:, None, None] * (1 - t)[None, None, :]
+                  + ia[None, :, None] * t[None, None, :]).astype(np.int64)
+    want = np.abs(dn[:, np.arange(samples)[None, None, :], idx].mean(axis=3))
+    got = geo._candidate_scores(dn, samples, n_offs)
+    assert got.shape == (4, n_offs, n_offs) and got.flags.c_contiguous
+    assert np.array_equal(got, want)
+
+
 def test_side_search_snaps_to_a_step_edge():
     img = np.full((200, 300), 40.0, np.float32)
     true = np.array([[50.0, 40.0], [250.0, 40.0], [250.0, 160.0], [50.0, 160.0]])
