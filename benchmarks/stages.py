@@ -212,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from benchmarks.phone import SIZES, scenes
     from benchmarks.run import build
+    from streams.logs import configure_logging
     from streams.settings import load_settings
 
+    configure_logging("WARNING")  # as benchmarks.run: per-item debug lines are not the work
     load0 = os.getloadavg()[0]
     base = load_settings()
     proc = build(base, a.task, [a.bucket], "cpu", threads=a.threads)

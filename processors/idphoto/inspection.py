@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import cv2
 import numpy as np
 
 from processors.idphoto.compliance import Mode, Report, measure
@@ -49,7 +50,11 @@ def meshes(facemesh: FaceMesh, views: Sequence[tuple[np.ndarray, float]],
     fives: list[np.ndarray] = []
     for i, marks in todo:
         (im, k), (_, turns) = views[i], faces[i]
-        rgb = np.ascontiguousarray(np.rot90(im[..., ::-1], turns))
+        # OpenCV's channel swap: the same bytes as NumPy's strided ``im[..., ::-1]`` copy at
+        # about a fifth of its CPU (issue 40: 1.9 ms per 2 MP upload under load)
+        rgb = cv2.cvtColor(im, cv2.COLOR_BGR2RGB)
+        if turns % 4:
+            rgb = np.ascontiguousarray(np.rot90(rgb, turns))
         images.append(rgb)
         fives.append(marks * k)
     for (i, _), m in zip(todo, facemesh.landmarks(images, fives), strict=True):
