@@ -24,6 +24,10 @@ quality 90:
     ``e2e_over_bare_fp32`` divides by the fp32 bare model of the same run (issue 40's target);
     ``fixed_start_share`` is the median share of a pass spent before the pipeline's steady
     rate (:func:`benchmarks.e2e.fixed_start`).
+
+The end-to-end passes use every upload (enough that their fixed start is a small share: issue
+40); the CPU and bare-model figures, per-image averages, are taken on the first
+:data:`MEASURE_IMAGES` of them (three passes of the model each: recording and two bare runs).
 """
 
 from __future__ import annotations
@@ -90,6 +94,10 @@ def measure(proc_1thread: Processor, blobs: list[bytes], base: Settings) -> tupl
             "bare_model_images_per_s": bare_model_images_per_s(calls, len(blobs))}, calls
 
 
+MEASURE_IMAGES = 24
+"""Uploads the CPU and bare-model figures are measured on (the first of a size's uploads)."""
+
+
 def run_phone(base: Settings, procs: dict[str, dict[str, Processor]],
               build_1thread: Callable[[str, str], Processor], n: int, tmp: Path,
               e2e: bool = True, rounds: int = 3) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
@@ -100,7 +108,8 @@ def run_phone(base: Settings, procs: dict[str, dict[str, Processor]],
         procs: precision -> task -> warmed-up processor (default threads).
         build_1thread: ``(task, precision) -> processor`` with one post-processing thread,
             warmed up.
-        n: uploads per task and size.
+        n: uploads per task and size (the end-to-end passes; the CPU and bare-model figures
+            on the first :data:`MEASURE_IMAGES`).
         tmp: folder for the upload files.
         e2e: run the end-to-end passes (needs the stack).
         rounds: end-to-end passes per task, size and precision (interleaved; medians).
@@ -123,7 +132,8 @@ def run_phone(base: Settings, procs: dict[str, dict[str, Processor]],
                 f.write_bytes(b)
                 files.append(f)
             rows = {p: {"size": f"{size[0]}x{size[1]}", "precision": p,
-                        **measure(ones[p], blobs, base)[0]} for p in precisions}
+                        **measure(ones[p], blobs[:MEASURE_IMAGES], base)[0]}
+                    for p in precisions}
             passes: dict[str, list[dict[str, Any]]] = {p: [] for p in precisions}
             for r in range(rounds if e2e else 0):
                 for p in (precisions if r % 2 == 0 else precisions[::-1]):
@@ -132,7 +142,7 @@ def run_phone(base: Settings, procs: dict[str, dict[str, Processor]],
             for p, row in rows.items():
                 if passes[p]:
                     ips = median(x["images_per_s"] for x in passes[p])
-                    row.update({"e2e_images_per_s": round(ips, 3),
+                    row.update({"e2e_images": len(files), "e2e_images_per_s": round(ips, 3),
                                 "e2e_rounds_images_per_s": [x["images_per_s"] for x in passes[p]],
                                 "e2e_mean_batch_size": median(x["mean_batch_size"]
                                                               for x in passes[p]),
