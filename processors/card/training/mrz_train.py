@@ -299,6 +299,7 @@ def load_init(model, onnx_file: Path) -> None:  # noqa: ANN001
             conv.weight.copy_(torch.from_numpy(init[node.input[1]]))
             bn.weight.fill_(1.0)
             bn.bias.copy_(torch.from_numpy(init[node.input[2]]))
+            assert bn.running_mean is not None and bn.running_var is not None  # tracked
             bn.running_mean.zero_()
             bn.running_var.fill_(1.0 - bn.eps)
         for node, lin in zip(gemms, lins, strict=True):
