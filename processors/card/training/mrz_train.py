@@ -296,15 +296,15 @@ def load_init(model, onnx_file: Path) -> None:  # noqa: ANN001
     lins = [x for x in model if isinstance(x, nn.Linear)]
     with torch.no_grad():
         for node, conv, bn in zip(convs, tconvs, norms, strict=True):
-            conv.weight.copy_(torch.from_numpy(init[node.input[1]]))
+            conv.weight.copy_(torch.tensor(init[node.input[1]]))
             bn.weight.fill_(1.0)
-            bn.bias.copy_(torch.from_numpy(init[node.input[2]]))
+            bn.bias.copy_(torch.tensor(init[node.input[2]]))
             assert bn.running_mean is not None and bn.running_var is not None  # tracked
             bn.running_mean.zero_()
             bn.running_var.fill_(1.0 - bn.eps)
         for node, lin in zip(gemms, lins, strict=True):
-            lin.weight.copy_(torch.from_numpy(init[node.input[1]]))
-            lin.bias.copy_(torch.from_numpy(init[node.input[2]]))
+            lin.weight.copy_(torch.tensor(init[node.input[1]]))
+            lin.bias.copy_(torch.tensor(init[node.input[2]]))
 
 
 def freeze_norms(model) -> None:  # noqa: ANN001
