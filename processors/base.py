@@ -21,6 +21,7 @@ import numpy as np
 import structlog
 
 from processors.decode import EncodedImage
+from processors.errors import DecodeError
 from processors.runtime import BatchStats, bucket_slices
 from schemas.reasons import ReasonCode, Status
 
@@ -93,6 +94,10 @@ class Outcome:
             and the main artifact's object ref is added by ``streams``.
         artifacts: encoded outputs to store (empty when rejected).
         inference_ms: wall time (ms) of the batched model call(s) shared by this item's batch.
+        detail: why, in words, where the reason code alone does not say it (the decoder's
+            message for pixel data that fails to decode, e.g. ``jpeg data undecodable: ...``);
+            shown by the processor commands, not part of the result contract (no field
+            carries it to the results topic). Never personal data: it names bytes, not people.
     """
 
     upload_id: str
@@ -101,6 +106,15 @@ class Outcome:
     payload: Mapping[str, Any] = field(default_factory=dict)
     artifacts: tuple[Artifact, ...] = ()
     inference_ms: float = 0.0
+    detail: str = ""
+
+    @classmethod
+    def undecodable(cls, upload_id: str, error: DecodeError,
+                    payload: Mapping[str, Any] | None = None) -> Outcome:
+        """The ``rejected`` outcome of an item whose pixel data failed to decode: the decoder's
+        reason (``CORRUPT_IMAGE``, ``IMAGE_TOO_LARGE``...) and its message as :attr:`detail`."""
+        return cls(upload_id, Status.REJECTED, (ReasonCode(error.reason),),
+                   dict(payload or {}), detail=str(error))
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from processors.base import Artifact, Item, ModelInfo, Outcome
 from processors.decode import DecodeSettings, decode_probed
 from processors.errors import DecodeError
 from processors.runtime import BatchStats, bucket_slices
-from schemas.reasons import ReasonCode, Status
+from schemas.reasons import Status
 
 POISON_SIZES: dict[tuple[int, int], str] = {(61, 67): "crash", (67, 61): "raise",
                                             (71, 73): "hang"}
@@ -114,7 +114,7 @@ class SleepProcessor:
                 try:
                     image, _ = decode_probed(it.image, self.decode)
                 except DecodeError as e:
-                    out.append(Outcome(it.upload_id, Status.REJECTED, (ReasonCode(e.reason),)))
+                    out.append(Outcome.undecodable(it.upload_id, e))
                     continue
                 thumb = cv2.resize(image, (32, 32), interpolation=cv2.INTER_AREA)
                 ok, png = cv2.imencode(".png", thumb)

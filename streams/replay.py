@@ -115,6 +115,30 @@ def offset_ranges(k: KafkaSettings, topic: str, from_ms: int, to_ms: int,
         c.close()
 
 
+def resume_ranges(k: KafkaSettings, topic: str, ranges: Mapping[int, tuple[int, int]],
+                  timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
+    """``ranges`` (partition -> ``[start, end)`` of ``topic``) less what the consumer group
+    ``k.group_id`` has already committed: a replay stopped early and started again with the same
+    group goes on from its last committed batch instead of replaying (and writing to its side
+    topic) again. A partition whose committed offset is outside ``[start, end]`` (a new group,
+    or one that read elsewhere) keeps its range.
+
+    Raises:
+        KafkaException: the committed offsets could not be read.
+    """
+    c = consumer(k, k.group_id)  # never subscribes: reads the group's offsets without joining it
+    try:
+        committed = c.committed([TopicPartition(topic, p) for p in ranges], timeout=timeout_s)
+    finally:
+        c.close()
+    out = dict(ranges)
+    for tp in committed:
+        a, b = ranges[tp.partition]
+        if a <= tp.offset <= b:
+            out[tp.partition] = (tp.offset, b)
+    return out
+
+
 def _delivered_end(c: Any, topic: str, p: int, start: int, end: int, timeout_s: float) -> int:
     """One past the last offset in ``[start, end)`` of partition ``p`` that the read_committed
     consumer ``c`` receives (``start`` when none): the log's tail is read back from ``end``,
@@ -253,7 +277,8 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
                group: str | None = None, results_topic: str | None = None,
                model_version: str | None = None, allow_live: bool = False,
                on_total: Callable[[int], Any] | None = None,
-               on_progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+               on_progress: Callable[[int], Any] | None = None,
+               stop: threading.Event | None = None) -> dict[str, Any]:
     """Replay the uploads of ``[from_ms, to_ms)`` into a side results topic and diff with the
     originals.
 
@@ -266,6 +291,10 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
         model_version: label outputs with this version instead of the processors' own.
         allow_live: let ``results_topic`` / ``group`` be the live worker's (else refused).
         on_total / on_progress: progress callbacks (number of uploads in the window; uploads done).
+        stop: set (e.g. by a signal handler) to end the replay early: the batch in flight is
+            finished and committed, then the report covers what was replayed so far
+            (``stopped`` true; the window's other events are neither results nor dead letters
+            yet: a replay of the same window with the same ``group`` goes on from there).
 
     Raises:
         LiveTargetError: the side topic, its ``.dlq`` or the group is the live one
@@ -274,10 +303,12 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
             (:func:`streams.worker.compute.check_key_segment`); nothing was read or written.
 
     Returns:
-        The JSON report: ``window_ms``, ``results_topic``, ``events`` (records in the window),
+        The JSON report: ``window_ms``, ``results_topic``, ``group``, ``events`` (records in the
+        window),
         ``replayed`` (results; the other events became dead letters on ``<side>.dlq``),
         ``yielded_s`` and ``yields`` (how long and how often it paused for the live workers,
-        :mod:`streams.backfill`) and :meth:`Diff.summary`.
+        :mod:`streams.backfill`), ``stopped`` (``stop`` ended it before the window's end) and
+        :meth:`Diff.summary`.
     """
     from confluent_kafka.admin import NewTopic
 
@@ -299,13 +330,19 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     k = s.kafka.model_copy(update={"results_topic": side, "dlq_topic": f"{side}.dlq",
                                    "group_id": group or f"cardstream-replay-{stamp}",
                                    "transactional_id_prefix": f"cardstream-replay-{stamp}"})
-    ranges = offset_ranges(k, k.uploads_topic, from_ms, to_ms)
-    total = sum(b - a for a, b in ranges.values())
+    window = offset_ranges(k, k.uploads_topic, from_ms, to_ms)
+    total = sum(b - a for a, b in window.values())
+    ranges = resume_ranges(k, k.uploads_topic, window) if total else window
     if on_total:
         on_total(total)
-    report: dict[str, Any] = {"window_ms": [from_ms, to_ms], "results_topic": side, "events": total}
+    if on_progress and (before := total - sum(b - a for a, b in ranges.values())):
+        on_progress(before)  # committed by an earlier run of this group
+    report: dict[str, Any] = {"window_ms": [from_ms, to_ms], "results_topic": side,
+                              "group": k.group_id, "events": total}
     if total == 0:
-        return {**report, "replayed": 0, "yielded_s": 0.0, "yields": 0, **Diff().summary()}
+        return {**report, "replayed": 0, "yielded_s": 0.0, "yields": 0, "stopped": False,
+                **Diff().summary()}
+    left = sum(b - a for a, b in ranges.values())
     t = s.kafka.topics
     create_topics(admin(k), [NewTopic(side, t.results_partitions, t.replication_factor),
                              NewTopic(k.dlq_topic, 1, t.replication_factor)])
@@ -320,9 +357,12 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     w.warm_up()
     th = threading.Thread(target=w.run, name="replay-worker", daemon=True)
     th.start()
-    done = 0
+    done, stopped = 0, False
     while th.is_alive():
         th.join(0.5)
+        if stop is not None and stop.is_set() and not stopped:
+            stopped = True
+            w.stop()  # the batch in flight is finished and committed, then run() returns
         now = w.committer.committed_events
         if on_progress and now > done:
             on_progress(now - done)
@@ -340,6 +380,7 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     yielded = ({"yielded_s": round(gate.yielded_s, 1), "yields": gate.yields} if gate is not None
                else {"yielded_s": 0.0, "yields": 0})
     return {**report, "replayed": len(replayed), **yielded,
+            "stopped": stopped and w.committer.committed_events < left,
             **diff_results(original, replayed).summary()}
 
 

@@ -353,7 +353,7 @@ class CardProcessor:
         s, px = self.settings, self.pixels
         decoded = px.decode([it.image for it in items], s.decode_side)
         outcomes: list[Outcome | None] = [
-            Outcome(upload_id=it.upload_id, status=Status.REJECTED, reasons=(ReasonCode(d.reason),))
+            Outcome.undecodable(it.upload_id, d)
             if isinstance(d, DecodeError) else None for it, d in zip(items, decoded, strict=True)]
         ok = [k for k, o in enumerate(outcomes) if o is None]
         if not ok:

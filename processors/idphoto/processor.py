@@ -427,8 +427,7 @@ class IdPhotoProcessor:
         decoded = self._decode([a.item.image for a in asked], [decode_long_side(
             a.item.image.width, a.item.image.height, a.req.size.target_head_px) for a in asked])
         return [Loaded(a.item, a.req, d) if isinstance(d, Decoded)
-                else Outcome(a.item.upload_id, Status.REJECTED, (ReasonCode(d.reason),),
-                             base_payload(a.req))
+                else Outcome.undecodable(a.item.upload_id, d, base_payload(a.req))
                 for a, d in zip(asked, decoded, strict=True)]
 
     def _plans(self, loaded: Sequence[Loaded]) -> list[Plan | Outcome]:

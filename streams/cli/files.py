@@ -69,9 +69,12 @@ class View:
             v = outcome.payload.get(column)
             return self.blank.get(column) if v is None else v
 
-        return {"file": str(file), "status": str(outcome.status),
-                "reasons": [str(r) for r in outcome.reasons],
-                **{c: value(c) for c in self.columns}}
+        row = {"file": str(file), "status": str(outcome.status),
+               "reasons": [str(r) for r in outcome.reasons],
+               **{c: value(c) for c in self.columns}}
+        if outcome.detail:
+            row["error"] = outcome.detail  # e.g. the decoder's message for CORRUPT_IMAGE
+        return row
 
     def refused(self, file: Path, code: str, error: str) -> dict[str, Any]:
         """The row of a ``file`` refused before processing (unreadable, or refused by the

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 from pathlib import Path
 
 import typer
@@ -60,23 +62,40 @@ def replay(
         os.nice(s.backfill.nice)  # before the models' thread pools exist: they inherit it
     procs = build_processors(s)
     bars: list[tqdm] = []  # one bar, made once the window's size is known (no empty bar before it)
+    stop, signals = threading.Event(), []
+
+    def stopping(signum: int, _frame: object) -> None:
+        signals.append(signum)
+        stop.set()
+
+    # a stopped replay still reports (the batch in flight is finished and committed first)
+    handlers = {sig: signal.signal(sig, stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         summary = run_replay(s, f_ms, t_ms, procs, group=group or None,
                              results_topic=results_topic or None,
                              model_version=model_version or None, allow_live=allow_live,
                              on_total=lambda n: bars.append(
                                  tqdm(total=n, unit="upload", disable=None)),
-                             on_progress=lambda k: bars and bars[0].update(k))
+                             on_progress=lambda k: bars and bars[0].update(k), stop=stop)
     finally:
         for bar in bars:
             bar.close()
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(summary, indent=1))
     side, n, got = summary["results_topic"], summary["events"], summary["replayed"]
+    yielded = (f"; yielded to the live workers {summary['yielded_s']} s "
+               f"({summary['yields']} times)" if summary["yields"] else "")
+    if summary["stopped"]:
+        typer.echo(f"replay [{f_ms}, {t_ms}) of {s.kafka.uploads_topic} stopped by "
+                   f"{signal.Signals(signals[0]).name}: {got} results of {n} events on {side}"
+                   f"{yielded}; partial report: {report}; to go on: the same command with "
+                   f"--group {summary['group']} --results-topic {side}")
+        raise typer.Exit(128 + signals[0])  # as a shell reports a process ended by the signal
     typer.echo(f"replay [{f_ms}, {t_ms}) of {s.kafka.uploads_topic}: {n} events -> {got} results "
                f"on {side}" + (f", {n - got} dead letters on {side}.dlq" if n > got else "")
-               + (f"; yielded to the live workers {summary['yielded_s']} s "
-                  f"({summary['yields']} times)" if summary["yields"] else ""))
+               + yielded)
     if n == 0:
         typer.echo("nothing to replay in that window")
         return

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from aiohttp import BodyPartReader, web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import BadHttpMessage, HttpProcessingError, PayloadEncodingError
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from multidict import MultiMapping
@@ -224,7 +224,11 @@ class Gateway:
                     image = data
                 elif name in FIELDS:  # other fields: read past, counted, not kept
                     form[name] = data.decode("utf-8", "replace")
-        except (ValueError, AssertionError, UnicodeDecodeError, KeyError) as e:
+        except PayloadEncodingError:
+            raise  # the HTTP body itself ended early or broke its framing: BODY_INCOMPLETE
+        except (ValueError, AssertionError, UnicodeDecodeError, KeyError, BadHttpMessage) as e:
+            # BadHttpMessage: a part's own headers refused by the part parser (too many, a line
+            # too long, a bad header line)
             raise Refused(GatewayCode.BAD_MULTIPART, f"the multipart body is malformed "
                           f"({type(e).__name__})") from None
         if image is None:

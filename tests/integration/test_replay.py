@@ -84,3 +84,36 @@ def test_read_to_end_starts_at_since_ms(settings: Settings) -> None:
                                                           since_ms=now - 60_000))
     assert since == [f"new-{i}" for i in range(5)]
     assert list(read_to_end(settings.kafka, topic, since_ms=now + 60_000)) == []
+
+
+def test_a_stopped_replay_reports_what_it_replayed(settings: Settings, tmp_path: Path) -> None:
+    """Issue 42 left this open: a replay ended by SIGTERM wrote no report. ``stop`` (what the
+    command's signal handler sets) finishes the batch in flight and reports the part done."""
+    files = write_images(tmp_path / "imgs", 3)
+    prod = UploadProducer(settings)
+    from_ms = int(time.time() * 1000)
+    sent = prod.produce_files(files, "card", count=12)
+    assert prod.flush() == []
+    to_ms = int(time.time() * 1000) + 1
+    s = settings.model_copy(update={"worker": settings.worker.model_copy(update={"max_batch": 1}),
+                                    "backfill": settings.backfill.model_copy(
+                                        update={"yield_to_live": False})})
+    stop = threading.Event()
+    side = f"{settings.kafka.results_topic}.stopped"
+    report = run_replay(s, from_ms, to_ms, stand_ins(call_ms=400.0), results_topic=side,
+                        group=f"{settings.kafka.group_id}-stopped",
+                        on_progress=lambda _n: stop.set(), stop=stop)
+    assert report["events"] == len(sent) == 12 and report["stopped"] is True
+    assert 1 <= report["replayed"] < 12  # the first batch done, the window not
+    assert report["compared"] == 0  # no live worker ran: no originals to compare with
+    again = run_replay(s, from_ms, to_ms, stand_ins(call_ms=5.0), results_topic=side,
+                       group=f"{settings.kafka.group_id}-stopped")
+    # went on from the group's last commit: 12 results on the side topic, none twice
+    assert again["stopped"] is False and again["replayed"] == 12
+    side_s = settings.model_copy(update={
+        "kafka": settings.kafka.model_copy(update={"results_topic": side})})
+    assert sorted(r.upload_id for r in results(side_s, 12, timeout_s=10)) == sorted(
+        x.upload_id for x in sent)
+    done = run_replay(s, from_ms, to_ms, stand_ins(call_ms=5.0), results_topic=side,
+                      group=f"{settings.kafka.group_id}-stopped")
+    assert (done["events"], done["replayed"], done["stopped"]) == (12, 12, False)  # nothing left

@@ -263,3 +263,21 @@ def test_a_missing_file_says_so_and_the_next_file_is_still_read(app, tmp_path, c
     assert [(x["file"], x["reasons"]) for x in rows] == [(str(missing), ["OBJECT_NOT_FOUND"]),
                                                          (str(bad), ["UNSUPPORTED_FORMAT"])]
     assert rows[0]["error"] == "FileNotFoundError: No such file or directory"
+
+
+@pytest.mark.parametrize("command", ["card", "idphoto"])
+def test_pixel_data_that_fails_to_decode_says_why(app, tmp_path, command):
+    """A truncated JPEG passes the header probe and fails in the processor's decode: its row
+    carries the decoder's message like a file refused by the probe (it had none before)."""
+    quad = np.array([[150.0, 140.0], [640.0, 170.0], [620.0, 480.0], [130.0, 460.0]])
+    image, _ = synth.card_on_texture(np.random.default_rng(12), quad, (800, 600))
+    data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(data[: len(data) // 2])
+    r = CliRunner().invoke(app, [command, "--json", str(cut)])
+    assert r.exit_code == 1, r.output
+    row = json.loads(r.output.strip().splitlines()[-1])
+    assert (row["status"], row["reasons"]) == ("rejected", ["CORRUPT_IMAGE"])
+    assert row["error"] == "jpeg data undecodable: Premature end of JPEG file"
+    text = CliRunner().invoke(app, [command, str(cut)])
+    assert text.output.rstrip().endswith("(jpeg data undecodable: Premature end of JPEG file)")

@@ -53,6 +53,21 @@ def test_an_upside_down_document_is_found_in_the_turned_band():
     assert zone is not None and zone.band == 1 and len(zone.lines) == 2
 
 
+def test_a_dim_noisy_zone_is_found_by_the_denoised_search():
+    """Low light (the document at 0.35 of its brightness) and the sensor noise that comes with
+    it: at 0.4 of the ink level the noise joins the lines into each other; the second,
+    denoised search finds the three lines."""
+    rng = np.random.default_rng(6)
+    lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
+    face, _, _, _ = render_document(rng, Format.TD1, lines, px_per_mm=10.0)
+    dim = face.astype(np.float32) * 0.35 + rng.normal(0, 7.0, face.shape)
+    bands = _bands(np.clip(dim, 0, 255).astype(np.uint8), "id_card")
+    assert len(find_lines(bands[0])) < 2 and len(find_lines(bands[1])) < 2
+    assert len(find_lines(bands[0], denoise=True)) == 3
+    zone = locate_zone(bands)
+    assert zone is not None and zone.band == 0 and len(zone.lines) == 3
+
+
 def test_documents_without_a_zone_have_none():
     rng = np.random.default_rng(5)
     front, _ = render_face(rng, "id_card", 856, blank=False)

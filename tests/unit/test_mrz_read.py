@@ -10,7 +10,15 @@ import pytest
 
 from processors.card.mrz.icao import Format, check_digit, compose
 from processors.card.mrz.read import MrzReader, View, Zone, candidates, judge
-from processors.card.mrz.recognise import CLASSES, INK_SPAN, PAD_PX, Read, cells, read_line
+from processors.card.mrz.recognise import (
+    CLASSES,
+    INK_SPAN,
+    PAD_PX,
+    Read,
+    cell_variants,
+    cells,
+    read_line,
+)
 from schemas.reasons import ReasonCode
 
 TODAY = dt.date(2026, 12, 4)
@@ -141,6 +149,37 @@ def test_cells_are_centred_on_the_characters():
     dark = (c < 128).sum(axis=1)  # (n, 24) dark px per column
     centres = (dark * np.arange(24)).sum(axis=1) / dark.sum(axis=1)
     assert np.all(np.abs(centres - 11.5) < 1.5)
+
+
+def _bars(n: int, pitch: float, extra: float = 0.0) -> np.ndarray:
+    """A crop of ``n`` dark bars at ``pitch`` as the locator cuts it, its right end ``extra``
+    px further out over a dark mark (the background in a card's rounded corner)."""
+    width = int(round(2 * PAD_PX + (n - 1 + INK_SPAN) * pitch + extra))
+    crop = np.full((32, width), 220, np.uint8)
+    for i in range(n):
+        x0 = PAD_PX + i * pitch
+        crop[8:24, int(round(x0 + 0.3 * INK_SPAN * pitch)):int(round(x0 + 0.7 * INK_SPAN
+                                                                      * pitch))] = 30
+    if extra:
+        crop[4:28, int(round(width - PAD_PX - extra)):] = 40
+    return crop
+
+
+def test_a_line_with_a_stray_mark_at_its_end_is_also_cut_at_its_print_period():
+    """The ends imply a pitch 5 % too long: the cells by the ends drift off the bars, and the
+    variant at the measured period from the left end holds every bar in its middle."""
+    n, pitch = 30, 27.0
+    clean = cell_variants(_bars(n, pitch), n)
+    assert len(clean) == 1  # period and ends agree: one cut
+    got = cell_variants(_bars(n, pitch, extra=0.05 * (n - 1 + INK_SPAN) * pitch), n)
+    assert len(got) == 3
+
+    def centres(c):
+        dark = (c[:-1] < 128).sum(axis=1)  # the last cell may hold the mark
+        return (dark * np.arange(24)).sum(axis=1) / np.maximum(dark.sum(axis=1), 1)
+
+    assert np.abs(centres(got[0]) - 11.5).max() > 3  # by the ends: drifted
+    assert np.abs(centres(got[1]) - 11.5).max() < 1.5  # measured pitch, from the left
 
 
 def test_read_line_keeps_the_alternatives():

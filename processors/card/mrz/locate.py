@@ -42,6 +42,12 @@ glyphs side by side (``11``, ``I1``) leave almost a pitch of background between 
 2.54 mm, and a TD2 zone rectified at ID-3's size reads 1.19 times larger (3.0 mm)."""
 MIN_WIDTH_SHARE = 0.5
 """A line candidate spans at least this share of the band's width."""
+DENOISE_SIGMA = 1.0
+"""Gaussian blur (band px, 0.1 mm) of the second, denoised search (:func:`find_lines`): thinner
+than an OCR-B stroke (about 0.35 mm), so the print stays and a dim capture's pixel noise
+goes."""
+DENOISED_INK_SHARE = 0.6
+"""The ink level of the denoised search, as a share of its Otsu level."""
 CHAR_H_MM = (1.6, 4.2)
 """Height range (mm, rectified) of a line candidate (OCR-B size 1 is about 2.4 mm; TD2 on an
 ID-3-sized rectification reads 1.19 times larger)."""
@@ -91,8 +97,9 @@ def band_maps(doc_type: str,
     return [(bottom, (bw, bh)), (turned, (bw, bh))]
 
 
-def _components(grey: np.ndarray) -> list[Line]:
-    """Line candidates of one band (``(h, w) uint8``)."""
+def _components(grey: np.ndarray, ink_share: float = INK_SHARE) -> list[Line]:
+    """Line candidates of one band (``(h, w) uint8``), print above ``ink_share`` of the
+    black-hat's Otsu level."""
     h, w = grey.shape
     px = BAND_PX_PER_MM
     k = int(round(1.2 * px)) | 1  # wider than an OCR-B stroke (about 0.35 mm)
@@ -102,7 +109,7 @@ def _components(grey: np.ndarray) -> list[Line]:
     if otsu < MIN_INK:  # no print darker than its surround: nothing to read
         return []
     # Otsu splits the boldest print from the rest; the thin filler '<' needs a lower level
-    _, ink = cv2.threshold(bh, INK_SHARE * otsu, 255, cv2.THRESH_BINARY)
+    _, ink = cv2.threshold(bh, ink_share * otsu, 255, cv2.THRESH_BINARY)
     joined = cv2.morphologyEx(ink, cv2.MORPH_CLOSE,
                               cv2.getStructuringElement(cv2.MORPH_RECT, (int(JOIN_MM * px), 1)))
     joined = cv2.morphologyEx(joined, cv2.MORPH_OPEN,
@@ -136,7 +143,7 @@ def _row_centre(mask: np.ndarray) -> float:
     return float((np.arange(mask.shape[0], dtype=np.float64) @ mask.sum(axis=1)) / n)
 
 
-def find_lines(grey: np.ndarray) -> list[Line]:
+def find_lines(grey: np.ndarray, denoise: bool = False) -> list[Line]:
     """The MRZ's lines in a band, top to bottom: the lowest run of up to 3 candidates whose left
     ends or right ends agree within 4 % of the band's width (the zone's lines have one length
     and start at one margin; one end may be lost under glare or a finger) and whose spacing is
@@ -147,8 +154,13 @@ def find_lines(grey: np.ndarray) -> list[Line]:
 
     Args:
         grey: ``(h, w) uint8`` band at :data:`BAND_PX_PER_MM`.
+        denoise: search the band blurred by :data:`DENOISE_SIGMA` at
+            :data:`DENOISED_INK_SHARE` of the ink level (the second search of a band where the
+            first found no zone: in a dim capture the noise above 0.4 of the ink level joins
+            the lines into each other and to the band's ends).
     """
-    cands = _components(grey)
+    cands = (_components(cv2.GaussianBlur(grey, (0, 0), DENOISE_SIGMA), DENOISED_INK_SHARE)
+             if denoise else _components(grey))
     if not cands:
         return []
     w = grey.shape[1]

@@ -143,11 +143,14 @@ class Zone:
 
 def locate_zone(bands: Sequence[np.ndarray]) -> Zone | None:
     """The zone of a document from its bands (grey ``uint8``, bottom then top turned): the
-    bottom band when it has 2-3 zone lines, else the top band when it has, else None."""
-    for k, band in enumerate(bands):
-        lines = find_lines(band)
-        if len(lines) >= 2:
-            return Zone(k, lines, line_crops(band, lines))
+    bottom band when it has 2-3 zone lines, else the top band when it has; else the same
+    again with the denoised search (``find_lines(denoise=True)``: a dim, noisy capture); else
+    None."""
+    for denoise in (False, True):
+        for k, band in enumerate(bands):
+            lines = find_lines(band, denoise)
+            if len(lines) >= 2:
+                return Zone(k, lines, line_crops(band, lines))
     return None
 
 

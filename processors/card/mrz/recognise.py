@@ -47,6 +47,9 @@ CELL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 two-line zone read at both TD2 and TD3 pitch) go in one call."""
 PITCH_SLACK = 0.05
 """A line whose print's period is this much longer than its ends imply lost an end."""
+PITCH_SLACK_SHORT = 0.02
+"""A line whose print's period is this much shorter than its ends imply has a stray mark
+joined at an end (the background in an ID-1 card's rounded corner, a shadow)."""
 ALTERNATIVES = 3
 """Alternatives kept per character (best first)."""
 PAD_PX = 0.5 * LINE_INPUT_H / CROP_SCALE
@@ -75,13 +78,14 @@ def measured_pitch(crop: np.ndarray, nominal: float) -> float:
 def cell_variants(crop: np.ndarray, n: int) -> list[np.ndarray]:
     """The cells of a line crop by its ends (:func:`cells`); when the print's own period
     (:func:`measured_pitch`) is more than :data:`PITCH_SLACK` longer than its ends imply (an
-    end lost under glare or a finger), also the cells at the measured pitch from its left end
-    and from its right end. The reader keeps the variant the recogniser reads most
+    end lost under glare or a finger) or more than :data:`PITCH_SLACK_SHORT` shorter (a stray
+    mark joined at an end), also the cells at the measured pitch from its left end and from
+    its right end. The reader keeps the variant the recogniser reads most
     confidently."""
     span = crop.shape[1] - 2 * PAD_PX
     nominal = span / (n - 1 + INK_SPAN)
     pitch = measured_pitch(crop, nominal)
-    if pitch <= (1 + PITCH_SLACK) * nominal:
+    if (1 - PITCH_SLACK_SHORT) * nominal <= pitch <= (1 + PITCH_SLACK) * nominal:
         return [cells(crop, n)]
     return [cells(crop, n), cells(crop, n, pitch, anchor="left"),
             cells(crop, n, pitch, anchor="right")]

@@ -38,11 +38,22 @@ import numpy as np
 
 from processors.card.mrz.icao import ALPHABET, SHAPE, Format, compose
 from processors.card.mrz.locate import band_maps, find_lines, line_crops
-from processors.card.mrz.recognise import CELL_H, CELL_W, CLASSES, cell_batch, cells
-from processors.card.rectify import canonical_size
+from processors.card.mrz.read import locate_zone
+from processors.card.mrz.recognise import (
+    CELL_H,
+    CELL_W,
+    CLASSES,
+    INK_SPAN,
+    PAD_PX,
+    cell_batch,
+    cells,
+    measured_pitch,
+)
+from processors.card.rectify import canonical_size, homography
 from processors.card.training.documents import (
     DOC_TYPE,
     REFERENCE_DATE,
+    document,
     random_fields,
     render_document,
 )
@@ -114,15 +125,9 @@ def line_samples(seed: int, n_docs: int, cache: Path | None = None
     if cache is not None:
         path = Path(cache) / f"lines_{seed}_{n_docs}.npz"
         if path.is_file():
-            z = np.load(path, allow_pickle=False)
-            widths = z["widths"].tolist()
-            flat, offs = z["pixels"], np.cumsum([0] + [32 * w for w in widths])
-            return ([flat[offs[i]:offs[i + 1]].reshape(32, w) for i, w in enumerate(widths)],
-                    z["texts"].tolist())
+            return _load_lines(path)
         made, said = line_samples(seed, n_docs)
-        Path(cache).mkdir(parents=True, exist_ok=True)
-        np.savez(path, pixels=np.concatenate([c.ravel() for c in made]),
-                 widths=np.array([c.shape[1] for c in made]), texts=np.array(said))
+        _save_lines(path, made, said)
         return made, said
     rng = np.random.default_rng(seed)
     crops: list[np.ndarray] = []
@@ -140,6 +145,69 @@ def line_samples(seed: int, n_docs: int, cache: Path | None = None
         crops += line_crops(band, found)
         texts += list(lines)
     return crops, texts
+
+
+CORNER_ERROR = 0.004
+"""Standard deviation of the corner error added to a photo's true quad (share of the quad's
+extent), like the localiser's."""
+PITCH_AGREE = 0.03
+"""A photographed line is kept for training only when its print's period
+(:func:`processors.card.mrz.recognise.measured_pitch`) agrees with the pitch its ends imply
+within this share: otherwise its ends are off (an end lost or a stray mark joined) and its
+nominal cells would carry the wrong labels."""
+
+
+def photo_line_samples(seed: int, n_docs: int, cache: Path | None = None
+                       ) -> tuple[list[np.ndarray], list[str]]:
+    """Line crops and their text from ``n_docs`` documents photographed by the evaluation
+    set's own generator (:func:`processors.card.training.documents.document`: pinhole tilt,
+    backgrounds, hands, low light, glare, blur, noise, JPEG, grey copies), rectified from the
+    true corners moved by :data:`CORNER_ERROR`, and located and cut as the reader does at run
+    time (:func:`processors.card.mrz.read.locate_zone`). With ``cache`` (a folder), kept there
+    as ``photo_lines_{seed}_{n_docs}.npz``. Never give it the evaluation set's seed."""
+    if cache is not None:
+        path = Path(cache) / f"photo_lines_{seed}_{n_docs}.npz"
+        if path.is_file():
+            return _load_lines(path)
+        made, said = photo_line_samples(seed, n_docs)
+        _save_lines(path, made, said)
+        return made, said
+    rng = np.random.default_rng(seed)
+    crops: list[np.ndarray] = []
+    texts: list[str] = []
+    for _ in range(n_docs):
+        img, truth = document(rng)
+        grey = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+        quad = np.asarray(truth.quad, np.float64)
+        quad = quad + rng.normal(0, CORNER_ERROR, (4, 2)) * (quad.max(0) - quad.min(0))
+        size = canonical_size(truth.doc_type, 300)
+        h = homography(quad, size)
+        bands = [cv2.warpPerspective(grey, h @ a, bs, flags=cv2.INTER_LINEAR
+                                     | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
+                 for a, bs in band_maps(truth.doc_type, size)]
+        zone = locate_zone(bands)
+        if zone is None or len(zone.crops) < len(truth.lines):
+            continue
+        for crop, text in zip(zone.crops[-len(truth.lines):], truth.lines, strict=True):
+            nominal = (crop.shape[1] - 2 * PAD_PX) / (len(text) - 1 + INK_SPAN)
+            if abs(measured_pitch(crop, nominal) / nominal - 1) <= PITCH_AGREE:
+                crops.append(crop)
+                texts.append(text)
+    return crops, texts
+
+
+def _load_lines(path: Path) -> tuple[list[np.ndarray], list[str]]:
+    z = np.load(path, allow_pickle=False)
+    widths = z["widths"].tolist()
+    flat, offs = z["pixels"], np.cumsum([0] + [32 * w for w in widths])
+    return ([flat[offs[i]:offs[i + 1]].reshape(32, w) for i, w in enumerate(widths)],
+            z["texts"].tolist())
+
+
+def _save_lines(path: Path, crops: list[np.ndarray], texts: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, pixels=np.concatenate([c.ravel() for c in crops]),
+             widths=np.array([c.shape[1] for c in crops]), texts=np.array(texts))
 
 
 def cell_samples(crops: list[np.ndarray], texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -190,8 +258,10 @@ def export(model, out: Path) -> None:  # noqa: ANN001
                       opset_version=17, dynamo=False)
 
 
-def line_exact(model, crops: list[np.ndarray], texts: list[str]) -> tuple[float, float]:  # noqa: ANN001
-    """``(exact lines, character accuracy)`` of ``model`` on whole lines."""
+def line_exact(model, crops: list[np.ndarray], texts: list[str],  # noqa: ANN001
+               frozen_norms: bool = False) -> tuple[float, float]:
+    """``(exact lines, character accuracy)`` of ``model`` on whole lines (the model is left in
+    training mode, its batch norms frozen again when ``frozen_norms``)."""
     import torch
 
     x, y = cell_samples(crops, texts)
@@ -199,26 +269,78 @@ def line_exact(model, crops: list[np.ndarray], texts: list[str]) -> tuple[float,
     with torch.no_grad():
         pred = model(torch.from_numpy(cell_batch(x))).argmax(1).numpy()
     model.train()
+    if frozen_norms:
+        freeze_norms(model)
     ok = pred == y
     ends = np.cumsum([len(t) for t in texts])
     lines = [bool(ok[a:b].all()) for a, b in zip(np.r_[0, ends[:-1]], ends, strict=True)]
     return float(np.mean(lines)), float(ok.mean())
 
 
+def load_init(model, onnx_file: Path) -> None:  # noqa: ANN001
+    """Start ``model`` (:func:`build_model`) from an exported recogniser: the ONNX file's
+    convolutions carry their batch norm folded in (export in eval mode), so each conv takes the
+    folded weights, its batch norm the folded bias with unit scale, zero mean and unit
+    variance; the batch norms then keep those statistics (:func:`freeze_norms`)."""
+    import onnx
+    import torch
+    from onnx import numpy_helper
+    from torch import nn
+
+    m = onnx.load(str(onnx_file))
+    init = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    convs = [n for n in m.graph.node if n.op_type == "Conv"]
+    gemms = [n for n in m.graph.node if n.op_type == "Gemm"]
+    tconvs = [x for x in model if isinstance(x, nn.Conv2d)]
+    norms = [x for x in model if isinstance(x, nn.BatchNorm2d)]
+    lins = [x for x in model if isinstance(x, nn.Linear)]
+    with torch.no_grad():
+        for node, conv, bn in zip(convs, tconvs, norms, strict=True):
+            conv.weight.copy_(torch.tensor(init[node.input[1]]))
+            bn.weight.fill_(1.0)
+            bn.bias.copy_(torch.tensor(init[node.input[2]]))
+            assert bn.running_mean is not None and bn.running_var is not None  # tracked
+            bn.running_mean.zero_()
+            bn.running_var.fill_(1.0 - bn.eps)
+        for node, lin in zip(gemms, lins, strict=True):
+            lin.weight.copy_(torch.tensor(init[node.input[1]]))
+            lin.bias.copy_(torch.tensor(init[node.input[2]]))
+
+
+def freeze_norms(model) -> None:  # noqa: ANN001
+    """Batch norms of ``model`` to eval mode (their statistics kept, their scale and bias
+    still trained): a fine-tuned start keeps the function it was exported with."""
+    from torch import nn
+
+    for x in model:
+        if isinstance(x, nn.BatchNorm2d):
+            x.eval()
+
+
 def train(out: Path, docs: int, steps: int, seed: int, batch: int = 256, lr: float = 3e-3,
-          log: Path | None = None, val_docs: int = 150, cache: Path | None = None) -> dict:
+          log: Path | None = None, val_docs: int = 150, cache: Path | None = None,
+          photos: bool = False, init: Path | None = None) -> dict:
     """Make the data (or read it from ``cache``), train, export ``out``; returns the final
-    figures."""
+    figures. ``photos``: the lines come from the evaluation generator's photos
+    (:func:`photo_line_samples`) instead of :func:`line_samples`; ``init``: start from that
+    exported recogniser (:func:`load_init`) instead of random weights."""
     import torch
 
     torch.manual_seed(seed)
     t0 = time.time()
-    crops, texts = line_samples(seed, docs, cache)
-    val_c, val_t = line_samples(seed + 1, val_docs, cache)
+    samples = photo_line_samples if photos else line_samples
+    crops, texts = samples(seed, docs, cache)
+    val_c, val_t = samples(seed + 1, val_docs, cache)
     x, y = cell_samples(crops, texts)
     print(f"data: {len(crops)} lines, {len(x)} cells, {len(val_c)} validation lines, "
           f"{time.time() - t0:.0f} s", flush=True)
     model = build_model()
+    if init is not None:
+        load_init(model, init)
+        freeze_norms(model)
+        print(json.dumps({"step": 0, "val_lines_chars": line_exact(model, val_c, val_t,
+                                                                   init is not None)}),
+              flush=True)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.15)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -236,15 +358,18 @@ def train(out: Path, docs: int, steps: int, seed: int, batch: int = 256, lr: flo
             row = {"step": step, "loss": round(loss.item(), 4), "s": round(time.time() - t0)}
             if step % 250 == 0 or step == steps:
                 row["val_lines"], row["val_chars"] = (round(v, 4) for v in
-                                                      line_exact(model, val_c, val_t))
+                                                      line_exact(model, val_c, val_t,
+                                                                 init is not None))
                 export(model, out.with_suffix(f".step{step}.onnx"))  # a run can stop early
                 model.train()
+                if init is not None:
+                    freeze_norms(model)
             print(json.dumps(row), flush=True)
             if logf:
                 logf.write(json.dumps(row) + "\n")
                 logf.flush()
     export(model, out)
-    lines, chars = line_exact(model, val_c, val_t)
+    lines, chars = line_exact(model, val_c, val_t, init is not None)
     return {"lines": len(crops), "cells": len(x), "val_lines": len(val_c),
             "val_exact_lines": lines, "val_chars": chars, "minutes": (time.time() - t0) / 60}
 
@@ -263,11 +388,16 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log", type=Path, default=None)
     ap.add_argument("--cache", type=Path, default=None, help="folder keeping the line crops made")
+    ap.add_argument("--val-docs", type=int, default=150)
+    ap.add_argument("--photos", action="store_true",
+                    help="lines from the evaluation generator's photos (photo_line_samples)")
+    ap.add_argument("--init", type=Path, default=None, help="start from this exported model")
     a = ap.parse_args()
     import torch
 
     torch.set_num_threads(a.threads)
-    print(json.dumps(train(a.out, a.docs, a.steps, a.seed, a.batch, a.lr, a.log, cache=a.cache)))
+    print(json.dumps(train(a.out, a.docs, a.steps, a.seed, a.batch, a.lr, a.log,
+                           a.val_docs, a.cache, a.photos, a.init)))
 
 
 if __name__ == "__main__":
