@@ -27,6 +27,19 @@ channel peaks at ~14, so a per-tensor uint8 scale wipes out the small channels, 
 convolution that reads them (``Conv_787``) falls from 44.6 dB to -6.2 dB; keeping that chain
 (``Conv_765``, ``Resize_785``, ``Concat_786``, ``Conv_787``) in float restores the masks.
 
+*The card's tail.* With only that chain in float the card's masks still agreed with fp32 (IoU at
+0.5 of 0.9965-0.9994 on the real card photos) but its soft edges did not: where fp32's
+normalised map lies between 0.1 and 0.9 the int8 map was off by 6.1-7.3 levels of 255, and the
+side refinement reads exactly those levels (``processors.card.detect.OUTWARD_STRIP_MIN``), so
+one real card's quad flipped (IoU 0.974 -> 0.899). The card's recipe therefore also keeps
+stage 1d (the last decoder RSU-7) and everything after it (the six side outputs and their
+fusion) in float, except stage 1d's three full-resolution convolutions (``Conv_810``,
+``Conv_812``, ``Conv_942`` and their ReLUs: 10.4 of its 10.7 GMAC per image), which stay int8:
+the soft-edge error falls to 3.6-5.1 levels and the bare model keeps 2.25 of the 2.35 x
+speed-up (``processors/card/MODEL.md``, *int8*). Keeping only the side outputs and fusion, or
+those and stage 1d's last convolution, did not bring the flipped card back; all of stage 1d in
+float did, at 54 % of the model's multiply-adds in fp32.
+
 Commands (from the repository root, ``.venv/bin/python``)::
 
     python -m processors.quantise            # rebuild every int8 file in place; print sha256
@@ -50,6 +63,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +96,9 @@ class Recipe:
         keep_float: nodes (names in the prepared graph) left in fp32: the sensitivity pass's
             findings (module docstring).
         symbolic: make the batch axis symbolic first (as ``BatchedModel`` loads it).
+        float_from: with ``quantised``, the graph's tail left in fp32 (:func:`float_nodes`):
+            this node and every quantisable node after it in the prepared graph's order...
+        quantised: ...except these, which are quantised all the same.
     """
 
     name: str
@@ -92,14 +109,23 @@ class Recipe:
     seed: int
     keep_float: tuple[str, ...] = ()
     symbolic: bool = True
+    float_from: str | None = None
+    quantised: tuple[str, ...] = ()
 
 
 #: U²-Net-p's stage-2d chain (module docstring).
 U2NETP_STAGE2D = ("Conv_765", "Resize_785", "Concat_786", "Conv_787")
+#: Where the card model's float tail starts: stage 1d (the last decoder RSU-7) and everything
+#: after it, the six side outputs and their fusion (module docstring, *the card's tail*).
+U2NETP_STAGE1D = "Conv_810"
+#: Stage 1d's three full-resolution (320 x 320) convolutions and their ReLUs, quantised all the
+#: same: 10.4 of stage 1d's 10.7 GMAC per image (the whole model: 19.8).
+U2NETP_STAGE1D_FULL_RES = ("Conv_810", "Relu_811", "Conv_812", "Relu_813", "Conv_942",
+                           "Relu_943")
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("card_u2netp.int8", "card_u2netp", "card", "u2netp-card", 64, 20261140,
-           U2NETP_STAGE2D),
+           U2NETP_STAGE2D, float_from=U2NETP_STAGE1D, quantised=U2NETP_STAGE1D_FULL_RES),
     Recipe("u2netp.int8", "u2netp", "id_photo", "u2netp", 64, 20261141, U2NETP_STAGE2D),
 )}
 """The int8 files, by ``models.json`` name."""
@@ -220,8 +246,32 @@ def _input_name(path: Path) -> str:
     return onnx.load(str(path), load_external_data=False).graph.input[0].name
 
 
+def float_nodes(graph: Any, keep_float: Sequence[str] = (), float_from: str | None = None,
+                quantised: Sequence[str] = ()) -> list[str]:
+    """The nodes of ``graph`` (an ``onnx.GraphProto``, the prepared graph) to leave in fp32:
+    ``keep_float``, and with ``float_from`` that node and every later node whose op is in
+    :data:`QUANTISED_OPS`, less ``quantised``.
+
+    Raises:
+        ModelError: a named node is not in the graph (another ONNX Runtime names its nodes
+            differently: run :func:`trace` again).
+    """
+    names = [n.name for n in graph.node]
+    wanted = {*keep_float, *quantised, *([float_from] if float_from else [])}
+    missing = sorted(wanted - set(names))
+    if missing:
+        raise ModelError(f"{graph.name}: nodes to keep in float not in the graph: {missing}")
+    out = list(keep_float)
+    if float_from is not None:
+        out += [n.name for n in graph.node[names.index(float_from):]
+                if n.op_type in QUANTISED_OPS and n.name not in set(quantised)
+                and n.name not in set(keep_float)]
+    return out
+
+
 def quantise(src: Path, dst: Path, xs: Sequence[np.ndarray], workdir: Path,
-             keep_float: Sequence[str] = (), symbolic: bool = True) -> None:
+             keep_float: Sequence[str] = (), symbolic: bool = True,
+             float_from: str | None = None, quantised: Sequence[str] = ()) -> None:
     """Build an int8 file at ``dst`` from the fp32 graph ``src`` and calibration inputs
     (module docstring, steps 1-3).
 
@@ -232,11 +282,11 @@ def quantise(src: Path, dst: Path, xs: Sequence[np.ndarray], workdir: Path,
         workdir: folder for the prepared graph (``{src.stem}.prepared.onnx``, reused).
         keep_float: nodes (names in the prepared graph) left in fp32.
         symbolic: make the batch axis symbolic first.
+        float_from, quantised: a tail of the graph left in fp32 too (:func:`float_nodes`).
 
     Raises:
-        ModelError: ``src`` is not an ONNX model, or a ``keep_float`` node is not in the
-            prepared graph (another ONNX Runtime names its nodes differently: run :func:`trace`
-            again).
+        ModelError: ``src`` is not an ONNX model, or a named node is not in the prepared graph
+            (:func:`float_nodes`).
     """
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
@@ -244,14 +294,11 @@ def quantise(src: Path, dst: Path, xs: Sequence[np.ndarray], workdir: Path,
     prepared = workdir / f"{src.stem}.prepared.onnx"
     if not prepared.exists():
         prepare(src, prepared, symbolic)
-    names = {n.name for n in onnx.load(str(prepared)).graph.node}
-    missing = sorted(set(keep_float) - names)
-    if missing:
-        raise ModelError(f"{src.name}: nodes to keep in float not in the graph: {missing}")
+    keep = float_nodes(onnx.load(str(prepared)).graph, keep_float, float_from, quantised)
     quantize_static(str(prepared), str(dst), _Reader(_input_name(prepared), xs),
                     quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=CalibrationMethod.MinMax, nodes_to_exclude=list(keep_float))
+                    calibrate_method=CalibrationMethod.MinMax, nodes_to_exclude=keep)
 
 
 def destination(name: str) -> Path:
@@ -280,7 +327,7 @@ def build(names: Sequence[str], out: Path | None = None) -> dict[str, dict[str, 
             dst = (out / Path(destination(name)).name) if out is not None else destination(name)
             dst.parent.mkdir(parents=True, exist_ok=True)
             quantise(model_path(r.source), dst, inputs[key][r.model], Path(tmp), r.keep_float,
-                     r.symbolic)
+                     r.symbolic, r.float_from, r.quantised)
             sha = _sha256(dst)
             pin = manifest().get(name, {}).get("sha256")
             result[name] = {"path": str(dst), "sha256": sha, "pinned": sha == pin}
@@ -330,12 +377,12 @@ def tensor_snr(ref_path: Path, got_path: Path, tensors: Sequence[str],
             for t in both}
 
 
-def trace(name: str, images: int = 4, seed: int = 20261142, keep_float: Sequence[str] = ()
+def trace(name: str, images: int = 4, seed: int = 20261142, as_built: bool = False
           ) -> list[dict[str, object]]:
     """The per-node sensitivity pass of ``name``'s recipe (module docstring).
 
-    The source is quantised with only ``keep_float`` in float (none: the first pass; the
-    recipe's: what its file still loses); it and its prepared fp32 graph run on the inputs of
+    The source is quantised fully (the first pass) or, with ``as_built``, with the recipe's
+    nodes in float (what its file still loses); it and its prepared fp32 graph run on the inputs of
     ``images`` uploads of another ``seed``, every node output fetched (in the int8 graph, a
     node's output before its own quantisation); each node's SQNR loss is the lowest SQNR
     (:func:`snr_db`, over all images) of its inputs minus that of its output, a graph input
@@ -353,7 +400,10 @@ def trace(name: str, images: int = 4, seed: int = 20261142, keep_float: Sequence
         cal = model_inputs(r.task, calibration_uploads(r.task, r.uploads, r.seed))[r.model]
         full = work / "full.onnx"
         src = model_path(r.source)
-        quantise(src, full, cal, work, keep_float, r.symbolic)
+        if as_built:
+            quantise(src, full, cal, work, r.keep_float, r.symbolic, r.float_from, r.quantised)
+        else:
+            quantise(src, full, cal, work, symbolic=r.symbolic)
         xs = model_inputs(r.task, calibration_uploads(r.task, images, seed))[r.model]
         prepared = work / f"{src.stem}.prepared.onnx"
         g = onnx.load(str(prepared)).graph
@@ -392,8 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     # the processors' per-item debug lines would bury the result
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if a.trace:
-        keep = RECIPES[a.trace].keep_float if a.as_built else ()
-        for row in trace(a.trace, keep_float=keep)[:40]:
+        for row in trace(a.trace, as_built=a.as_built)[:40]:
             print(json.dumps(row))
         return 0
     unknown = sorted(set(a.names) - set(RECIPES))

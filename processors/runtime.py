@@ -86,9 +86,10 @@ class RuntimeSettings(BaseModel):
             :mod:`processors.quantise`) loads that file, the others their fp32 file; CPU
             provider only (a GPU session refuses it at start-up). ``auto`` (default): on ONNX
             Runtime's CPU provider, the int8 files that pass ``python -m
-            benchmarks.precision_gate`` (entries without ``"auto": false``: today the ID
-            photo's ``u2netp.int8``, not the card's) and fp32 files otherwise; on a GPU,
-            ``fp32`` (:func:`processors.models.pinned_model`). ``fp32``: the fp32 files.
+            benchmarks.precision_gate`` (entries without ``"auto": false``: today the card's
+            ``card_u2netp.int8`` and the ID photo's ``u2netp.int8``) and fp32 files
+            otherwise; on a GPU, ``fp32`` (:func:`processors.models.pinned_model`). ``fp32``:
+            the fp32 files.
             ``fp16``: the fp32 files with weights and activations in float16 and float32 inputs
             and outputs (ONNX Runtime's ``transformers.float16``
             ``convert_float_to_float16(keep_io_types=True)``); with ``tensorrt`` the fp32 graph

@@ -69,23 +69,26 @@ def test_known_corners_detected_with_iou_above_0_9(proc):
         assert 0.0 <= out.payload["confidence"] <= 1.0
 
 
-def test_cpu_default_keeps_the_fp32_card_model_and_int8_is_asked_for(proc):
-    """The card's int8 build failed the precision gate (``models.json``: ``"auto": false``), so
-    the CPU default loads the fp32 file; ``precision: int8`` loads the int8 build, whose version
-    carries its own digest, and still finds the known corners."""
+def test_cpu_default_loads_the_int8_card_model_and_fp32_is_asked_for(proc):
+    """The card's int8 build passed the precision gate (``models.json`` has no ``"auto":
+    false``), so the CPU default loads it; ``precision: fp32`` loads the fp32 file, whose version
+    carries its own digest, and both find the known corners."""
     from processors.card import CardProcessor
     from processors.models import manifest
 
-    assert proc.batched_model.path.name == "card_u2netp.onnx"
-    q8 = CardProcessor(CardSettings(), RuntimeSettings(device="cpu", max_bucket=4,
-                                                       precision="int8"))
-    assert q8.batched_model.path.name == "card_u2netp.int8.onnx"
+    assert proc.batched_model.path.name == "card_u2netp.int8.onnx"
     sha = manifest()["card_u2netp.int8"]["sha256"]
-    assert q8.model.version.startswith(f"card_u2netp-{sha[:12]}.")
-    assert q8.model.version != proc.model.version
+    assert proc.model.version.startswith(f"card_u2netp-{sha[:12]}.")
+    f32 = CardProcessor(CardSettings(), RuntimeSettings(device="cpu", max_bucket=4,
+                                                        precision="fp32"))
+    assert f32.batched_model.path.name == "card_u2netp.onnx"
+    f32_sha = manifest()["card_u2netp"]["sha256"]
+    assert f32.model.version.startswith(f"card_u2netp-{f32_sha[:12]}.")
+    assert f32.model.version != proc.model.version
     for seed, q in enumerate(QUADS):
-        out = q8.process_batch([Item.from_array(f"u{seed}", _scene(seed, q))])[0]
-        assert quad_iou(out.payload["quad"], q) >= 0.9
+        for p in (proc, f32):
+            out = p.process_batch([Item.from_array(f"u{seed}", _scene(seed, q))])[0]
+            assert quad_iou(out.payload["quad"], q) >= 0.9
 
 
 def test_batched_and_one_by_one_quads_agree_within_half_pixel(proc):

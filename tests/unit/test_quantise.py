@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from processors.errors import ModelError
 from processors.models import file_precision, manifest, pinned_model
-from processors.quantise import RECIPES, destination, quantise, snr_db
+from processors.quantise import RECIPES, destination, float_nodes, quantise, snr_db
 from processors.runtime import RuntimeSettings, sha256_file
 
 
@@ -88,6 +88,24 @@ def test_a_node_to_keep_that_the_graph_lacks_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="not in the graph"):
         quantise(_graph(tmp_path), tmp_path / "x.onnx", _inputs(2, 1), tmp_path,
                  keep_float=["Conv_765"])
+    with pytest.raises(ModelError, match=r"not in the graph: \['Conv_810'\]"):
+        quantise(_graph(tmp_path), tmp_path / "x.onnx", _inputs(2, 1), tmp_path,
+                 float_from="conv2", quantised=["Conv_810"])
+
+
+def test_a_float_tail_with_its_quantised_exceptions(tmp_path: Path) -> None:
+    """``float_from`` leaves that node and every later quantisable node in fp32, less
+    ``quantised`` (how the card's stage 1d and side outputs stay float but its full-resolution
+    convolutions do not)."""
+    src, dst = _graph(tmp_path), tmp_path / "toy.int8.onnx"
+    g = onnx.load(str(src)).graph
+    assert float_nodes(g, ["conv1"], "conv2", ["conv3"]) == ["conv1", "conv2", "act2", "act3"]
+    assert float_nodes(g, (), "act2") == ["act2", "conv3", "act3"]
+    assert float_nodes(g, ["conv2"]) == ["conv2"]
+    quantise(src, dst, _inputs(16, 1), tmp_path, float_from="conv2", quantised=["conv3"])
+    m = onnx.load(str(dst))
+    assert [_weight_of(m, c) for c in ("conv1", "conv2", "conv3")] == [
+        "DequantizeLinear", "initializer", "DequantizeLinear"]
 
 
 def test_snr_db() -> None:
@@ -105,14 +123,14 @@ def test_each_int8_file_is_committed_pinned_and_points_at_its_source(name: str) 
 
 
 @pytest.mark.parametrize(("precision", "card", "idphoto", "ran"), [
-    ("auto", "card_u2netp.onnx", "u2netp.int8.onnx", ("fp32", "int8")),
+    ("auto", "card_u2netp.int8.onnx", "u2netp.int8.onnx", ("int8", "int8")),
     ("int8", "card_u2netp.int8.onnx", "u2netp.int8.onnx", ("int8", "int8")),
     ("fp32", "card_u2netp.onnx", "u2netp.onnx", ("fp32", "fp32")),
     ("fp16", "card_u2netp.onnx", "u2netp.onnx", ("fp16", "fp16"))])
 def test_precision_picks_the_pinned_file(precision: str, card: str, idphoto: str,
                                          ran: tuple[str, str]) -> None:
-    """On the CPU provider, ``auto`` loads only the int8 builds that passed the precision gate
-    (the card's is pinned ``"auto": false``), ``int8`` every int8 build; the digest returned is
+    """On the CPU provider, ``auto`` loads the int8 builds that passed the precision gate (both
+    today: no entry says ``"auto": false``), ``int8`` every int8 build; the digest returned is
     the chosen file's pin; a model without an int8 build keeps its own file."""
     rt = RuntimeSettings(device="cpu", precision=precision)  # type: ignore[arg-type]  # a checked choice
     got = {n: pinned_model(n, runtime=rt) for n in ("card_u2netp", "u2netp", "card_orient")}
@@ -122,8 +140,22 @@ def test_precision_picks_the_pinned_file(precision: str, card: str, idphoto: str
         assert sha == entry["sha256"] == sha256_file(path)
     assert got["card_orient"] == pinned_model("card_orient")
     assert tuple(file_precision(got[n][0], rt) for n in ("card_u2netp", "u2netp")) == ran
-    assert manifest()["card_u2netp.int8"]["auto"] is False
-    assert "auto" not in manifest()["u2netp.int8"]
+    assert "auto" not in manifest()["card_u2netp.int8"] and "auto" not in manifest()["u2netp.int8"]
+
+
+def test_a_build_that_failed_the_gate_is_taken_only_when_asked_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An int8 entry pinned ``"auto": false`` (it failed ``benchmarks.precision_gate``): ``auto``
+    on the CPU keeps the fp32 file, ``int8`` takes the build."""
+    import processors.models as models
+
+    pins = {k: dict(v) for k, v in manifest().items()}
+    pins["card_u2netp.int8"]["auto"] = False
+    monkeypatch.setattr(models, "manifest", lambda: pins)
+    auto, int8 = (RuntimeSettings(device="cpu", precision=p) for p in ("auto", "int8"))
+    assert pinned_model("card_u2netp", runtime=auto)[0].name == "card_u2netp.onnx"
+    assert pinned_model("card_u2netp", runtime=int8)[0].name == "card_u2netp.int8.onnx"
+    assert pinned_model("u2netp", runtime=auto)[0].name == "u2netp.int8.onnx"
 
 
 def test_gpu_sessions_keep_the_float_files(monkeypatch: pytest.MonkeyPatch) -> None:
