@@ -7,8 +7,8 @@ worker    GET the allowed upload buckets; PUT results and quarantine;        ``c
           HEAD (``s3:ListBucket``) uploads and results (its health check)
 producer  PUT uploads                                                        the ticketing platform
 ocr       GET and list results                                               downstream OCR
-gateway   PUT and GET uploads (a repeated POST compares what is stored),     ``cardstream gateway``
-          HEAD (``s3:ListBucket``) uploads; GET results (the output images)
+gateway   PUT, GET and DELETE uploads (a repeated POST compares what is      ``cardstream gateway``
+          stored); HEAD (``s3:ListBucket``) uploads; GET results (outputs)
 ========  =================================================================  ======================
 
 The status app has no role: it never touches the object store and gets no S3 credentials. Every
