@@ -437,8 +437,8 @@ async def post_upload(request: web.Request) -> web.Response:
         gw.metrics.in_flight.set(gw.in_flight)
     gw.metrics.uploads.labels("reproduced" if sub.replayed and sub.produced
                               else "replayed" if sub.replayed else "produced").inc()
-    if sub.produced and gw.lag is not None:
-        gw.lag.produced += 1
+    if sub.at is not None and gw.lag is not None:
+        gw.lag.note(*sub.at)
     if wait_s > 0 or (sub.replayed and gw.cache.get(uid) is not None):
         try:
             return result_response(await gw.result(uid, wait_s, "post"))

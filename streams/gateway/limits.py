@@ -70,14 +70,22 @@ class UploadsLag:
             partition without a committed offset counts from its low watermark); None until
             the first read, and after a read that failed (the gateway does not refuse uploads
             because it cannot measure the backlog; producing then says whether Kafka is up).
-        produced: uploads this instance produced since that read began (:meth:`estimate`).
+
+    Uploads this instance produced are counted exactly once: :meth:`note` records each one's
+    partition and offset from its delivery report, and :attr:`produced` counts those at or past
+    the high watermark the last read saw (a read that already includes an upload does not count
+    it again, whichever of the two came first; the count it replaced, "produced since the read
+    began", counted an upload twice when its delivery landed before the read and its count
+    after it).
     """
 
     def __init__(self, k: KafkaSettings, interval_s: float = 1.0) -> None:
         self.k = k
         self.interval_s = interval_s
         self.lag: int | None = None
-        self.produced = 0
+        self._high: dict[int, int] = {}  # partition -> high watermark at the last read
+        self._own: list[tuple[int, int]] = []  # (partition, offset) this instance produced
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         # group.id = the workers' group, to fetch its committed offsets; it never subscribes,
         # so it never joins the group nor commits anything
@@ -104,10 +112,36 @@ class UploadsLag:
         ``Retry-After`` all got in during the next second and queued 50 uploads (2.5 min)
         behind a ``max_lag`` of 8. Other instances' uploads still show only at the next read,
         so N instances may overshoot by up to N - 1 bursts."""
-        return None if self.lag is None else self.lag + self.produced
+        lag = self.lag
+        return None if lag is None else lag + self.produced
+
+    def note(self, partition: int, offset: int) -> None:
+        """One upload this instance produced, at ``offset`` of ``partition`` (its delivery
+        report's)."""
+        with self._lock:
+            self._own.append((partition, offset))
+
+    @property
+    def produced(self) -> int:
+        """Uploads this instance produced that the last read did not see (offset at or past
+        that read's high watermark of their partition)."""
+        with self._lock:
+            return sum(1 for p, o in self._own if o >= self._high.get(p, 0))
+
+    def seen(self, lag: int, high: dict[int, int]) -> None:
+        """Take one read's ``lag`` and the ``high`` watermark per partition it was computed
+        from; the uploads noted below those watermarks are forgotten (the lag holds them)."""
+        with self._lock:
+            self._high = dict(high)
+            self._own = [(p, o) for p, o in self._own if o >= self._high.get(p, 0)]
+            self.lag = lag
 
     def read(self, timeout_s: float = 5.0) -> int:
-        """One read of the lag (records).
+        """One read of the lag (records)."""
+        return self.read_high(timeout_s)[0]
+
+    def read_high(self, timeout_s: float = 5.0) -> tuple[int, dict[int, int]]:
+        """One read of the lag (records) and the high watermark per partition it used.
 
         Raises:
             KafkaException: metadata or offsets could not be fetched.
@@ -115,22 +149,21 @@ class UploadsLag:
         md = self._c.list_topics(self.k.uploads_topic,
                                  timeout=timeout_s).topics.get(self.k.uploads_topic)
         if md is None or md.error is not None:
-            return 0
+            return 0, {}
         tps = [TopicPartition(self.k.uploads_topic, p) for p in sorted(md.partitions)]
         committed = self._c.committed(tps, timeout=timeout_s)
-        total = 0
+        total, high = 0, {}
         for tp in committed:
             lo, hi = self._c.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
                                                    timeout=timeout_s)
+            high[tp.partition] = hi
             total += max(0, hi - (tp.offset if tp.offset >= 0 else lo))
-        return total
+        return total, high
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                before = self.produced
-                lag = self.read()  # includes what was produced before it began
-                self.lag, self.produced = lag, self.produced - before
+                self.seen(*self.read_high())
             except Exception as e:  # noqa: BLE001 (a broker outage: measured again next time)
                 self.lag = None
                 log.warning("gateway_lag_unknown", error=type(e).__name__)

@@ -176,6 +176,8 @@ class Submitted:
     task: str
     replayed: bool
     produced: bool
+    at: tuple[int, int] | None = None
+    """(partition, offset) of the event this request produced."""
 
 
 class Intake:
@@ -310,19 +312,24 @@ class Intake:
         except StorageError as e:
             log.warning("gateway_orphan_claim_check", error=str(e))
 
-    async def produce(self, record: tuple[bytes, bytes, Any]) -> None:
+    async def produce(self, record: tuple[bytes, bytes, Any]) -> tuple[int, int]:
         """Step 6: produce the record and wait for the brokers' acknowledgement.
+
+        Returns:
+            The record's (partition, offset).
 
         Raises:
             Refused: ``UNAVAILABLE`` when it is not acknowledged (``message.timeout.ms``).
         """
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[KafkaError | None] = loop.create_future()
+        fut: asyncio.Future[tuple[KafkaError | None, tuple[int, int]]] = loop.create_future()
 
-        def done(err: KafkaError | None, _msg: Any) -> None:
+        def done(err: KafkaError | None, msg: Any) -> None:
+            at = (-1, -1) if err is not None else (msg.partition(), msg.offset())
+
             def settle() -> None:
                 if not fut.done():
-                    fut.set_result(err)
+                    fut.set_result((err, at))
 
             loop.call_soon_threadsafe(settle)
 
@@ -333,11 +340,12 @@ class Intake:
         except BufferError:
             raise Refused(GatewayCode.OVERLOADED, "the producer queue is full",
                           retry_after_s=self.settings.gateway.retry_after_s) from None
-        err = await fut
+        err, at = await fut
         if err is not None:
             raise Refused(GatewayCode.UNAVAILABLE, f"Kafka did not take the upload ({err.name()})",
                           retry_after_s=self.settings.gateway.retry_after_s,
                           upload_id=key.decode())
+        return at
 
     def recently_produced(self, upload_id: str) -> bool:
         """True when this instance produced ``upload_id`` within :data:`RECENT_S` seconds."""
@@ -368,14 +376,14 @@ class Intake:
         if not stored and (has_result or self.recently_produced(upload_id)):
             return Submitted(upload_id, task, replayed=True, produced=False)
         try:
-            await self.produce(record)
+            at = await self.produce(record)
         except Refused:
             if stored:
                 assert ev.image.ref is not None
                 await loop.run_in_executor(None, self.delete, ev.image.ref.key)
             raise
         self._remember(upload_id)
-        return Submitted(upload_id, task, replayed=not stored, produced=True)
+        return Submitted(upload_id, task, replayed=not stored, produced=True, at=at)
 
 
 __all__ = ["Intake", "Submitted", "canonical_options", "check_request", "parse_options", "probe",

@@ -297,9 +297,14 @@ def test_lag_estimate_counts_what_this_instance_produced_since_the_read() -> Non
     lag = UploadsLag(KafkaSettings(bootstrap_servers="127.0.0.1:1"))
     try:
         assert lag.estimate() is None  # not measured: uploads are not refused for it
-        lag.lag = 3
-        lag.produced += 2
+        lag.seen(3, {0: 10, 1: 4})
+        lag.note(0, 10)  # delivered after the read: not in its lag
+        lag.note(1, 4)
         assert lag.estimate() == 5
+        lag.note(0, 9)  # delivered before the read, noted after it: in its lag already
+        assert lag.estimate() == 5
+        lag.seen(4, {0: 11, 1: 4})  # the next read holds partition 0's upload
+        assert (lag.estimate(), lag.produced) == (5, 1)
     finally:
         lag.close()
 
