@@ -12,11 +12,12 @@ import os
 import platform
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 class BenchError(CardstreamError):
     """A benchmark step could not complete (stack missing, worker died, results missing)."""
+
+
+def run_main(main: Callable[[], int]) -> None:
+    """Exit with ``main()``'s code; a :class:`BenchError` is one line on stderr and exit 1."""
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        print(f"benchmark failed: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 # --- fresh topics and buckets ----------------------------------------------------------------

@@ -47,13 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import (
-    BenchError,
     ResultWatcher,
     check_alive,
     free_port,
     fresh_stack,
     latency_stats,
     machine_info,
+    run_main,
     scrape,
     start_worker,
     stop_workers,
@@ -381,8 +381,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as e:
-        print(f"benchmark failed: {e}", file=sys.stderr)
-        sys.exit(1)
+    run_main(main)

@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import BenchError, machine_info, small_jpegs
+from benchmarks.common import machine_info, run_main, small_jpegs
 from processors import registry
 from processors.base import Processor
 from processors.models import file_precision, manifest, pinned_model
@@ -433,8 +433,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as e:
-        print(f"benchmark failed: {e}", file=sys.stderr)
-        sys.exit(1)
+    run_main(main)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -118,17 +119,23 @@ def capture_band(rng: np.random.Generator, face: np.ndarray, fmt: Format) -> np.
                                borderMode=cv2.BORDER_REPLICATE)
 
 
+def _cached(path: Path, make: Callable[[], tuple[list[np.ndarray], list[str]]]
+            ) -> tuple[list[np.ndarray], list[str]]:
+    """Line crops and texts read from ``path`` (an ``.npz``), else made and kept there."""
+    if path.is_file():
+        return _load_lines(path)
+    made, said = make()
+    _save_lines(path, made, said)
+    return made, said
+
+
 def line_samples(seed: int, n_docs: int, cache: Path | None = None
                  ) -> tuple[list[np.ndarray], list[str]]:
     """Line crops and their text from ``n_docs`` synthetic documents (seeded); with ``cache``
     (a folder), kept there as ``lines_{seed}_{n_docs}.npz`` and read back on the next run."""
     if cache is not None:
-        path = Path(cache) / f"lines_{seed}_{n_docs}.npz"
-        if path.is_file():
-            return _load_lines(path)
-        made, said = line_samples(seed, n_docs)
-        _save_lines(path, made, said)
-        return made, said
+        return _cached(Path(cache) / f"lines_{seed}_{n_docs}.npz",
+                       lambda: line_samples(seed, n_docs))
     rng = np.random.default_rng(seed)
     crops: list[np.ndarray] = []
     texts: list[str] = []
@@ -166,12 +173,8 @@ def photo_line_samples(seed: int, n_docs: int, cache: Path | None = None
     time (:func:`processors.card.mrz.read.locate_zone`). With ``cache`` (a folder), kept there
     as ``photo_lines_{seed}_{n_docs}.npz``. Never give it the evaluation set's seed."""
     if cache is not None:
-        path = Path(cache) / f"photo_lines_{seed}_{n_docs}.npz"
-        if path.is_file():
-            return _load_lines(path)
-        made, said = photo_line_samples(seed, n_docs)
-        _save_lines(path, made, said)
-        return made, said
+        return _cached(Path(cache) / f"photo_lines_{seed}_{n_docs}.npz",
+                       lambda: photo_line_samples(seed, n_docs))
     rng = np.random.default_rng(seed)
     crops: list[np.ndarray] = []
     texts: list[str] = []
