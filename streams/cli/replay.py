@@ -37,7 +37,13 @@ def replay(
 
     from streams.errors import KeySegmentError
     from streams.logs import configure_logging
-    from streams.replay import TimeArgError, live_targets, parse_time_ms, run_replay
+    from streams.replay import (
+        ReplayGroupError,
+        TimeArgError,
+        live_targets,
+        parse_time_ms,
+        run_replay,
+    )
     from streams.settings import load_settings
     from streams.worker import build_processors
     from streams.worker.compute import check_key_segment
@@ -77,6 +83,8 @@ def replay(
                              on_total=lambda n: bars.append(
                                  tqdm(total=n, unit="upload", disable=None)),
                              on_progress=lambda k: bars and bars[0].update(k), stop=stop)
+    except ReplayGroupError as e:
+        raise typer.BadParameter(str(e), param_hint="--group") from e
     finally:
         for bar in bars:
             bar.close()

@@ -117,3 +117,36 @@ def test_a_stopped_replay_reports_what_it_replayed(settings: Settings, tmp_path:
     done = run_replay(s, from_ms, to_ms, stand_ins(call_ms=5.0), results_topic=side,
                       group=f"{settings.kafka.group_id}-stopped")
     assert (done["events"], done["replayed"], done["stopped"]) == (12, 12, False)  # nothing left
+
+
+def test_a_group_that_replayed_another_window_is_refused(settings: Settings,
+                                                        tmp_path: Path) -> None:
+    """A trial replayed a window, then a wider one, then the first again with the same group:
+    the third run started the window over and wrote 9 of its results a second time. A group's
+    committed offsets outside the window now refuse the run before anything is read or
+    written; a wider window that contains them goes on from them."""
+    from streams.replay import ReplayGroupError
+
+    files = write_images(tmp_path / "imgs", 2)
+    prod = UploadProducer(settings)
+    t0 = int(time.time() * 1000)
+    first = prod.produce_files(files, "card", count=4)
+    assert prod.flush() == []
+    time.sleep(0.05)
+    t1 = int(time.time() * 1000)
+    later = prod.produce_files(files, "card", count=4)
+    assert prod.flush() == []
+    t2 = int(time.time() * 1000) + 1
+    s = settings.model_copy(update={"backfill": settings.backfill.model_copy(
+        update={"yield_to_live": False})})
+    side, group = f"{settings.kafka.results_topic}.windows", f"{settings.kafka.group_id}-windows"
+    side_s = settings.model_copy(update={
+        "kafka": settings.kafka.model_copy(update={"results_topic": side})})
+    narrow = run_replay(s, t0, t1, stand_ins(call_ms=5.0), results_topic=side, group=group)
+    assert (narrow["events"], narrow["replayed"]) == (4, 4)
+    wide = run_replay(s, t0, t2, stand_ins(call_ms=5.0), results_topic=side, group=group)
+    assert (wide["events"], wide["replayed"], wide["stopped"]) == (8, 8, False)
+    with pytest.raises(ReplayGroupError, match="replayed another window"):
+        run_replay(s, t0, t1, stand_ins(call_ms=5.0), results_topic=side, group=group)
+    got = sorted(r.upload_id for r in results(side_s, 8, timeout_s=10))
+    assert got == sorted(x.upload_id for x in first + later)  # each once, none twice
