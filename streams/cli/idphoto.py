@@ -24,6 +24,8 @@ def _text(row: Mapping[str, Any]) -> str:
     out = f" -> {row['photo']} ({row['width']}x{row['height']})" if row["photo"] else ""
     if row.get("sheet"):
         out += f" + {row['sheet']}"
+    if row.get("target_kb_met") is False:
+        out += " (larger than --target-kb even at the lowest quality)"
     c = row.get("compliance")
     if c:
         out += f" [{c['spec']} {c['mode']}: {'compliant' if c['compliant'] else 'not compliant'}]"
@@ -31,7 +33,7 @@ def _text(row: Mapping[str, Any]) -> str:
 
 
 VIEW = View(columns=("photo", "sheet", "width", "height", "face_box", "mode", "dpi",
-                     "compliance"), text=_text, name_field="size")
+                     "target_kb_met", "compliance"), text=_text, name_field="size")
 """An ``idphoto`` row: the ID-photo payload's fields, ``photo`` the file written (named after
 the size: ``<stem>-<ext>.one_inch.jpg``), ``sheet`` the print sheet's
 (``<stem>-<ext>.one_inch.sheet.jpg``)."""
@@ -59,7 +61,8 @@ def idphoto(
              "300).")] = None,
     target_kb: Annotated[float | None, typer.Option(
         help="Largest JPEG file size in KB (1000 bytes), 5..10000: the quality is lowered "
-             "until it fits.")] = None,
+             "until it fits; a photo that does not fit even at the lowest quality is written "
+             "at that quality with \"target_kb_met\": false in its row.")] = None,
     print_sheet: Annotated[bool | None, typer.Option(
         "--print-sheet/--no-print-sheet",
         help="Also write a 6 x 4 in print sheet with as many copies as fit and cut marks.")
@@ -81,6 +84,7 @@ def idphoto(
     Per image: ``{"file", "status", "reasons", "photo" (path written under --out, or null),
     "sheet" (the print sheet's path, or null), "width", "height" (px of the size, as in the
     results topic), "face_box" (x, y, w, h in source px, or null), "mode", "dpi",
+    "target_kb_met" (with --target-kb: whether the JPEG fits it; null without),
     "compliance" (the report: spec, mode, compliant, one check per rule with its value,
     bound and whether it passed; as in the results topic)}``. A photo that fails a rule is
     ``rejected`` with the rule's reason code, or ``accepted`` with the code as an annotation

@@ -47,9 +47,32 @@ def test_idphoto_cli_json_lines(tmp_path) -> None:
         assert abs(r - 215) < 8 and abs(g - 69) < 8 and abs(b - 50) < 8
     assert bad == {"file": str(text), "status": "rejected", "reasons": ["UNSUPPORTED_FORMAT"],
                    "photo": None, "sheet": None, "width": None, "height": None,
-                   "face_box": None, "mode": None, "dpi": None, "compliance": None,
-                   "error": bad["error"]}
+                   "face_box": None, "mode": None, "dpi": None, "target_kb_met": None,
+                   "compliance": None, "error": bad["error"]}
     assert bad["error"].startswith("unknown magic bytes (")  # the decoder's message
+
+
+def test_a_target_size_the_photo_cannot_meet_is_said_in_its_row(tmp_path) -> None:
+    """A trial's `--target-kb 8` wrote 8,861 bytes with exit 0 and nothing in the row to say the
+    target was missed (the results topic carried target_kb_met: false)."""
+    if not (model_home() / "u2netp.onnx").is_file():
+        pytest.skip(f"u2netp.onnx not in {model_home()} (run `make models`)")
+    portrait = tmp_path / "astro.png"
+    cv2.imwrite(str(portrait), cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR))
+    rows = {}
+    for kb in ("5", "200"):
+        out = tmp_path / kb
+        res = CliRunner().invoke(app, ["idphoto", str(portrait), "--size", "us_passport",
+                                       "--dpi", "600", "--target-kb", kb, "--no-alpha-matting",
+                                       "--out", str(out), "--json"])
+        (rows[kb],) = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+        size = (out / "astro-png.us_passport.jpg").stat().st_size
+        assert (size <= int(kb) * 1000) is rows[kb]["target_kb_met"], (kb, size)
+    assert (rows["5"]["target_kb_met"], rows["200"]["target_kb_met"]) == (False, True)
+    res = CliRunner().invoke(app, ["idphoto", str(portrait), "--size", "us_passport", "--dpi",
+                                   "600", "--target-kb", "5", "--no-alpha-matting", "--out",
+                                   str(tmp_path / "text")])
+    assert "larger than --target-kb even at the lowest quality" in res.stdout
 
 
 def test_idphoto_cli_refuses_unknown_size(tmp_path) -> None:
