@@ -116,11 +116,14 @@ class Gateway:
         """The calling client, after its key and its rate limit.
 
         Raises:
-            Refused: ``UNAUTHORIZED`` (no or unknown key), ``RATE_LIMITED``.
+            Refused: ``UNAUTHORIZED`` (no or unknown key), ``AMBIGUOUS_FIELD`` (two
+                ``Authorization`` headers), ``RATE_LIMITED``.
         """
         if "client" in request:  # checked already (Expect: 100-continue)
             return str(request["client"])
-        client = self.keys.client_of(request.headers.get("Authorization"))
+        # two keys are refused, not read as the first (a trial's valid key followed by another
+        # client's was accepted as the first client)
+        client = self.keys.client_of(_one(request.headers, "Authorization", "in the headers"))
         if client is None:
             raise Refused(GatewayCode.UNAUTHORIZED, "send 'Authorization: Bearer <API key>'")
         request["client"] = client

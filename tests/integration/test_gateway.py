@@ -606,6 +606,13 @@ def test_a_second_idempotency_key_header_is_ambiguous(stack: Stack) -> None:
     status, body = _raw_exchange(stack.port, head, [img])
     assert (status, body["error"]) == (400, "AMBIGUOUS_FIELD") and "Idempotency-Key" in body[
         "message"]
+    # two keys, even both valid, are not read as the first one's client
+    for second in (KEYS["bob"], "wrong-key"):
+        head = _head(len(img)).replace(b"\r\n\r\n", f"\r\nAuthorization: Bearer {second}\r\n"
+                                                     "Connection: close\r\n\r\n".encode())
+        status, body = _raw_exchange(stack.port, head, [img])
+        assert (status, body["error"]) == (400, "AMBIGUOUS_FIELD"), second
+        assert "Authorization" in body["message"] and KEYS["alice"] not in body["message"]
 
 
 def _answers(data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
