@@ -9,6 +9,11 @@ class StreamsError(CardstreamError):
     """Root of the errors raised by ``streams``."""
 
 
+class SettingsError(StreamsError, ValueError):
+    """The ``CARDSTREAM_*`` environment does not make valid settings; the message names each
+    variable and what is wrong with it (never its value, which may be a secret)."""
+
+
 class StorageError(StreamsError):
     """An object store call failed after its retries (MinIO unavailable, bad credentials)."""
 

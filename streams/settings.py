@@ -545,5 +545,21 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings from the environment (``CARDSTREAM_*``) plus keyword overrides."""
-    return Settings(**overrides)
+    """Build the settings from the environment (``CARDSTREAM_*``) plus keyword overrides.
+
+    Raises:
+        SettingsError: a value is refused; the message names each variable
+            (``CARDSTREAM_RUNTIME__PRECISION: Input should be 'auto', ...``), one line. A trial's
+            bad value printed a 50-line traceback before.
+    """
+    from pydantic import ValidationError
+
+    from schemas.errors import field_errors
+    from streams.errors import SettingsError
+
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        raise SettingsError("; ".join(
+            f"CARDSTREAM_{'__'.join(str(x) for x in f.loc).upper()}: {f.msg}" if f.loc
+            else f.msg for f in field_errors(e))) from None

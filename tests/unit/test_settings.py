@@ -48,16 +48,40 @@ def test_every_task_with_settings_has_its_section(monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_dead_letter_budget_must_fit_the_dead_letter_topic(monkeypatch) -> None:
-    from pydantic import ValidationError
+    from streams.errors import SettingsError
 
     monkeypatch.setenv("CARDSTREAM_WORKER__DLQ_RECORD_MAX_BYTES", str(512 * 1024))
     assert load_settings().worker.dlq_record_max_bytes == 512 * 1024
     monkeypatch.setenv("CARDSTREAM_KAFKA__TOPICS__DLQ_MAX_MESSAGE_BYTES", str(256 * 1024))
-    with pytest.raises(ValidationError, match="dlq_record_max_bytes 524288 is above"):
+    with pytest.raises(SettingsError, match="dlq_record_max_bytes 524288 is above"):
         load_settings()
     monkeypatch.setenv("CARDSTREAM_WORKER__DLQ_RECORD_MAX_BYTES", str(8 * 1024))
-    with pytest.raises(ValidationError, match="greater than or equal to 16384"):
+    with pytest.raises(SettingsError, match="CARDSTREAM_WORKER__DLQ_RECORD_MAX_BYTES: Input "
+                                            "should be greater than or equal to 16384"):
         load_settings()
+
+
+def test_a_bad_setting_is_one_line_naming_its_variable(monkeypatch) -> None:
+    """A trial's CARDSTREAM_RUNTIME__PRECISION=bogus printed a 50-line traceback."""
+    import subprocess
+    import sys
+
+    from streams.errors import SettingsError
+
+    monkeypatch.setenv("CARDSTREAM_RUNTIME__PRECISION", "bogus-secret-ish")
+    monkeypatch.setenv("CARDSTREAM_GATEWAY__MAX_LAG", "abc")
+    with pytest.raises(SettingsError) as e:
+        load_settings()
+    msg = str(e.value)
+    assert "CARDSTREAM_RUNTIME__PRECISION: Input should be" in msg
+    assert "CARDSTREAM_GATEWAY__MAX_LAG: Input should be a valid integer" in msg
+    assert "bogus-secret-ish" not in msg and "\n" not in msg
+    out = subprocess.run([sys.executable, "-c", "from streams.cli import main; main()", "card",
+                          "no-such-file.jpg"], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith("cardstream: SettingsError: CARDSTREAM_")
+    assert len(out.stderr.strip().splitlines()) == 1 and "bogus" not in out.stderr
 
 
 def test_the_worker_slot_comes_from_the_settings_else_the_host_name(monkeypatch) -> None:
