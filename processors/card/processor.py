@@ -40,12 +40,14 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo10"
+POSTPROCESS_REVISION = "geo11"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
 ``geo9``: the scan path, :mod:`processors.card.scan`; ``geo10``: the document type from the
-quad's metric aspect ratio, and from the MRZ's format when the quad cannot tell)."""
+quad's metric aspect ratio, and from the MRZ's format when the quad cannot tell; ``geo11``:
+also in doubt when the sides' plain ratio and the metric one lie on either side of the
+split)."""
 
 
 class CardProcessor:
@@ -284,8 +286,13 @@ class CardProcessor:
         requested = str(item.options.get("doc_type") or s.doc_type)
         aspect = geo.metric_aspect(quad, (shape[1], shape[0]))
         doc_type = choose_doc_type(requested, aspect.value, s.auto_aspect_split)
+        # in doubt also where the sides' plain ratio and the perspective-corrected one lie on
+        # either side of the split: on a small card a px of corner error reads as perspective
+        # (the demo's upside-down ID card, 300 px wide: plain 1.52, metric 1.45 -> passport)
+        split = s.auto_aspect_split
         by_print = (requested not in ("id_card", "passport")
-                    and aspect.straddles(s.auto_aspect_split))
+                    and (aspect.straddles(split)
+                         or (geo.approx_aspect(quad) >= split) != (aspect.value >= split)))
         return _Card(det, quad, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
                      by_print)
 
