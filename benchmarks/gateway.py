@@ -258,7 +258,7 @@ def run_mode(base: Settings, mode: str, blobs: Sequence[bytes], logs: Path, leve
 def drain(lag: Any, timeout_s: float = 300.0) -> None:
     """Wait until the workers have consumed the uploads topic (at most ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and lag.read() > 0:
+    while time.monotonic() < deadline and lag.read_high()[0] > 0:
         time.sleep(0.5)
 
 

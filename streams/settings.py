@@ -557,9 +557,11 @@ def load_settings(**overrides: Any) -> Settings:
     from schemas.errors import field_errors
     from streams.errors import SettingsError
 
+    prefix = Settings.model_config.get("env_prefix") or ""
+    nested = Settings.model_config.get("env_nested_delimiter") or "__"
     try:
         return Settings(**overrides)
     except ValidationError as e:
         raise SettingsError("; ".join(
-            f"CARDSTREAM_{'__'.join(str(x) for x in f.loc).upper()}: {f.msg}" if f.loc
+            f"{prefix}{nested.join(str(x) for x in f.loc).upper()}: {f.msg}" if f.loc
             else f.msg for f in field_errors(e))) from None

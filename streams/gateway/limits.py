@@ -136,10 +136,6 @@ class UploadsLag:
             self._own = [(p, o) for p, o in self._own if o >= self._high.get(p, 0)]
             self.lag = lag
 
-    def read(self, timeout_s: float = 5.0) -> int:
-        """One read of the lag (records)."""
-        return self.read_high(timeout_s)[0]
-
     def read_high(self, timeout_s: float = 5.0) -> tuple[int, dict[int, int]]:
         """One read of the lag (records) and the high watermark per partition it used.
 
