@@ -9,7 +9,10 @@ MRZ (``mrz_summary``): a document is *exactly right* when its zone is found and 
 every printed field value and every check digit's validity equal the truth (a document printed
 with a wrong check digit must be read as printed and reported invalid). *Wrong but valid*: the
 result claims every check digit valid while a field differs from the truth, the worst error
-(a platform would trust it). Field rates: share of documents whose field equals the truth. CPU:
+(a platform would trust it). Field rates: share of documents whose field equals the truth.
+The exact rate is also given apart for documents with glare over the zone (the set's truth
+``glare_on_mrz``: a spot saturates at least 10 % of the MRZ band, erasing the print under it;
+such a zone is read only where the spot misses the characters) and without. CPU:
 process CPU time per document of the whole pipeline, and of the MRZ step alone.
 
 Quality (``quality_summary``): DPI within 5 % of the DPI rendered, tilt within 2 degrees of the
@@ -103,6 +106,7 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
     exact = found = readable = wbv = claimed_valid = corrected = expired_ok = 0
     fields = dict.fromkeys((*FIELDS, "format", "checks"), 0)
     by_format: dict[str, list[int]] = {}
+    by_glare: dict[str, list[int]] = {}
     rows = []
     for d, o in zip(docs, outs, strict=True):
         t, m = d["truth"], _mrz(o)
@@ -121,9 +125,11 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
         wrong_valid = bool(m.get("valid")) and not all(ok_fields[f] for f in FIELDS)
         wbv += wrong_valid
         expired_ok += m.get("expired") == t["expired"]
-        by_format.setdefault(t["format"], [0, 0])
-        by_format[t["format"]][0] += 1
-        by_format[t["format"]][1] += right
+        for group, key in ((by_format, t["format"]),
+                           (by_glare, "glare" if t.get("glare_on_mrz") else "clear")):
+            group.setdefault(key, [0, 0])
+            group[key][0] += 1
+            group[key][1] += right
         rows.append({"file": d["file"], "format": t["format"], "exact": right,
                      "found": bool(m.get("found")), "readable": bool(m.get("readable")),
                      "valid": bool(m.get("valid")), "wrong_but_valid": wrong_valid,
@@ -137,6 +143,8 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
             "fields": {f: v / n for f, v in fields.items()},
             "by_format": {f: {"n": v[0], "exact": v[1] / v[0]}
                           for f, v in sorted(by_format.items())},
+            "by_glare": {f: {"n": v[0], "exact": v[1] / v[0]}
+                         for f, v in sorted(by_glare.items())},
             "rows": rows}
 
 
@@ -274,6 +282,9 @@ def table(what: str, r: dict[str, Any]) -> str:
                  f"corrected {r['corrected']:.3f}  expired right {r['expired_right']:.3f}",
                  "by format: " + "  ".join(f"{k} {v['exact']:.3f} (n={v['n']})"
                                            for k, v in r["by_format"].items()),
+                 "by glare over the zone (a spot saturating >= 10 % of the MRZ band): "
+                 + "  ".join(f"{k} {v['exact']:.3f} (n={v['n']})"
+                             for k, v in r["by_glare"].items()),
                  "fields: " + "  ".join(f"{k} {v:.3f}" for k, v in r["fields"].items())]
     else:
         lines = [f"documents {r['documents']} (measured {r['measured']}): DPI within 5 % "

@@ -19,6 +19,11 @@ def test_eval_mrz_and_quality_on_a_tiny_set(tmp_path):
     assert res["documents"] == 2
     assert 0.0 <= res["exact"] <= res["found"] <= 1.0
     assert set(res["fields"]) >= {"document_number", "birth_date", "checks", "format"}
+    truth = json.loads((tmp_path / "manifest.json").read_text())["documents"]
+    glare = sum(bool(d["truth"]["glare_on_mrz"]) for d in truth)
+    assert {k: v["n"] for k, v in res["by_glare"].items()} == {
+        k: n for k, n in (("clear", 2 - glare), ("glare", glare)) if n}
+    assert res["exact"] == sum(v["n"] * v["exact"] for v in res["by_glare"].values()) / 2
     assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 2
     q = CliRunner().invoke(app, ["eval", "quality", "--set", str(tmp_path), "--json"])
     assert q.exit_code == 0, q.output

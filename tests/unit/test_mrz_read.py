@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from processors.card.mrz.icao import Format, check_digit, compose
-from processors.card.mrz.read import MrzReader, View, Zone, candidates, judge
+from processors.card.mrz.read import UNCHECKED_MIN, MrzReader, View, Zone, candidates, judge
 from processors.card.mrz.recognise import (
     CLASSES,
     INK_SPAN,
@@ -17,6 +17,7 @@ from processors.card.mrz.recognise import (
     Read,
     cell_variants,
     cells,
+    measured_pitch,
     read_line,
 )
 from schemas.reasons import ReasonCode
@@ -127,6 +128,21 @@ def test_many_uncertain_characters_are_unreadable():
     assert r.payload()["readable"] is False and r.payload()["checks"] is None
 
 
+def test_a_name_character_is_judged_among_the_letters_its_place_allows():
+    """A name's letter read at 0.65 with the digit ``0`` at 0.3 next: no digit may stand in a
+    name (Doc 9303), so it is 0.93 sure among what may, and the zone reads. The same 0.65 with
+    the letter ``Q`` next stays below ``UNCHECKED_MIN`` where no check digit covers it:
+    unreadable."""
+    name = TD3[0].index("ERIKSSON") + 3  # the second S of the primary name
+    assert 0.65 < UNCHECKED_MIN < 0.65 / 0.7
+    digit_next = {(0, name): ((TD3[0][name], 0.65), ("0", 0.3))}
+    letter_next = {(0, name): ((TD3[0][name], 0.65), ("Q", 0.3))}
+    r = judge(Format.TD3, reads(TD3, digit_next), "passport", TODAY)
+    assert r.readable and r.valid and not r.corrected
+    r = judge(Format.TD3, reads(TD3, letter_next), "passport", TODAY)
+    assert r.reasons == (ReasonCode.MRZ_UNREADABLE,)
+
+
 def test_candidates_by_line_count():
     assert candidates(1) == []
     assert candidates(2) == [(Format.TD3, 0), (Format.TD2, 0)]
@@ -180,6 +196,20 @@ def test_a_line_with_a_stray_mark_at_its_end_is_also_cut_at_its_print_period():
 
     assert np.abs(centres(got[0]) - 11.5).max() > 3  # by the ends: drifted
     assert np.abs(centres(got[1]) - 11.5).max() < 1.5  # measured pitch, from the left
+
+
+@pytest.mark.parametrize("pitch", [18.26, 18.73, 19.1, 21.37])
+@pytest.mark.parametrize("n", [30, 44])
+def test_the_print_period_is_measured_to_a_hundredth_of_a_pixel(pitch, n):
+    """A line at a pitch of a fraction of a px (bars drawn at twice the pitch, halved): the
+    period is refined at a lag of many pitches, so the last of 44 cells cut at it is off by
+    well under a px (at the one-pitch lag alone the error was up to 0.06 px, 2.5 px at the
+    line's end)."""
+    import cv2
+
+    crop = cv2.resize(_bars(n, 2 * pitch), None, fx=0.5, fy=1.0, interpolation=cv2.INTER_AREA)
+    nominal = (crop.shape[1] - 2 * PAD_PX) / (n - 1 + INK_SPAN)
+    assert abs(measured_pitch(crop, nominal) - pitch) < 0.015
 
 
 def test_read_line_keeps_the_alternatives():

@@ -68,6 +68,24 @@ def measured_pitch(crop: np.ndarray, nominal: float) -> float:
     hi = min(hi, len(prof) // 2)
     if hi - lo < 3:
         return nominal
+    pitch = _ac_peak(prof, lo, hi)
+    # refine at a lag of many pitches: the same peak-picking error, divided by the multiple
+    m = int((len(prof) * LONG_LAG_SHARE) // pitch)
+    if m >= 4:
+        long = _ac_peak(prof, int(np.floor(m * pitch - 0.4 * pitch)),
+                        int(np.ceil(m * pitch + 0.4 * pitch)))
+        pitch = long / m
+    return pitch
+
+
+LONG_LAG_SHARE = 0.6
+"""The pitch is refined at the autocorrelation peak nearest the largest multiple of it within
+this share of the line's length (the overlap at that lag still spans 40 % of the line)."""
+
+
+def _ac_peak(prof: np.ndarray, lo: int, hi: int) -> float:
+    """The lag (px, sub-pixel by a parabola) of the strongest autocorrelation of ``prof``
+    between ``lo`` and ``hi``."""
     ac = np.array([float(prof[:-k] @ prof[k:]) / (len(prof) - k) for k in range(lo - 1, hi + 2)])
     k = int(np.argmax(ac[1:-1])) + 1
     a, b, c = ac[k - 1], ac[k], ac[k + 1]
