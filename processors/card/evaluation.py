@@ -10,9 +10,11 @@ every printed field value and every check digit's validity equal the truth (a do
 with a wrong check digit must be read as printed and reported invalid). *Wrong but valid*: the
 result claims every check digit valid while a field differs from the truth, the worst error
 (a platform would trust it). Field rates: share of documents whose field equals the truth.
-The exact rate is also given apart for documents with glare over the zone (the set's truth
-``glare_on_mrz``: a spot saturates at least 10 % of the MRZ band, erasing the print under it;
-such a zone is read only where the spot misses the characters) and without. CPU:
+The exact rate is also given apart by what covers the zone in the photo (the set's truth):
+``glare`` (``glare_on_mrz``: a spot saturates at least 10 % of the MRZ band), ``hand``
+(``hand_on_mrz``: the holding thumb covers at least 3 % of it), both, or ``clear``. Print under
+a saturated spot or a thumb is gone from the photo, so such a zone reads only where the cover
+misses every character. CPU:
 process CPU time per document of the whole pipeline, and of the MRZ step alone.
 
 Quality (``quality_summary``): DPI within 5 % of the DPI rendered, tilt within 2 degrees of the
@@ -106,7 +108,7 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
     exact = found = readable = wbv = claimed_valid = corrected = expired_ok = 0
     fields = dict.fromkeys((*FIELDS, "format", "checks"), 0)
     by_format: dict[str, list[int]] = {}
-    by_glare: dict[str, list[int]] = {}
+    by_cover: dict[str, list[int]] = {}
     rows = []
     for d, o in zip(docs, outs, strict=True):
         t, m = d["truth"], _mrz(o)
@@ -126,7 +128,8 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
         wbv += wrong_valid
         expired_ok += m.get("expired") == t["expired"]
         for group, key in ((by_format, t["format"]),
-                           (by_glare, "glare" if t.get("glare_on_mrz") else "clear")):
+                           (by_cover, "+".join(k for k in ("glare", "hand")
+                                               if t.get(f"{k}_on_mrz")) or "clear")):
             group.setdefault(key, [0, 0])
             group[key][0] += 1
             group[key][1] += right
@@ -143,8 +146,8 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
             "fields": {f: v / n for f, v in fields.items()},
             "by_format": {f: {"n": v[0], "exact": v[1] / v[0]}
                           for f, v in sorted(by_format.items())},
-            "by_glare": {f: {"n": v[0], "exact": v[1] / v[0]}
-                         for f, v in sorted(by_glare.items())},
+            "by_cover": {f: {"n": v[0], "exact": v[1] / v[0]}
+                         for f, v in sorted(by_cover.items())},
             "rows": rows}
 
 
@@ -282,9 +285,10 @@ def table(what: str, r: dict[str, Any]) -> str:
                  f"corrected {r['corrected']:.3f}  expired right {r['expired_right']:.3f}",
                  "by format: " + "  ".join(f"{k} {v['exact']:.3f} (n={v['n']})"
                                            for k, v in r["by_format"].items()),
-                 "by glare over the zone (a spot saturating >= 10 % of the MRZ band): "
+                 "by what covers the zone (glare: a spot saturating >= 10 % of the MRZ band; "
+                 "hand: a thumb over >= 3 % of it): "
                  + "  ".join(f"{k} {v['exact']:.3f} (n={v['n']})"
-                             for k, v in r["by_glare"].items()),
+                             for k, v in r["by_cover"].items()),
                  "fields: " + "  ".join(f"{k} {v:.3f}" for k, v in r["fields"].items())]
     else:
         lines = [f"documents {r['documents']} (measured {r['measured']}): DPI within 5 % "

@@ -290,11 +290,12 @@ class CardProcessor:
         # either side of the split: on a small card a px of corner error reads as perspective
         # (the demo's upside-down ID card, 300 px wide: plain 1.52, metric 1.45 -> passport)
         split = s.auto_aspect_split
-        by_print = (requested not in ("id_card", "passport")
+        auto = requested not in ("id_card", "passport")
+        by_print = (auto
                     and (aspect.straddles(split)
                          or (geo.approx_aspect(quad) >= split) != (aspect.value >= split)))
         return _Card(det, quad, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
-                     by_print)
+                     by_print, auto)
 
     def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray) -> _Card | None:
         """The plan of the upload's whole frame (or its near-border quad) as the document, when
@@ -446,13 +447,14 @@ class CardProcessor:
             # the thumbnail was warped before the upright decision: turn it as the card turns
             thumb = np.ascontiguousarray(thumbs[j][::-1, ::-1]) if turned[j] else thumbs[j]
             alt = None
-            if c.by_print:  # the type is in doubt: the zone's format may decide it
+            if c.auto:  # the zone's format may decide the type (a fallback unless in doubt)
                 other = "passport" if c.doc_type == "id_card" else "id_card"
                 size = canonical_size(other, self.settings.dpi)
                 alt = (other, c.homography(d, size, bool(turned[j])), size)
             views.append(CardView(image=d, homography=c.homography(d, c.size, bool(turned[j])),
                                   size=c.size, doc_type=c.doc_type, quad=c.quad,
-                                  upload_size=(w, h), thumb=thumb, alternative=alt))
+                                  upload_size=(w, h), thumb=thumb, alternative=alt,
+                                  in_doubt=c.by_print))
         return self.verifier.verify(views, self.clock().date(), self.pixels)
 
 
@@ -472,6 +474,8 @@ class _Card:
             ``auto_aspect_split`` over a camera's focal lengths): the orientation classifier's
             print reading may decide it, and then the MRZ's format (searched on both
             rectifications).
+        auto: the document type is ``auto``: when not in doubt, the other type's
+            rectification is the MRZ's fallback view (:class:`processors.card.mrz.read.View`).
     """
 
     det: Detection
@@ -481,6 +485,7 @@ class _Card:
     k: int
     reasons: list[ReasonCode]
     by_print: bool = False
+    auto: bool = False
 
     def turns(self, turned: bool) -> int:
         """Quarter turns from the TL-first reading to the upright output (0-3)."""

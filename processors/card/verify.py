@@ -57,9 +57,13 @@ class CardView:
         quad: ``(4, 2)`` the card's corners in the upload's px.
         upload_size: ``(width, height)`` of the upload (px).
         thumb: the upright card, ``(h, w, 3) uint8`` BGR at ``quality_width``.
-        alternative: when the document type is in doubt, the other one's ``(doc_type,
-            homography, size)``: the MRZ is searched on both rectifications, and the format
-            read decides (a TD1 zone is on an ID-1 card, TD2 and TD3 on ID-2 / ID-3 pages).
+        alternative: when the document type is ``auto``, the other one's ``(doc_type,
+            homography, size)``: the format read decides (a TD1 zone is on an ID-1 card, TD2
+            and TD3 on ID-2 / ID-3 pages).
+        in_doubt: the type is in doubt: the MRZ is searched on both rectifications. Else the
+            alternative is a fallback, searched only when the card's own rectification shows
+            no zone whose line count fits its type (a passport page whose quad took in some
+            background reads as an ID-1 card with a two-line zone).
     """
 
     image: Decoded
@@ -70,6 +74,7 @@ class CardView:
     upload_size: tuple[int, int]
     thumb: np.ndarray
     alternative: tuple[str, np.ndarray, tuple[int, int]] | None = None
+    in_doubt: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,21 +146,22 @@ class Verifier:
     @staticmethod
     def views(cards: Sequence[CardView], pixels: PixelBackend) -> list[list[View]]:
         """Per card, the rectifications its MRZ is searched on (its own, then the
-        ``alternative``), each with its two bands (grey ``uint8``), all warped in one call of
+        ``alternative``, a fallback view unless the type is ``in_doubt``), each with its two bands (grey ``uint8``), all warped in one call of
         the card processor's pixel backend."""
-        per = [[(c.doc_type, c.homography, c.size)]
-               + ([c.alternative] if c.alternative is not None else []) for c in cards]
-        maps = [[(t, h, band_maps(t, size)) for t, h, size in p] for p in per]
-        hs = np.stack([h @ a for p in maps for _, h, m in p for a, _ in m])
-        imgs = [c.image for c, p in zip(cards, maps, strict=True) for _, _, m in p for _ in m]
-        sizes = [s for p in maps for _, _, m in p for _, s in m]
+        per = [[(c.doc_type, c.homography, c.size, False)]
+               + ([(*c.alternative, not c.in_doubt)] if c.alternative is not None else [])
+               for c in cards]
+        maps = [[(t, h, band_maps(t, size), f) for t, h, size, f in p] for p in per]
+        hs = np.stack([h @ a for p in maps for _, h, m, _ in p for a, _ in m])
+        imgs = [c.image for c, p in zip(cards, maps, strict=True) for _, _, m, _ in p for _ in m]
+        sizes = [s for p in maps for _, _, m, _ in p for _, s in m]
         warped = pixels.to_host(pixels.warp(imgs, hs, sizes))
         grey = [cv2.cvtColor(w, cv2.COLOR_BGR2GRAY) for w in warped]
         out, k = [], 0
         for p in maps:
             views = []
-            for t, _, m in p:
-                views.append(View(t, grey[k:k + len(m)]))
+            for t, _, m, f in p:
+                views.append(View(t, grey[k:k + len(m)], fallback=f))
                 k += len(m)
             out.append(views)
         return out

@@ -86,6 +86,16 @@ def test_generated_documents_are_seeded_and_truthful():
     assert 100 < a.dpi < 600 and 0 <= a.tilt_deg <= 35
 
 
+def test_a_hand_over_the_zone_is_in_the_truth():
+    """Documents held in a hand: the thumb lands on any of the four sides, so over the MRZ band
+    on some and away from it on others; none is marked without a hand."""
+    held = [document(np.random.default_rng(s), glare_share=0.0, hand_share=1.0)[1].hand_on_mrz
+            for s in range(12)]
+    assert any(held) and not all(held)
+    assert not any(document(np.random.default_rng(s), glare_share=0.0,
+                            hand_share=0.0)[1].hand_on_mrz for s in range(4))
+
+
 def test_spoiled_documents_fail_one_check():
     rng = np.random.default_rng(12)
     lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))

@@ -254,3 +254,56 @@ def test_a_type_in_doubt_takes_the_rectification_whose_format_fits():
     assert (r.format, r.doc_type, r.turned, r.valid) == (Format.TD1, "id_card", False, True)
     tried = {(0, Format.TD1): at(td1, 0.9), (1, Format.TD3): at(TD3, 0.97)}
     assert MrzReader._judge(tried, zones, views, TODAY).doc_type == "passport"
+
+
+class _Recorder:
+    """A recogniser double: reads every cell as ``<`` at 0.99 and counts the cells sent."""
+
+    def __init__(self) -> None:
+        self.cells = 0
+
+    def probs(self, batch):
+        self.cells += sum(len(b) for b in batch)
+        out = []
+        for b in batch:
+            p = np.full((len(b), len(CLASSES)), 0.01 / (len(CLASSES) - 1), np.float32)
+            p[:, CLASSES.index("<")] = 0.99
+            out.append(p)
+        return out
+
+
+def test_the_other_types_view_is_searched_only_where_the_own_one_does_not_fit():
+    """A passport page rectified as a passport shows a two-line zone, which fits: its ID-1
+    fallback view is never searched (no cell of it is read). Rectified as an ID-1 card, the
+    two-line zone fits no ID-1 format: the passport fallback is searched and read too."""
+    import cv2
+
+    from processors.card.mrz.locate import band_maps
+    from processors.card.rectify import canonical_size
+    from processors.card.training.documents import REFERENCE_DATE, random_fields, render_document
+
+    rng = np.random.default_rng(21)
+    lines = compose(Format.TD3, **random_fields(rng, Format.TD3, REFERENCE_DATE))
+    face, _, _, _ = render_document(rng, Format.TD3, lines, px_per_mm=10.0)
+    grey = cv2.cvtColor(face, cv2.COLOR_BGR2GRAY)
+
+    def bands(doc_type):  # the page rectified to the type's canonical size (ISO/IEC 7810)
+        size = canonical_size(doc_type, 300)
+        page = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
+        return [cv2.warpPerspective(page, a, s, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                                    borderMode=cv2.BORDER_REPLICATE)
+                for a, s in band_maps(doc_type, size)]
+
+    def cells(*views):
+        rec = _Recorder()
+        MrzReader(rec).read([list(views)], TODAY)
+        return rec.cells
+
+    page, card = bands("passport"), bands("id_card")
+    alone = cells(View("passport", page))
+    assert alone > 0
+    assert cells(View("passport", page), View("id_card", card, fallback=True)) == alone
+    as_card = cells(View("id_card", card))
+    assert as_card > 0  # the zone is found there too, and read at TD3 and TD2 pitch
+    assert cells(View("id_card", card), View("passport", page, fallback=True)) == as_card + alone
+

@@ -129,10 +129,14 @@ class View:
         doc_type: ``id_card`` or ``passport``, the shape it was rectified to.
         bands: its bands, ``(h, w) uint8`` grey: the bottom as rectified, then the top turned
             (:func:`processors.card.mrz.locate.band_maps`).
+        fallback: searched only when no view before it shows a zone whose line count fits
+            that view's document type (:func:`fits`): the other type's rectification of a card
+            whose quad chose its type, in case the quad was wrong.
     """
 
     doc_type: str
     bands: Sequence[np.ndarray]
+    fallback: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +160,13 @@ def locate_zone(bands: Sequence[np.ndarray]) -> Zone | None:
             if len(lines) >= 2:
                 return Zone(k, lines, line_crops(band, lines))
     return None
+
+
+def fits(zone: Zone | None, doc_type: str) -> bool:
+    """A zone was found and a format its line count allows fits ``doc_type`` (a two-line zone
+    is TD2 or TD3, never on an ID-1 card)."""
+    return zone is not None and any(
+        fmt in FORMATS_FOR.get(doc_type, tuple(Format)) for fmt, _ in candidates(len(zone.crops)))
 
 
 def candidates(n_lines: int) -> list[tuple[Format, int]]:
@@ -322,7 +333,8 @@ class MrzReader:
         Args:
             docs: per document, the rectifications its zone is searched on (:class:`View`:
                 the document type as rectified, and its bands); more than one when the type is
-                in doubt, and the format read decides it.
+                in doubt, or chosen by the quad alone (the other type as a fallback view), and
+                the format read decides it.
             today: the date expiry is judged at (the result's ``processed_at``).
 
         Raises:
@@ -333,7 +345,10 @@ class MrzReader:
         batch = []
         for d, views in enumerate(docs):
             try:
-                found = [locate_zone(v.bands) for v in views]
+                found: list[Zone | None] = []
+                for v in views:
+                    done = any(fits(z, w.doc_type) for z, w in zip(found, views, strict=False))
+                    found.append(None if v.fallback and done else locate_zone(v.bands))
                 lines = [(vi, fmt, li, c) for vi, z in enumerate(found) if z is not None
                          for fmt, first in candidates(len(z.crops))
                          for li in range(first, len(z.crops))

@@ -64,6 +64,10 @@ REFERENCE_DATE = dt.date(2026, 12, 4)
 """Default date a set's expiry truth is judged at (``--today``)."""
 
 
+HAND_ON_MRZ_SHARE = 0.03
+"""Share of the MRZ band a hand must cover for ``hand_on_mrz``: a thumb across the band's
+height over 3 % of its width hides one or two characters of each line of a TD3 zone (44 across)."""
+
 @dataclass
 class DocTruth:
     """What was printed and how it was photographed (``manifest.json``, one per image).
@@ -85,6 +89,8 @@ class DocTruth:
         quad: the document's corners TL, TR, BR, BL in the photo (px).
         grey_copy: a black-and-white photocopy was photographed.
         glare_on_mrz: a glare spot saturates at least 10 % of the MRZ band.
+        hand_on_mrz: the hand holding the document (:func:`synth.holding_hand`) covers at
+            least :data:`HAND_ON_MRZ_SHARE` of the MRZ band.
         low_light: the light was scaled by this factor (1 = normal).
         has_portrait: the face carries a portrait photo.
         capture: ``photo`` (:func:`photograph`) or ``scan`` (:func:`scan`: a flatbed scan or a
@@ -106,6 +112,7 @@ class DocTruth:
     quad: list[list[float]] = field(default_factory=list)
     grey_copy: bool = False
     glare_on_mrz: bool = False
+    hand_on_mrz: bool = False
     low_light: float = 1.0
     has_portrait: bool = False
     capture: str = "photo"
@@ -298,7 +305,8 @@ _SIZES = ((1600, 1200), (1200, 1600), (1920, 1080), (1280, 960))
 
 def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, truth: DocTruth,
                band_px: float, size: tuple[int, int] | None = None,
-               glare_share: float = 0.15, grey_share: float = 0.1) -> np.ndarray:
+               glare_share: float = 0.15, grey_share: float = 0.1,
+               hand_share: float = 0.15) -> np.ndarray:
     """Photograph a document face (``truth`` is filled in: quad, DPI, tilt, light, glare).
 
     Args:
@@ -309,6 +317,8 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         glare_share: share of photos with a glare spot on the document (40 % of them over the
             MRZ band).
         grey_share: share of grey photocopies.
+        hand_share: share of photos with the document held in a hand
+            (:func:`processors.card.training.synth.holding_hand`).
 
     Returns:
         The photo, ``(H, W, 3) uint8`` BGR (JPEG-compressed once).
@@ -332,8 +342,11 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     truth.dpi = round(effective_dpi(quad, doc_mm), 2)
     bg = background(rng, W, H)
     img = composite(bg, face, alpha, quad)
-    if rng.random() < 0.15:
-        img = holding_hand(img, quad, rng)
+    hand = None
+    if rng.random() < hand_share:
+        held = holding_hand(img, quad, rng)
+        hand = np.any(held != img, axis=2).astype(np.uint8)
+        img = held
     out: np.ndarray = img.astype(np.float32)
     gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
     a = rng.uniform(0, 2 * np.pi)
@@ -365,6 +378,8 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     sat = cv2.inRange(out, (250, 250, 250), (255, 255, 255))
     n_band = max(cv2.countNonZero(band), 1)
     truth.glare_on_mrz = cv2.countNonZero(cv2.bitwise_and(sat, sat, mask=band)) / n_band >= 0.1
+    truth.hand_on_mrz = (hand is not None and cv2.countNonZero(hand & band) / n_band
+                         >= HAND_ON_MRZ_SHARE)
     if rng.random() < 0.6:
         out = cv2.GaussianBlur(out, (0, 0), rng.uniform(0.3, 1.2))
     noise = rng.uniform(1, 5) * (2.0 if light < 0.6 else 1.0)
@@ -397,8 +412,8 @@ def scan(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
 def document(rng: np.random.Generator, fmt: Format | None = None,
              today: dt.date = REFERENCE_DATE, invalid_share: float = 0.05,
              expired_share: float = 0.2, size: tuple[int, int] | None = None,
-             glare_share: float = 0.15, grey_share: float = 0.1, capture: str = "photo"
-             ) -> tuple[np.ndarray, DocTruth]:
+             glare_share: float = 0.15, grey_share: float = 0.1, capture: str = "photo",
+             hand_share: float = 0.15) -> tuple[np.ndarray, DocTruth]:
     """One photographed (``capture`` ``photo``) or scanned (``scan``, :func:`scan`) document
     and its truth (``fmt`` None: TD3 45 %, TD1 35 %, TD2 20 %)."""
     if fmt is None:
@@ -417,7 +432,7 @@ def document(rng: np.random.Generator, fmt: Format | None = None,
     if capture == "scan":
         return scan(rng, face, alpha, truth), truth
     img = photograph(rng, face, alpha, truth, MRZ_BAND_MM[fmt] * FACE_PX_PER_MM, size,
-                     glare_share, grey_share)
+                     glare_share, grey_share, hand_share)
     return img, truth
 
 
