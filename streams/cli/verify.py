@@ -21,7 +21,10 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print the figures as one J
 def _evaluate(what: str, set_dir: Path, batch: int, real: Path | None = None,
               given_quads: bool = False) -> dict:
     from processors.card.evaluation import evaluate, mrz_given_quads
+    from streams.logs import configure_logging
+    from streams.settings import load_settings
 
+    configure_logging(load_settings().log_level)  # JSON lines on stderr; stdout: the figures
     try:
         if given_quads:
             return mrz_given_quads(set_dir, batch)
