@@ -124,6 +124,8 @@ def test_bad_input_gets_a_code_or_no_mrz(results, name):
     assert (not m["found"]) or (codes & mrz_codes), (name, m, codes)
     if "reason" in want:
         assert want["reason"] in codes, (name, codes)
+    if name == "td3_on_id1":  # an unreadable zone on the fallback view leaves the quad's type
+        assert o.payload["doc_type"] == "id_card", o.payload["doc_type"]
 
 
 def test_values_only_when_asked_and_allowed():

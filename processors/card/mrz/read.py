@@ -133,7 +133,8 @@ class View:
             (:func:`processors.card.mrz.locate.band_maps`).
         fallback: searched only when no view before it shows a zone whose line count fits
             that view's document type (:func:`fits`): the other type's rectification of a card
-            whose quad chose its type, in case the quad was wrong.
+            whose quad chose its type, in case the quad was wrong. It decides the type only
+            with a readable zone.
     """
 
     doc_type: str
@@ -401,5 +402,8 @@ class MrzReader:
             return NOT_FOUND
         zone = zones[vi]
         assert zone is not None  # a view read has a zone
-        return replace(judge(fmt, reads, views[vi].doc_type, today), turned=zone.band == 1,
-                       doc_type=views[vi].doc_type)
+        got = judge(fmt, reads, views[vi].doc_type, today)
+        # a fallback view decides the type only with a readable zone: an unreadable one on it
+        # (a TD3 zone printed on an ID-1 card) leaves the type the quad chose
+        doc = views[vi].doc_type if got.readable or not views[vi].fallback else views[0].doc_type
+        return replace(got, turned=zone.band == 1, doc_type=doc)
