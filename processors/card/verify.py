@@ -146,8 +146,8 @@ class Verifier:
     @staticmethod
     def views(cards: Sequence[CardView], pixels: PixelBackend) -> list[list[View]]:
         """Per card, the rectifications its MRZ is searched on (its own, then the
-        ``alternative``, a fallback view unless the type is ``in_doubt``), each with its two bands (grey ``uint8``), all warped in one call of
-        the card processor's pixel backend."""
+        ``alternative``, a fallback view unless the type is ``in_doubt``), each with its two
+        bands (grey ``uint8``), all warped in one call of the card processor's pixel backend."""
         per = [[(c.doc_type, c.homography, c.size, False)]
                + ([(*c.alternative, not c.in_doubt)] if c.alternative is not None else [])
                for c in cards]

@@ -24,7 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from nvidia import nvimgcodec  # needs a CUDA device and driver
+try:
+    from nvidia import nvimgcodec  # needs a CUDA device and driver
+except ImportError as e:  # no ``nvidia`` namespace, or one from other CUDA wheels without it
+    raise ModuleNotFoundError("No module named 'nvidia.nvimgcodec'",
+                              name="nvidia.nvimgcodec") from e
 
 from processors.gpu.device import DeviceImage
 

@@ -25,8 +25,8 @@ Outcomes: no zone (``found`` False: fewer than two lines, or no format read with
 character probability of :data:`MIN_CONFIDENCE`: print that is not an OCR-B zone);
 ``MRZ_UNREADABLE`` (a zone whose reads hold too many uncertain characters, an uncertain one
 where no check digit could catch it (:data:`UNCHECKED_MIN`), each judged by its probability
-among the characters its position allows (:func:`typed_confidence`), or a format that does not fit the
-document's size, e.g. a TD3 zone on an ID-1 card);
+among the characters its position allows (:func:`typed_confidence`), or a format that does not
+fit the document's size, e.g. a TD3 zone on an ID-1 card);
 ``MRZ_CHECK_DIGIT`` (read, a check digit fails); ``DOCUMENT_EXPIRED`` (read, the expiry's check
 digit valid and the date before ``today``).
 """
