@@ -74,10 +74,15 @@ def build_processor(today: dt.date, device: str = "cpu", mrz_file: Path | None =
                          clock=lambda: when)
 
 
-def run(proc: Any, files: Sequence[Path], batch: int, options: dict[str, Any]
-        ) -> tuple[list[Outcome | None], float]:
+def run(proc: Any, files: Sequence[Path], batch: int, options: dict[str, Any],
+        strict: bool = False) -> tuple[list[Outcome | None], float]:
     """Outcomes of ``files`` (None for a file refused by the header probe) and the process CPU
-    seconds the processing took."""
+    seconds the processing took.
+
+    Raises:
+        EvalSetError: ``strict`` and a file cannot be read or is no image (a set's manifest
+            lists it: the set is broken, and scoring it as a miss would hide that).
+    """
     items: list[Item] = []
     index: list[int] = []
     for k, f in enumerate(files):
@@ -86,7 +91,10 @@ def run(proc: Any, files: Sequence[Path], batch: int, options: dict[str, Any]
                                                                      DecodeSettings()),
                               options=options))
             index.append(k)
-        except DecodeError:
+        except (DecodeError, OSError) as e:
+            if strict:
+                raise EvalSetError(f"the manifest lists {f.name}, which cannot be read "
+                                   f"({type(e).__name__})") from e
             continue
     t0 = time.process_time()
     outs = list(process_in_buckets(proc, items, batch))
@@ -127,13 +135,12 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
         wrong_valid = bool(m.get("valid")) and not all(ok_fields[f] for f in FIELDS)
         wbv += wrong_valid
         expired_ok += m.get("expired") == t["expired"]
-        for group, key in ((by_format, t["format"]),
-                           (by_cover, "+".join(k for k in ("glare", "hand")
-                                               if t.get(f"{k}_on_mrz")) or "clear")):
+        cover = "+".join(k for k in ("glare", "hand") if t.get(f"{k}_on_mrz")) or "clear"
+        for group, key in ((by_format, t["format"]), (by_cover, cover)):
             group.setdefault(key, [0, 0])
             group[key][0] += 1
             group[key][1] += right
-        rows.append({"file": d["file"], "format": t["format"], "exact": right,
+        rows.append({"file": d["file"], "format": t["format"], "cover": cover, "exact": right,
                      "found": bool(m.get("found")), "readable": bool(m.get("readable")),
                      "valid": bool(m.get("valid")), "wrong_but_valid": wrong_valid,
                      "corrected": bool(m.get("corrected")),
@@ -220,7 +227,8 @@ def mrz_given_quads(set_dir: Path, batch: int = 8, mrz_file: Path | None = None
         t0 = time.process_time()
         bands = []
         for d in part:
-            grey = cv2.imread(str(Path(set_dir) / d["file"]), cv2.IMREAD_GRAYSCALE)
+            path = Path(set_dir) / d["file"]
+            grey = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE) if path.is_file() else None
             if grey is None:
                 raise EvalSetError(f"the manifest lists {d['file']}, which cannot be read")
             size = canonical_size(d["truth"]["doc_type"], 300)
@@ -239,9 +247,9 @@ def mrz_given_quads(set_dir: Path, batch: int = 8, mrz_file: Path | None = None
             outs.append(Outcome(upload_id="", status=Status.ACCEPTED, reasons=r.reasons,
                                 payload={"mrz": r.payload(values=True)}))
     n = max(len(docs), 1)
-    return {**mrz_summary(docs, outs), "pipeline_cpu_ms_per_document": float("nan"),
-            "mrz_cpu_ms_per_document": cpu * 1000.0 / n, "quality_cpu_ms_per_document": 0.0,
-            "portrait_cpu_ms_per_document": 0.0, "batch": batch}
+    return {**mrz_summary(docs, outs), "pipeline_cpu_ms_per_document": None,
+            "mrz_cpu_ms_per_document": cpu * 1000.0 / n, "quality_cpu_ms_per_document": None,
+            "portrait_cpu_ms_per_document": None, "batch": batch}
 
 
 def _real_files(folder: Path) -> list[Path]:
@@ -259,7 +267,7 @@ def evaluate(what: str, set_dir: Path, batch: int = 8, real: Path | None = None,
     files = [Path(set_dir) / d["file"] for d in docs]
     v = proc.verifier
     before = dict(v.cpu_ms)
-    outs, cpu = run(proc, files, batch, {"doc_type": "auto", "mrz_values": True})
+    outs, cpu = run(proc, files, batch, {"doc_type": "auto", "mrz_values": True}, strict=True)
     n = max(len(files), 1)
     step = {k: (v.cpu_ms[k] - before[k]) / n for k in v.cpu_ms}
     timing = {"pipeline_cpu_ms_per_document": cpu * 1000.0 / n,
@@ -297,11 +305,22 @@ def table(what: str, r: dict[str, Any]) -> str:
                  f"  false positives {r['photocopy_false_positive']:.3f} "
                  f"(colour {r['colour_documents']}); real cards {r['real_cards']}: "
                  f"{r['real_photocopy_false_positive']} flagged"]
-    lines.append(f"CPU ms per document: pipeline {r['pipeline_cpu_ms_per_document']:.1f}  "
-                 f"mrz {r['mrz_cpu_ms_per_document']:.1f}  quality "
-                 f"{r['quality_cpu_ms_per_document']:.2f}  portrait "
-                 f"{r['portrait_cpu_ms_per_document']:.1f} (batch {r['batch']})")
+    def ms(key: str, digits: int = 1) -> str:
+        v = r[key]
+        return "not run" if v is None else f"{v:.{digits}f}"
+
+    lines.append(f"CPU ms per document: pipeline {ms('pipeline_cpu_ms_per_document')}  "
+                 f"mrz {ms('mrz_cpu_ms_per_document')}  quality "
+                 f"{ms('quality_cpu_ms_per_document', 2)}  portrait "
+                 f"{ms('portrait_cpu_ms_per_document')} (batch {r['batch']})")
     return "\n".join(lines)
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise ValueError("must be at least 1")
+    return n
 
 
 def main() -> None:
@@ -311,7 +330,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=["mrz", "quality"])
     ap.add_argument("--set", type=Path, required=True, dest="set_dir")
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--batch", type=_positive, default=8)
     ap.add_argument("--real", type=Path, default=None)
     ap.add_argument("--mrz-model", type=Path, default=None)
     ap.add_argument("--json", action="store_true")

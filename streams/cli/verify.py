@@ -14,13 +14,14 @@ from streams.cli.card import eval_app
 SetDir = Annotated[Path, typer.Option(
     "--set", help="Folder written by `python -m processors.card.training.documents --out DIR` "
                   "(photos and manifest.json with each document's truth).")]
-Batch = Annotated[int, typer.Option(help="Uploads per batch (the worker's batch sizes).")]
+Batch = Annotated[int, typer.Option(min=1, help="Uploads per batch (the worker's batch sizes).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")]
 
 
 def _evaluate(what: str, set_dir: Path, batch: int, real: Path | None = None,
               given_quads: bool = False) -> dict:
     from processors.card.evaluation import evaluate, mrz_given_quads
+    from processors.errors import EvalSetError
     from streams.logs import configure_logging
     from streams.settings import load_settings
 
@@ -29,7 +30,7 @@ def _evaluate(what: str, set_dir: Path, batch: int, real: Path | None = None,
         if given_quads:
             return mrz_given_quads(set_dir, batch)
         return evaluate(what, set_dir, batch, real)
-    except ValueError as e:
+    except (ValueError, EvalSetError) as e:  # not a set, or a broken one: a usage error
         raise typer.BadParameter(str(e), param_hint="--set") from e
 
 
@@ -43,9 +44,13 @@ def eval_mrz(set_dir: SetDir, batch: Batch = 8, as_json: AsJson = False,
     the share of documents read exactly (format, every field, every check digit's validity as
     printed), the field-level rates, the wrong-but-valid rate (a read that passes every check
     digit yet differs from the document) and CPU ms per document (whole pipeline, MRZ step).
-    A folder that is not a documents set is a usage error (exit 2)."""
+    A folder that is not a documents set, or one whose manifest lists a file that is missing or
+    no image, is a usage error (exit 2), as is a `--rows` path in no folder (checked first)."""
     from processors.card.evaluation import table
 
+    if rows is not None and (rows.is_dir() or not rows.parent.is_dir()):
+        # checked first: a path found bad after the run would lose its figures
+        raise typer.BadParameter(f"{rows} is a folder or lies in no folder", param_hint="--rows")
     r = _evaluate("mrz", set_dir, batch, given_quads=given_quads)
     per_doc = r.pop("rows", [])
     if rows is not None:

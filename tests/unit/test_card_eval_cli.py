@@ -16,7 +16,10 @@ def test_eval_mrz_and_quality_on_a_tiny_set(tmp_path):
     r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path), "--given-quads",
                                  "--json", "--rows", str(tmp_path / "rows.jsonl")])
     assert r.exit_code == 0, r.output
-    res = json.loads(r.stdout)  # stdout holds the figures alone (log lines go to stderr)
+    # stdout holds the figures alone (log lines go to stderr), strict JSON: a figure the reader
+    # alone does not measure is null, not NaN
+    res = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+    assert res["pipeline_cpu_ms_per_document"] is None and res["mrz_cpu_ms_per_document"] > 0
     assert res["documents"] == 2
     assert 0.0 <= res["exact"] <= res["found"] <= 1.0
     assert set(res["fields"]) >= {"document_number", "birth_date", "checks", "format"}
@@ -27,7 +30,8 @@ def test_eval_mrz_and_quality_on_a_tiny_set(tmp_path):
         k: covers.count(k) for k in set(covers)}
     assert res["exact"] == pytest.approx(
         sum(v["n"] * v["exact"] for v in res["by_cover"].values()) / 2)
-    assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 2
+    rows = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert [x["cover"] for x in rows] == covers
     q = CliRunner().invoke(app, ["eval", "quality", "--set", str(tmp_path), "--json"])
     assert q.exit_code == 0, q.output
     qr = json.loads(q.stdout)  # the pipeline's card_warm_up log line is on stderr
@@ -39,3 +43,32 @@ def test_eval_mrz_refuses_a_folder_that_is_not_a_set(tmp_path):
     r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path)])
     assert r.exit_code == 2
     assert "not a documents set" in r.output
+
+
+@pytest.mark.parametrize("given", [[], ["--given-quads"]])
+def test_eval_mrz_refuses_a_set_whose_files_are_missing_or_no_images(tmp_path, given):
+    """A broken set is a usage error in both modes (exit 2, the file named), never a traceback
+    nor a file silently scored as a miss."""
+    write_set(tmp_path, 2, seed=7)
+    files = sorted(tmp_path.glob("*.jpg"))
+    files[0].write_bytes(b"not an image at all")
+    def said(r) -> str:  # the error box's text, unwrapped
+        return " ".join(r.output.replace("│", " ").split())
+
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path), *given])
+    assert r.exit_code == 2, r.output
+    assert f"the manifest lists {files[0].name}, which cannot be read" in said(r)
+    files[0].unlink()
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path), *given])
+    assert r.exit_code == 2 and files[0].name in said(r), r.output
+
+
+@pytest.mark.parametrize("args", [["--batch", "0"], ["--batch", "-1"],
+                                  ["--rows", "/nonexistent/dir/rows.jsonl"], ["--rows", "."]])
+def test_eval_mrz_refuses_bad_options_before_it_runs(tmp_path, args):
+    write_set(tmp_path, 1, seed=7)
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path), "--given-quads", *args])
+    assert r.exit_code == 2, r.output
+    assert args[0] in r.output  # the option named, not --set
+    assert "Traceback" not in r.output
+
