@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
 
@@ -21,15 +21,23 @@ _MODEL_HELP = ("ONNX file to use instead of the pinned card model, e.g. the outp
 
 
 def _text(row: Mapping[str, Any]) -> str:
-    """`` doc_type=id_card conf=0.97 -> FILE``."""
+    """`` doc_type=id_card conf=0.97 mrz=TD1:valid -> FILE`` (``mrz=`` where a card was
+    judged: its format and ``valid``, ``invalid`` or ``unreadable``, or ``none``)."""
     conf = "-" if row["confidence"] is None else row["confidence"]
     done = f" -> {row['rectified']}" if row["rectified"] else ""
-    return f" doc_type={row['doc_type']} conf={conf}{done}"
+    m = row.get("mrz")
+    zone = ""
+    if m:
+        verdict = ("valid" if m["valid"] else "invalid") if m["readable"] else "unreadable"
+        zone = f" mrz={m['format']}:{verdict}" if m["found"] else " mrz=none"
+    return f" doc_type={row['doc_type']} conf={conf}{zone}{done}"
 
 
-VIEW = View(columns=("quad", "confidence", "doc_type", "rectified"), text=_text,
-            blank={"doc_type": "unknown"})  # as the results topic says it
+VIEW = View(columns=("quad", "confidence", "doc_type", "rectified", "quality", "mrz"),
+            text=_text, blank={"doc_type": "unknown"})  # as the results topic says it
 """A ``card`` row: the card payload's fields, ``rectified`` the file written."""
+
+Profile = Literal["strict", "normal", "relaxed"]
 
 
 def card(
@@ -43,6 +51,12 @@ def card(
     doc_type: DocTypeHint | None = typer.Option(
         None, help="id_card | passport | auto (by aspect ratio); default: the setting "
         f"CARDSTREAM_CARD__DOC_TYPE ({CardSettings().doc_type})."),
+    profile: Profile | None = typer.Option(
+        None, help="strict | normal | relaxed: which capture-quality and MRZ findings reject "
+        "(the upload option profile); default: the setting (below)."),
+    mrz_values: bool = typer.Option(
+        False, "--mrz-values", help="Put the MRZ's field values (names, numbers, dates) into "
+        "the row's mrz (the upload option mrz_values), where the setting allows it (below)."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     batch: int = typer.Option(8, help="Batch size of the localisation model call."),
     model: Path | None = typer.Option(None, "--model", help=_MODEL_HELP),
@@ -55,7 +69,10 @@ def card(
     "confidence", "doc_type" (``id_card`` or ``passport`` for a card that was measured,
     also when it is then rejected as PARTIAL_CARD, BLURRY or GLARE; ``unknown`` for NO_CARD,
     CARD_TOO_SMALL, MULTIPLE_CARDS and files refused by decoding, as in the results topic),
-    "rectified" (path written under --out, or null)}``. Files
+    "rectified" (path written under --out, or null), "quality" and "mrz" (the verification,
+    as in the results topic: null for a card not found or a file refused)}``. The profile's
+    default is the setting CARDSTREAM_CARD__VERIFY__PROFILE; MRZ values appear only where
+    CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED is on (off by default). Files
     refused by safe decoding are ``rejected`` with the decoding reason, and files that cannot be
     read are ``rejected`` with OBJECT_NOT_FOUND (as a missing claim-check object in the stream);
     both carry ``"error"`` (the decoder's message, or the ``OSError`` class and text) when
@@ -66,8 +83,9 @@ def card(
     """
     from streams.cli.files import run_command
 
-    run_command("card", VIEW, images, {"doc_type": doc_type and str(doc_type)}, out=out,
-                as_json=as_json, device=device, batch=batch, model=model)
+    run_command("card", VIEW, images, {"doc_type": doc_type and str(doc_type),
+                                        "profile": profile, "mrz_values": mrz_values or None},
+                out=out, as_json=as_json, device=device, batch=batch, model=model)
 
 
 @eval_app.command("card")

@@ -42,9 +42,11 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
     rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
     assert [Path(x["file"]).name for x in rows] == ["card.jpg", "notes.txt"]
     assert set(rows[0]) == {"file", "status", "reasons", "quad", "confidence", "doc_type",
-                            "rectified"}
+                            "rectified", "quality", "mrz"}
+    assert rows[0]["quality"]["dpi"] > 0 and rows[0]["mrz"]["found"] is False  # no zone printed
     assert rows[1]["status"] == "rejected" and rows[1]["reasons"] == ["UNSUPPORTED_FORMAT"]
     assert rows[1]["quad"] is None and rows[1]["rectified"] is None
+    assert rows[1]["quality"] is None and rows[1]["mrz"] is None
     assert rows[1]["doc_type"] == "unknown"  # as the results topic says it
     assert rows[1]["error"].startswith("unknown magic bytes (12 bytes)")
     empty = tmp_path / "empty.jpg"
@@ -68,6 +70,29 @@ def test_card_json_lines_with_decode_rejection(app, tmp_path):
     noted = CliRunner().invoke(app, ["card", str(img)])
     assert noted.exit_code == 0  # annotations do not reject under the default profile
     assert noted.output.startswith(f"{img}: accepted LOW_RESOLUTION doc_type=id_card conf=")
+    strict = CliRunner().invoke(app, ["card", "--profile", "strict", str(img)])
+    assert strict.exit_code == 1  # the upload option profile: strict rejects it
+    assert strict.output.startswith(f"{img}: rejected LOW_RESOLUTION doc_type=id_card conf=")
+    assert " mrz=none" in strict.output
+
+
+def test_card_shows_the_mrz_and_its_values_only_when_asked_and_allowed(app, tmp_path):
+    from processors.card.training.documents import write_set
+
+    write_set(tmp_path, 1, seed=9)  # a TD2 page that reads valid
+    img = str(next(tmp_path.glob("*.jpg")))
+    allowed = {"CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED": "true"}
+
+    def mrz(*args, env=None):
+        r = CliRunner().invoke(app, ["card", "--json", *args, img], env=env)
+        return json.loads(r.stdout)["mrz"]
+
+    shown = mrz("--mrz-values", env=allowed)
+    assert shown["valid"] and shown["values"]["document_number"]
+    assert "values" not in mrz("--mrz-values")  # asked, not allowed
+    assert "values" not in mrz(env=allowed)  # allowed, not asked
+    text = CliRunner().invoke(app, ["card", img]).output
+    assert f" mrz={shown['format']}:valid" in text
 
 
 def test_eval_card_prints_per_kind_summary(app, tmp_path):
