@@ -37,6 +37,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from processors.base import Item, Outcome, process_in_buckets
 from processors.decode import DecodeSettings, probe_image
 from processors.errors import DecodeError, EvalSetError
@@ -51,13 +53,41 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
 
     Raises:
         ValueError: no ``manifest.json`` with ``documents`` (not a documents set).
+        EvalSetError: the manifest lists no document, or a document that is not an object with
+            a ``file`` (a name in the set's folder, listed once) and a ``truth`` object with
+            the fields scored.
     """
     try:
         man = json.loads((Path(set_dir) / "manifest.json").read_text())
-        return list(man["documents"]), dt.date.fromisoformat(man["today"])
+        docs, today = man["documents"], dt.date.fromisoformat(man["today"])
+        if not isinstance(docs, list):
+            raise TypeError("documents is not a list")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{set_dir}/manifest.json is not a documents set ({type(e).__name__}): "
                          "write one with `python -m processors.card.training.documents`") from e
+    if not docs:
+        raise EvalSetError(f"{set_dir}/manifest.json lists no document")
+    seen: set[str] = set()
+    for k, d in enumerate(docs):
+        name = d.get("file") if isinstance(d, dict) else None
+        if (not isinstance(name, str) or not name or Path(name).name != name
+                or name in (".", "..") or name in seen):
+            raise EvalSetError(f"document {k} of the manifest has no file name of the set's own "
+                               "folder, or one listed before")
+        seen.add(name)
+        truth = d.get("truth")
+        if (not isinstance(truth, dict) or not all(f in truth for f in TRUTH_FIELDS)
+                or not isinstance(truth["fields"], dict)
+                or np.asarray(truth["quad"], dtype=object).shape != (4, 2)):
+            raise EvalSetError(f"the manifest's {name} has no truth with "
+                               + ", ".join(TRUTH_FIELDS) + " (a quad of 4 corners)")
+    return docs, today
+
+
+TRUTH_FIELDS = ("format", "doc_type", "fields", "checks", "expired", "quad", "dpi", "tilt_deg",
+                "grey_copy")
+"""What each document's truth must hold to be scored (:func:`mrz_summary`,
+:func:`quality_summary`, and the true corners of ``--given-quads``)."""
 
 
 def build_processor(today: dt.date, device: str = "cpu", mrz_file: Path | None = None):  # noqa: ANN201
@@ -121,7 +151,7 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
     for d, o in zip(docs, outs, strict=True):
         t, m = d["truth"], _mrz(o)
         vals = m.get("values") or {}
-        ok_fields = {f: vals.get(f) == t["fields"][f] for f in FIELDS}
+        ok_fields = {f: vals.get(f) == t["fields"].get(f) for f in FIELDS}
         ok_fields["format"] = m.get("format") == t["format"]
         ok_fields["checks"] = m.get("checks") == t["checks"]
         for f, v in ok_fields.items():

@@ -45,17 +45,42 @@ def eval_mrz(set_dir: SetDir, batch: Batch = 8, as_json: AsJson = False,
     printed), the field-level rates, the wrong-but-valid rate (a read that passes every check
     digit yet differs from the document) and CPU ms per document (whole pipeline, MRZ step).
     A folder that is not a documents set, or one whose manifest lists a file that is missing or
-    no image, is a usage error (exit 2), as is a `--rows` path in no folder (checked first)."""
+    no image, or that lists no document, is a usage error (exit 2), as is a `--rows` path that
+    cannot be written or is a file of the set (checked before the run)."""
     from processors.card.evaluation import table
 
-    if rows is not None and (rows.is_dir() or not rows.parent.is_dir()):
-        # checked first: a path found bad after the run would lose its figures
-        raise typer.BadParameter(f"{rows} is a folder or lies in no folder", param_hint="--rows")
-    r = _evaluate("mrz", set_dir, batch, given_quads=given_quads)
+    made = rows is not None and _writable_rows(rows, set_dir)
+    try:
+        r = _evaluate("mrz", set_dir, batch, given_quads=given_quads)
+    except BaseException:
+        if made and rows is not None:
+            rows.unlink(missing_ok=True)  # the empty file the check opened
+        raise
     per_doc = r.pop("rows", [])
     if rows is not None:
         rows.write_text("".join(json.dumps(x) + "\n" for x in per_doc))
     typer.echo(json.dumps(r) if as_json else table("mrz", r))
+
+
+def _writable_rows(rows: Path, set_dir: Path) -> bool:
+    """Check ``--rows`` before the run (a path found bad after it would lose the figures): not
+    a file of the set, and open for writing. Returns whether the check made the file.
+
+    Raises:
+        typer.BadParameter: a file of the set, a folder, or a path that cannot be written.
+    """
+    if rows.resolve().parent == set_dir.resolve() and (rows.name == "manifest.json"
+                                                       or rows.exists()):
+        raise typer.BadParameter(f"{rows} is a file of the set; it would be overwritten",
+                                 param_hint="--rows")
+    existed = rows.exists()
+    try:
+        with rows.open("a"):
+            pass
+    except OSError as e:
+        raise typer.BadParameter(f"{rows} cannot be written ({type(e).__name__})",
+                                 param_hint="--rows") from e
+    return not existed
 
 
 def eval_quality(set_dir: SetDir, batch: Batch = 8, as_json: AsJson = False,

@@ -64,11 +64,49 @@ def test_eval_mrz_refuses_a_set_whose_files_are_missing_or_no_images(tmp_path, g
 
 
 @pytest.mark.parametrize("args", [["--batch", "0"], ["--batch", "-1"],
-                                  ["--rows", "/nonexistent/dir/rows.jsonl"], ["--rows", "."]])
+                                  ["--rows", "/nonexistent/dir/rows.jsonl"], ["--rows", "."],
+                                  ["--rows", "{set}/manifest.json"],
+                                  ["--rows", "{set}/doc_7_0000.jpg"],
+                                  ["--rows", "/proc/rows.jsonl"], ["--rows", "{tmp}/dangling"]])
 def test_eval_mrz_refuses_bad_options_before_it_runs(tmp_path, args):
-    write_set(tmp_path, 1, seed=7)
-    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path), "--given-quads", *args])
+    """Refused before the run (exit 2, the option named): a --rows path found bad after it
+    would lose the figures, and one in the set would overwrite the set."""
+    s = tmp_path / "set"
+    write_set(s, 1, seed=7)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "rows.jsonl")
+    before = {p.name: p.read_bytes() for p in s.iterdir()}
+    args = [a.format(set=s, tmp=tmp_path) for a in args]
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(s), "--given-quads", *args])
     assert r.exit_code == 2, r.output
     assert args[0] in r.output  # the option named, not --set
     assert "Traceback" not in r.output
+    assert {p.name: p.read_bytes() for p in s.iterdir()} == before  # the set untouched
+
+
+def _manifest(tmp_path, edit):
+    write_set(tmp_path, 2, seed=7)
+    m = json.loads((tmp_path / "manifest.json").read_text())
+    edit(m)
+    (tmp_path / "manifest.json").write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: m.update(documents=[]),
+    lambda m: m.update(documents={"a": 1}),
+    lambda m: m["documents"][0].pop("file"),
+    lambda m: m["documents"][0].update(file=42),
+    lambda m: m["documents"][0].update(file="/etc/passwd"),
+    lambda m: m["documents"][0].update(file=""),
+    lambda m: m["documents"][1].update(file=m["documents"][0]["file"]),
+    lambda m: m["documents"][0].pop("truth"),
+    lambda m: m["documents"][0].update(truth=None),
+    lambda m: m["documents"][0]["truth"].update(quad=[[0, 0], [1, 1]]),
+], ids=["none", "not-a-list", "no-file", "file-42", "outside", "empty-name", "listed-twice",
+        "no-truth", "truth-null", "two-corners"])
+@pytest.mark.parametrize("given", [[], ["--given-quads"]])
+def test_eval_mrz_refuses_a_malformed_manifest(tmp_path, edit, given):
+    _manifest(tmp_path, edit)
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path), *given])
+    assert r.exit_code == 2, r.output
+    assert "--set" in r.output and "Traceback" not in r.output
 
