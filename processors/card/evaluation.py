@@ -216,16 +216,16 @@ def quality_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | Non
     real_q = [o for o in real if o is not None and o.payload.get("quality") is not None]
     real_fp = sum("PHOTOCOPY" in [str(r) for r in o.reasons] for o in real_q)
 
-    def pct(xs: list[float], p: float) -> float:
-        return sorted(xs)[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
+    def pct(xs: list[float], p: float) -> float | None:  # None (JSON null): nothing measured
+        return sorted(xs)[min(len(xs) - 1, int(p * len(xs)))] if xs else None
 
     return {"documents": len(docs), "measured": measured,
             "dpi_within_5pct": dpi_ok / max(measured, 1),
             "dpi_rel_error_p50_p95": [pct(dpi_err, 0.5), pct(dpi_err, 0.95)],
             "tilt_within_2deg": tilt_ok / max(measured, 1),
             "tilt_error_deg_p50_p95": [pct(tilt_err, 0.5), pct(tilt_err, 0.95)],
-            "photocopy_recall": grey_hit / grey if grey else float("nan"), "grey_copies": grey,
-            "photocopy_false_positive": colour_hit / colour if colour else float("nan"),
+            "photocopy_recall": grey_hit / grey if grey else None, "grey_copies": grey,
+            "photocopy_false_positive": colour_hit / colour if colour else None,
             "colour_documents": colour,
             "real_cards": len(real_q), "real_photocopy_false_positive": real_fp,
             "real_colourfulness": [o.payload["quality"]["colourfulness"] for o in real_q]}
@@ -317,6 +317,10 @@ def evaluate(what: str, set_dir: Path, batch: int = 8, real: Path | None = None,
 
 def table(what: str, r: dict[str, Any]) -> str:
     """The figures as a few lines of text."""
+    def ms(key: str, digits: int = 1, absent: str = "not run") -> str:
+        v = r[key]
+        return absent if v is None else f"{v:.{digits}f}"
+
     if what == "mrz":
         lines = [f"documents {r['documents']}: exact {r['exact']:.3f}  found {r['found']:.3f}  "
                  f"readable {r['readable']:.3f}  wrong-but-valid {r['wrong_but_valid']:.4f}  "
@@ -331,13 +335,11 @@ def table(what: str, r: dict[str, Any]) -> str:
     else:
         lines = [f"documents {r['documents']} (measured {r['measured']}): DPI within 5 % "
                  f"{r['dpi_within_5pct']:.3f}  tilt within 2 deg {r['tilt_within_2deg']:.3f}",
-                 f"photocopy recall {r['photocopy_recall']:.3f} (grey copies {r['grey_copies']})"
-                 f"  false positives {r['photocopy_false_positive']:.3f} "
+                 f"photocopy recall {ms('photocopy_recall', 3, 'none')} (grey copies "
+                 f"{r['grey_copies']})  false positives "
+                 f"{ms('photocopy_false_positive', 3, 'none')} "
                  f"(colour {r['colour_documents']}); real cards {r['real_cards']}: "
                  f"{r['real_photocopy_false_positive']} flagged"]
-    def ms(key: str, digits: int = 1) -> str:
-        v = r[key]
-        return "not run" if v is None else f"{v:.{digits}f}"
 
     lines.append(f"CPU ms per document: pipeline {ms('pipeline_cpu_ms_per_document')}  "
                  f"mrz {ms('mrz_cpu_ms_per_document')}  quality "
