@@ -352,6 +352,25 @@ def test_backpressure_backlog_and_rate_limit(base_settings: Settings, tmp_path: 
     assert all(json.loads(line) for line in log.splitlines() if line.strip())  # JSON lines only
 
 
+def _until(page, expression: str, timeout_s: float = 15.0) -> None:  # noqa: ANN001
+    """Poll the JavaScript ``expression`` in ``page`` until it is truthy. Each poll is a fresh
+    evaluation from the test, which the page's Content-Security-Policy (no ``unsafe-eval``)
+    allows; Playwright's ``wait_for_function`` re-evaluates a string with ``eval`` inside the
+    page after its first poll, which that policy refuses (the test failed whenever the output
+    image had not loaded by the first poll).
+
+    Raises:
+        AssertionError: still falsy after ``timeout_s`` seconds.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout_s} s: {expression}")
+        page.wait_for_timeout(100)
+
+
 def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
     """The page loads, a card photo goes through to a shown verdict with its output image, and a
     file that is not an image shows the gateway's code; a phone-sized screenshot is kept."""
@@ -373,14 +392,13 @@ def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
             page.goto(stack.gateways[1].url + "/")
             assert page.title().startswith("cardstream")
             page.fill("#key", KEYS["alice"])
-            page.wait_for_function("document.querySelector('#size').options.length >= 5")
+            _until(page, "document.querySelector('#size').options.length >= 5")
             page.set_input_files("#file", str(photo))
             page.click("#send")
             page.wait_for_selector("#status.verdict", timeout=30_000)
             assert page.inner_text("#status") == "accepted"
             assert "alice." in page.inner_text("#values")
-            page.wait_for_function("document.querySelector('#output').naturalWidth > 0",
-                                   timeout=15_000)
+            _until(page, "document.querySelector('#output').naturalWidth > 0")
             page.screenshot(path=str(shots / "page-card-accepted.png"), full_page=True)
             page.check("input[value=id_photo]")
             assert page.is_visible("#size") and not page.is_visible("#doc_type")
