@@ -43,6 +43,10 @@ from schemas.reasons import DeadLetterCode, ReasonCode, Status, Task
 SCHEMA_VERSION: Final = 1
 
 
+ProfileName = Literal["strict", "normal", "relaxed"]
+"""A card upload's verification profile (``processors.card.policy.PROFILES``)."""
+
+
 class DocTypeHint(StrEnum):
     """Card upload option ``doc_type``: what the producer expects to be photographed."""
 
@@ -248,7 +252,7 @@ class CardOptions(_Closed):
     """
 
     doc_type: DocTypeHint | None = None
-    profile: Literal["strict", "normal", "relaxed"] | None = None
+    profile: ProfileName | None = None
     mrz_values: Annotated[bool, Strict()] | None = None
 
 

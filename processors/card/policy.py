@@ -26,14 +26,11 @@ Bounds, and where they come from:
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from processors.card.quality import Quality
+from schemas.models import ProfileName
 from schemas.reasons import ReasonCode
-
-ProfileName = Literal["strict", "normal", "relaxed"]
 
 QUALITY_CODES = (ReasonCode.LOW_RESOLUTION, ReasonCode.TOO_OBLIQUE, ReasonCode.TOO_DARK,
                  ReasonCode.TOO_BRIGHT, ReasonCode.PHOTOCOPY, ReasonCode.NO_PORTRAIT,

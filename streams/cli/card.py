@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import typer
 
 from processors.card.settings import CardSettings
-from schemas.models import DocTypeHint
+from schemas.models import DocTypeHint, ProfileName
 from streams.cli.files import View
 
 eval_app = typer.Typer(help="Evaluate a processor on a labelled image set.", no_args_is_help=True)
@@ -37,8 +37,6 @@ VIEW = View(columns=("quad", "confidence", "doc_type", "rectified", "quality", "
             text=_text, blank={"doc_type": "unknown"})  # as the results topic says it
 """A ``card`` row: the card payload's fields, ``rectified`` the file written."""
 
-Profile = Literal["strict", "normal", "relaxed"]
-
 
 def card(
     images: list[Path] = typer.Argument(..., metavar="IMAGE",
@@ -51,7 +49,7 @@ def card(
     doc_type: DocTypeHint | None = typer.Option(
         None, help="id_card | passport | auto (by aspect ratio); default: the setting "
         f"CARDSTREAM_CARD__DOC_TYPE ({CardSettings().doc_type})."),
-    profile: Profile | None = typer.Option(
+    profile: ProfileName | None = typer.Option(
         None, help="strict | normal | relaxed: which capture-quality and MRZ findings reject "
         "(the upload option profile); default: the setting (below)."),
     mrz_values: bool = typer.Option(
