@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,25 @@ class Verification:
         return out
 
 
+class _LazyBands(Sequence[np.ndarray]):
+    """A fallback view's bands (grey ``uint8``), warped by ``make`` on first use and kept."""
+
+    def __init__(self, make: Callable[[], list[np.ndarray]]) -> None:
+        self._make = make
+        self._bands: list[np.ndarray] | None = None
+
+    def _got(self) -> list[np.ndarray]:
+        if self._bands is None:
+            self._bands = self._make()
+        return self._bands
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204 - Sequence's int and slice forms
+        return self._got()[i]
+
+    def __len__(self) -> int:
+        return len(self._got())
+
+
 class Verifier:
     """The batched verification step (module doc).
 
@@ -147,24 +167,35 @@ class Verifier:
     def views(cards: Sequence[CardView], pixels: PixelBackend) -> list[list[View]]:
         """Per card, the rectifications its MRZ is searched on (its own, then the
         ``alternative``, a fallback view unless the type is ``in_doubt``), each with its two
-        bands (grey ``uint8``), all warped in one call of the card processor's pixel backend."""
-        per = [[(c.doc_type, c.homography, c.size, False)]
-               + ([(*c.alternative, not c.in_doubt)] if c.alternative is not None else [])
-               for c in cards]
-        maps = [[(t, h, band_maps(t, size), f) for t, h, size, f in p] for p in per]
-        hs = np.stack([h @ a for p in maps for _, h, m, _ in p for a, _ in m])
-        imgs = [c.image for c, p in zip(cards, maps, strict=True) for _, _, m, _ in p for _ in m]
-        sizes = [s for p in maps for _, _, m, _ in p for _, s in m]
-        warped = pixels.to_host(pixels.warp(imgs, hs, sizes))
-        grey = [cv2.cvtColor(w, cv2.COLOR_BGR2GRAY) for w in warped]
-        out, k = [], 0
-        for p in maps:
-            views = []
-            for t, _, m, f in p:
-                views.append(View(t, grey[k:k + len(m)], fallback=f))
+        bands (grey ``uint8``). The searched views are warped in one call of the card
+        processor's pixel backend; a fallback view's bands only when the reader first looks at
+        them (:class:`_LazyBands`), which most cards never need."""
+        def warp(jobs: Sequence[tuple[CardView, np.ndarray, list]]) -> list[list[np.ndarray]]:
+            if not jobs:
+                return []
+            hs = np.stack([h @ a for _, h, m in jobs for a, _ in m])
+            imgs = [c.image for c, _, m in jobs for _ in m]
+            sizes = [s for _, _, m in jobs for _, s in m]
+            grey = [cv2.cvtColor(w, cv2.COLOR_BGR2GRAY)
+                    for w in pixels.to_host(pixels.warp(imgs, hs, sizes))]
+            out, k = [], 0
+            for _, _, m in jobs:
+                out.append(grey[k:k + len(m)])
                 k += len(m)
-            out.append(views)
-        return out
+            return out
+
+        plans = []  # per card: (doc_type, card, homography, band maps, fallback) per view
+        for c in cards:
+            per = [(c.doc_type, c.homography, c.size, False)]
+            if c.alternative is not None:
+                per.append((*c.alternative, not c.in_doubt))
+            plans.append([(t, c, h, band_maps(t, size), f) for t, h, size, f in per])
+        now = iter(warp([(c, h, m) for p in plans for _, c, h, m, f in p if not f]))
+        def one(c: CardView, h: np.ndarray, m: list) -> list[np.ndarray]:
+            return warp([(c, h, m)])[0]
+
+        return [[View(t, _LazyBands(partial(one, c, h, m)) if f else next(now), fallback=f)
+                 for t, c, h, m, f in p] for p in plans]
 
     def verify(self, cards: Sequence[CardView], today: dt.date, pixels: PixelBackend
                ) -> list[Verification]:
