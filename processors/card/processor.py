@@ -85,10 +85,11 @@ class CardProcessor:
     as an upload that is already the document (a flatbed scan, a phone app's crop;
     :mod:`processors.card.scan`, ``scan_*`` settings); when it is one, its quad (the frame or
     the document within a thin plain margin) is verified like a photographed card, without
-    PARTIAL_CARD for the sides on the frame. A card found on less than
-    ``scan.INNER_CARD_AREA`` of the frame with a confidence below
-    ``scan.INNER_CARD_CONFIDENCE`` gives way to a document the scan path finds (the card path
-    took the portrait or a block of print of a scan).
+    PARTIAL_CARD for the sides on the frame. A suspect card (``scan.inner_suspect``: small and
+    unsure or not shaped like a document, or found with a confidence below
+    ``scan.MARGINED_CARD_CONFIDENCE``) gives way to the document the scan path finds where
+    ``scan.replaces`` says so (the card path took the portrait, a panel or a block of print of
+    a scan, or the scan with a corner astray).
     Verification (:mod:`processors.card.verify`, ``settings.verify``) of every card that got
     this far: capture-quality measures, the portrait and the MRZ, one batched call each for the
     batch; their codes (``LOW_RESOLUTION`` ... ``DOCUMENT_EXPIRED``) reject the result when the
@@ -254,26 +255,31 @@ class CardProcessor:
         det = _to_upload_px(det, image.scale)
         quad = det.quad
         if quad is None or self._no_card(det):
-            doc = self._as_scan(item, image, grey)
-            if doc is not None:
-                return doc
+            whole = self._as_scan(item, image, grey)
+            if whole is not None:
+                return whole
             if quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
                 return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
             blurred = self._blurry(grey)
             return self._unread(item, det, (ReasonCode.NO_CARD,)
                                 + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
+        doc: _Card | None = None
+        suspect = scan.inner_suspect(det)
+        if suspect:
+            # a scan whose card path may have taken a part of the document (its portrait, a
+            # panel, a block of print) or the document with a corner astray (scan.replaces)
+            doc = self._as_scan(item, image, grey)
+            if doc is not None and scan.replaces(doc.det, det):
+                return doc
         if _long_side(quad) < s.min_card_px:
             return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
         if det.second_quad is not None:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
         shape = _upload_shape(item, image)
         if self._partial(quad, shape):
-            return (self._as_scan(item, image, grey)
-                    or self._plan(item, det, quad, shape, [ReasonCode.PARTIAL_CARD]))
-        if det.area_frac < scan.INNER_CARD_AREA and det.confidence < scan.INNER_CARD_CONFIDENCE:
-            # a scan whose card path took a rectangle inside the document (its portrait, a
-            # block of print) with little confidence: the document overrides it
-            return self._as_scan(item, image, grey) or self._plan(item, det, quad, shape, [])
+            if not suspect:
+                doc = self._as_scan(item, image, grey)
+            return doc or self._plan(item, det, quad, shape, [ReasonCode.PARTIAL_CARD])
         return self._plan(item, det, quad, shape, [])
 
     def _plan(self, item: Item, det: Detection, quad: np.ndarray, shape: tuple[int, int],

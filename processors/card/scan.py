@@ -25,13 +25,17 @@ frame itself, geometrically, for the uploads the card path did not accept:
 
 A quad that passes is verified like a photographed card (BLURRY, GLARE, the orientation, the
 verification of :mod:`processors.card.verify` where present); PARTIAL_CARD does not apply to its
-sides on the frame (the frame *is* the document's edge there). Synthetic classes and figures:
-``processors/card/training/synth.py`` (``scan_sample``, ``frame_negative``) and MODEL.md, *Scans*.
+sides on the frame (the frame *is* the document's edge there), and those sides are squared to
+the found ones (:func:`complete_sides`: a scan has no perspective, and a page turned 1-2° and
+cut by the frame would otherwise warp with its print slanted). A card the card path found is
+checked against this path when it is suspect (:func:`inner_suspect`, :func:`replaces`).
+Synthetic classes and figures: ``processors/card/training/synth.py`` (``scan_sample``,
+``frame_negative``) and MODEL.md, *Scans*.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -39,6 +43,7 @@ import numpy as np
 
 from processors.card import geometry as geo
 from processors.card.detect import Detection
+from processors.card.metrics import quad_iou
 from processors.card.settings import CardSettings
 
 DOC_ASPECTS = (85.60 / 53.98, 125.0 / 88.0)
@@ -55,16 +60,42 @@ EDGE_CONTINUITY = 0.7
 """Share of a margin edge's length (64 probes) whose derivative has the edge's polarity and at
 least half its mean strength: a page's edge runs on unbroken, the baseline of a line of print
 (the MRZ's last line above plain paper) is broken by the gaps between characters."""
-INNER_CARD_AREA = 0.5
-"""A card the card path finds on less than this share of the frame, with a confidence below
-:data:`INNER_CARD_CONFIDENCE`, is checked against the scan path too: on a scan it may have taken
-the portrait or a block of print for the card, and the document the scan path finds replaces
-it. A card found with confidence is left alone (and the scan path's cost, about 20-50 ms of CPU,
-is not paid for it)."""
 INNER_CARD_CONFIDENCE = 0.85
-"""See :data:`INNER_CARD_AREA`. On the scan tuning set (seed 4401) the card path's inner quads
+"""A card the card path finds on less than :data:`INNER_CARD_AREA` of the frame with a
+confidence below this may be a part of a scanned document: the portrait or a block of print
+(:func:`inner_suspect`, :func:`replaces`). On the scan tuning set (seed 4401) such inner quads
 had confidence 0.53-0.80; the real cards in ``shared/cases`` 0.98-1.0, hand-held synthetic
 cards found above IoU 0.9 a median of 0.89."""
+INNER_CARD_AREA = 0.5
+"""See :data:`INNER_CARD_CONFIDENCE`; a card-path quad this small whose shape is no document
+format's (:data:`INNER_CARD_ASPECT_TOL`) is suspect at any confidence (on the MRZ scans the card
+path took the portrait, 35 x 45 mm, aspect 1.29, with a confidence of 0.94-1.0), and gives way
+to a document around it when it covers less than :data:`PORTRAIT_SHARE` of it."""
+PORTRAIT_SHARE = 0.2
+"""The largest share of the scan path's document a confident card-path quad in no document's
+shape may cover and be taken for the document's portrait (:func:`replaces`): ICAO Doc 9303's
+portrait, 32-45 mm tall, covers 0.13-0.15 of an ID-1 card or an ID-3 page. A card held over
+gravel and found at confidence 1.0 on 0.37 of the frame, its shape off by the perspective,
+covers 0.39 of the frame the scan path took for a document, and stays."""
+INNER_CARD_ASPECT_TOL = 0.06
+"""Relative distance of a card-path quad's aspect ratio from every document format's (ID-1
+1.586, ID-3 1.420) beyond which a small quad is suspect (:data:`INNER_CARD_AREA`); a portrait's
+1.29 lies 9 % from ID-3's, a card photographed at a slant mostly within 5 %."""
+MARGINED_CARD_CONFIDENCE = 0.9
+"""A card the card path finds with a confidence below this, at any size, gives way to a
+document the scan path finds by at least 3 margined edges (a scan on a lid or a crop with a
+thin margin) that encloses it or is the same document (:func:`replaces`): on the MRZ scans
+(seed 20261206) the card path took a coloured panel (confidence 0.85-0.885) or the document
+with a corner astray (0.69-0.76). Fewer margined edges are not enough evidence against a
+confident card: a photo of a card on a table, its frame cut to a document's shape by one found
+edge (the table's border), also passes :func:`judge` on the card's print."""
+INNER_CARD_SHARE = 0.92
+"""The largest share of the scan path's document a card-path quad inside it may cover and still
+be taken for a part of it (:func:`encloses`); above it the two are the same document and the
+card path's quad stands unless the document's margined edges say otherwise (:func:`replaces`)."""
+ENCLOSE_TOL = 0.02
+"""How far (share of the document's longer side) a card-path quad's corner may lie outside the
+scan path's document and still count as inside it (:func:`encloses`)."""
 ASPECT_STEP = 0.005
 """Aspect-ratio errors (relative) closer than this count as equal when choosing a quad."""
 LID_SPREAD = 25.0
@@ -321,11 +352,144 @@ def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
     return ScanVerdict(fq, ok, glyphs, conf)
 
 
+def _small_part(det: Detection) -> bool:
+    """A card-path detection that may be a part of a document: small, and unsure or not
+    shaped like a document (:data:`INNER_CARD_CONFIDENCE`, :data:`INNER_CARD_AREA`)."""
+    return det.area_frac < INNER_CARD_AREA and (
+        det.confidence < INNER_CARD_CONFIDENCE or _off_shape(det))
+
+
+def _off_shape(det: Detection) -> bool:
+    """The detection's aspect ratio lies more than :data:`INNER_CARD_ASPECT_TOL` from every
+    document format's."""
+    return _aspect_error(det.aspect) > INNER_CARD_ASPECT_TOL
+
+
+def inner_suspect(det: Detection) -> bool:
+    """True when the card path's detection ``det`` (upload px) may be a part of a scanned
+    document rather than a card, so that the processor asks the scan path (whose document
+    replaces the card only where :func:`replaces` says so): a small part
+    (:data:`INNER_CARD_CONFIDENCE`, :data:`INNER_CARD_AREA`), or any card found with a
+    confidence below :data:`MARGINED_CARD_CONFIDENCE`."""
+    return det.confidence < MARGINED_CARD_CONFIDENCE or _small_part(det)
+
+
+def encloses(doc: np.ndarray, card: np.ndarray) -> bool:
+    """True when the card path's quad ``card`` is a part of the scan path's document ``doc``
+    (both ``(4, 2)`` px, TL, TR, BR, BL): every corner of ``card`` lies inside ``doc`` or within
+    :data:`ENCLOSE_TOL` of its longer side outside it, and ``card`` covers at most
+    :data:`INNER_CARD_SHARE` of ``doc``'s area."""
+    d = np.asarray(doc, np.float32).reshape(-1, 1, 2)
+    tol = ENCLOSE_TOL * float(geo.side_lengths(np.asarray(doc, np.float64)).max())
+    inside = all(cv2.pointPolygonTest(d, (float(x), float(y)), True) >= -tol for x, y in card)
+    return inside and geo.polygon_area(card) <= INNER_CARD_SHARE * geo.polygon_area(doc)
+
+
+SAME_DOCUMENT_IOU = 0.8
+"""IoU above which a suspect card-path quad and the scan path's document are taken for one
+document (:func:`replaces`)."""
+
+
+def replaces(doc: Detection, card: Detection) -> bool:
+    """True when the scan path's document ``doc`` replaces the suspect card-path detection
+    ``card`` (:func:`inner_suspect`; both in upload px):
+
+    - ``doc`` :func:`encloses` the card, and the card is small and unsure (a block of print:
+      :data:`INNER_CARD_AREA`, :data:`INNER_CARD_CONFIDENCE`) or, at any confidence, in no
+      document's shape on under :data:`PORTRAIT_SHARE` of ``doc`` (its portrait); or
+    - ``doc`` was found by at least 3 margined edges (its shape is the evidence, its sides
+      fitted at full resolution), the card's confidence is below
+      :data:`MARGINED_CARD_CONFIDENCE`, and ``doc`` encloses the card (a panel) or overlaps it
+      by :data:`SAME_DOCUMENT_IOU` (the same document with a corner astray: a scan's corners
+      are square, a mask's need not be)."""
+    if doc.quad is None or card.quad is None:
+        return False
+    inside = encloses(doc.quad, card.quad)
+    if inside and card.area_frac < INNER_CARD_AREA and (
+            card.confidence < INNER_CARD_CONFIDENCE
+            or (_off_shape(card) and geo.polygon_area(card.quad)
+                < PORTRAIT_SHARE * geo.polygon_area(doc.quad))):
+        return True
+    return (doc.edge_support >= 0.75 and card.confidence < MARGINED_CARD_CONFIDENCE
+            and (inside or quad_iou(doc.quad, card.quad) >= SAME_DOCUMENT_IOU))
+
+
+CUT_SIDE_REACH = 0.05
+"""How far (share of the frame's size across the side) a side the frame cuts may be put from
+the frame by :func:`complete_sides`: a crop that cut more of the document than this leaves the
+side on the frame."""
+
+
+def complete_sides(lines: list[np.ndarray], edges: Sequence[bool],
+                   size: tuple[int, int]) -> list[np.ndarray]:
+    """The document's sides where the frame cuts it: each side on the frame (``edges[i]``
+    False) is turned square to the sides that were found, and put where the document's format
+    puts it when it can tell.
+
+    A crop app or a scanner that cuts a few px off a slightly turned page leaves a side on the
+    frame; its corners are then off by the turn (10-30 px on a 1,000 px page turned 1-2°), and
+    the warp of that quad is no longer a similarity: the page's lines of print slant and their
+    pitch drifts along the line, enough to lose an MRZ character. A scan has no perspective,
+    so the page is a rectangle turned by the found sides' angle (their mean, each side's
+    length-weighted, the upright ones turned a quarter). A side on the frame gets that angle;
+    it passes through the middle of its stretch of frame, except where its opposite side and
+    both its neighbours were found: then it lies at the distance the document's format gives
+    (the found side's length times or divided by the nearest of :data:`DOC_ASPECTS`, ISO/IEC
+    7810), as long as its corners stay within :data:`CUT_SIDE_REACH` of the frame (else the
+    crop cut more than a thin strip, or the format is not the one guessed).
+
+    Args:
+        lines: the four sides ``(a, b, c)`` (top, right, bottom, left), px; a side on the
+            frame is the frame's line.
+        edges: per side, True when it was found as the document's edge.
+        size: ``(width, height)`` of the frame, px.
+
+    Returns:
+        The four sides, those on the frame replaced (all four unchanged when no side or every
+        side was found, or when the sides meet in no quad).
+    """
+    quad = geo.quad_from_lines(lines)
+    if quad is None or all(edges) or not any(edges):
+        return lines
+    # the page's turn: a found side's direction, upright sides turned back a quarter
+    vec = np.zeros(2)
+    for i in range(4):
+        if edges[i]:
+            d = quad[(i + 1) % 4] - quad[i]
+            d = d if i % 2 == 0 else np.array([d[1], -d[0]])  # right/left: down -> along top
+            d = d if i < 2 else -d  # bottom runs right to left, left bottom to top
+            vec += d
+    ux = vec / max(float(np.linalg.norm(vec)), 1e-9)  # along the top, left to right
+    normals = (np.array([ux[1], -ux[0]]), np.array([ux[0], ux[1]]),
+               np.array([-ux[1], ux[0]]), np.array([-ux[0], -ux[1]]))  # outward per side
+    aspect = min(DOC_ASPECTS, key=lambda a: abs(geo.approx_aspect(quad) / a - 1.0))
+    out = list(lines)
+    for i in range(4):
+        if edges[i]:
+            continue
+        n = normals[i]
+        p, q = quad[i], quad[(i + 1) % 4]
+        place = (p + q) / 2.0  # the middle of its stretch of frame
+        j = (i + 2) % 4
+        if edges[j] and edges[(i + 1) % 4] and edges[(i + 3) % 4]:
+            along = float(np.linalg.norm(quad[(j + 1) % 4] - quad[j]))
+            across = float(np.linalg.norm(quad[(i + 1) % 4] - quad[j]))
+            dist = along / aspect if along >= across else along * aspect
+            mid = (quad[j] + quad[(j + 1) % 4]) / 2.0
+            far = mid + dist * n
+            reach = CUT_SIDE_REACH * (size[1] if i % 2 == 0 else size[0])
+            if abs(float(np.dot(far - place, n))) <= reach:
+                place = far
+        out[i] = np.array([n[0], n[1], -float(np.dot(n, place))])
+    return out
+
+
 def detection(verdict: ScanVerdict, grey_shape: tuple[int, ...], size: tuple[int, int],
               sample: Callable[[np.ndarray], np.ndarray]) -> Detection:
     """The document of ``verdict`` as a card :class:`~processors.card.detect.Detection` in the
     decoded image's px: the working quad scaled up, its margined sides fitted at full
-    resolution (:func:`geometry.refine_quad`), its other sides kept on the frame.
+    resolution (:func:`geometry.refine_quad`), its other sides on the frame squared to them
+    (:func:`complete_sides`).
 
     Args:
         verdict: a document (:func:`judge`).
@@ -347,7 +511,7 @@ def detection(verdict: ScanVerdict, grey_shape: tuple[int, ...], size: tuple[int
     frame = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float64)
     lines = [geo.line_through(quad[i], quad[(i + 1) % 4]) if fq.edges[i]
              else geo.line_through(frame[i], frame[(i + 1) % 4]) for i in range(4)]
-    snapped = geo.quad_from_lines(lines)
+    snapped = geo.quad_from_lines(complete_sides(lines, fq.edges, (w, h)))
     if snapped is not None and geo.is_convex(snapped):
         quad = snapped
     return Detection(quad=geo.order_corners(quad), confidence=verdict.confidence,

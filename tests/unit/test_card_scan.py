@@ -7,7 +7,9 @@ import cv2
 import numpy as np
 import pytest
 
+from processors.card import geometry as geo
 from processors.card import scan
+from processors.card.detect import Detection
 from processors.card.metrics import quad_iou
 from processors.card.settings import CardSettings
 from processors.card.training import synth
@@ -146,3 +148,151 @@ def test_documents_write_set_adds_scans_after_the_photos(tmp_path) -> None:
     assert [d["truth"]["capture"] for d in more["documents"]] == ["photo", "scan", "scan"]
     assert [d["file"] for d in more["documents"][1:]] == ["scan_doc_3_0000.jpg",
                                                           "scan_doc_3_0001.jpg"]
+
+
+def _turned_page(centre: tuple[float, float], deg: float, width: float = 1000.0,
+                 aspect: float = 125.0 / 88.0) -> np.ndarray:
+    """``(4, 2)`` TL, TR, BR, BL of an ID-3 page ``width`` px wide turned by ``deg``."""
+    h = width / aspect
+    t = np.deg2rad(deg)
+    rot = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+    box = np.array([[-width / 2, -h / 2], [width / 2, -h / 2], [width / 2, h / 2],
+                    [-width / 2, h / 2]])
+    return box @ rot.T + np.asarray(centre)
+
+
+def _sides(quad: np.ndarray) -> list[np.ndarray]:
+    return [geo.line_through(quad[i], quad[(i + 1) % 4]) for i in range(4)]
+
+
+FRAME = (1040, 720)
+FRAME_LINES = _sides(np.array([[0, 0], [FRAME[0] - 1, 0], [FRAME[0] - 1, FRAME[1] - 1],
+                               [0, FRAME[1] - 1]], np.float64))
+
+
+def test_a_side_the_frame_cuts_is_put_where_the_format_puts_it() -> None:
+    """A page turned 1.8° whose top runs off the frame (its corners at y -11 and +20): the top
+    on the frame would put both corners at y 0 (off by up to 20 px, and the warp would slant
+    the print); rebuilt parallel to the bottom at the ID-3 height it lies on the page's own
+    top (within 0.01 px)."""
+    page = _turned_page((520.0, 356.0), -1.8)
+    assert page[0, 1] > 0 > page[1, 1]  # the frame cuts the top
+    lines = _sides(page)
+    lines[0] = FRAME_LINES[0]
+    before = geo.quad_from_lines(lines)
+    assert np.abs(before - page).max() > 10
+    got = geo.quad_from_lines(scan.complete_sides(lines, (False, True, True, True), FRAME))
+    np.testing.assert_allclose(got, page, atol=0.01)
+
+
+def test_a_side_cut_further_than_a_strip_is_squared_on_the_frame() -> None:
+    """The frame cuts 60 px off an ID-1 page (more than ``CUT_SIDE_REACH`` of the frame): the
+    format's place is not trusted, the side is turned square to the found ones and passes
+    through the middle of its stretch of frame."""
+    page = _turned_page((520.0, 255.3), 1.5, aspect=85.6 / 53.98)
+    lines = _sides(page)
+    lines[0] = FRAME_LINES[0]
+    got = geo.quad_from_lines(scan.complete_sides(lines, (False, True, True, True), FRAME))
+    top, bottom = got[1] - got[0], page[2] - page[3]
+    assert abs(top[0] * bottom[1] - top[1] * bottom[0]) / np.linalg.norm(top) < 1e-6  # parallel
+    stretch = geo.quad_from_lines(lines)
+    mid = (stretch[0] + stretch[1]) / 2
+    assert abs(float(np.dot(geo.line_through(got[0], got[1])[:2], mid))
+               + float(geo.line_through(got[0], got[1])[2])) < 1e-6
+    np.testing.assert_allclose(got[2:], page[2:], atol=1e-6)  # the found sides stay
+
+
+def test_sides_stay_when_none_or_all_were_found() -> None:
+    page = _turned_page((520.0, 356.0), 1.0)
+    assert scan.complete_sides(FRAME_LINES, (False,) * 4, FRAME) is FRAME_LINES
+    assert scan.complete_sides(_sides(page), (True,) * 4, FRAME)[0] is not None
+    np.testing.assert_allclose(
+        geo.quad_from_lines(scan.complete_sides(_sides(page), (True,) * 4, FRAME)), page)
+
+
+# (seed, format) of the MRZ generator's scans whose page the frame cuts, with 2-3 sides
+# found as margined edges: the side on the frame put the corners 6-27 px off before
+# ``complete_sides``, 1.0-1.4 px after
+CUT_SCANS = [(2, "TD1"), (3, "TD3"), (4, "TD1"), (4, "TD3"), (6, "TD3"), (7, "TD3"),
+             (11, "TD1")]
+
+
+@pytest.mark.parametrize(("seed", "fmt"), CUT_SCANS)
+def test_a_turned_scan_cut_by_the_frame_gets_its_true_corners(seed: int, fmt: str) -> None:
+    from processors.card.mrz.icao import Format
+    from processors.card.training import documents
+    from processors.pixels import bilinear_grey
+
+    img, truth = documents.document(np.random.default_rng(seed), Format[fmt], capture="scan")
+    h, w = img.shape[:2]
+    quad = np.asarray(truth.quad)
+    assert (quad < 0).any() or (quad[:, 0] > w).any() or (quad[:, 1] > h).any()  # cut
+    grey, _ = _working(img)
+    v = scan.judge(grey, SETTINGS)
+    assert v.document and 2 <= sum(v.frame.edges) <= 3
+    det = scan.detection(v, grey.shape, (w, h), lambda p: bilinear_grey(img, p))
+    assert np.abs(det.quad - quad).max() <= 3.0
+
+
+def _det(quad: np.ndarray, confidence: float, frame: tuple[int, int] = FRAME,
+         edge_support: float = 0.0) -> Detection:
+    return Detection(quad=np.asarray(quad, np.float64), confidence=confidence,
+                     edge_support=edge_support,
+                     area_frac=geo.polygon_area(quad) / float(frame[0] * frame[1]),
+                     aspect=geo.approx_aspect(quad))
+
+
+PAGE = np.array([[20, 30], [1020, 30], [1020, 734], [20, 734]], np.float64)
+PORTRAIT = np.array([[60, 120], [330, 120], [330, 470], [60, 470]], np.float64)  # 1.30
+PANEL = np.array([[20, 100], [1020, 100], [1020, 560], [20, 560]], np.float64)  # 2.17
+
+
+def test_a_small_part_shaped_like_no_document_is_replaced_by_the_page_around_it() -> None:
+    """The card path's portrait (aspect 1.30, 13 % of the frame) is suspect even at
+    confidence 0.94, and the page the scan path finds around it replaces it, with any number
+    of margined edges; a document-shaped card of the same size found at 0.94 is not suspect,
+    and a confident card inside no page stays."""
+    frame = (1040, 764)
+    portrait = _det(PORTRAIT, 0.94, frame)
+    assert scan.inner_suspect(portrait)
+    assert scan.replaces(_det(PAGE, 1.0, frame), portrait)
+    card = PORTRAIT.copy()
+    card[1:3, 0] = 60 + 350 * 125 / 88  # the same height, ID-3's width
+    assert not scan.inner_suspect(_det(card, 0.94, frame))
+    far = PORTRAIT + np.array([900.0, 0.0])  # outside the page
+    assert not scan.replaces(_det(PAGE, 1.0, frame), _det(far, 0.5, frame))
+
+
+def test_a_confident_card_in_a_photo_is_no_portrait_of_the_frame() -> None:
+    """A card held over gravel, found at confidence 1.0 on 37 % of the frame, its shape off a
+    format's by the perspective (aspect 1.78): it is suspect (the scan path is asked), but it
+    covers far more of the frame than a portrait covers of a page (``PORTRAIT_SHARE``), so a
+    frame the scan path took for a document does not replace it."""
+    frame = (1040, 764)
+    held = np.array([[280, 260], [1010, 290], [990, 690], [280, 670]], np.float64)
+    card = _det(held, 1.0, frame)
+    assert scan.inner_suspect(card) and card.aspect > 1.68
+    assert not scan.replaces(_det(PAGE, 1.0, frame, edge_support=0.25), card)
+
+
+def test_a_panel_gives_way_only_to_a_page_found_by_three_margined_edges() -> None:
+    """A coloured panel (60 % of the page) found at 0.88 is suspect; the page replaces it when
+    the scan path found it by 3-4 margined edges, not when by one (a photo of a card on a table,
+    the frame cut to a document's shape by the table's border); a card found at 0.95 stays."""
+    frame = (1040, 764)
+    panel = _det(PANEL, 0.88, frame)
+    assert scan.inner_suspect(panel)
+    assert scan.replaces(_det(PAGE, 1.0, frame, edge_support=0.75), panel)
+    assert not scan.replaces(_det(PAGE, 1.0, frame, edge_support=0.25), panel)
+    assert not scan.inner_suspect(_det(PANEL, 0.95, frame))
+
+
+def test_the_same_page_with_a_corner_astray_gives_way_to_its_margined_edges() -> None:
+    """The card path found the page with one corner 40 px astray (IoU 0.97, not inside the
+    page) at 0.73: the scan path's page, found by 4 margined edges, replaces it."""
+    astray = PAGE.copy()
+    astray[1] += (40.0, -25.0)
+    card = _det(astray, 0.73)
+    assert not scan.encloses(PAGE, astray)
+    assert scan.replaces(_det(PAGE, 1.0, edge_support=1.0), card)
+    assert not scan.replaces(_det(PAGE, 1.0, edge_support=0.5), card)
