@@ -269,7 +269,10 @@ class CardProcessor:
             # a scan whose card path may have taken a part of the document (its portrait, a
             # panel, a block of print) or the document with a corner astray (scan.replaces)
             doc = self._as_scan(item, image, grey)
-            if doc is not None and scan.replaces(doc.det, det):
+            # working px per upload px: the decoded image's scale times the working copy's
+            work = image.scale * max(grey.shape[:2]) / max(image.width, image.height)
+            if doc is not None and scan.replaces(
+                    doc.det, det, lambda: scan.quad_glyphs(grey, (quad + 0.5) * work - 0.5)):
                 return doc
         if _long_side(quad) < s.min_card_px:
             return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)

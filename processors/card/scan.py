@@ -67,16 +67,20 @@ confidence below this may be a part of a scanned document: the portrait or a blo
 had confidence 0.53-0.80; the real cards in ``shared/cases`` 0.98-1.0, hand-held synthetic
 cards found above IoU 0.9 a median of 0.89."""
 INNER_CARD_AREA = 0.5
-"""See :data:`INNER_CARD_CONFIDENCE`; a card-path quad this small whose shape is no document
-format's (:data:`INNER_CARD_ASPECT_TOL`) is suspect at any confidence (on the MRZ scans the card
-path took the portrait, 35 x 45 mm, aspect 1.29, with a confidence of 0.94-1.0), and gives way
-to a document around it when it covers less than :data:`PORTRAIT_SHARE` of it."""
+"""See :data:`INNER_CARD_CONFIDENCE`; a card-path quad this small that is not shaped like a
+document (:data:`INNER_CARD_ASPECT_TOL`) or stands upright (taller than wide) is suspect at any
+confidence (on the MRZ scans the card path took the portrait, upright, with a confidence of
+0.92-1.0), and gives way to a document around it when it covers less than
+:data:`PORTRAIT_SHARE` of it and carries no print (:data:`PORTRAIT_MAX_GLYPHS`)."""
 PORTRAIT_SHARE = 0.2
-"""The largest share of the scan path's document a confident card-path quad in no document's
-shape may cover and be taken for the document's portrait (:func:`replaces`): ICAO Doc 9303's
-portrait, 32-45 mm tall, covers 0.13-0.15 of an ID-1 card or an ID-3 page. A card held over
-gravel and found at confidence 1.0 on 0.37 of the frame, its shape off by the perspective,
-covers 0.39 of the frame the scan path took for a document, and stays."""
+"""The largest share of the scan path's document a confident card-path quad may cover and be
+taken for the document's portrait (:func:`replaces`): ICAO Doc 9303's portrait, 32-45 mm
+tall, covers 0.13-0.15 of an ID-1 card or an ID-3 page."""
+PORTRAIT_MAX_GLYPHS = 10
+"""Print glyphs (:func:`print_glyphs`, on the quad rectified to :data:`PRINT_WIDTH`) below which
+a confident card-path quad is a portrait, not a card: the portraits the card path took on the
+MRZ scans had 0, synthetic cards with print 66-472 (blank ones 0: they stay unless a page
+encloses them at under :data:`PORTRAIT_SHARE`)."""
 INNER_CARD_ASPECT_TOL = 0.06
 """Relative distance of a card-path quad's aspect ratio from every document format's (ID-1
 1.586, ID-3 1.420) beyond which a small quad is suspect (:data:`INNER_CARD_AREA`); a portrait's
@@ -96,8 +100,11 @@ card path's quad stands unless the document's margined edges say otherwise (:fun
 ENCLOSE_TOL = 0.02
 """How far (share of the document's longer side) a card-path quad's corner may lie outside the
 scan path's document and still count as inside it (:func:`encloses`)."""
-ASPECT_STEP = 0.005
-"""Aspect-ratio errors (relative) closer than this count as equal when choosing a quad."""
+ASPECT_STEP = 0.01
+"""Aspect-ratio errors (relative) closer than this count as equal when choosing a quad. A px of
+edge localisation per side at the working size moves a page's aspect by about 0.3 %; at 0.005
+a bare frame whose shape happened to be a format's beat a page whose two margins were found
+(MODEL.md, *Scans, round 5*)."""
 LID_SPREAD = 25.0
 """Grey levels the median levels of a quad's margins may differ by: they are one scanner lid (or
 one background of a crop); a line of print with paper below it down to the frame is not a
@@ -353,16 +360,15 @@ def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
 
 
 def _small_part(det: Detection) -> bool:
-    """A card-path detection that may be a part of a document: small, and unsure or not
-    shaped like a document (:data:`INNER_CARD_CONFIDENCE`, :data:`INNER_CARD_AREA`)."""
-    return det.area_frac < INNER_CARD_AREA and (
-        det.confidence < INNER_CARD_CONFIDENCE or _off_shape(det))
-
-
-def _off_shape(det: Detection) -> bool:
-    """The detection's aspect ratio lies more than :data:`INNER_CARD_ASPECT_TOL` from every
-    document format's."""
-    return _aspect_error(det.aspect) > INNER_CARD_ASPECT_TOL
+    """A card-path detection that may be a part of a document: small, and unsure, not shaped
+    like a document or upright (:data:`INNER_CARD_CONFIDENCE`, :data:`INNER_CARD_AREA`)."""
+    if det.area_frac >= INNER_CARD_AREA:
+        return False
+    if det.confidence < INNER_CARD_CONFIDENCE or det.quad is None:
+        return True
+    s = geo.side_lengths(det.quad)
+    upright = s[1] + s[3] > s[0] + s[2]
+    return upright or _aspect_error(det.aspect) > INNER_CARD_ASPECT_TOL
 
 
 def inner_suspect(det: Detection) -> bool:
@@ -390,28 +396,44 @@ SAME_DOCUMENT_IOU = 0.8
 document (:func:`replaces`)."""
 
 
-def replaces(doc: Detection, card: Detection) -> bool:
+def replaces(doc: Detection, card: Detection, card_glyphs: Callable[[], int]) -> bool:
     """True when the scan path's document ``doc`` replaces the suspect card-path detection
     ``card`` (:func:`inner_suspect`; both in upload px):
 
-    - ``doc`` :func:`encloses` the card, and the card is small and unsure (a block of print:
-      :data:`INNER_CARD_AREA`, :data:`INNER_CARD_CONFIDENCE`) or, at any confidence, in no
-      document's shape on under :data:`PORTRAIT_SHARE` of ``doc`` (its portrait); or
+    - ``doc`` :func:`encloses` the card, and the card is small (:data:`INNER_CARD_AREA`) and
+      unsure (:data:`INNER_CARD_CONFIDENCE`: a block of print), or, at any confidence, covers
+      under :data:`PORTRAIT_SHARE` of ``doc`` and carries no print (``card_glyphs()`` below
+      :data:`PORTRAIT_MAX_GLYPHS`: the portrait); or
     - ``doc`` was found by at least 3 margined edges (its shape is the evidence, its sides
       fitted at full resolution), the card's confidence is below
       :data:`MARGINED_CARD_CONFIDENCE`, and ``doc`` encloses the card (a panel) or overlaps it
       by :data:`SAME_DOCUMENT_IOU` (the same document with a corner astray: a scan's corners
-      are square, a mask's need not be)."""
+      are square, a mask's need not be).
+
+    Args:
+        doc: the scan path's document (:func:`detection`, ``edge_support`` its share of
+            margined sides).
+        card: the card path's detection.
+        card_glyphs: the print glyphs on the card's quad (:func:`print_glyphs`), called only
+            where the portrait rule needs them (a rectification and MSER, a few ms).
+    """
     if doc.quad is None or card.quad is None:
         return False
     inside = encloses(doc.quad, card.quad)
-    if inside and card.area_frac < INNER_CARD_AREA and (
-            card.confidence < INNER_CARD_CONFIDENCE
-            or (_off_shape(card) and geo.polygon_area(card.quad)
-                < PORTRAIT_SHARE * geo.polygon_area(doc.quad))):
-        return True
+    if inside and card.area_frac < INNER_CARD_AREA:
+        if card.confidence < INNER_CARD_CONFIDENCE:
+            return True
+        if (geo.polygon_area(card.quad) < PORTRAIT_SHARE * geo.polygon_area(doc.quad)
+                and card_glyphs() < PORTRAIT_MAX_GLYPHS):
+            return True
     return (doc.edge_support >= 0.75 and card.confidence < MARGINED_CARD_CONFIDENCE
             and (inside or quad_iou(doc.quad, card.quad) >= SAME_DOCUMENT_IOU))
+
+
+def quad_glyphs(grey: np.ndarray, quad: np.ndarray) -> int:
+    """:func:`print_glyphs` on ``quad`` (``(4, 2)`` px of the working copy ``grey``, ``(h, w)
+    uint8``) rectified to :data:`PRINT_WIDTH` px."""
+    return print_glyphs(rectified_grey(grey, quad))
 
 
 CUT_SIDE_REACH = 0.05

@@ -243,36 +243,43 @@ def _det(quad: np.ndarray, confidence: float, frame: tuple[int, int] = FRAME,
 
 
 PAGE = np.array([[20, 30], [1020, 30], [1020, 734], [20, 734]], np.float64)
-PORTRAIT = np.array([[60, 120], [330, 120], [330, 470], [60, 470]], np.float64)  # 1.30
+PORTRAIT = np.array([[60, 120], [330, 120], [330, 470], [60, 470]], np.float64)  # upright
 PANEL = np.array([[20, 100], [1020, 100], [1020, 560], [20, 560]], np.float64)  # 2.17
 
 
-def test_a_small_part_shaped_like_no_document_is_replaced_by_the_page_around_it() -> None:
-    """The card path's portrait (aspect 1.30, 13 % of the frame) is suspect even at
-    confidence 0.94, and the page the scan path finds around it replaces it, with any number
-    of margined edges; a document-shaped card of the same size found at 0.94 is not suspect,
-    and a confident card inside no page stays."""
+def _no_call() -> int:
+    raise AssertionError("the card's print was measured where no rule needs it")
+
+
+def test_an_upright_printless_part_of_a_page_is_its_portrait() -> None:
+    """The card path's portrait (upright, 12 % of the frame) is suspect even at confidence
+    0.94, and the page the scan path finds around it replaces it, with any number of margined
+    edges, because it carries no print; the same quad with print on it (a card lying on a
+    page) stays, as does a confident landscape card in a document's shape (not suspect) and a
+    card inside no page."""
     frame = (1040, 764)
     portrait = _det(PORTRAIT, 0.94, frame)
     assert scan.inner_suspect(portrait)
-    assert scan.replaces(_det(PAGE, 1.0, frame), portrait)
-    card = PORTRAIT.copy()
-    card[1:3, 0] = 60 + 350 * 125 / 88  # the same height, ID-3's width
+    assert scan.replaces(_det(PAGE, 1.0, frame), portrait, lambda: 0)
+    assert not scan.replaces(_det(PAGE, 1.0, frame), portrait,
+                             lambda: scan.PORTRAIT_MAX_GLYPHS)
+    card = np.array([[60, 120], [60 + 250 * 125 / 88, 120], [60 + 250 * 125 / 88, 370],
+                     [60, 370]], np.float64)  # landscape, ID-3's shape
     assert not scan.inner_suspect(_det(card, 0.94, frame))
     far = PORTRAIT + np.array([900.0, 0.0])  # outside the page
-    assert not scan.replaces(_det(PAGE, 1.0, frame), _det(far, 0.5, frame))
+    assert not scan.replaces(_det(PAGE, 1.0, frame), _det(far, 0.5, frame), _no_call)
 
 
 def test_a_confident_card_in_a_photo_is_no_portrait_of_the_frame() -> None:
     """A card held over gravel, found at confidence 1.0 on 37 % of the frame, its shape off a
     format's by the perspective (aspect 1.78): it is suspect (the scan path is asked), but it
     covers far more of the frame than a portrait covers of a page (``PORTRAIT_SHARE``), so a
-    frame the scan path took for a document does not replace it."""
+    frame the scan path took for a document does not replace it, print or none."""
     frame = (1040, 764)
     held = np.array([[280, 260], [1010, 290], [990, 690], [280, 670]], np.float64)
     card = _det(held, 1.0, frame)
     assert scan.inner_suspect(card) and card.aspect > 1.68
-    assert not scan.replaces(_det(PAGE, 1.0, frame, edge_support=0.25), card)
+    assert not scan.replaces(_det(PAGE, 1.0, frame, edge_support=0.25), card, lambda: 0)
 
 
 def test_a_panel_gives_way_only_to_a_page_found_by_three_margined_edges() -> None:
@@ -282,8 +289,8 @@ def test_a_panel_gives_way_only_to_a_page_found_by_three_margined_edges() -> Non
     frame = (1040, 764)
     panel = _det(PANEL, 0.88, frame)
     assert scan.inner_suspect(panel)
-    assert scan.replaces(_det(PAGE, 1.0, frame, edge_support=0.75), panel)
-    assert not scan.replaces(_det(PAGE, 1.0, frame, edge_support=0.25), panel)
+    assert scan.replaces(_det(PAGE, 1.0, frame, edge_support=0.75), panel, _no_call)
+    assert not scan.replaces(_det(PAGE, 1.0, frame, edge_support=0.25), panel, _no_call)
     assert not scan.inner_suspect(_det(PANEL, 0.95, frame))
 
 
@@ -294,5 +301,5 @@ def test_the_same_page_with_a_corner_astray_gives_way_to_its_margined_edges() ->
     astray[1] += (40.0, -25.0)
     card = _det(astray, 0.73)
     assert not scan.encloses(PAGE, astray)
-    assert scan.replaces(_det(PAGE, 1.0, edge_support=1.0), card)
-    assert not scan.replaces(_det(PAGE, 1.0, edge_support=0.5), card)
+    assert scan.replaces(_det(PAGE, 1.0, edge_support=1.0), card, _no_call)
+    assert not scan.replaces(_det(PAGE, 1.0, edge_support=0.5), card, _no_call)

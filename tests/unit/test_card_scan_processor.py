@@ -79,17 +79,20 @@ def test_document_shaped_photo_without_a_document_stays_no_card(both) -> None:
         assert o.payload["quad"] is None
 
 
-# (seed, format) of the MRZ generator's scans where the card path is suspect: 34/TD3 took the
-# portrait (confidence 0.94, IoU 0.14 with the page), 7/TD2 and 11/TD3 found the page with a
-# corner astray (0.76 and 0.73; IoU 0.96 and 0.93, the MRZ unreadable in the slanted warp)
-PARTS = [(34, "TD3"), (7, "TD2"), (11, "TD3")]
+# (seed, format) of the MRZ generator's scans where the card path is suspect: 34/TD3 and 12/TD3
+# took the portrait (upright, no print; confidence 0.94, IoU 0.14 and 0.15 with the page; the
+# second in ID-3's own aspect ratio, 1.43), 7/TD2 and 11/TD3 found the page with a corner
+# astray (0.76 and 0.73; IoU 0.96 and 0.93, the MRZ unreadable in the slanted warp)
+PARTS = [(34, "TD3"), (12, "TD3"), (7, "TD2"), (11, "TD3")]
 
 
 @pytest.mark.parametrize(("seed", "fmt"), PARTS)
 def test_a_scan_whose_card_path_took_a_part_is_the_whole_page(both, seed: int,
                                                               fmt: str) -> None:
     """The scan path's page replaces a suspect card-path quad (``scan.replaces``): the
-    result's quad is the page's (IoU >= 0.98) and its MRZ reads with every check digit."""
+    result's quad is the page's (IoU >= 0.95: 12/TD3's page runs off the frame on three
+    sides and its quad is the frame, IoU 0.97; the others 0.99) and its MRZ reads with every
+    check digit."""
     from processors.card.mrz.icao import Format
     from processors.card.training import documents
 
@@ -97,7 +100,7 @@ def test_a_scan_whose_card_path_took_a_part_is_the_whole_page(both, seed: int,
     img, truth = documents.document(np.random.default_rng(seed), Format[fmt], capture="scan")
     (o,) = on.process_batch([_item(f"{seed}{fmt}", img)])
     assert o.status is Status.ACCEPTED, o.reasons
-    assert quad_iou(o.payload["quad"], np.asarray(truth.quad)) >= 0.98
+    assert quad_iou(o.payload["quad"], np.asarray(truth.quad)) >= 0.95
     mrz = o.payload["mrz"]
     assert mrz["format"] == fmt and ReasonCode.MRZ_UNREADABLE not in o.reasons
     assert all(mrz["checks"][k] == v for k, v in truth.checks.items() if v is not None)
