@@ -105,6 +105,12 @@ ASPECT_STEP = 0.01
 edge localisation per side at the working size moves a page's aspect by about 0.3 %; at 0.005
 a bare frame whose shape happened to be a format's beat a page whose two margins were found
 (MODEL.md, *Scans, round 5*)."""
+CLOSE_ASPECT = 0.02
+"""Aspect-ratio error (relative) within which a combination of sides counts as the format's
+shape whatever its margins (:func:`frame_quad`): among those, the one with most margined edges
+wins before the nearest aspect. A page turned 1° and cut by the frame on one side has its
+found margins 1-2 % off the format, and a bare frame can match a format by chance; the
+margins are the evidence (MODEL.md, *Scans, round 5*)."""
 LID_SPREAD = 25.0
 """Grey levels the median levels of a quad's margins may differ by: they are one scanner lid (or
 one background of a crop); a line of print with paper below it down to the frame is not a
@@ -189,9 +195,10 @@ def frame_quad(grey: np.ndarray, settings: CardSettings) -> FrameQuad:
     :data:`OUTERMOST_SHARES` that is strong enough (:data:`MARGIN_EDGE_MIN`) and has a plain
     strip out to the frame (``scan_busy_max``). Of the combinations of one option per side,
     the ones whose aspect ratio lies within ``scan_aspect_tol`` of a document format's, and whose
-    margins have one level (:data:`LID_SPREAD`), are preferred; among them the one nearest to
-    the format's aspect ratio (in steps of :data:`ASPECT_STEP`: a scan has no perspective), then
-    the one with most edges (a margin found is a more exact side). Without such a
+    margins have one level (:data:`LID_SPREAD`), are preferred; among them those within
+    :data:`CLOSE_ASPECT` of the format's, with most edges first (a margin found is the
+    document's own side); then the one nearest to the format's aspect ratio (in steps of
+    :data:`ASPECT_STEP`: a scan has no perspective), then the one with most edges. Without such a
     combination, the one with the nearest aspect ratio is returned (and :func:`judge` refuses
     it). An end stripe or a plain header band of the
     document is an edge with a plain strip too, but leaving it out breaks the aspect ratio.
@@ -235,8 +242,9 @@ def frame_quad(grey: np.ndarray, settings: CardSettings) -> FrameQuad:
         err = _aspect_error(geo.approx_aspect(quad))
         levels = [options[i][k][2] for i, k in enumerate(pick) if k > 0]
         one_lid = len(levels) < 2 or np.nanmax(levels) - np.nanmin(levels) <= LID_SPREAD
-        key = (err <= settings.scan_aspect_tol and bool(one_lid), -round(err / ASPECT_STEP),
-               sum(k > 0 for k in pick), -err)
+        key = (err <= settings.scan_aspect_tol and bool(one_lid), err <= CLOSE_ASPECT,
+               sum(k > 0 for k in pick) if err <= CLOSE_ASPECT else 0,
+               -round(err / ASPECT_STEP), sum(k > 0 for k in pick), -err)
         if best is None or key > best[0]:
             best = (key, quad, pick)
     if best is None:
