@@ -264,10 +264,11 @@ class CardProcessor:
             return self._unread(item, det, (ReasonCode.NO_CARD,)
                                 + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
         doc: _Card | None = None
-        suspect = scan.inner_suspect(det)
+        suspect = det.second_quad is None and scan.inner_suspect(det)
         if suspect:
             # a scan whose card path may have taken a part of the document (its portrait, a
-            # panel, a block of print) or the document with a corner astray (scan.replaces)
+            # panel, a block of print) or the document with a corner astray (scan.replaces);
+            # two cards in view stay MULTIPLE_CARDS
             doc = self._as_scan(item, image, grey)
             # working px per upload px: the decoded image's scale times the working copy's
             work = image.scale * max(grey.shape[:2]) / max(image.width, image.height)
