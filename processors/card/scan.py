@@ -93,6 +93,19 @@ thin margin) that encloses it or is the same document (:func:`replaces`): on the
 with a corner astray (0.69-0.76). Fewer margined edges are not enough evidence against a
 confident card: a photo of a card on a table, its frame cut to a document's shape by one found
 edge (the table's border), also passes :func:`judge` on the card's print."""
+PART_MAX_SHARE = 0.35
+"""The largest share of the scan path's document a small card-path quad may cover and be taken
+for a part of it (:func:`replaces`): a portrait covers 0.13-0.15 of its page, a block of print
+less. One of two documents side by side covers about half of their outline and stays: an open
+passport booklet's data page (the booklet, 125 x 176 mm, has ID-3's shape), or one of two ID-1
+cards scanned one above the other, whose outline has ID-3's shape within ``scan_aspect_tol``
+for gaps of 9-18 mm (each card then covers 0.43-0.46 of it; an outline where a card covers
+0.35 would be 1.8 times as tall as wide, no document's shape)."""
+PANEL_MIN_SHARE = 0.6
+"""The smallest share of the scan path's document (found by 3-4 margined edges) a card-path quad
+inside it must cover to be taken for a panel of it (:func:`replaces`): the coloured panels the
+card path took on the MRZ scans covered 0.66-0.80 of their page; one of two documents side by
+side about half (:data:`PART_MAX_SHARE`)."""
 INNER_CARD_SHARE = 0.92
 """The largest share of the scan path's document a card-path quad inside it may cover and still
 be taken for a part of it (:func:`encloses`); above it the two are the same document and the
@@ -408,15 +421,19 @@ def replaces(doc: Detection, card: Detection, card_glyphs: Callable[[], int]) ->
     """True when the scan path's document ``doc`` replaces the suspect card-path detection
     ``card`` (:func:`inner_suspect`; both in upload px):
 
-    - ``doc`` :func:`encloses` the card, and the card is small (:data:`INNER_CARD_AREA`) and
-      unsure (:data:`INNER_CARD_CONFIDENCE`: a block of print), or, at any confidence, covers
-      under :data:`PORTRAIT_SHARE` of ``doc`` and carries no print (``card_glyphs()`` below
+    - ``doc`` :func:`encloses` the card, the card is small (:data:`INNER_CARD_AREA` of the
+      frame, under :data:`PART_MAX_SHARE` of ``doc``), and unsure
+      (:data:`INNER_CARD_CONFIDENCE`: a block of print) or, at any confidence, under
+      :data:`PORTRAIT_SHARE` of ``doc`` without print (``card_glyphs()`` below
       :data:`PORTRAIT_MAX_GLYPHS`: the portrait); or
     - ``doc`` was found by at least 3 margined edges (its shape is the evidence, its sides
       fitted at full resolution), the card's confidence is below
-      :data:`MARGINED_CARD_CONFIDENCE`, and ``doc`` encloses the card (a panel) or overlaps it
-      by :data:`SAME_DOCUMENT_IOU` (the same document with a corner astray: a scan's corners
-      are square, a mask's need not be).
+      :data:`MARGINED_CARD_CONFIDENCE`, and ``doc`` encloses the card on at least
+      :data:`PANEL_MIN_SHARE` of it (a panel) or overlaps it by :data:`SAME_DOCUMENT_IOU` (the
+      same document with a corner astray: a scan's corners are square, a mask's need not be).
+
+    A card covering :data:`PART_MAX_SHARE` to :data:`PANEL_MIN_SHARE` of ``doc`` may be one of
+    two documents side by side, and stays (unless the two overlap as one document).
 
     Args:
         doc: the scan path's document (:func:`detection`, ``edge_support`` its share of
@@ -427,21 +444,28 @@ def replaces(doc: Detection, card: Detection, card_glyphs: Callable[[], int]) ->
     """
     if doc.quad is None or card.quad is None:
         return False
+    doc_area = geo.polygon_area(doc.quad)
+    if not doc_area > 0.0:  # degenerate or not finite
+        return False
+    share = geo.polygon_area(card.quad) / doc_area
     inside = encloses(doc.quad, card.quad)
-    if inside and card.area_frac < INNER_CARD_AREA:
+    if inside and card.area_frac < INNER_CARD_AREA and share < PART_MAX_SHARE:
         if card.confidence < INNER_CARD_CONFIDENCE:
             return True
-        if (geo.polygon_area(card.quad) < PORTRAIT_SHARE * geo.polygon_area(doc.quad)
-                and card_glyphs() < PORTRAIT_MAX_GLYPHS):
+        if share < PORTRAIT_SHARE and card_glyphs() < PORTRAIT_MAX_GLYPHS:
             return True
     return (doc.edge_support >= 0.75 and card.confidence < MARGINED_CARD_CONFIDENCE
-            and (inside or quad_iou(doc.quad, card.quad) >= SAME_DOCUMENT_IOU))
+            and ((inside and share >= PANEL_MIN_SHARE)
+                 or quad_iou(doc.quad, card.quad) >= SAME_DOCUMENT_IOU))
 
 
 def quad_glyphs(grey: np.ndarray, quad: np.ndarray) -> int:
     """:func:`print_glyphs` on ``quad`` (``(4, 2)`` px of the working copy ``grey``, ``(h, w)
-    uint8``) rectified to :data:`PRINT_WIDTH` px."""
-    return print_glyphs(rectified_grey(grey, quad))
+    uint8``) rectified to :data:`PRINT_WIDTH` px; 0 for a quad that is not finite."""
+    q = np.asarray(quad, np.float64)
+    if not np.isfinite(q).all():
+        return 0
+    return print_glyphs(rectified_grey(grey, q))
 
 
 CUT_SIDE_REACH = 0.05
@@ -457,7 +481,7 @@ def complete_sides(lines: list[np.ndarray], edges: Sequence[bool],
     puts it when it can tell.
 
     A crop app or a scanner that cuts a few px off a slightly turned page leaves a side on the
-    frame; its corners are then off by the turn (10-30 px on a 1,000 px page turned 1-2°), and
+    frame; its corners are then off by the turn (6-30 px on a 1,000 px page turned 1-2°), and
     the warp of that quad is no longer a similarity: the page's lines of print slant and their
     pitch drifts along the line, enough to lose an MRZ character. A scan has no perspective,
     so the page is a rectangle turned by the found sides' angle (their mean, each side's

@@ -303,3 +303,31 @@ def test_the_same_page_with_a_corner_astray_gives_way_to_its_margined_edges() ->
     assert not scan.encloses(PAGE, astray)
     assert scan.replaces(_det(PAGE, 1.0, edge_support=1.0), card, _no_call)
     assert not scan.replaces(_det(PAGE, 1.0, edge_support=0.5), card, _no_call)
+
+
+def test_one_of_two_documents_side_by_side_stays() -> None:
+    """Two ID-1 cards scanned one above the other with a 14 mm gap: their outline has ID-3's
+    shape (1.425) and may be found by 4 margined edges, and each card covers 0.44 of it. A card
+    found there at 0.69 stays (``PART_MAX_SHARE``, ``PANEL_MIN_SHARE``): it is one of two
+    documents, not a panel or a part of one; so does an open booklet's data page (half of it)."""
+    px = 700 / 85.6
+    h = 53.98 * px
+    outline = np.array([[40, 40], [740, 40], [740, 40 + 2 * h + 14 * px],
+                        [40, 40 + 2 * h + 14 * px]], np.float64)
+    frame = (780, int(outline[2, 1]) + 40)
+    assert abs(geo.approx_aspect(outline) / (125 / 88) - 1) < SETTINGS.scan_aspect_tol
+    upper = np.array([[40, 40], [740, 40], [740, 40 + h], [40, 40 + h]], np.float64)
+    card = _det(upper, 0.69, frame)
+    assert scan.inner_suspect(card) and card.area_frac < scan.INNER_CARD_AREA
+    assert not scan.replaces(_det(outline, 1.0, frame, edge_support=1.0), card, _no_call)
+    half = PAGE.copy()
+    half[2:, 1] = (PAGE[0, 1] + PAGE[2, 1]) / 2  # the data page of an open booklet
+    assert not scan.replaces(_det(PAGE, 1.0, edge_support=1.0), _det(half, 0.6), _no_call)
+
+
+def test_a_degenerate_page_replaces_nothing() -> None:
+    nothing = np.zeros((4, 2))
+    assert not scan.replaces(_det(nothing, 1.0, edge_support=1.0), _det(nothing, 0.5),
+                             _no_call)
+    assert scan.quad_glyphs(np.full((64, 64), 128, np.uint8),
+                            np.array([[np.nan, 0], [10, 0], [10, 5], [0, 5]])) == 0
