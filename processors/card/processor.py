@@ -263,20 +263,21 @@ class CardProcessor:
             blurred = self._blurry(grey)
             return self._unread(item, det, (ReasonCode.NO_CARD,)
                                 + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
+        if _long_side(quad) < s.min_card_px:
+            return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
         doc: _Card | None = None
         suspect = det.second_quad is None and scan.inner_suspect(det)
         if suspect:
             # a scan whose card path may have taken a part of the document (its portrait, a
             # panel, a block of print) or the document with a corner astray (scan.replaces);
-            # two cards in view stay MULTIPLE_CARDS
+            # two cards in view stay MULTIPLE_CARDS, a card too small stays CARD_TOO_SMALL
+            # (a lone portrait print on a lid is no page with a portrait on it)
             doc = self._as_scan(item, image, grey)
             # working px per upload px: the decoded image's scale times the working copy's
             work = image.scale * max(grey.shape[:2]) / max(image.width, image.height)
             if doc is not None and scan.replaces(
                     doc.det, det, lambda: scan.quad_glyphs(grey, (quad + 0.5) * work - 0.5)):
                 return doc
-        if _long_side(quad) < s.min_card_px:
-            return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
         if det.second_quad is not None:
             return self._unread(item, det, (ReasonCode.MULTIPLE_CARDS,), inference_ms)
         shape = _upload_shape(item, image)
