@@ -108,7 +108,7 @@ card path took on the MRZ scans covered 0.66-0.80 of their page; one of two docu
 side about half (:data:`PART_MAX_SHARE`)."""
 INNER_CARD_SHARE = 0.92
 """The largest share of the scan path's document a card-path quad inside it may cover and still
-be taken for a part of it (:func:`encloses`); above it the two are the same document and the
+be taken for a part of it (:func:`replaces`); above it the two are the same document and the
 card path's quad stands unless the document's margined edges say otherwise (:func:`replaces`)."""
 ENCLOSE_TOL = 0.02
 """How far (share of the document's longer side) a card-path quad's corner may lie outside the
@@ -196,9 +196,14 @@ outermost local maximum at 15 % and 60 % of the side's best edge, and the best e
 faint page edge on a lid is tried before a strong line of print further in."""
 
 
+def _nearest_aspect(aspect: float) -> float:
+    """The one of :data:`DOC_ASPECTS` nearest to ``aspect`` (relative distance)."""
+    return min(DOC_ASPECTS, key=lambda a: abs(aspect / a - 1.0))
+
+
 def _aspect_error(aspect: float) -> float:
     """Relative distance of ``aspect`` from the nearest of :data:`DOC_ASPECTS`."""
-    return min(abs(aspect / a - 1.0) for a in DOC_ASPECTS)
+    return abs(aspect / _nearest_aspect(aspect) - 1.0)
 
 
 def frame_quad(grey: np.ndarray, settings: CardSettings) -> FrameQuad:
@@ -255,9 +260,9 @@ def frame_quad(grey: np.ndarray, settings: CardSettings) -> FrameQuad:
         err = _aspect_error(geo.approx_aspect(quad))
         levels = [options[i][k][2] for i, k in enumerate(pick) if k > 0]
         one_lid = len(levels) < 2 or np.nanmax(levels) - np.nanmin(levels) <= LID_SPREAD
+        found = sum(k > 0 for k in pick)
         key = (err <= settings.scan_aspect_tol and bool(one_lid), err <= CLOSE_ASPECT,
-               sum(k > 0 for k in pick) if err <= CLOSE_ASPECT else 0,
-               -round(err / ASPECT_STEP), sum(k > 0 for k in pick), -err)
+               found if err <= CLOSE_ASPECT else 0, -round(err / ASPECT_STEP), found, -err)
         if best is None or key > best[0]:
             best = (key, quad, pick)
     if best is None:
@@ -402,14 +407,12 @@ def inner_suspect(det: Detection) -> bool:
 
 
 def encloses(doc: np.ndarray, card: np.ndarray) -> bool:
-    """True when the card path's quad ``card`` is a part of the scan path's document ``doc``
-    (both ``(4, 2)`` px, TL, TR, BR, BL): every corner of ``card`` lies inside ``doc`` or within
-    :data:`ENCLOSE_TOL` of its longer side outside it, and ``card`` covers at most
-    :data:`INNER_CARD_SHARE` of ``doc``'s area."""
+    """True when the card path's quad ``card`` lies inside the scan path's document ``doc``
+    (both ``(4, 2)`` px, TL, TR, BR, BL): every corner of ``card`` inside ``doc`` or within
+    :data:`ENCLOSE_TOL` of its longer side outside it."""
     d = np.asarray(doc, np.float32).reshape(-1, 1, 2)
     tol = ENCLOSE_TOL * float(geo.side_lengths(np.asarray(doc, np.float64)).max())
-    inside = all(cv2.pointPolygonTest(d, (float(x), float(y)), True) >= -tol for x, y in card)
-    return inside and geo.polygon_area(card) <= INNER_CARD_SHARE * geo.polygon_area(doc)
+    return all(cv2.pointPolygonTest(d, (float(x), float(y)), True) >= -tol for x, y in card)
 
 
 SAME_DOCUMENT_IOU = 0.8
@@ -428,9 +431,10 @@ def replaces(doc: Detection, card: Detection, card_glyphs: Callable[[], int]) ->
       :data:`PORTRAIT_MAX_GLYPHS`: the portrait); or
     - ``doc`` was found by at least 3 margined edges (its shape is the evidence, its sides
       fitted at full resolution), the card's confidence is below
-      :data:`MARGINED_CARD_CONFIDENCE`, and ``doc`` encloses the card on at least
-      :data:`PANEL_MIN_SHARE` of it (a panel) or overlaps it by :data:`SAME_DOCUMENT_IOU` (the
-      same document with a corner astray: a scan's corners are square, a mask's need not be).
+      :data:`MARGINED_CARD_CONFIDENCE`, and ``doc`` encloses the card on
+      :data:`PANEL_MIN_SHARE` to :data:`INNER_CARD_SHARE` of it (a panel) or overlaps it by
+      :data:`SAME_DOCUMENT_IOU` (the same document with a corner astray: a scan's corners are
+      square, a mask's need not be).
 
     A card covering :data:`PART_MAX_SHARE` to :data:`PANEL_MIN_SHARE` of ``doc`` may be one of
     two documents side by side, and stays (unless the two overlap as one document).
@@ -448,7 +452,7 @@ def replaces(doc: Detection, card: Detection, card_glyphs: Callable[[], int]) ->
     if not doc_area > 0.0:  # degenerate or not finite
         return False
     share = geo.polygon_area(card.quad) / doc_area
-    inside = encloses(doc.quad, card.quad)
+    inside = share <= INNER_CARD_SHARE and encloses(doc.quad, card.quad)
     if inside and card.area_frac < INNER_CARD_AREA and share < PART_MAX_SHARE:
         if card.confidence < INNER_CARD_CONFIDENCE:
             return True
@@ -516,7 +520,7 @@ def complete_sides(lines: list[np.ndarray], edges: Sequence[bool],
     ux = vec / max(float(np.linalg.norm(vec)), 1e-9)  # along the top, left to right
     normals = (np.array([ux[1], -ux[0]]), np.array([ux[0], ux[1]]),
                np.array([-ux[1], ux[0]]), np.array([-ux[0], -ux[1]]))  # outward per side
-    aspect = min(DOC_ASPECTS, key=lambda a: abs(geo.approx_aspect(quad) / a - 1.0))
+    aspect = _nearest_aspect(geo.approx_aspect(quad))
     out = list(lines)
     for i in range(4):
         if edges[i]:
