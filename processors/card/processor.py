@@ -40,14 +40,14 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo11"
+POSTPROCESS_REVISION = "geo12"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
 ``geo9``: the scan path, :mod:`processors.card.scan`; ``geo10``: the document type from the
 quad's metric aspect ratio, and from the MRZ's format when the quad cannot tell; ``geo11``:
 also in doubt when the sides' plain ratio and the metric one lie on either side of the
-split)."""
+split; ``geo12``: the scan path asks every document for print, margins or none)."""
 
 
 class CardProcessor:

@@ -18,10 +18,11 @@ frame itself, geometrically, for the uploads the card path did not accept:
 3. **Print** (:func:`print_glyphs`): a document carries lines of print (names, numbers, the
    MRZ); the rectified quad must show at least ``scan_min_print_glyphs`` glyphs standing in a
    row with a neighbour of their size, on a plain ground (at least ``scan_min_ground`` of it,
-   :func:`ground_share`), when fewer than 3 of its sides were found as plain-margined edges,
-   i.e. when only the print can tell a document that fills the frame from a photo of the same
-   shape. With 3 or 4 margined edges the shape is the evidence (a blank card on a lid is a card,
-   as in the card path) and the print is not asked for.
+   :func:`ground_share`). With fewer than 3 margined edges only the print tells a document that
+   fills the frame from a photo of the same shape; with 3 or 4 it tells a document on a lid
+   from anything else of a document's shape there (a grey or blank card, noise, a photo print,
+   a page whose only print, a card's, is too small for a document of the page's size). The
+   card path's model rejects all of these too (MODEL.md, *Scans, round 6*).
 
 A quad that passes is verified like a photographed card (BLURRY, GLARE, the orientation, the
 verification of :mod:`processors.card.verify` where present); PARTIAL_CARD does not apply to its
@@ -356,7 +357,7 @@ class ScanVerdict:
         frame: the near-border quad (working px).
         document: True when it is taken for the document.
         glyphs: print glyphs counted on it (:func:`print_glyphs`; -1 when not measured: the
-            shape already failed, or 3-4 margined edges made it unnecessary).
+            shape already failed).
         confidence: in [0, 1]: 1 with 3-4 margined edges, else the glyphs' share of
             ``2 x scan_min_print_glyphs`` (capped at 1); 0 when not a document.
     """
@@ -376,13 +377,13 @@ def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
                 and geo.corner_angle_deviation(fq.quad) <= settings.scan_max_corner_dev_deg)
     if not shape_ok:
         return ScanVerdict(fq, False, -1, 0.0)
-    if sum(fq.edges) >= 3:
-        return ScanVerdict(fq, True, -1, 1.0)
     doc = rectified_grey(grey, fq.quad)
     glyphs = print_glyphs(doc)
     ok = glyphs >= settings.scan_min_print_glyphs and ground_share(doc) >= settings.scan_min_ground
-    conf = min(1.0, glyphs / (2.0 * settings.scan_min_print_glyphs)) if ok else 0.0
-    return ScanVerdict(fq, ok, glyphs, conf)
+    if not ok:
+        return ScanVerdict(fq, False, glyphs, 0.0)
+    conf = 1.0 if sum(fq.edges) >= 3 else min(1.0, glyphs / (2.0 * settings.scan_min_print_glyphs))
+    return ScanVerdict(fq, True, glyphs, conf)
 
 
 def _small_part(det: Detection) -> bool:

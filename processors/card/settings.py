@@ -78,9 +78,9 @@ class CardSettings(BaseModel):
         scan_min_area_frac: the smallest share of the frame the document covers.
         scan_max_corner_dev_deg: the largest deviation of a corner from 90° (a scanner or a
             crop app leaves the corners square).
-        scan_min_print_glyphs: glyphs in rows (``scan.print_glyphs``) a document that fills
-            the frame (fewer than 3 margined edges) must show.
-        scan_min_ground: the share of that document that must be plain ground
+        scan_min_print_glyphs: glyphs in rows (``scan.print_glyphs``) the document must show
+            (its content: the scan path's documents in the eval sets show 92 or more).
+        scan_min_ground: the share of the document that must be plain ground
             (``scan.ground_share``: print on paper, not grass or gravel).
 
     Output:

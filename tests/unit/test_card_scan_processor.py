@@ -81,6 +81,28 @@ def test_document_shaped_photo_without_a_document_stays_no_card(both) -> None:
         assert o.payload["quad"] is None
 
 
+@pytest.mark.parametrize("level", [30, 240])
+def test_a_blank_or_grey_card_on_a_lid_stays_no_card(both, level: int) -> None:
+    """A blank card and a plain grey one of ID-1's shape, 30 px margins on a dark and a white
+    lid: the card path finds no card, and the scan path, which finds the four margins, finds
+    no print on it (``scan.judge``), so both stay NO_CARD with no quad. Before round 6 all four
+    were accepted as ID cards (NO_PORTRAIT and PHOTOCOPY only annotated them)."""
+    on, _ = both
+    faces = {"blank": synth.render_face(np.random.default_rng(3), "id_card", width=856,
+                                        blank=True)[0],
+             "grey": np.full((540, 856, 3), 150, np.uint8)}
+    items = []
+    for name, face in faces.items():
+        image = np.full((600, 916, 3), level, np.uint8)
+        image[30:570, 30:886] = face
+        items.append(_item(name, cv2.GaussianBlur(image, (0, 0), 0.7)))
+    for o in on.process_batch(items):
+        # (BLURRY may join it: a blank frame has no detail to be sharp)
+        assert o.status is Status.REJECTED and ReasonCode.NO_CARD in o.reasons, (
+            o.upload_id, o.reasons, o.payload.get("doc_type"))
+        assert o.payload["quad"] is None
+
+
 # (seed, format) of the MRZ generator's scans where the card path is suspect: 34/TD3 and 12/TD3
 # took the portrait (upright, no print; confidence 0.94, IoU 0.14 and 0.15 with the page; the
 # second in ID-3's own aspect ratio, 1.43), 7/TD2 and 11/TD3 found the page with a corner
