@@ -275,7 +275,9 @@ HANDHELD_FT_RECIPE: tuple[tuple[str, ...], ...] = (
 """Issue 44's short fine-tune of the shipped model (it starts from the pinned ``card_u2netp``,
 :data:`RECIPE_STARTS`): run 4's last kind of stage (320 px, encoder stage 4 trained, lr 4e-5)
 with decoder stage 1 out of the backward pass, 60 steps of 8, 35 % of them hand-held scenes
-(:func:`synth.handheld_sample`). Gated like every model change (MODEL.md, *Hand-held*)."""
+(:func:`synth.handheld_sample`). Gated like every model change: run to its gate on 2026-12-05,
+it raised the synthetic hand-held photos (mean IoU 0.704 -> 0.787) and lost a real hand-held
+photo of ``../shared/cases`` (0.974 -> 0.860), so it is not shipped (MODEL.md, *Hand-held*)."""
 
 RECIPE_STARTS: dict[str, str] = {"handheld_ft": "card_u2netp"}
 """Recipes that continue a shipped model (``processors/models.json`` entry) instead of starting
