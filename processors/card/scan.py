@@ -18,11 +18,12 @@ frame itself, geometrically, for the uploads the card path did not accept:
 3. **Print** (:func:`print_glyphs`): a document carries lines of print (names, numbers, the
    MRZ); the rectified quad must show at least ``scan_min_print_glyphs`` glyphs standing in a
    row with a neighbour of their size, on a plain ground (at least ``scan_min_ground`` of it,
-   :func:`ground_share`). With fewer than 3 margined edges only the print tells a document that
+   :func:`ground_share`), whose widths vary as letters' and digits' do (:data:`PRINT_WIDTH_SPREAD`:
+   not one shape repeated). With fewer than 3 margined edges only the print tells a document that
    fills the frame from a photo of the same shape; with 3 or 4 it tells a document on a lid
    from anything else of a document's shape there (a grey or blank card, noise, a photo print,
-   a page whose only print, a card's, is too small for a document of the page's size). The
-   card path's model rejects all of these too (MODEL.md, *Scans, round 6*).
+   a checkerboard, a page whose only print, a card's, is too small for a document of the page's
+   size; MODEL.md, *Scans, round 6*).
 
 A quad that passes is verified like a photographed card (BLURRY, GLARE, the orientation, the
 verification of :mod:`processors.card.verify` where present); PARTIAL_CARD does not apply to its
@@ -291,8 +292,25 @@ def rectified_grey(grey: np.ndarray, quad: np.ndarray) -> np.ndarray:
 
 
 def print_glyphs(doc: np.ndarray) -> int:
+    """Glyphs of print on a rectified document (:func:`glyph_widths`, counted)."""
+    return int(glyph_widths(doc).size)
+
+
+PRINT_WIDTH_SPREAD = 0.1
+"""Coefficient of variation (standard deviation over mean) of the glyphs' widths
+(:func:`glyph_widths`) below which a document's "print" is one shape repeated: a checkerboard,
+a dot grid (0.02-0.05, a fresh user's trial) rather than letters and digits, whose widths vary
+(``1`` against ``M``; the documents of the eval sets: 0.165 and more, MODEL.md *Scans, round 6*)."""
+
+
+def width_spread(widths: np.ndarray) -> float:
+    """:data:`PRINT_WIDTH_SPREAD`'s measure on ``widths`` (px, ``(n,) float64``); 0 for none."""
+    return float(np.std(widths) / np.mean(widths)) if widths.size else 0.0
+
+
+def glyph_widths(doc: np.ndarray) -> np.ndarray:
     """Glyphs of print on a rectified document: letters and digits that stand in a row with a
-    neighbour of their own size.
+    neighbour of their own size; their box widths (px, ``(n,) float64``).
 
     Its contrast is stretched first (1st to 99th percentile onto 0-255, by at most 2.55 times:
     pale print on pale paper). Maximally stable extremal regions (MSER, Matas et al., BMVC
@@ -306,8 +324,9 @@ def print_glyphs(doc: np.ndarray) -> int:
         doc: ``(h, w) uint8`` rectified document (:func:`rectified_grey`).
 
     Returns:
-        The number of glyphs with a neighbour (synthetic ID cards and passport pages: mostly
-        100-500; grass and gravel of the same shape up to 270; MODEL.md, *Scans*).
+        The widths of the glyphs with a neighbour; their number: synthetic ID cards and
+        passport pages mostly 100-500, grass and gravel of the same shape up to 270 (MODEL.md,
+        *Scans*).
     """
     H, W = doc.shape[:2]
     lo, hi = np.percentile(doc, (1, 99))
@@ -316,11 +335,11 @@ def print_glyphs(doc: np.ndarray) -> int:
     mser = cv2.MSER.create(5, int(0.0001 * H * W) + 4, int(0.004 * H * W), 0.25)
     _, boxes = mser.detectRegions(doc)
     if len(boxes) == 0:
-        return 0
+        return np.zeros(0)
     x, y, bw, bh = np.asarray(boxes, np.float64).reshape(-1, 4).T
     g = (bh >= 0.025 * H) & (bh <= 0.09 * H) & (bw <= 1.5 * bh) & (bw >= 0.1 * bh)
     if not g.any():
-        return 0
+        return np.zeros(0)
     # nested MSERs of one glyph give near-equal boxes: keep one per 2 px cell
     key = np.round(np.stack([x[g], y[g], bw[g], bh[g]], 1) / 2.0).astype(np.int64)
     _, idx = np.unique(key, axis=0, return_index=True)
@@ -331,7 +350,7 @@ def print_glyphs(doc: np.ndarray) -> int:
             & (np.abs(cy[None, :] - cy[:, None]) <= 0.2 * bh[:, None])
             & (np.abs(bh[None, :] - bh[:, None]) <= 0.25 * bh[:, None]))
     np.fill_diagonal(near, False)
-    return int(near.any(axis=1).sum())
+    return bw[near.any(axis=1)]
 
 
 GROUND_GRADIENT = 2.0
@@ -378,8 +397,10 @@ def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
     if not shape_ok:
         return ScanVerdict(fq, False, -1, 0.0)
     doc = rectified_grey(grey, fq.quad)
-    glyphs = print_glyphs(doc)
-    ok = glyphs >= settings.scan_min_print_glyphs and ground_share(doc) >= settings.scan_min_ground
+    widths = glyph_widths(doc)
+    glyphs = int(widths.size)
+    ok = (glyphs >= settings.scan_min_print_glyphs and width_spread(widths) >= PRINT_WIDTH_SPREAD
+          and ground_share(doc) >= settings.scan_min_ground)
     if not ok:
         return ScanVerdict(fq, False, glyphs, 0.0)
     conf = 1.0 if sum(fq.edges) >= 3 else min(1.0, glyphs / (2.0 * settings.scan_min_print_glyphs))
