@@ -18,12 +18,12 @@ frame itself, geometrically, for the uploads the card path did not accept:
 3. **Print** (:func:`print_glyphs`): a document carries lines of print (names, numbers, the
    MRZ); the rectified quad must show at least ``scan_min_print_glyphs`` glyphs standing in a
    row with a neighbour of their size, on a plain ground (at least ``scan_min_ground`` of it,
-   :func:`ground_share`), whose widths vary as letters' and digits' do (:data:`PRINT_WIDTH_SPREAD`:
-   not one shape repeated). With fewer than 3 margined edges only the print tells a document that
+   :func:`ground_share`), made of strokes as letters and digits are, not of solid shapes
+   (:data:`SOLID_MAX_SHARE`). With fewer than 3 margined edges only the print tells a document that
    fills the frame from a photo of the same shape; with 3 or 4 it tells a document on a lid
    from anything else of a document's shape there (a grey or blank card, noise, a photo print,
-   a checkerboard, a page whose only print, a card's, is too small for a document of the page's
-   size; MODEL.md, *Scans, round 6*).
+   a checkerboard, tiles or dots in rows, a page whose only print, a card's, is too small for a
+   document of the page's size; MODEL.md, *Scans, round 6*).
 
 A quad that passes is verified like a photographed card (BLURRY, GLARE, the orientation, the
 verification of :mod:`processors.card.verify` where present); PARTIAL_CARD does not apply to its
@@ -292,25 +292,31 @@ def rectified_grey(grey: np.ndarray, quad: np.ndarray) -> np.ndarray:
 
 
 def print_glyphs(doc: np.ndarray) -> int:
-    """Glyphs of print on a rectified document (:func:`glyph_widths`, counted)."""
-    return int(glyph_widths(doc).size)
+    """Glyphs of print on a rectified document (:func:`glyph_fills`, counted)."""
+    return int(glyph_fills(doc).size)
 
 
-PRINT_WIDTH_SPREAD = 0.1
-"""Coefficient of variation (standard deviation over mean) of the glyphs' widths
-(:func:`glyph_widths`) below which a document's "print" is one shape repeated: a checkerboard,
-a dot grid (0.02-0.05, a fresh user's trial) rather than letters and digits, whose widths vary
-(``1`` against ``M``; the documents of the eval sets: 0.165 and more, MODEL.md *Scans, round 6*)."""
+SOLID_FILL = 0.65
+"""Share of its bounding box a glyph's region covers above which it is a solid shape (a square,
+a dot, a bar, a tile: 0.75-1.0, less when blurred), not a letter or digit, whose strokes cover
+0.2-0.6 of it ("extent", one of the usual geometric filters of MSER text detection)."""
+SOLID_MAX_SHARE = 0.6
+"""Share of a document's glyphs that may be solid (:data:`SOLID_FILL`); above it the "print" is
+a pattern of shapes in rows (checkerboards, dot grids, tiles, bricks, stacked barcodes, QR-like
+blocks: 0.745-1.0 in two fresh users' trials), not print (the documents of the eval sets: at
+most 0.45; the trials' own OCR-B cards and rows of small letters less; MODEL.md, *Scans, round
+6*)."""
 
 
-def width_spread(widths: np.ndarray) -> float:
-    """:data:`PRINT_WIDTH_SPREAD`'s measure on ``widths`` (px, ``(n,) float64``); 0 for none."""
-    return float(np.std(widths) / np.mean(widths)) if widths.size else 0.0
+def solid_share(fills: np.ndarray) -> float:
+    """:data:`SOLID_MAX_SHARE`'s measure on ``fills`` (:func:`glyph_fills`); 0 for none."""
+    return float(np.mean(fills > SOLID_FILL)) if fills.size else 0.0
 
 
-def glyph_widths(doc: np.ndarray) -> np.ndarray:
+def glyph_fills(doc: np.ndarray) -> np.ndarray:
     """Glyphs of print on a rectified document: letters and digits that stand in a row with a
-    neighbour of their own size; their box widths (px, ``(n,) float64``).
+    neighbour of their own size; the share of its box each one's region covers (``(n,)
+    float64`` in (0, 1]).
 
     Its contrast is stretched first (1st to 99th percentile onto 0-255, by at most 2.55 times:
     pale print on pale paper). Maximally stable extremal regions (MSER, Matas et al., BMVC
@@ -324,7 +330,7 @@ def glyph_widths(doc: np.ndarray) -> np.ndarray:
         doc: ``(h, w) uint8`` rectified document (:func:`rectified_grey`).
 
     Returns:
-        The widths of the glyphs with a neighbour; their number: synthetic ID cards and
+        The fills of the glyphs with a neighbour; their number: synthetic ID cards and
         passport pages mostly 100-500, grass and gravel of the same shape up to 270 (MODEL.md,
         *Scans*).
     """
@@ -333,7 +339,7 @@ def glyph_widths(doc: np.ndarray) -> np.ndarray:
     gain = 255.0 / max(float(hi - lo), 100.0)
     doc = cv2.convertScaleAbs(doc, alpha=gain, beta=-float(lo) * gain)
     mser = cv2.MSER.create(5, int(0.0001 * H * W) + 4, int(0.004 * H * W), 0.25)
-    _, boxes = mser.detectRegions(doc)
+    regions, boxes = mser.detectRegions(doc)
     if len(boxes) == 0:
         return np.zeros(0)
     x, y, bw, bh = np.asarray(boxes, np.float64).reshape(-1, 4).T
@@ -343,6 +349,7 @@ def glyph_widths(doc: np.ndarray) -> np.ndarray:
     # nested MSERs of one glyph give near-equal boxes: keep one per 2 px cell
     key = np.round(np.stack([x[g], y[g], bw[g], bh[g]], 1) / 2.0).astype(np.int64)
     _, idx = np.unique(key, axis=0, return_index=True)
+    px = np.array([len(regions[k]) for k in np.flatnonzero(g)[idx]], np.float64)
     x, y, bw, bh = x[g][idx], y[g][idx], bw[g][idx], bh[g][idx]
     cy = y + bh / 2
     dx = x[None, :] - (x + bw)[:, None]  # gap from glyph i's right side to glyph j's left
@@ -350,7 +357,8 @@ def glyph_widths(doc: np.ndarray) -> np.ndarray:
             & (np.abs(cy[None, :] - cy[:, None]) <= 0.2 * bh[:, None])
             & (np.abs(bh[None, :] - bh[:, None]) <= 0.25 * bh[:, None]))
     np.fill_diagonal(near, False)
-    return bw[near.any(axis=1)]
+    k = near.any(axis=1)
+    return px[k] / (bw[k] * bh[k])
 
 
 GROUND_GRADIENT = 2.0
@@ -397,9 +405,9 @@ def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
     if not shape_ok:
         return ScanVerdict(fq, False, -1, 0.0)
     doc = rectified_grey(grey, fq.quad)
-    widths = glyph_widths(doc)
-    glyphs = int(widths.size)
-    ok = (glyphs >= settings.scan_min_print_glyphs and width_spread(widths) >= PRINT_WIDTH_SPREAD
+    fills = glyph_fills(doc)
+    glyphs = int(fills.size)
+    ok = (glyphs >= settings.scan_min_print_glyphs and solid_share(fills) <= SOLID_MAX_SHARE
           and ground_share(doc) >= settings.scan_min_ground)
     if not ok:
         return ScanVerdict(fq, False, glyphs, 0.0)
