@@ -47,8 +47,8 @@ new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haa
 ``geo9``: the scan path, :mod:`processors.card.scan`; ``geo10``: the document type from the
 quad's metric aspect ratio, and from the MRZ's format when the quad cannot tell; ``geo11``:
 also in doubt when the sides' plain ratio and the metric one lie on either side of the
-split; ``geo12``: the scan path asks every document for print, margins or none, and for
-glyphs of varied widths)."""
+split; ``geo12``: the scan path asks every document for print, margins or none, made of
+strokes rather than solid shapes)."""
 
 
 class CardProcessor:
