@@ -3,8 +3,6 @@ photos without a document (geometry and print only; no model)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import cv2
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from processors.card.metrics import quad_iou
 from processors.card.settings import CardSettings
 from processors.card.training import synth
 from processors.pixels import shrink, working_size
+from tests.unit.scans import on_lid, portrait
 
 SETTINGS = CardSettings()
 
@@ -96,20 +95,6 @@ def test_busy_texture_has_glyph_like_blobs_but_no_plain_ground(texture: str) -> 
     assert scan.print_glyphs(doc) >= SETTINGS.scan_min_print_glyphs
 
 
-PORTRAIT_CASE = (Path(__file__).resolve().parents[2].parent / "shared" / "cases" / "images"
-                 / "portrait.jpg")
-
-
-def _on_lid(face: np.ndarray, level: int, margin: int = 30, blur: float = 0.7) -> np.ndarray:
-    """``face`` (BGR) square on a plain scanner lid of grey ``level`` with ``margin`` px on
-    every side, softened as a scanner's optics do (Gaussian sigma ``blur`` px; 0: sharp, as a
-    drawn file is)."""
-    h, w = face.shape[:2]
-    img = np.full((h + 2 * margin, w + 2 * margin, 3), level, np.uint8)
-    img[margin:margin + h, margin:margin + w] = face
-    return cv2.GaussianBlur(img, (0, 0), blur) if blur > 0 else img
-
-
 def _no_print(kind: str) -> np.ndarray:
     """A document-shaped thing without a document's print (ID-1 856 x 540 px, or a 7 x 5 inch
     photo print, aspect 1.40, within 1.5 % of ID-3's)."""
@@ -150,9 +135,7 @@ def _no_print(kind: str) -> np.ndarray:
                 cv2.rectangle(face, (x, y), (x + w, y + 24), (20, 20, 20), -1)
                 x += w + int(rng.integers(3, 12))
         return face
-    if not PORTRAIT_CASE.exists():
-        pytest.skip(f"{PORTRAIT_CASE} absent: ../shared/cases is not here")
-    return cv2.resize(cv2.imread(str(PORTRAIT_CASE)), (980, 700))
+    return portrait((980, 700))
 
 
 @pytest.mark.parametrize("kind", ["grey", "blank", "noise", "smooth_noise", "photo_print",
@@ -169,12 +152,12 @@ def test_a_document_shape_on_a_lid_without_print_is_no_document(kind: str, level
     Before round 6 26 of these 27 were documents (with 3-4 margined edges the print was not
     asked for; the photo print on the dark lid had only one margined edge). The same lid with a
     printed card face on it is one."""
-    grey, _ = _working(_on_lid(_no_print(kind), level, blur=blur))
+    grey, _ = _working(on_lid(_no_print(kind), level, blur=blur))
     v = scan.judge(grey, SETTINGS)
     assert not v.document and v.confidence == 0.0, (v.glyphs, v.frame.edges, v.frame.aspect)
     assert v.glyphs >= 0, v.frame.aspect  # the shape is a document's: the print decided
     face, _ = synth.render_face(np.random.default_rng(3), "id_card", width=856, blank=False)
-    printed = scan.judge(_working(_on_lid(face, level, blur=blur))[0], SETTINGS)
+    printed = scan.judge(_working(on_lid(face, level, blur=blur))[0], SETTINGS)
     assert printed.document and printed.confidence == 1.0
     assert printed.glyphs >= SETTINGS.scan_min_print_glyphs
 
@@ -188,10 +171,10 @@ def test_a_page_with_a_card_on_it_is_no_document_of_its_own() -> None:
     face, alpha = synth.render_face(np.random.default_rng(9), "id_card", width=520, blank=False)
     card = np.array([[300, 500], [820, 500], [820, 828], [300, 828]], np.float64)
     page = synth.composite(np.full((1754, 1240, 3), 245, np.uint8), face, alpha, card)
-    v = scan.judge(_working(_on_lid(page, 60, margin=40))[0], SETTINGS)
+    v = scan.judge(_working(on_lid(page, 60, margin=40))[0], SETTINGS)
     assert sum(v.frame.edges) == 4 and abs(v.frame.aspect - 2 ** 0.5) < 0.01, v.frame.aspect
     assert not v.document and 0 <= v.glyphs < SETTINGS.scan_min_print_glyphs, v.glyphs
-    alone = scan.judge(_working(_on_lid(page[500:828, 300:820], 60))[0], SETTINGS)
+    alone = scan.judge(_working(on_lid(page[500:828, 300:820], 60))[0], SETTINGS)
     assert alone.document and alone.glyphs >= SETTINGS.scan_min_print_glyphs
 
 
