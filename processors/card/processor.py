@@ -40,7 +40,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo12"
+POSTPROCESS_REVISION = "geo13"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -48,7 +48,8 @@ new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haa
 quad's metric aspect ratio, and from the MRZ's format when the quad cannot tell; ``geo11``:
 also in doubt when the sides' plain ratio and the metric one lie on either side of the
 split; ``geo12``: the scan path asks every document for print, margins or none, made of
-strokes rather than solid shapes)."""
+strokes rather than solid shapes; ``geo13``: a thin frame border is not taken for the
+document's margins, :func:`processors.card.scan.thin_border`)."""
 
 
 class CardProcessor:

@@ -151,7 +151,7 @@ class FrameQuad:
         scores: per side, the edge's mean directional derivative (grey levels / px; 0 on the
             frame).
         aspect: long/short side ratio, perspective undone approximately.
-        area_frac: quad area / frame area.
+        area_frac: quad area / frame area (inside a thin border cut off, :func:`thin_border`).
     """
 
     quad: np.ndarray
@@ -395,10 +395,125 @@ class ScanVerdict:
     confidence: float
 
 
+BORDER_MAX_PX = 4
+"""The widest frame border (working px; about 0.4 % of a 1,024 px working copy) that
+:func:`thin_border` cuts off. A wider band of one level is a lid or a margin, whose inner edge
+is the document's (:func:`frame_quad`)."""
+BORDER_LEVEL_TOL = 16.0
+"""Grey levels a border line's pixels may differ from its median (JPEG ringing, a scanner's
+noise)."""
+BORDER_STEP = 6.0
+"""Grey levels a line's median may differ from the outermost line's and still be the same
+border: a white border on pale paper differs from the paper by 8-10 levels (the line the shrink
+blended with it by less)."""
+BORDER_UNIFORM = 0.95
+"""Share of a line's pixels within :data:`BORDER_LEVEL_TOL` of its median for it to count as
+a line of border."""
+
+
+def _border_run(lines: np.ndarray) -> int:
+    """How many of ``lines`` (``(k, n) uint8``, the frame's outermost line first) are one
+    uniform level (:data:`BORDER_UNIFORM`) before the first that is not."""
+    ref = float(np.median(lines[0]))
+    for k, line in enumerate(lines):
+        med = float(np.median(line))
+        if (abs(med - ref) > BORDER_STEP
+                or np.mean(np.abs(line.astype(np.float32) - med) <= BORDER_LEVEL_TOL)
+                < BORDER_UNIFORM):
+            return k
+    return len(lines)
+
+
+def thin_border(grey: np.ndarray) -> tuple[int, int, int, int]:
+    """Working px to cut off each side (top, right, bottom, left) of a frame with a thin border.
+
+    A scan or a crop exported with a 1-3 px line of white, black or any one level around it
+    (an image editor's canvas, a PDF's page box, a scanner's edge) has that line's inner edge as
+    the outermost straight edge with a plain strip out to the frame on every side, so
+    :func:`frame_quad` would take the border for the document's margins and never reach the
+    document's own (slanted) edges (MODEL.md, *Scans*, known gap 14). A side's border is its
+    outermost lines of one uniform level (:data:`BORDER_UNIFORM`, :data:`BORDER_STEP`) when
+    there are 1 to :data:`BORDER_MAX_PX` of them before a line that is not; it is cut with one
+    line more (the line the shrink to the working size blended with the border). More lines of
+    one level are a lid or the document's own margin, and stay.
+
+    Args:
+        grey: ``(h, w) uint8`` working copy.
+
+    Returns:
+        ``(top, right, bottom, left)`` px to cut (0 where the side has no thin border).
+    """
+    h, w = grey.shape[:2]
+    k = BORDER_MAX_PX + 1
+    if min(h, w) <= 8 * k:
+        return (0, 0, 0, 0)
+    sides = (grey[:k, k:w - k], grey[:, w - k:][k:h - k].T[::-1],
+             grey[h - k:][::-1, k:w - k], grey[k:h - k, :k].T)
+    runs = [_border_run(s) for s in sides]
+    return tuple(r + 1 if 1 <= r <= BORDER_MAX_PX else 0 for r in runs)  # type: ignore[return-value]
+
+
 def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
     """Decide whether the frame of ``grey`` (the working copy, ``(h, w) uint8``) is a document
-    (the module's steps 1-3, thresholds in :class:`CardSettings` ``scan_*``)."""
-    fq = frame_quad(grey, settings)
+    (the module's steps 1-3, thresholds in :class:`CardSettings` ``scan_*``), minding a thin
+    frame border (:func:`thin_border`, MODEL.md known gap 14):
+
+    - when the whole frame is no document, or every margined edge found (at least 2) lies in
+      the border (its inner edge taken for the document's margins), the frame inside the border
+      is judged,
+      and its verdict stands if it is a document;
+    - otherwise a margined edge found in a side's border counts as a side on the frame (it is the
+      border's, not the document's: the side is squared to the others by
+      :func:`complete_sides`, and no margin counts toward the confidence).
+    """
+    verdict = _judge_frame(grey, settings, (0, 0, 0, 0))
+    cut = thin_border(grey)
+    if not any(cut):
+        return verdict
+    near = _edges_near_frame(verdict.frame, grey.shape)
+    found = sum(verdict.frame.edges)
+    if not verdict.document or (found >= 2 and sum(near) == found):
+        inner = _judge_frame(grey, settings, cut)
+        if inner.document:
+            return inner
+    hug = tuple(n and c > 0 for n, c in zip(near, cut, strict=True))
+    if not verdict.document or not any(hug):
+        return verdict
+    fq = verdict.frame
+    edges = tuple(e and not h for e, h in zip(fq.edges, hug, strict=True))
+    frame = FrameQuad(quad=fq.quad, edges=edges,  # type: ignore[arg-type]
+                      scores=tuple(sc if e else 0.0 for sc, e in zip(fq.scores, edges,
+                                                                      strict=True)),
+                      aspect=fq.aspect, area_frac=fq.area_frac)
+    conf = (1.0 if sum(edges) >= 3
+            else min(1.0, verdict.glyphs / (2.0 * settings.scan_min_print_glyphs)))
+    return ScanVerdict(frame, True, verdict.glyphs, conf)
+
+
+def _edges_near_frame(fq: FrameQuad, shape: tuple[int, ...]) -> tuple[bool, ...]:
+    """Per side of ``fq`` (top, right, bottom, left): a margined edge that could be a thin
+    border's inner edge, both its ends within :data:`BORDER_MAX_PX` + 1 px of the frame of
+    ``shape`` (``(h, w)``, working px). A side with a border (:func:`thin_border`) may show none
+    where the line the shrink blended with the border varies along it (a dark border beside a
+    page and a background wedge)."""
+    h, w = shape[:2]
+    out = []
+    for i in range(4):
+        ends = fq.quad[[i, (i + 1) % 4]]
+        off = (ends[:, 1], w - 1 - ends[:, 0], h - 1 - ends[:, 1], ends[:, 0])[i]
+        out.append(bool(fq.edges[i] and np.all(np.abs(off) <= BORDER_MAX_PX + 1)))
+    return tuple(out)
+
+
+def _judge_frame(grey: np.ndarray, settings: CardSettings,
+                 cut: tuple[int, int, int, int]) -> ScanVerdict:
+    """:func:`judge` on the frame of ``grey`` less ``cut`` px (top, right, bottom, left); the
+    quad in ``grey``'s px."""
+    t, r, b, left = cut
+    fq = frame_quad(grey[t:grey.shape[0] - b, left:grey.shape[1] - r], settings)
+    if any(cut):
+        fq = FrameQuad(quad=fq.quad + np.array([left, t], np.float64), edges=fq.edges,
+                       scores=fq.scores, aspect=fq.aspect, area_frac=fq.area_frac)
     shape_ok = (_aspect_error(fq.aspect) <= settings.scan_aspect_tol
                 and fq.area_frac >= settings.scan_min_area_frac
                 and geo.corner_angle_deviation(fq.quad) <= settings.scan_max_corner_dev_deg)

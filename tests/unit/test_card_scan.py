@@ -415,3 +415,44 @@ def test_a_degenerate_page_replaces_nothing() -> None:
                              _no_call)
     assert scan.quad_glyphs(np.full((64, 64), 128, np.uint8),
                             np.array([[np.nan, 0], [10, 0], [10, 5], [0, 5]])) == 0
+
+
+@pytest.mark.parametrize(("seed", "fmt"), CUT_SCANS[:4])
+@pytest.mark.parametrize(("width", "level"), [(1, 0), (3, 0), (2, 128), (3, 255)])
+def test_a_thin_frame_border_is_not_taken_for_the_documents_margins(
+        seed: int, fmt: str, width: int, level: int) -> None:
+    """The turned, cut scans above exported with a 1-3 px line of white, black or grey around
+    them (known gap 14): the border is cut off (:func:`scan.thin_border`) and the document's own
+    corners are found as without it. Without the cut, the border's inner edge was each side's
+    outermost margined edge and the frame's shape no format's: NO_CARD or a quad off by tens of
+    px."""
+    from processors.card.mrz.icao import Format
+    from processors.card.training import documents
+    from processors.pixels import bilinear_grey
+
+    img, truth = documents.document(np.random.default_rng(seed), Format[fmt], capture="scan")
+    img = cv2.copyMakeBorder(img, width, width, width, width, cv2.BORDER_CONSTANT,
+                             value=(level, level, level))
+    h, w = img.shape[:2]
+    quad = np.asarray(truth.quad) + width
+    grey, _ = _working(img)
+    v = scan.judge(grey, SETTINGS)
+    assert v.document
+    det = scan.detection(v, grey.shape, (w, h), lambda p: bilinear_grey(img, p))
+    assert np.abs(det.quad - quad).max() <= 3.0 + width  # a side on the frame takes it in
+
+
+def test_a_lid_or_a_page_running_to_the_frame_is_no_thin_border() -> None:
+    """A scanner lid's margin (30 px of one level) and a page whose print runs to the frame keep
+    their every line: only 1-:data:`scan.BORDER_MAX_PX` lines of one level before a line that
+    is not are a border, cut with one line more."""
+    rng = np.random.default_rng(0)
+    page = rng.integers(0, 256, (400, 600), dtype=np.uint8)
+    assert scan.thin_border(page) == (0, 0, 0, 0)
+    lid = cv2.copyMakeBorder(page, 30, 30, 30, 30, cv2.BORDER_CONSTANT, value=235)
+    assert scan.thin_border(lid) == (0, 0, 0, 0)
+    framed = page.copy()
+    framed[:2], framed[:, -4:] = 255, 0  # 2 px of white on top, 4 of black on the right
+    assert scan.thin_border(framed) == (3, 5, 0, 0)
+    framed[:, -5:] = 0  # 5 px is a margin, not a border
+    assert scan.thin_border(framed)[1] == 0
