@@ -20,10 +20,10 @@ from processors.card.rectify import (
     canonical_size,
     choose_doc_type,
     direction_detail_ratio,
+    glare_fraction,
     homography,
     laplacian_variance,
     reading,
-    saturated_fraction,
 )
 from processors.card.settings import CardSettings
 from processors.card.verify import CardView, Verification, Verifier
@@ -40,7 +40,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo13"
+POSTPROCESS_REVISION = "geo14"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -49,7 +49,10 @@ quad's metric aspect ratio, and from the MRZ's format when the quad cannot tell;
 also in doubt when the sides' plain ratio and the metric one lie on either side of the
 split; ``geo12``: the scan path asks every document for print, margins or none, made of
 strokes rather than solid shapes; ``geo13``: a thin frame border is not taken for the
-document's margins, :func:`processors.card.scan.thin_border`)."""
+document's margins, :func:`processors.card.scan.thin_border`; ``geo14``: no GLARE where the
+paper itself is saturated, :func:`processors.card.rectify.paper_saturated`, and an upload
+the card path finds no card in is searched for a document's outline,
+:func:`processors.card.scan.outline`)."""
 
 
 class CardProcessor:
@@ -82,7 +85,8 @@ class CardProcessor:
         ``BLURRY``: variance of the Laplacian of the rectified card (its ``quality_width``
         thumbnail) below the threshold, or its detail much weaker in one direction than in
         another (motion blur); also added to NO_CARD when the whole photo fails either measure.
-        ``GLARE``: share of saturated pixels in the card's thumbnail above the threshold.
+        ``GLARE``: share of saturated pixels in the card's thumbnail above the threshold (none
+        where its paper itself is saturated: :func:`~processors.card.rectify.glare_fraction`).
     Scans (``geo9``): a photo the card path judges NO_CARD or PARTIAL_CARD is judged once more
     as an upload that is already the document (a flatbed scan, a phone app's crop;
     :mod:`processors.card.scan`, ``scan_*`` settings); when it is one, its quad (the frame or
@@ -257,7 +261,7 @@ class CardProcessor:
         det = _to_upload_px(det, image.scale)
         quad = det.quad
         if quad is None or self._no_card(det):
-            whole = self._as_scan(item, image, grey)
+            whole = self._as_scan(item, image, grey, outlined=True)
             if whole is not None:
                 return whole
             if quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
@@ -310,15 +314,17 @@ class CardProcessor:
         return _Card(det, quad, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
                      by_print, auto)
 
-    def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray) -> _Card | None:
-        """The plan of the upload's whole frame (or its near-border quad) as the document, when
+    def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray,
+                 outlined: bool = False) -> _Card | None:
+        """The plan of the upload's whole frame (or its near-border quad; with ``outlined``, a
+        document's outline inside it) as the document, when
         :func:`processors.card.scan.judge` takes it for one (``scan`` on) and its long side
         reaches ``min_card_px``; else None. Its sides on the frame are not PARTIAL_CARD: the frame
         is the document's edge there."""
         s = self.settings
         if not s.scan:
             return None
-        verdict = scan.judge(grey, s)
+        verdict = scan.judge(grey, s, outlined)
         if not verdict.document:
             return None
         det = scan.detection(verdict, grey.shape, (image.width, image.height),
@@ -337,7 +343,7 @@ class CardProcessor:
         reasons = list(card.reasons)
         if self._blurry(thumb):
             reasons.append(ReasonCode.BLURRY)
-        if saturated_fraction(thumb, s.glare_level, s.quality_width) > s.glare_max_fraction:
+        if glare_fraction(thumb, s.glare_level, s.quality_width) > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
         rejected = bool(reasons)
         w, h = card.size

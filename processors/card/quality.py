@@ -17,7 +17,9 @@ card whatever the photo's size (``benchmarks``: ``python -m processors.card.eval
 - ``brightness``, ``contrast``: mean and standard deviation of the grey thumbnail (0-255);
 - ``focus``: variance of its Laplacian (the BLURRY measure);
 - ``glare``: share of saturated pixels (the GLARE measure); ``glare_mrz`` and ``glare_portrait``:
-  the same over the MRZ band and the portrait zone;
+  the same over the MRZ band and the portrait zone; all three 0 where the document's paper
+  itself is saturated (a white page scanned or exported: :func:`~processors.card.rectify.
+  paper_saturated`);
 - ``colourfulness``: the card's chroma in Hasler and Süsstrunk's opponent axes (2003), read on
   a 64 px copy (:func:`colourfulness`); a black-and-white photocopy measures near 0;
 - ``portrait``: a face found in the portrait zone (the ID-photo task's batched MTCNN,
@@ -32,7 +34,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from processors.card.rectify import laplacian_variance, saturated_fraction
+from processors.card.rectify import laplacian_variance, paper_saturated, saturated_fraction
 
 MM_PER_INCH = 25.4
 DEFAULT_FOCAL = 0.75
@@ -184,13 +186,15 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
     mean, std = cv2.meanStdDev(grey)
     width = thumb.shape[1]
     band = MRZ_BAND.get(doc_type, MRZ_BAND["passport"])
+    paper = paper_saturated(thumb, glare_level, width)  # then no glare can be told from it
     return Quality(
         dpi=effective_dpi(quad, doc_mm), tilt_deg=tilt_degrees(quad, doc_mm, size),
         margin=frame_margin(quad, size), brightness=float(mean[0, 0]),
         contrast=float(std[0, 0]), focus=laplacian_variance(grey, width),
-        glare=saturated_fraction(thumb, glare_level, width),
-        glare_mrz=_saturated(_zone(thumb, 0.0, 1.0 - band, 1.0, 1.0), glare_level),
-        glare_portrait=_saturated(_zone(thumb, *PORTRAIT_ZONE), glare_level),
+        glare=0.0 if paper else saturated_fraction(thumb, glare_level, width),
+        glare_mrz=0.0 if paper else _saturated(_zone(thumb, 0.0, 1.0 - band, 1.0, 1.0),
+                                               glare_level),
+        glare_portrait=0.0 if paper else _saturated(_zone(thumb, *PORTRAIT_ZONE), glare_level),
         colourfulness=colourfulness(thumb))
 
 

@@ -453,7 +453,7 @@ def thin_border(grey: np.ndarray) -> tuple[int, int, int, int]:
     return tuple(r + 1 if 1 <= r <= BORDER_MAX_PX else 0 for r in runs)  # type: ignore[return-value]
 
 
-def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
+def judge(grey: np.ndarray, settings: CardSettings, outlined: bool = False) -> ScanVerdict:
     """Decide whether the frame of ``grey`` (the working copy, ``(h, w) uint8``) is a document
     (the module's steps 1-3, thresholds in :class:`CardSettings` ``scan_*``), minding a thin
     frame border (:func:`thin_border`, MODEL.md known gap 14):
@@ -465,7 +465,20 @@ def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
     - otherwise a margined edge found in a side's border counts as a side on the frame (it is the
       border's, not the document's: the side is squared to the others by
       :func:`complete_sides`, and no margin counts toward the confidence).
+
+    With ``outlined``, a frame that is no document is searched for a document's outline
+    (:func:`outline`; the processor asks it for an upload the card path found no card in).
     """
+    verdict = _judge_border(grey, settings)
+    if outlined and not verdict.document:
+        drawn = outline(grey, settings)
+        if drawn is not None and drawn.document:
+            return drawn
+    return verdict
+
+
+def _judge_border(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
+    """:func:`judge` without the outline: the frame, minding a thin border."""
     verdict = _judge_frame(grey, settings, (0, 0, 0, 0))
     cut = thin_border(grey)
     if not any(cut):
@@ -480,12 +493,12 @@ def judge(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
     if not verdict.document or not any(hug):
         return verdict
     fq = verdict.frame
-    edges = tuple(e and not h for e, h in zip(fq.edges, hug, strict=True))
-    frame = FrameQuad(quad=fq.quad, edges=edges,  # type: ignore[arg-type]
-                      scores=tuple(sc if e else 0.0 for sc, e in zip(fq.scores, edges,
-                                                                      strict=True)),
-                      aspect=fq.aspect, area_frac=fq.area_frac)
-    conf = (1.0 if sum(edges) >= 3
+    keep = [e and not h for e, h in zip(fq.edges, hug, strict=True)]
+    sc = [s if k else 0.0 for s, k in zip(fq.scores, keep, strict=True)]
+    frame = FrameQuad(quad=fq.quad, edges=(keep[0], keep[1], keep[2], keep[3]),
+                      scores=(sc[0], sc[1], sc[2], sc[3]), aspect=fq.aspect,
+                      area_frac=fq.area_frac)
+    conf = (1.0 if sum(keep) >= 3
             else min(1.0, verdict.glyphs / (2.0 * settings.scan_min_print_glyphs)))
     return ScanVerdict(frame, True, verdict.glyphs, conf)
 
@@ -514,8 +527,17 @@ def _judge_frame(grey: np.ndarray, settings: CardSettings,
     if any(cut):
         fq = FrameQuad(quad=fq.quad + np.array([left, t], np.float64), edges=fq.edges,
                        scores=fq.scores, aspect=fq.aspect, area_frac=fq.area_frac)
+    return _verdict(grey, fq, settings)
+
+
+def _verdict(grey: np.ndarray, fq: FrameQuad, settings: CardSettings,
+             min_area: float | None = None) -> ScanVerdict:
+    """Whether the quad ``fq`` of ``grey`` is a document: its shape (the module's step 2; its
+    area at least ``min_area`` of the frame, default ``scan_min_area_frac``), then its print
+    (step 3)."""
+    area = settings.scan_min_area_frac if min_area is None else min_area
     shape_ok = (_aspect_error(fq.aspect) <= settings.scan_aspect_tol
-                and fq.area_frac >= settings.scan_min_area_frac
+                and fq.area_frac >= area
                 and geo.corner_angle_deviation(fq.quad) <= settings.scan_max_corner_dev_deg)
     if not shape_ok:
         return ScanVerdict(fq, False, -1, 0.0)
@@ -528,6 +550,85 @@ def _judge_frame(grey: np.ndarray, settings: CardSettings,
         return ScanVerdict(fq, False, glyphs, 0.0)
     conf = 1.0 if sum(fq.edges) >= 3 else min(1.0, glyphs / (2.0 * settings.scan_min_print_glyphs))
     return ScanVerdict(fq, True, glyphs, conf)
+
+
+OUTLINE_MIN_AREA = 0.3
+"""The smallest share of the frame a document's outline (:func:`outline`) must enclose: a
+figure of an ID-1 card on a page with its captions fills 0.5-0.6 of a crop of it (the frame's
+own document, ``scan_min_area_frac``, at least 0.6). On the synthetic negatives of the
+held-out and tuning sets (140 scenes) no outline of at least 0.25 of the frame is a document."""
+OUTLINE_CANDIDATES = 8
+"""The largest closed outlines (by convex hull area) :func:`outline` looks at."""
+CANNY_THRESHOLDS = (40, 120)
+"""Canny's hysteresis thresholds (grey levels, after sigma-1 smoothing) for :func:`outline`: a
+drawn line or a card's edge on a page is far above them, paper grain and JPEG noise below."""
+
+
+RECT_FILL = 0.97
+"""Share of its smallest enclosing rectangle a convex hull must fill to be taken for that
+rectangle with rounded corners (:func:`_four_corners`): a rounded ID-1 outline (corner radius
+3.18 mm, ISO/IEC 7810) fills 0.996 of it, a quad seen at a slant less."""
+
+
+def _four_corners(hull: np.ndarray) -> np.ndarray | None:
+    """The 4 corners of a convex hull (OpenCV points ``(n, 1, 2)``) that is a quadrilateral
+    with rounded or cut corners: the corners of its smallest enclosing rectangle where it fills
+    :data:`RECT_FILL` of it (a page or a figure: no perspective; the rounded corners' extended
+    sides meet there), else ``approxPolyDP``'s at a tolerance raised from 1 % to 8 % of the
+    perimeter until it leaves 4 vertices; None when it jumps past 4 (no quadrilateral)."""
+    box = cv2.boxPoints(cv2.minAreaRect(hull)).astype(np.float64)
+    if cv2.contourArea(hull) >= RECT_FILL * geo.polygon_area(box):
+        return box
+    peri = cv2.arcLength(hull, True)
+    for eps in np.linspace(0.01, 0.08, 15):
+        approx = cv2.approxPolyDP(hull, float(eps) * peri, True)
+        if len(approx) == 4:
+            return approx.reshape(4, 2).astype(np.float64)
+        if len(approx) < 4:
+            return None
+    return None
+
+
+def outline(grey: np.ndarray, settings: CardSettings) -> ScanVerdict | None:
+    """A document whose outline is a closed line inside the frame: a figure of a document on a
+    page (ICAO Doc 9303's specimens, drawn with a thin rounded outline and captions above and
+    below it), or a white card on white paper whose edge only a line shows, where neither the
+    card model's mask nor the frame's margins (the captions make them busy) find it.
+
+    The outlines are the contours of the Canny edges (:data:`CANNY_THRESHOLDS`, closed by a
+    3 x 3 dilation); the largest convex hulls (:data:`OUTLINE_CANDIDATES`) covering at least
+    :data:`OUTLINE_MIN_AREA` of the frame are tried in turn: each that is a quadrilateral
+    (:func:`_four_corners`) is judged like the frame (:func:`_verdict`: the shape, then the
+    print), and the first document stands (the hull of a caption joined to the outline, or of
+    the whole page, is no document's shape). Its 4 sides count as found edges:
+    :func:`detection` fits them at full resolution.
+
+    Args:
+        grey: ``(h, w) uint8`` working copy.
+        settings: the ``scan_*`` thresholds.
+
+    Returns:
+        The document's verdict, or None where no outline is one.
+    """
+    h, w = grey.shape[:2]
+    edges = cv2.Canny(cv2.GaussianBlur(grey, (0, 0), 1.0), *CANNY_THRESHOLDS)
+    edges = cv2.dilate(edges, np.ones((3, 3), np.uint8))
+    contours, _ = cv2.findContours(edges, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+    hulls = sorted((cv2.convexHull(c) for c in contours), key=cv2.contourArea, reverse=True)
+    for hull in hulls[:OUTLINE_CANDIDATES]:
+        if cv2.contourArea(hull) < OUTLINE_MIN_AREA * w * h:
+            break
+        corners = _four_corners(hull)
+        if corners is None:
+            continue
+        quad = geo.order_corners(corners)
+        fq = FrameQuad(quad=quad, edges=(True, True, True, True), scores=(0.0, 0.0, 0.0, 0.0),
+                       aspect=geo.approx_aspect(quad),
+                       area_frac=geo.polygon_area(quad) / float(w * h))
+        verdict = _verdict(grey, fq, settings, OUTLINE_MIN_AREA)
+        if verdict.document:
+            return verdict
+    return None
 
 
 def _small_part(det: Detection) -> bool:

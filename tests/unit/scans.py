@@ -29,3 +29,42 @@ def on_lid(face: np.ndarray, level: int, margin: int = 30, blur: float = 0.7) ->
     img = np.full((h + 2 * margin, w + 2 * margin, 3), level, np.uint8)
     img[margin:margin + h, margin:margin + w] = face
     return cv2.GaussianBlur(img, (0, 0), blur) if blur > 0 else img
+
+
+def outlined_figure(seed: int, fmt: str = "TD2", print_inside: bool = True
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """A figure of a document on a white page, as ICAO Doc 9303 draws its specimens: the
+    document's face in black on white, inside a thin black rounded outline, with a caption above
+    and a note below it. Returns ``(page BGR uint8, the outline's corners (4, 2) px TL, TR, BR,
+    BL)``. Without ``print_inside`` the outline holds nothing (a drawn box)."""
+    import datetime as dt
+
+    from processors.card.mrz.icao import Format, compose
+    from processors.card.training import documents
+
+    rng = np.random.default_rng(seed)
+    lines = compose(Format[fmt], **documents.random_fields(rng, Format[fmt], dt.date(2026, 1, 1),
+                                                            0.0))
+    face, alpha, _, _ = documents.render_document(rng, Format[fmt], lines, px_per_mm=6.0)
+    grey = cv2.cvtColor(face, cv2.COLOR_BGR2GRAY)
+    face = cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR)  # printed in black, as the standard's figures
+    face[(grey > 110) | (alpha < 0.5)] = 255
+    if not print_inside:
+        face[:] = 255
+    fh, fw = face.shape[:2]
+    x0, y0 = 40, 90
+    page = np.full((fh + 2 * y0, fw + 2 * x0, 3), 255, np.uint8)
+    page[y0:y0 + fh, x0:x0 + fw] = face
+    r = 20  # a rounded outline, 2 px of black
+    for a, b in (((x0 + r, y0), (x0 + fw - r, y0)), ((x0 + r, y0 + fh), (x0 + fw - r, y0 + fh)),
+                 ((x0, y0 + r), (x0, y0 + fh - r)), ((x0 + fw, y0 + r), (x0 + fw, y0 + fh - r))):
+        cv2.line(page, a, b, (0, 0, 0), 2)
+    for cx, cy, ang in ((x0 + r, y0 + r, 180), (x0 + fw - r, y0 + r, 270),
+                        (x0 + fw - r, y0 + fh - r, 0), (x0 + r, y0 + fh - r, 90)):
+        cv2.ellipse(page, (cx, cy), (r, r), ang, 0, 90, (0, 0, 0), 2)
+    cv2.putText(page, "Figure 9. Typical layout", (x0 + 60, 55), cv2.FONT_HERSHEY_SIMPLEX,
+                1.0, (0, 0, 0), 2)
+    cv2.putText(page, "Not to scale", (x0 + fw - 260, y0 + fh + 60), cv2.FONT_HERSHEY_SIMPLEX,
+                1.0, (0, 0, 0), 2)
+    quad = np.array([[x0, y0], [x0 + fw, y0], [x0 + fw, y0 + fh], [x0, y0 + fh]], np.float64)
+    return page, quad

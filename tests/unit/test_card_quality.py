@@ -15,6 +15,7 @@ from processors.card.quality import (
     measure,
     tilt_degrees,
 )
+from processors.card.rectify import saturated_fraction
 from processors.card.training.documents import camera_quad
 from schemas.reasons import ReasonCode
 
@@ -75,6 +76,33 @@ def test_measure_on_a_thumbnail():
     assert q.glare_mrz > 0.3 and q.glare_portrait == 0.0
     assert q.colourfulness == pytest.approx(0.0, abs=1e-6)
     assert q.dpi == pytest.approx(effective_dpi(quad, ID3))
+
+
+def _page(paper: int) -> np.ndarray:
+    """A 512 px page of ``paper`` grey with 12 lines of dark print (a specimen data page)."""
+    page = np.full((360, 512, 3), paper, np.uint8)
+    for y in range(30, 340, 26):
+        for x in range(20, 480, 14):
+            cv2.rectangle(page, (x, y), (x + 8, y + 14), (40, 40, 40), 2)
+    return page
+
+
+def test_a_saturated_paper_is_no_glare():
+    """A white page scanned or exported to 255 is saturated all over its paper: no glare can be
+    told from it (0, where the saturated share is 0.6); a page whose paper sits at 225 still
+    shows a saturated spot as glare, and so does a dark card with one (its light ground is the
+    spot alone, under PAPER_MIN_SHARE of it)."""
+    quad = np.array([[100.0, 100], [1100, 100], [1100, 804], [100, 804]])
+    white = _page(255)
+    assert saturated_fraction(white, 250, 512) > 0.6
+    q = measure(quad, (1600, 1200), ID3, "passport", white, 250)
+    assert q.glare == q.glare_mrz == q.glare_portrait == 0.0
+    for paper in (225, 60):
+        spot = _page(paper)
+        cv2.circle(spot, (300, 300), 60, (255, 255, 255), -1)
+        q = measure(quad, (1600, 1200), ID3, "passport", spot, 250)
+        assert q.glare == pytest.approx(saturated_fraction(spot, 250, 512)) and q.glare > 0.04
+        assert q.glare_mrz > 0.1
 
 
 def _q(**kw) -> Quality:

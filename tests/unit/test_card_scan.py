@@ -14,7 +14,7 @@ from processors.card.metrics import quad_iou
 from processors.card.settings import CardSettings
 from processors.card.training import synth
 from processors.pixels import shrink, working_size
-from tests.unit.scans import on_lid, portrait
+from tests.unit.scans import on_lid, outlined_figure, portrait
 
 SETTINGS = CardSettings()
 
@@ -456,3 +456,30 @@ def test_a_lid_or_a_page_running_to_the_frame_is_no_thin_border() -> None:
     assert scan.thin_border(framed) == (3, 5, 0, 0)
     framed[:, -5:] = 0  # 5 px is a margin, not a border
     assert scan.thin_border(framed)[1] == 0
+
+
+@pytest.mark.parametrize(("seed", "fmt"), [(1, "TD2"), (2, "TD3"), (3, "TD1")])
+def test_a_documents_outline_on_a_page_is_the_document(seed: int, fmt: str) -> None:
+    """A figure of a document on a page (ICAO Doc 9303's specimens: a thin rounded outline,
+    captions above and below): the frame is no document (the captions make its margins busy),
+    the outline is (:func:`scan.outline`, asked with ``outlined``), its corners those of the
+    outline's rectangle."""
+    from processors.pixels import bilinear_grey
+
+    page, quad = outlined_figure(seed, fmt)
+    h, w = page.shape[:2]
+    grey, _ = _working(page)
+    assert not scan.judge(grey, SETTINGS).document
+    v = scan.judge(grey, SETTINGS, outlined=True)
+    assert v.document and all(v.frame.edges) and v.confidence == 1.0
+    det = scan.detection(v, grey.shape, (w, h), lambda p: bilinear_grey(page, p))
+    assert np.abs(det.quad - quad).max() <= 3.0
+
+
+def test_an_empty_box_drawn_on_a_page_is_no_document() -> None:
+    """The same outline with nothing inside: a quadrilateral of a document's shape, without
+    print."""
+    page, _ = outlined_figure(1, print_inside=False)
+    grey, _ = _working(page)
+    v = scan.judge(grey, SETTINGS, outlined=True)
+    assert not v.document and v.glyphs < SETTINGS.scan_min_print_glyphs
