@@ -154,11 +154,14 @@ class Zone:
 
 def locate_zone(bands: Sequence[np.ndarray]) -> Zone | None:
     """The zone of a document from its bands (grey ``uint8``, bottom then top turned): the
-    bottom band when it has 2-3 zone lines, else the top band when it has; else the same
-    again with the denoised search (``find_lines(denoise=True)``: a dim, noisy capture); else
-    None."""
-    for denoise in (False, True):
-        for k, band in enumerate(bands):
+    bottom band when it has 2-3 zone lines, found by the plain search or the denoised one
+    (``find_lines(denoise=True)``: a dim, noisy capture, or a zone printed over a fine
+    guilloche whose lines join at the plain search's ink level); else the top band when either
+    search finds them there; else None. The bottom band's two searches come first: the
+    orientation put the zone there on all but a turned document, and a page's header, turned,
+    reads as lines too."""
+    for k, band in enumerate(bands):
+        for denoise in (False, True):
             lines = find_lines(band, denoise)
             if len(lines) >= 2:
                 return Zone(k, lines, line_crops(band, lines))
