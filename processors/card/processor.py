@@ -40,7 +40,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo14"
+POSTPROCESS_REVISION = "geo15"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -52,7 +52,9 @@ strokes rather than solid shapes; ``geo13``: a thin frame border is not taken fo
 document's margins, :func:`processors.card.scan.thin_border`; ``geo14``: no GLARE where the
 paper itself is saturated, :func:`processors.card.rectify.paper_saturated`, and an upload
 the card path finds no card in is searched for a document's outline,
-:func:`processors.card.scan.outline`)."""
+:func:`processors.card.scan.outline`; ``geo15``: the MRZ locator searches the bottom band
+denoised before the top band and takes lines 1.2 line heights apart, and the paper is
+saturated by its light ground's 10th percentile)."""
 
 
 class CardProcessor:
