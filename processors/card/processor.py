@@ -334,7 +334,8 @@ class CardProcessor:
         det = _to_upload_px(det, image.scale)
         if det.quad is None or _long_side(det.quad) < s.min_card_px:
             return None
-        return self._plan(item, det, det.quad, _upload_shape(item, image), [])
+        card = self._plan(item, det, det.quad, _upload_shape(item, image), [])
+        return replace(card, needs_zone=True) if verdict.outline else card
 
     def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
                 inference_ms: float, ver: Verification | None = None) -> tuple[Outcome, bool]:
@@ -342,6 +343,9 @@ class CardProcessor:
         ``(outcome, to_encode)``; the artifact of an accepted card is added once the batch's
         cards are warped."""
         s = self.settings
+        if card.needs_zone and (ver is None or ver.mrz is None or not ver.mrz.readable):
+            # an outline with print and no zone read: a form, a certificate, a letter in a box
+            return self._unread(item, card.det, (ReasonCode.NO_CARD,), inference_ms), False
         reasons = list(card.reasons)
         if self._blurry(thumb):
             reasons.append(ReasonCode.BLURRY)
@@ -497,6 +501,10 @@ class _Card:
             rectifications).
         auto: the document type is ``auto``: when not in doubt, the other type's
             rectification is the MRZ's fallback view (:class:`processors.card.mrz.read.View`).
+        needs_zone: found by a document's outline alone (:func:`processors.card.scan.outline`):
+            NO_CARD unless the verification reads a machine-readable zone on it, valid or not
+            (ICAO Doc 9303's specimen figures carry one; a form, a certificate or a letter drawn
+            in a box of a document's shape does not, and its lines of print read as none).
     """
 
     det: Detection
@@ -507,6 +515,7 @@ class _Card:
     reasons: list[ReasonCode]
     by_print: bool = False
     auto: bool = False
+    needs_zone: bool = False
 
     def turns(self, turned: bool) -> int:
         """Quarter turns from the TL-first reading to the upright output (0-3)."""

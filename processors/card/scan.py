@@ -38,7 +38,7 @@ Synthetic classes and figures: ``processors/card/training/synth.py`` (``scan_sam
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -387,12 +387,15 @@ class ScanVerdict:
             shape already failed).
         confidence: in [0, 1]: 1 with 3-4 margined edges, else the glyphs' share of
             ``2 x scan_min_print_glyphs`` (capped at 1); 0 when not a document.
+        outline: found by :func:`outline` (a document drawn inside a closed line): it is a
+            document only with a machine-readable zone read on it (the processor's rule).
     """
 
     frame: FrameQuad
     document: bool
     glyphs: int
     confidence: float
+    outline: bool = False
 
 
 BORDER_MAX_PX = 4
@@ -467,7 +470,8 @@ def judge(grey: np.ndarray, settings: CardSettings, outlined: bool = False) -> S
       :func:`complete_sides`, and no margin counts toward the confidence).
 
     With ``outlined``, a frame that is no document is searched for a document's outline
-    (:func:`outline`; the processor asks it for an upload the card path found no card in).
+    (:func:`outline`; the processor asks it for an upload the card path found no card in, and
+    keeps what it finds only where a machine-readable zone is read on it).
     """
     verdict = _judge_border(grey, settings)
     if outlined and not verdict.document:
@@ -627,7 +631,7 @@ def outline(grey: np.ndarray, settings: CardSettings) -> ScanVerdict | None:
                        area_frac=geo.polygon_area(quad) / float(w * h))
         verdict = _verdict(grey, fq, settings, OUTLINE_MIN_AREA)
         if verdict.document:
-            return verdict
+            return replace(verdict, outline=True)
     return None
 
 

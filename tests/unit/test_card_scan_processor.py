@@ -185,3 +185,20 @@ def test_a_figure_of_a_document_on_a_page_is_read(both) -> None:
     assert out.status == Status.ACCEPTED, out.reasons
     assert quad_iou(out.payload["quad"], quad) > 0.98
     assert out.payload["mrz"]["format"] == "TD2" and out.payload["mrz"]["valid"]
+
+
+def test_a_form_drawn_in_a_documents_outline_is_no_card(both) -> None:
+    """A blank form or a certificate in a box of a passport's shape, with captions (a fresh
+    user's trial): the outline and its print pass the scan path's tests, but no machine-readable
+    zone is on it, so it is NO_CARD (it was a passport, accepted, at confidence 1.0)."""
+    page, quad = outlined_figure(1, "TD3", print_inside=False)
+    rng = np.random.default_rng(7)
+    x0, y0, x1, y1 = (int(v) for v in (*quad[0], *quad[2]))
+    words = ["NAME", "DATE", "SIGNATURE", "ADDRESS", "CITY", "FORM", "No.", "ISSUED"]
+    for y in range(y0 + 50, y1 - 30, 42):
+        text = " ".join(rng.choice(words, 4)) + " ________"
+        cv2.putText(page, text, (x0 + 30, y), cv2.FONT_HERSHEY_SIMPLEX, 0.9, (0, 0, 0), 2)
+    on, _ = both
+    out = on.process_batch([_item("form", page)])[0]
+    assert out.reasons == (ReasonCode.NO_CARD,), out.reasons
+    assert out.payload["quad"] is None
