@@ -67,8 +67,9 @@ def card(
     "confidence", "doc_type" (``id_card`` or ``passport`` for a card that was measured,
     also when it is then rejected as PARTIAL_CARD, BLURRY or GLARE; ``unknown`` for NO_CARD,
     CARD_TOO_SMALL, MULTIPLE_CARDS and files refused by decoding, as in the results topic),
-    "rectified" (path written under --out, or null), "quality" and "mrz" (the verification,
-    as in the results topic: null for a card not found or a file refused)}``. The profile's
+    "rectified" (path written under --out for an accepted card, else null), "quality" and
+    "mrz" (the verification, as in the results topic: null for a card not found or a file
+    refused)}``. The profile's
     default is the setting CARDSTREAM_CARD__VERIFY__PROFILE; MRZ values appear only where
     CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED is on (off by default). Files
     refused by safe decoding are ``rejected`` with the decoding reason, and files that cannot be
