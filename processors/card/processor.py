@@ -343,8 +343,9 @@ class CardProcessor:
         ``(outcome, to_encode)``; the artifact of an accepted card is added once the batch's
         cards are warped."""
         s = self.settings
-        if card.needs_zone and (ver is None or ver.mrz is None or not ver.mrz.readable):
-            # an outline with print and no zone read: a form, a certificate, a letter in a box
+        if card.needs_zone and (ver is None or ver.mrz is None or not ver.mrz.valid):
+            # an outline with print and no valid zone: a form, a certificate, a letter in a
+            # box, random lines of OCR-B
             return self._unread(item, card.det, (ReasonCode.NO_CARD,), inference_ms), False
         reasons = list(card.reasons)
         if self._blurry(thumb):
@@ -502,9 +503,11 @@ class _Card:
         auto: the document type is ``auto``: when not in doubt, the other type's
             rectification is the MRZ's fallback view (:class:`processors.card.mrz.read.View`).
         needs_zone: found by a document's outline alone (:func:`processors.card.scan.outline`):
-            NO_CARD unless the verification reads a machine-readable zone on it, valid or not
-            (ICAO Doc 9303's specimen figures carry one; a form, a certificate or a letter drawn
-            in a box of a document's shape does not, and its lines of print read as none).
+            NO_CARD unless the verification reads a machine-readable zone on it with every
+            check digit valid (ICAO Doc 9303's specimen figures carry one; a form, a certificate
+            or a letter drawn in a box of a document's shape does not, and two lines of random
+            OCR-B read as a zone but pass no check digit: an outline is too little evidence
+            for more).
     """
 
     det: Detection

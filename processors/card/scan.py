@@ -388,7 +388,8 @@ class ScanVerdict:
         confidence: in [0, 1]: 1 with 3-4 margined edges, else the glyphs' share of
             ``2 x scan_min_print_glyphs`` (capped at 1); 0 when not a document.
         outline: found by :func:`outline` (a document drawn inside a closed line): it is a
-            document only with a machine-readable zone read on it (the processor's rule).
+            document only with a machine-readable zone read on it with every check digit valid
+            (the processor's rule).
     """
 
     frame: FrameQuad
@@ -471,7 +472,8 @@ def judge(grey: np.ndarray, settings: CardSettings, outlined: bool = False) -> S
 
     With ``outlined``, a frame that is no document is searched for a document's outline
     (:func:`outline`; the processor asks it for an upload the card path found no card in, and
-    keeps what it finds only where a machine-readable zone is read on it).
+    keeps what it finds only where a machine-readable zone with valid check digits is read on
+    it).
     """
     verdict = _judge_border(grey, settings)
     if outlined and not verdict.document:

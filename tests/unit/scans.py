@@ -31,12 +31,14 @@ def on_lid(face: np.ndarray, level: int, margin: int = 30, blur: float = 0.7) ->
     return cv2.GaussianBlur(img, (0, 0), blur) if blur > 0 else img
 
 
-def outlined_figure(seed: int, fmt: str = "TD2", print_inside: bool = True
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def outlined_figure(seed: int, fmt: str = "TD2", print_inside: bool = True,
+                    random_zone: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """A figure of a document on a white page, as ICAO Doc 9303 draws its specimens: the
     document's face in black on white, inside a thin black rounded outline, with a caption above
     and a note below it. Returns ``(page BGR uint8, the outline's corners (4, 2) px TL, TR, BR,
-    BL)``. Without ``print_inside`` the outline holds nothing (a drawn box)."""
+    BL)``. Without ``print_inside`` the outline holds nothing (a drawn box); with
+    ``random_zone`` the zone's lines are random letters, digits and fillers of the format's
+    shape (no check digit holds)."""
     import datetime as dt
 
     from processors.card.mrz.icao import Format, compose
@@ -45,6 +47,9 @@ def outlined_figure(seed: int, fmt: str = "TD2", print_inside: bool = True
     rng = np.random.default_rng(seed)
     lines = compose(Format[fmt], **documents.random_fields(rng, Format[fmt], dt.date(2026, 1, 1),
                                                             0.0))
+    if random_zone:
+        chars = np.array(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789<<<<"))
+        lines = tuple("".join(rng.choice(chars, len(x))) for x in lines)
     face, alpha, _, _ = documents.render_document(rng, Format[fmt], lines, px_per_mm=6.0)
     grey = cv2.cvtColor(face, cv2.COLOR_BGR2GRAY)
     face = cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR)  # printed in black, as the standard's figures

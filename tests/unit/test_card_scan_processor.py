@@ -202,3 +202,13 @@ def test_a_form_drawn_in_a_documents_outline_is_no_card(both) -> None:
     out = on.process_batch([_item("form", page)])[0]
     assert out.reasons == (ReasonCode.NO_CARD,), out.reasons
     assert out.payload["quad"] is None
+
+
+def test_random_zone_lines_in_a_documents_outline_are_no_card(both) -> None:
+    """Two lines of random OCR-B in a passport figure's place (a fresh user's trial): they read
+    as a zone of the format's shape, but no check digit holds, and an outline alone is too
+    little evidence: NO_CARD (it was a passport, accepted with MRZ_CHECK_DIGIT)."""
+    page, _ = outlined_figure(2, "TD3", random_zone=True)
+    on, _ = both
+    out = on.process_batch([_item("fake", page)])[0]
+    assert out.reasons == (ReasonCode.NO_CARD,), out.reasons
