@@ -464,8 +464,7 @@ def judge(grey: np.ndarray, settings: CardSettings, outlined: bool = False) -> S
 
     - when the whole frame is no document, or every margined edge found (at least 2) lies in
       the border (its inner edge taken for the document's margins), the frame inside the border
-      is judged,
-      and its verdict stands if it is a document;
+      is judged, and its verdict stands if it is a document;
     - otherwise a margined edge found in a side's border counts as a side on the frame (it is the
       border's, not the document's: the side is squared to the others by
       :func:`complete_sides`, and no margin counts toward the confidence).
@@ -504,9 +503,7 @@ def _judge_border(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
     frame = FrameQuad(quad=fq.quad, edges=(keep[0], keep[1], keep[2], keep[3]),
                       scores=(sc[0], sc[1], sc[2], sc[3]), aspect=fq.aspect,
                       area_frac=fq.area_frac)
-    conf = (1.0 if sum(keep) >= 3
-            else min(1.0, verdict.glyphs / (2.0 * settings.scan_min_print_glyphs)))
-    return ScanVerdict(frame, True, verdict.glyphs, conf)
+    return ScanVerdict(frame, True, verdict.glyphs, _confidence(keep, verdict.glyphs, settings))
 
 
 def _edges_near_frame(fq: FrameQuad, shape: tuple[int, ...]) -> tuple[bool, ...]:
@@ -554,8 +551,15 @@ def _verdict(grey: np.ndarray, fq: FrameQuad, settings: CardSettings,
           and ground_share(doc) >= settings.scan_min_ground)
     if not ok:
         return ScanVerdict(fq, False, glyphs, 0.0)
-    conf = 1.0 if sum(fq.edges) >= 3 else min(1.0, glyphs / (2.0 * settings.scan_min_print_glyphs))
-    return ScanVerdict(fq, True, glyphs, conf)
+    return ScanVerdict(fq, True, glyphs, _confidence(fq.edges, glyphs, settings))
+
+
+def _confidence(edges: Sequence[bool], glyphs: int, settings: CardSettings) -> float:
+    """A document's confidence (:class:`ScanVerdict`): 1 with 3-4 margined ``edges``, else the
+    ``glyphs``' share of ``2 x scan_min_print_glyphs``, capped at 1."""
+    if sum(edges) >= 3:
+        return 1.0
+    return min(1.0, glyphs / (2.0 * settings.scan_min_print_glyphs))
 
 
 OUTLINE_MIN_AREA = 0.3
