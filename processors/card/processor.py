@@ -350,7 +350,10 @@ class CardProcessor:
         reasons = list(card.reasons)
         if self._blurry(thumb):
             reasons.append(ReasonCode.BLURRY)
-        if glare_fraction(thumb, s.glare_level, s.quality_width) > s.glare_max_fraction:
+        # the verification measured the same thumbnail's glare (turned or not) at the same level
+        glare = (ver.quality.glare if ver is not None and ver.quality is not None
+                 else glare_fraction(thumb, s.glare_level, s.quality_width))
+        if glare > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
         rejected = bool(reasons)
         w, h = card.size

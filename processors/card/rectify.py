@@ -77,11 +77,7 @@ def _variance(x: np.ndarray) -> float:
 def _grey_at_width(image: np.ndarray, width: int) -> np.ndarray:
     """``image`` (BGR, or already grey) in grey, resized to ``width`` px wide (area
     interpolation), uint8."""
-    h, w = image.shape[:2]
-    g = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY) if image.ndim == 3 else image
-    if w == width:
-        return g
-    return cv2.resize(g, (width, max(1, round(h * width / w))), interpolation=cv2.INTER_AREA)
+    return _at_width(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY) if image.ndim == 3 else image, width)
 
 
 _SECOND_DIFFS = (
@@ -123,6 +119,8 @@ def saturated_fraction(image: np.ndarray, level: int, width: int) -> float:
 
 
 def _at_width(image: np.ndarray, width: int) -> np.ndarray:
+    """``image`` (any channels) resized to ``width`` px wide by area averaging, unless it has
+    that width."""
     h, w = image.shape[:2]
     return image if w == width else cv2.resize(image, (width, max(1, round(h * width / w))),
                                                interpolation=cv2.INTER_AREA)
