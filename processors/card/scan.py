@@ -500,9 +500,8 @@ def _judge_border(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
     fq = verdict.frame
     keep = [e and not h for e, h in zip(fq.edges, hug, strict=True)]
     sc = [s if k else 0.0 for s, k in zip(fq.scores, keep, strict=True)]
-    frame = FrameQuad(quad=fq.quad, edges=(keep[0], keep[1], keep[2], keep[3]),
-                      scores=(sc[0], sc[1], sc[2], sc[3]), aspect=fq.aspect,
-                      area_frac=fq.area_frac)
+    frame = replace(fq, edges=(keep[0], keep[1], keep[2], keep[3]),
+                    scores=(sc[0], sc[1], sc[2], sc[3]))
     return ScanVerdict(frame, True, verdict.glyphs, _confidence(keep, verdict.glyphs, settings))
 
 
@@ -528,8 +527,7 @@ def _judge_frame(grey: np.ndarray, settings: CardSettings,
     t, r, b, left = cut
     fq = frame_quad(grey[t:grey.shape[0] - b, left:grey.shape[1] - r], settings)
     if any(cut):
-        fq = FrameQuad(quad=fq.quad + np.array([left, t], np.float64), edges=fq.edges,
-                       scores=fq.scores, aspect=fq.aspect, area_frac=fq.area_frac)
+        fq = replace(fq, quad=fq.quad + np.array([left, t], np.float64))
     return _verdict(grey, fq, settings)
 
 
