@@ -204,8 +204,9 @@ def metric_aspect(quad: np.ndarray, size: tuple[int, int]) -> MetricAspect:
     return MetricAspect(_aspect_at(n2, n3, f), min(ends), max(ends))
 
 
-def _approx_four(hull: np.ndarray) -> np.ndarray | None:
-    """approxPolyDP on the hull with a tolerance search until exactly 4 vertices remain."""
+def approx_four(hull: np.ndarray) -> np.ndarray | None:
+    """approxPolyDP on the hull with a tolerance search until exactly 4 vertices remain:
+    ``(4, 2) float64``, or None when no tolerance up to 20 % of the perimeter gives 4."""
     peri = cv2.arcLength(hull, True)
     lo, hi = 0.0, 0.2 * peri
     best = None
@@ -296,7 +297,7 @@ def quads_from_mask(mask: np.ndarray, max_components: int = 2, min_area: float =
         if area < min_area:
             break
         hull = cv2.convexHull(cnt)
-        q = _approx_four(hull)
+        q = approx_four(hull)
         if q is None:
             q = cv2.boxPoints(cv2.minAreaRect(cnt)).astype(np.float64)
         q = order_corners(q)

@@ -582,19 +582,12 @@ def _four_corners(hull: np.ndarray) -> np.ndarray | None:
     """The 4 corners of a convex hull (OpenCV points ``(n, 1, 2)``) that is a quadrilateral
     with rounded or cut corners: the corners of its smallest enclosing rectangle where it fills
     :data:`RECT_FILL` of it (a page or a figure: no perspective; the rounded corners' extended
-    sides meet there), else ``approxPolyDP``'s at a tolerance raised from 1 % to 8 % of the
-    perimeter until it leaves 4 vertices; None when it jumps past 4 (no quadrilateral)."""
+    sides meet there), else those of :func:`geometry.approx_four` (the card path's own
+    tolerance search); None when neither gives a quadrilateral."""
     box = cv2.boxPoints(cv2.minAreaRect(hull)).astype(np.float64)
     if cv2.contourArea(hull) >= RECT_FILL * geo.polygon_area(box):
         return box
-    peri = cv2.arcLength(hull, True)
-    for eps in np.linspace(0.01, 0.08, 15):
-        approx = cv2.approxPolyDP(hull, float(eps) * peri, True)
-        if len(approx) == 4:
-            return approx.reshape(4, 2).astype(np.float64)
-        if len(approx) < 4:
-            return None
-    return None
+    return geo.approx_four(hull)
 
 
 def outline(grey: np.ndarray, settings: CardSettings) -> ScanVerdict | None:
