@@ -71,10 +71,11 @@ class FakeConsumer:
     """A consumer assigned ``parts`` of ``topic`` that hands out ``queued`` records (to
     ``consume`` and ``poll``, in order) and records what is paused and resumed in ``calls``.
 
-    ``poll`` with nothing queued sleeps its timeout, as the real one waits; a ``seek`` fails the
-    test (the worker never seeks: a failed batch is redone from memory). ``committed`` holds the
-    consumer group's committed offsets with their metadata, ``(topic, partition) -> (offset,
-    metadata)``, as ``commit`` writes them; a partition never committed starts at 0.
+    ``poll`` with nothing queued sleeps its timeout, as the real one waits; ``seek`` is recorded
+    in ``calls`` as ``("seek", [partition, offset])``. ``committed`` holds the consumer group's
+    committed offsets with their metadata, ``(topic, partition) -> (offset, metadata)``, as
+    ``commit`` writes them; a partition never committed starts at its log start, the lowest
+    offset of it the fake was given (queued at construction or handed out since), else 0.
     """
 
     def __init__(self, parts: Iterable[int] = (), topic: str = "uploads",
@@ -83,6 +84,15 @@ class FakeConsumer:
         self.queued = list(queued)
         self.calls: list[tuple[str, list[int]]] = []
         self.offsets: dict[tuple[str, int], tuple[int, str | None]] = {}  # committed
+        self.low: dict[int, int] = {}  # partition -> its log start
+        self._note(self.queued)
+
+    def _note(self, msgs: list) -> list:
+        """Lower the log starts to what ``msgs`` hold; returns ``msgs``."""
+        for m in msgs:
+            if getattr(m, "error", lambda: None)() is None:
+                self.low[m.partition()] = min(m.offset(), self.low.get(m.partition(), m.offset()))
+        return msgs
 
     def subscribe(self, topics: list[str], **callbacks: Any) -> None:
         self.callbacks = callbacks
@@ -101,11 +111,11 @@ class FakeConsumer:
 
     def consume(self, n: int, timeout_s: float) -> list:
         out, self.queued = self.queued[:n], self.queued[n:]
-        return out
+        return self._note(out)
 
     def poll(self, timeout_s: float) -> Any:
         if self.queued:
-            return self.queued.pop(0)
+            return self._note([self.queued.pop(0)])[0]
         time.sleep(timeout_s)
         return None
 
@@ -114,7 +124,7 @@ class FakeConsumer:
 
     def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False,
                               timeout: float | None = None) -> tuple[int, int]:
-        return 0, 0
+        return self.low.get(tp.partition, 0), 0
 
     def committed(self, tps: list, timeout: float | None = None) -> list:
         out = []
@@ -131,7 +141,7 @@ class FakeConsumer:
         return "group-metadata"
 
     def seek(self, tp: TopicPartition) -> None:
-        raise AssertionError(f"seek({tp.partition}, {tp.offset}): a redo must not seek")
+        self.calls.append(("seek", [tp.partition, tp.offset]))
 
     def close(self) -> None:
         pass

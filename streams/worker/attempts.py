@@ -64,6 +64,28 @@ def key_of(m: Record) -> Key:
 REQUEST_TIMEOUT_S = 10.0
 
 
+def start_offsets(consumer: Any, keys: Iterable[Key]) -> list[tuple[Key, int, str | None]]:
+    """Where a member assigned each of ``keys`` now starts: ``(key, offset, metadata)`` with the
+    consumer group's committed offset and its metadata, or for a partition never committed its
+    log start (``auto.offset.reset=earliest``) and None.
+
+    Raises:
+        KafkaException: the group coordinator or a partition leader did not answer within
+            :data:`REQUEST_TIMEOUT_S`.
+    """
+    out = []
+    for tp in consumer.committed([TopicPartition(t, p) for t, p in keys],
+                                 timeout=REQUEST_TIMEOUT_S):
+        key = (tp.topic, tp.partition)
+        if tp.offset >= 0:
+            out.append((key, tp.offset, tp.metadata))
+        else:  # never committed: a member starts at the log start
+            low = consumer.get_watermark_offsets(TopicPartition(*key),
+                                                 timeout=REQUEST_TIMEOUT_S)[0]
+            out.append((key, low, None))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Mark:
     """The attempt record of one partition, kept in its committed offset's metadata.
@@ -128,16 +150,9 @@ class AttemptLedger:
         if not todo:
             return
         try:
-            got = consumer.committed([TopicPartition(t, p) for t, p in todo],
-                                     timeout=REQUEST_TIMEOUT_S)
             write = []
-            for tp in got:
-                key = (tp.topic, tp.partition)
-                offset = tp.offset
-                if offset < 0:  # never committed: a member starts at the log start
-                    offset = consumer.get_watermark_offsets(
-                        TopicPartition(*key), timeout=REQUEST_TIMEOUT_S)[0]
-                mark = self._next_start(key, Mark.decode(tp.metadata), offset)
+            for key, offset, metadata in start_offsets(consumer, todo):
+                mark = self._next_start(key, Mark.decode(metadata), offset)
                 self.marks[key] = self._own_mark(key, mark)
                 write.append(TopicPartition(*key, mark.offset, metadata=mark.encode()))
                 if mark.isolate_end is not None:

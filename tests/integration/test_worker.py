@@ -195,7 +195,10 @@ def test_partitions_revoked_while_paused_are_fetched_when_they_come_back(
     rs = results(settings, 30, timeout_s=90)
     w.stop()
     t.join(30)
-    assert sorted(r.upload_id for r in rs) == sorted(x.upload_id for x in sent)
+    missing = sorted({x.upload_id for x in sent} - {r.upload_id for r in rs})
+    assert sorted(r.upload_id for r in rs) == sorted(x.upload_id for x in sent), (
+        f"missing {missing}; dead letters "
+        f"{[(d.upload_id, str(d.error_code)) for d in dead_letters(settings, 1, timeout_s=5)]}")
 
 
 @pytest.mark.parametrize("inline", [False, True], ids=["get_fails", "put_fails"])
