@@ -40,7 +40,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo15"
+POSTPROCESS_REVISION = "geo16"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -54,7 +54,8 @@ paper itself is saturated, :func:`processors.card.rectify.paper_saturated`, and 
 the card path finds no card in is searched for a document's outline,
 :func:`processors.card.scan.outline`; ``geo15``: the MRZ locator searches the bottom band
 denoised before the top band and takes lines 1.2 line heights apart, and the paper is
-saturated by its light ground's 10th percentile)."""
+saturated by its light ground's 10th percentile; ``geo16``: a scanned white page of the
+passport type with neither portrait nor zone is NO_CARD, :func:`_no_data_page`)."""
 
 
 class CardProcessor:
@@ -335,7 +336,7 @@ class CardProcessor:
         if det.quad is None or _long_side(det.quad) < s.min_card_px:
             return None
         card = self._plan(item, det, det.quad, _upload_shape(item, image), [])
-        return replace(card, needs_zone=True) if verdict.outline else card
+        return replace(card, scanned=True, needs_zone=verdict.outline)
 
     def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
                 inference_ms: float, ver: Verification | None = None) -> tuple[Outcome, bool]:
@@ -355,6 +356,10 @@ class CardProcessor:
                  else glare_fraction(thumb, s.glare_level, s.quality_width))
         if glare > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
+        if not reasons and card.scanned and _no_data_page(card.doc_type, ver):
+            # a sharp white page without glare, of an ID-3 data page's shape, with neither
+            # portrait nor zone: a letter, a certificate, a form (A4's 1.414, ID-3's 1.42)
+            return self._unread(item, card.det, (ReasonCode.NO_CARD,), inference_ms), False
         rejected = bool(reasons)
         w, h = card.size
         # the card's own corners: quad[0] is the corner that became the upright output's top-left
@@ -511,6 +516,9 @@ class _Card:
             or a letter drawn in a box of a document's shape does not, and two lines of random
             OCR-B read as a zone but pass no check digit: an outline is too little evidence
             for more).
+        scanned: the upload's frame, or a quad near it, is the document
+            (:func:`processors.card.scan.judge`): NO_CARD where, sharp and without glare, it is
+            no data page (:func:`_no_data_page`).
     """
 
     det: Detection
@@ -522,6 +530,7 @@ class _Card:
     by_print: bool = False
     auto: bool = False
     needs_zone: bool = False
+    scanned: bool = False
 
     def turns(self, turned: bool) -> int:
         """Quarter turns from the TL-first reading to the upright output (0-3)."""
@@ -557,6 +566,26 @@ def _long_side(quad: np.ndarray) -> float:
     """Mean length (px) of the two longer opposite sides of ``quad`` ``(4, 2)``."""
     s = geo.side_lengths(quad)
     return float(max(s[0] + s[2], s[1] + s[3]) / 2.0)
+
+
+BLANK_PAGE_BRIGHTNESS = 220.0
+"""Mean grey level (0-255) of a rectified page from which it is mostly plain white paper
+(:func:`_no_data_page`). Measured: a letter and a certificate scanned edge to edge 234.8-237.8;
+the synthetic scans' tinted cards and data pages 131.8-204.1 (the three of the 80 scans of the
+``kinds`` set with neither portrait nor zone found)."""
+
+
+def _no_data_page(doc_type: str, ver: Verification | None) -> bool:
+    """Whether a document of ``doc_type`` is shown by its verification ``ver`` to be no
+    passport data page: of the passport type, a page of plain white paper
+    (:data:`BLANK_PAGE_BRIGHTNESS`) with neither a portrait in its portrait zone nor a
+    machine-readable zone found (ICAO Doc 9303 part 4: an ID-3 data page carries both, on
+    security print). A letter, a certificate or a form scanned edge to edge has A4's 1.414,
+    ID-3's 125 / 88 = 1.42 within a few per cent. False where any of them was not measured."""
+    if doc_type != "passport" or ver is None or ver.mrz is None or ver.quality is None:
+        return False
+    q = ver.quality
+    return not ver.mrz.found and q.portrait is False and q.brightness >= BLANK_PAGE_BRIGHTNESS
 
 
 def _quad_list(quad: np.ndarray) -> list[list[float]]:

@@ -212,3 +212,62 @@ def test_random_zone_lines_in_a_documents_outline_are_no_card(both) -> None:
     on, _ = both
     out = on.process_batch([_item("fake", page)])[0]
     assert out.reasons == (ReasonCode.NO_CARD,), out.reasons
+
+
+def _letter(seed: int, width: int = 900) -> np.ndarray:
+    """A letter on white A4 paper (1 : 1.414, ID-3's 125 : 88 within half a per cent), scanned
+    edge to edge: a heading, a salutation and lines of words in black."""
+    rng = np.random.default_rng(seed)
+    h = round(width * 1.414)
+    page = np.full((h, width, 3), 252, np.uint8)
+    words = ["the", "order", "ticket", "seat", "event", "date", "refund", "your", "please", "we"]
+    cv2.putText(page, "BOOKING CONFIRMATION", (60, 110), cv2.FONT_HERSHEY_SIMPLEX, 1.1,
+                (0, 0, 0), 2)
+    for y in range(200, h - 120, 34):
+        text = " ".join(rng.choice(words, int(rng.integers(5, 9))))
+        cv2.putText(page, text, (60, y), cv2.FONT_HERSHEY_SIMPLEX, 0.75, (20, 20, 20), 2)
+    return cv2.GaussianBlur(page, (0, 0), 0.6)
+
+
+@pytest.mark.parametrize("turn", [False, True])
+def test_a_white_letter_without_portrait_or_zone_is_no_card(both, turn: bool) -> None:
+    """A letter on A4 scanned or exported edge to edge (a booking confirmation uploaded instead
+    of a passport) has a passport data page's shape: with neither a portrait nor a
+    machine-readable zone on its white paper it is NO_CARD (it was a passport, accepted with
+    annotations); the same page tinted is still taken for a document (the rule needs white
+    paper; a portrait keeps it too: the next test)."""
+    page = _letter(3)
+    if turn:
+        page = cv2.rotate(page, cv2.ROTATE_90_CLOCKWISE)
+    on, _ = both
+    out = on.process_batch([_item("letter", page)])[0]
+    assert out.reasons == (ReasonCode.NO_CARD,), out.reasons
+    assert out.payload["quad"] is None and out.payload["doc_type"] is None
+    land = page if turn else cv2.rotate(page, cv2.ROTATE_90_CLOCKWISE)
+    tinted = (land.astype(np.float32) * np.array([0.78, 0.86, 0.80])).astype(np.uint8)
+    kept = on.process_batch([_item("tinted", tinted)])[0]
+    assert kept.payload["doc_type"] == "passport", kept.reasons
+    assert kept.payload["quality"]["brightness"] < 220
+
+
+def test_only_a_white_page_without_portrait_or_zone_is_no_data_page() -> None:
+    """The scan path's data-page rule needs every piece of evidence measured: the passport type,
+    no zone found, no portrait in the portrait zone, white paper; a document of the ID-1 type
+    (a card front carries no zone) or a measure not taken keeps the document."""
+    from types import SimpleNamespace as NS
+
+    from processors.card.processor import BLANK_PAGE_BRIGHTNESS, _no_data_page
+
+    def ver(found: bool = False, portrait: bool | None = False,
+            brightness: float = BLANK_PAGE_BRIGHTNESS) -> NS:
+        return NS(mrz=NS(found=found), quality=NS(portrait=portrait, brightness=brightness))
+
+    assert _no_data_page("passport", ver())
+    assert not _no_data_page("id_card", ver())
+    assert not _no_data_page("passport", ver(found=True))
+    assert not _no_data_page("passport", ver(portrait=True))
+    assert not _no_data_page("passport", ver(portrait=None))  # the portrait not searched
+    assert not _no_data_page("passport", ver(brightness=BLANK_PAGE_BRIGHTNESS - 0.1))
+    assert not _no_data_page("passport", None)
+    assert not _no_data_page("passport", NS(mrz=None, quality=ver().quality))
+    assert not _no_data_page("passport", NS(mrz=NS(found=False), quality=None))
