@@ -67,7 +67,8 @@ REQUEST_TIMEOUT_S = 10.0
 def start_offsets(consumer: Any, keys: Iterable[Key]) -> list[tuple[Key, int, str | None]]:
     """Where a member assigned each of ``keys`` now starts: ``(key, offset, metadata)`` with the
     consumer group's committed offset and its metadata, or for a partition never committed its
-    log start (``auto.offset.reset=earliest``) and None.
+    log start (``auto.offset.reset=earliest``) and None. A partition the coordinator answered
+    with an error for is left out (neither committed nor never committed is known).
 
     Raises:
         KafkaException: the group coordinator or a partition leader did not answer within
@@ -77,6 +78,8 @@ def start_offsets(consumer: Any, keys: Iterable[Key]) -> list[tuple[Key, int, st
     for tp in consumer.committed([TopicPartition(t, p) for t, p in keys],
                                  timeout=REQUEST_TIMEOUT_S):
         key = (tp.topic, tp.partition)
+        if tp.error is not None:
+            continue
         if tp.offset >= 0:
             out.append((key, tp.offset, tp.metadata))
         else:  # never committed: a member starts at the log start

@@ -113,6 +113,21 @@ class PartitionPause:
             consumer.resume(tps)
 
 
+SEEK_TRIES = 3
+"""Seeks of one partition back to its start before its events are kept as fetched
+(:meth:`Intake._check_starts`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Seek:
+    """A partition sent back to its start offset: ``start``, the offset it ``fetched`` from
+    instead, and the seeks so far (``tries``)."""
+
+    start: int
+    fetched: int
+    tries: int
+
+
 @dataclass(frozen=True, slots=True)
 class Carry:
     """The carry list, a value: events held between batches (prefetched while a batch computes,
@@ -270,6 +285,7 @@ class Intake:
         self._epochs: dict[Key, int] = {}
         self._fetched: OrderedDict[int, tuple[Record, int]] = OrderedDict()  # id -> (event, epoch)
         self._unchecked: set[Key] = set()  # assigned; where it starts fetching not checked yet
+        self._sought: dict[Key, _Seek] = {}  # sent back to its start: what it fetched instead
 
     # --- the consumer and its assignment -----------------------------------------------------
     def open(self, consumer: Any = None) -> None:
@@ -302,6 +318,7 @@ class Intake:
             self._revoked.discard(key)
             self._epochs[key] = self._epochs.get(key, 0) + 1
             self._unchecked.add(key)
+            self._sought.pop(key, None)
             self.pausing.assigned(key)
         self.health.in_group = True
         log.info("partitions_assigned", partitions=[tp.partition for tp in parts])
@@ -320,6 +337,7 @@ class Intake:
             key = (tp.topic, tp.partition)
             self._revoked.add(key)
             self._unchecked.discard(key)
+            self._sought.pop(key, None)
             self.pausing.revoked(key)
         self.carry = self.carry.kept(lambda m: key_of(m) not in self._revoked)
         log.info("partitions_revoked", partitions=[tp.partition for tp in parts])
@@ -474,9 +492,17 @@ class Intake:
     def _check_starts(self, msgs: Sequence[Record | Message]) -> Sequence[Record | Message]:
         """The first event a partition delivers after each assignment must be at the group's
         committed offset (or, never committed, at the log start): a partition fetching from
-        anywhere else is sent back there (``seek``), its events of this fetch dropped, and
-        ``fetch_position_corrected`` logged. Each assignment is checked once, so a legitimate
-        gap (transaction markers, records deleted by retention) costs one fetch, no loop.
+        anywhere else is sent back there (``seek``) and the events of that fetch dropped.
+
+        Its next event tells what happened (:meth:`_after_seek`): before the offset it had
+        fetched from (ahead of the start) or at the start or past it (behind the start), the
+        fetch had skipped events, or was about to read committed ones again:
+        ``fetch_position_corrected`` is logged. At the offset it had fetched from, ahead of the
+        start, nothing was wrong: what lies between is no data (transaction markers, aborted
+        or deleted records; ``fetch_start_gap`` at info level), and it costs one fetch, no
+        loop. Still where the seek should have moved it from, the seek did not take (librdkafka
+        reports no seek failure): it is sought again, up to :data:`SEEK_TRIES` times, then
+        ``fetch_position_not_corrected`` is logged and the events are kept.
 
         Why: on CI (2026-12-05) a partition revoked while paused and assigned back lost its
         first four events while its later ones committed (``tests/integration/test_worker.py``,
@@ -484,36 +510,70 @@ class Intake:
         librdkafka path that restarted it past its committed offset was not reproduced here.
         Fetching from anywhere but the committed offset is a loss (ahead) or a duplicate
         (behind), so the start is checked, not trusted: one committed-offset request per
-        partition per assignment (:func:`~streams.worker.attempts.start_offsets`).
+        partition per assignment (:func:`~streams.worker.attempts.start_offsets`). It cannot
+        help where the committed offset itself were wrong.
         """
         firsts: dict[Key, Record] = {}
         for m in msgs:
-            if isinstance(m, Record) and key_of(m) in self._unchecked:
+            if isinstance(m, Record) and (key_of(m) in self._unchecked
+                                          or key_of(m) in self._sought):
                 firsts.setdefault(key_of(m), m)
         if not firsts:
             return msgs
-        self._unchecked.difference_update(firsts)
-        try:
-            starts = {key: offset for key, offset, _ in start_offsets(self.consumer, firsts)}
-        except KafkaException as ex:
-            log.warning("start_offsets_unavailable", error=str(ex.args[0]),
-                        partitions=[p for _, p in firsts])
-            return msgs
         back: set[Key] = set()
-        for key, m in firsts.items():
-            start = starts.get(key)
-            if start is None or m.offset() == start:
-                continue
-            log.warning("fetch_position_corrected", partition=key[1], committed=start,
-                        fetched=m.offset())
+        sought = {k: m for k, m in firsts.items() if k in self._sought}
+        for key, m in sought.items():
+            if self._after_seek(key, m):
+                back.add(key)
+        fresh = [k for k in firsts if k not in sought]
+        self._unchecked.difference_update(fresh)
+        starts: dict[Key, int] = {}
+        if fresh:
             try:
-                self.consumer.seek(TopicPartition(*key, start))
+                starts = {key: offset for key, offset, _ in start_offsets(self.consumer, fresh)}
             except KafkaException as ex:
-                log.warning("fetch_position_not_corrected", error=str(ex.args[0]),
-                            partition=key[1])
-                continue
-            back.add(key)
+                log.warning("start_offsets_unavailable", error=str(ex.args[0]),
+                            partitions=[p for _, p in fresh])
+        for key in fresh:
+            start, m = starts.get(key), firsts[key]
+            if start is not None and m.offset() != start and self._seek(key, start):
+                self._sought[key] = _Seek(start, m.offset(), 1)
+                back.add(key)
+        if not back:
+            return msgs
         return [m for m in msgs if not (isinstance(m, Record) and key_of(m) in back)]
+
+    def _after_seek(self, key: Key, m: Record) -> bool:
+        """``m`` is the first event of ``key`` since it was sent back to its start
+        (:meth:`_check_starts`); whether it is to be dropped (sought again)."""
+        sk = self._sought[key]
+        o = m.offset()
+        took = o < sk.fetched if sk.fetched > sk.start else o >= sk.start
+        if took or o == sk.fetched > sk.start:
+            del self._sought[key]
+            if took:
+                log.warning("fetch_position_corrected", partition=key[1], committed=sk.start,
+                            fetched=sk.fetched, now=o)
+            else:
+                log.info("fetch_start_gap", partition=key[1], committed=sk.start, fetched=o)
+            return False
+        if sk.tries >= SEEK_TRIES or not self._seek(key, sk.start):
+            del self._sought[key]
+            log.error("fetch_position_not_corrected", partition=key[1], committed=sk.start,
+                      fetched=o, tries=sk.tries)
+            return False
+        self._sought[key] = _Seek(sk.start, sk.fetched, sk.tries + 1)
+        return True
+
+    def _seek(self, key: Key, offset: int) -> bool:
+        """Seek ``key`` to ``offset``; whether librdkafka took the request (it reports no later
+        failure)."""
+        try:
+            self.consumer.seek(TopicPartition(*key, offset))
+        except KafkaException as ex:
+            log.warning("fetch_position_not_corrected", error=str(ex.args[0]), partition=key[1])
+            return False
+        return True
 
     def _records(self, got: Sequence[Record | Message]) -> list[Record]:
         """The records of a fetch (:meth:`Record.of` made each one a :class:`Record`), its error

@@ -38,6 +38,7 @@ def test_a_failed_batch_is_redone_from_memory_in_offset_order_without_seeking(
     assert _offsets(second) == [(0, 12), (1, 6)]  # 2 was revoked
     assert intake.next_batch() == []
     assert intake.metrics.redone._value.get() == 5
+    assert not [call for call in c.calls if call[0] == "seek"]  # redone from memory
     # replay mode: redone partitions are not done yet
     replay = _intake(monkeypatch, max_batch=4, ranges={0: (10, 12), 1: (4, 6)})
     replay.open(FakeConsumer(queued=[Msg(0, 10), Msg(1, 4), Msg(0, 11), Msg(1, 5)]))
@@ -118,13 +119,46 @@ def test_a_partition_assigned_again_starts_at_its_committed_offset(
     c.queued = [Msg(1, 6)]
     intake.prefetch(0.0)
     assert _offsets(intake.next_batch(wait=False)) == [(1, 6)] and len(c.calls) == 2
-    # the coordinator not answering: the events are kept, as before the check
+    # ahead of the offset, and fetched from there again after the seek: no data lies between
+    # (transaction markers, aborted records): kept, no second seek
     intake.on_revoke(c, [p1])
+    c.offsets[("uploads", 1)] = (7, None)
     intake.on_assign(c, [p1])
+    c.queued = [Msg(1, 9)]
+    assert intake.next_batch() == [] and c.calls[2:] == [("seek", [1, 7])]
+    c.queued = [Msg(1, 9), Msg(1, 10)]
+    assert _offsets(intake.next_batch()) == [(1, 9), (1, 10)] and len(c.calls) == 3
+    # a seek that did not take (the fetch goes on past where it was): sought again, up to
+    # SEEK_TRIES times, then the events are kept
+    from streams.worker.intake import SEEK_TRIES
 
-    def timed_out(*_a: object, **_k: object) -> list:
+    intake.on_revoke(c, [p1])
+    c.offsets[("uploads", 1)] = (11, None)
+    intake.on_assign(c, [p1])
+    for i in range(SEEK_TRIES):
+        c.queued = [Msg(1, 14 + i)]
+        assert intake.next_batch() == []
+    assert c.calls[3:] == [("seek", [1, 11])] * SEEK_TRIES
+    c.queued = [Msg(1, 14 + SEEK_TRIES)]
+    assert _offsets(intake.next_batch()) == [(1, 14 + SEEK_TRIES)]
+    assert len(c.calls) == 3 + SEEK_TRIES
+    # the coordinator not answering, or answering with an error for the partition: the events
+    # are kept, as before the check
+    from types import SimpleNamespace
+
+    def timed_out(tps: list, timeout: float | None = None) -> list:
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
 
-    monkeypatch.setattr(c, "committed", timed_out)
-    c.queued = [Msg(1, 9)]
-    assert _offsets(intake.next_batch()) == [(1, 9)] and len(c.calls) == 2
+    def errored(tps: list, timeout: float | None = None) -> list:
+        return [SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=-1001,
+                                metadata=None,
+                                error=KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
+                for tp in tps]
+
+    n = len(c.calls)
+    for answer in (timed_out, errored):
+        intake.on_revoke(c, [p1])
+        intake.on_assign(c, [p1])
+        monkeypatch.setattr(c, "committed", answer)
+        c.queued = [Msg(1, 30)]
+        assert _offsets(intake.next_batch()) == [(1, 30)] and len(c.calls) == n
