@@ -23,6 +23,7 @@ from processors.card.rectify import (
     glare_fraction,
     homography,
     laplacian_variance,
+    median_grey,
     reading,
 )
 from processors.card.settings import CardSettings
@@ -579,7 +580,7 @@ portrait nor zone found), a letter on blue-tinted paper 212."""
 
 def _no_data_page(doc_type: str, ver: Verification | None, thumb: np.ndarray) -> bool:
     """Whether a document of ``doc_type`` is shown by its verification ``ver`` and its rectified
-    thumbnail ``thumb`` (BGR ``uint8``) to be no passport data page: of the passport type, a
+    thumbnail ``thumb`` (BGR or grey ``uint8``) to be no passport data page: of the passport type, a
     page of white paper (:data:`PAPER_WHITE`) with neither a portrait in its portrait zone nor a
     machine-readable zone found (ICAO Doc 9303 part 4: an ID-3 data page carries both, on
     security print). A letter, a certificate or a form scanned edge to edge has A4's 1.414,
@@ -589,8 +590,7 @@ def _no_data_page(doc_type: str, ver: Verification | None, thumb: np.ndarray) ->
         return False
     if ver.mrz.found or ver.quality.portrait is not False:
         return False
-    grey = thumb[..., :3].astype(np.float32) @ np.float32([0.114, 0.587, 0.299])  # BGR luma
-    return float(np.median(grey)) >= PAPER_WHITE
+    return median_grey(thumb, thumb.shape[1]) >= PAPER_WHITE
 
 
 def _quad_list(quad: np.ndarray) -> list[list[float]]:

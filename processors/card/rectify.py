@@ -80,6 +80,12 @@ def _grey_at_width(image: np.ndarray, width: int) -> np.ndarray:
     return _at_width(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY) if image.ndim == 3 else image, width)
 
 
+def median_grey(image: np.ndarray, width: int) -> float:
+    """Median grey level (0-255) of ``image`` (BGR, or already grey, uint8) at ``width`` px
+    wide: on a page whose print covers less than half of it, its paper's level."""
+    return float(np.median(_grey_at_width(image, width)))
+
+
 _SECOND_DIFFS = (
     np.array([[0, 0, 0], [1, -2, 1], [0, 0, 0]], np.float32),
     np.array([[0, 1, 0], [0, -2, 0], [0, 1, 0]], np.float32),

@@ -265,6 +265,7 @@ def test_only_a_white_page_without_portrait_or_zone_is_no_data_page() -> None:
     white = np.full((360, 512, 3), 250, np.uint8)
     white[:120] = 30  # a dark letterhead: the page's mean 176, its median 250
     assert _no_data_page("passport", ver(), white)
+    assert _no_data_page("passport", ver(), white[..., 0])  # a grey thumbnail
     assert not _no_data_page("id_card", ver(), white)
     assert not _no_data_page("passport", ver(found=True), white)
     assert not _no_data_page("passport", ver(portrait=True), white)
