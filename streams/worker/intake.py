@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from prometheus_client import Gauge
@@ -112,6 +112,9 @@ class PartitionPause:
         if tps:
             consumer.resume(tps)
 
+
+_Fetched = TypeVar("_Fetched", bound=Record | Message)
+"""What a fetch hands out: records (:meth:`Record.of`), or error events among them."""
 
 SEEK_TRIES = 3
 """Seeks of one partition back to its start before its events are kept as fetched
@@ -473,7 +476,7 @@ class Intake:
             self.pausing.resume(self.consumer)
 
     # --- what was fetched --------------------------------------------------------------------
-    def _delivered(self, msgs: Sequence[Record | Message]) -> list[Record | Message]:
+    def _delivered(self, msgs: Sequence[_Fetched]) -> list[_Fetched]:
         """Check where the partitions assigned anew start (:meth:`_check_starts`), record the
         fetch delay of delivered events, tell the pause who is fetching, and note each event's
         assignment epoch (:meth:`owns`; the newest ``16 * max_batch`` events); returns
@@ -489,7 +492,7 @@ class Intake:
             self._fetched.popitem(last=False)
         return list(msgs)
 
-    def _check_starts(self, msgs: Sequence[Record | Message]) -> Sequence[Record | Message]:
+    def _check_starts(self, msgs: Sequence[_Fetched]) -> Sequence[_Fetched]:
         """The first event a partition delivers after each assignment must be at the group's
         committed offset (or, never committed, at the log start): a partition fetching from
         anywhere else is sent back there (``seek``) and the events of that fetch dropped.
@@ -514,16 +517,16 @@ class Intake:
         help where the committed offset itself were wrong.
         """
         firsts: dict[Key, Record] = {}
-        for m in msgs:
-            if isinstance(m, Record) and (key_of(m) in self._unchecked
-                                          or key_of(m) in self._sought):
-                firsts.setdefault(key_of(m), m)
+        for x in msgs:
+            if isinstance(x, Record) and (key_of(x) in self._unchecked
+                                          or key_of(x) in self._sought):
+                firsts.setdefault(key_of(x), x)
         if not firsts:
             return msgs
         back: set[Key] = set()
-        sought = {k: m for k, m in firsts.items() if k in self._sought}
-        for key, m in sought.items():
-            if self._after_seek(key, m):
+        sought = {k: r for k, r in firsts.items() if k in self._sought}
+        for key, r in sought.items():
+            if self._after_seek(key, r):
                 back.add(key)
         fresh = [k for k in firsts if k not in sought]
         self._unchecked.difference_update(fresh)
@@ -535,13 +538,14 @@ class Intake:
                 log.warning("start_offsets_unavailable", error=str(ex.args[0]),
                             partitions=[p for _, p in fresh])
         for key in fresh:
-            start, m = starts.get(key), firsts[key]
-            if start is not None and m.offset() != start and self._seek(key, start):
-                self._sought[key] = _Seek(start, m.offset(), 1)
+            start = starts.get(key)
+            fetched = firsts[key].offset()
+            if start is not None and fetched != start and self._seek(key, start):
+                self._sought[key] = _Seek(start, fetched, 1)
                 back.add(key)
         if not back:
             return msgs
-        return [m for m in msgs if not (isinstance(m, Record) and key_of(m) in back)]
+        return [x for x in msgs if not (isinstance(x, Record) and key_of(x) in back)]
 
     def _after_seek(self, key: Key, m: Record) -> bool:
         """``m`` is the first event of ``key`` since it was sent back to its start
