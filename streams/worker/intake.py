@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from prometheus_client import Gauge
@@ -113,9 +113,6 @@ class PartitionPause:
             consumer.resume(tps)
 
 
-_Fetched = TypeVar("_Fetched", bound=Record | Message)
-"""What a fetch hands out: records (:meth:`Record.of`), or error events among them."""
-
 SEEK_TRIES = 3
 """Seeks of one partition back to its start before its events are kept as fetched
 (:meth:`Intake._check_starts`)."""
@@ -124,11 +121,13 @@ SEEK_TRIES = 3
 @dataclass(frozen=True, slots=True)
 class _Seek:
     """A partition sent back to its start offset: ``start``, the offset it ``fetched`` from
-    instead, and the seeks so far (``tries``)."""
+    instead (ahead of ``start``), the seeks so far (``tries``), and the events dropped since
+    (``held``, fetch order: released if the seeks never take)."""
 
     start: int
     fetched: int
     tries: int
+    held: tuple[Record, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +288,7 @@ class Intake:
         self._fetched: OrderedDict[int, tuple[Record, int]] = OrderedDict()  # id -> (event, epoch)
         self._unchecked: set[Key] = set()  # assigned; where it starts fetching not checked yet
         self._sought: dict[Key, _Seek] = {}  # sent back to its start: what it fetched instead
+        self._behind: dict[Key, int] = {}  # fetching below its start: events below it dropped
 
     # --- the consumer and its assignment -----------------------------------------------------
     def open(self, consumer: Any = None) -> None:
@@ -322,6 +322,7 @@ class Intake:
             self._epochs[key] = self._epochs.get(key, 0) + 1
             self._unchecked.add(key)
             self._sought.pop(key, None)
+            self._behind.pop(key, None)
             self.pausing.assigned(key)
         self.health.in_group = True
         log.info("partitions_assigned", partitions=[tp.partition for tp in parts])
@@ -341,6 +342,7 @@ class Intake:
             self._revoked.add(key)
             self._unchecked.discard(key)
             self._sought.pop(key, None)
+            self._behind.pop(key, None)
             self.pausing.revoked(key)
         self.carry = self.carry.kept(lambda m: key_of(m) not in self._revoked)
         log.info("partitions_revoked", partitions=[tp.partition for tp in parts])
@@ -430,7 +432,8 @@ class Intake:
             r = Record.of(m)
             if isinstance(r, Record):  # not an error event
                 for kept in self._delivered([r]):
-                    self.carry = self.carry.added(kept)
+                    if isinstance(kept, Record):
+                        self.carry = self.carry.added(kept)
             if len(self.carry) >= self.max_batch:
                 break
             m = self.consumer.poll(0)
@@ -476,7 +479,7 @@ class Intake:
             self.pausing.resume(self.consumer)
 
     # --- what was fetched --------------------------------------------------------------------
-    def _delivered(self, msgs: Sequence[_Fetched]) -> list[_Fetched]:
+    def _delivered(self, msgs: Sequence[Record | Message]) -> list[Record | Message]:
         """Check where the partitions assigned anew start (:meth:`_check_starts`), record the
         fetch delay of delivered events, tell the pause who is fetching, and note each event's
         assignment epoch (:meth:`owns`; the newest ``16 * max_batch`` events); returns
@@ -492,42 +495,46 @@ class Intake:
             self._fetched.popitem(last=False)
         return list(msgs)
 
-    def _check_starts(self, msgs: Sequence[_Fetched]) -> Sequence[_Fetched]:
+    def _check_starts(self, msgs: Sequence[Record | Message]) -> list[Record | Message]:
         """The first event a partition delivers after each assignment must be at the group's
-        committed offset (or, never committed, at the log start): a partition fetching from
-        anywhere else is sent back there (``seek``) and the events of that fetch dropped.
+        committed offset (or, never committed, at the log start).
 
-        Its next event tells what happened (:meth:`_after_seek`): before the offset it had
-        fetched from (ahead of the start) or at the start or past it (behind the start), the
-        fetch had skipped events, or was about to read committed ones again:
-        ``fetch_position_corrected`` is logged. At the offset it had fetched from, ahead of the
-        start, nothing was wrong: what lies between is no data (transaction markers, aborted
-        or deleted records; ``fetch_start_gap`` at info level), and it costs one fetch, no
-        loop. Still where the seek should have moved it from, the seek did not take (librdkafka
-        reports no seek failure): it is sought again, up to :data:`SEEK_TRIES` times, then
-        ``fetch_position_not_corrected`` is logged and the events are kept.
+        * **Behind it** (the group's committed events again: duplicates), the events below the
+          start are dropped as they come, until the fetch reaches it; no seek.
+        * **Ahead of it** (events skipped: a loss), the partition is sent back (``seek``) and
+          the events of that fetch are held aside. Its next event tells what happened
+          (:meth:`_after_seek`): before the offset it had fetched from, the skipped events come
+          now (``fetch_position_corrected``); at that offset again, nothing but transaction
+          markers or aborted or deleted records lay between (``fetch_start_gap``, info); past
+          the held events, the seek did not take (librdkafka reports no seek failure): it is
+          sought again, up to :data:`SEEK_TRIES` times, then the held events are released in
+          front of the fetch and ``fetch_position_not_corrected`` logged with the range
+          skipped, so the check itself never drops an event it does not get back.
 
         Why: on CI (2026-12-05) a partition revoked while paused and assigned back lost its
         first four events while its later ones committed (``tests/integration/test_worker.py``,
         ``test_partitions_revoked_while_paused_are_fetched_when_they_come_back``); the
         librdkafka path that restarted it past its committed offset was not reproduced here.
-        Fetching from anywhere but the committed offset is a loss (ahead) or a duplicate
-        (behind), so the start is checked, not trusted: one committed-offset request per
-        partition per assignment (:func:`~streams.worker.attempts.start_offsets`). It cannot
-        help where the committed offset itself were wrong.
+        So the start is checked, not trusted: one committed-offset request per partition per
+        assignment (:func:`~streams.worker.attempts.start_offsets`). It cannot help where the
+        committed offset itself were wrong.
         """
         firsts: dict[Key, Record] = {}
         for x in msgs:
             if isinstance(x, Record) and (key_of(x) in self._unchecked
                                           or key_of(x) in self._sought):
                 firsts.setdefault(key_of(x), x)
-        if not firsts:
-            return msgs
+        if not firsts and not self._behind:
+            return list(msgs)
         back: set[Key] = set()
-        sought = {k: r for k, r in firsts.items() if k in self._sought}
-        for key, r in sought.items():
-            if self._after_seek(key, r):
+        released: list[Record] = []
+        sought = [k for k in firsts if k in self._sought]
+        for key in sought:
+            drop, free = self._after_seek(key, [x for x in msgs if isinstance(x, Record)
+                                                and key_of(x) == key])
+            if drop:
                 back.add(key)
+            released += free
         fresh = [k for k in firsts if k not in sought]
         self._unchecked.difference_update(fresh)
         starts: dict[Key, int] = {}
@@ -540,34 +547,51 @@ class Intake:
         for key in fresh:
             start = starts.get(key)
             fetched = firsts[key].offset()
-            if start is not None and fetched != start and self._seek(key, start):
-                self._sought[key] = _Seek(start, fetched, 1)
+            if start is None or fetched == start:
+                continue
+            if fetched < start:
+                log.warning("fetch_position_corrected", partition=key[1], committed=start,
+                            fetched=fetched)
+                self._behind[key] = start
+            elif self._seek(key, start):
+                held = tuple(x for x in msgs if isinstance(x, Record) and key_of(x) == key)
+                self._sought[key] = _Seek(start, fetched, 1, held)
                 back.add(key)
-        if not back:
-            return msgs
-        return [x for x in msgs if not (isinstance(x, Record) and key_of(x) in back)]
+        out: list[Record | Message] = list(released)
+        for x in msgs:
+            if isinstance(x, Record):
+                key = key_of(x)
+                if key in back:
+                    continue
+                below = self._behind.get(key)
+                if below is not None:
+                    if x.offset() < below:
+                        continue
+                    del self._behind[key]
+            out.append(x)
+        return out
 
-    def _after_seek(self, key: Key, m: Record) -> bool:
-        """``m`` is the first event of ``key`` since it was sent back to its start
-        (:meth:`_check_starts`); whether it is to be dropped (sought again)."""
+    def _after_seek(self, key: Key, got: list[Record]) -> tuple[bool, list[Record]]:
+        """``got`` are the events ``key`` delivered in this fetch, the first since it was sent
+        back to its start (:meth:`_check_starts`): whether to drop them (sought again), and the
+        held events to release in front of them."""
         sk = self._sought[key]
-        o = m.offset()
-        took = o < sk.fetched if sk.fetched > sk.start else o >= sk.start
-        if took or o == sk.fetched > sk.start:
+        o = got[0].offset()
+        if o <= sk.fetched:
             del self._sought[key]
-            if took:
+            if o < sk.fetched:
                 log.warning("fetch_position_corrected", partition=key[1], committed=sk.start,
                             fetched=sk.fetched, now=o)
             else:
                 log.info("fetch_start_gap", partition=key[1], committed=sk.start, fetched=o)
-            return False
-        if sk.tries >= SEEK_TRIES or not self._seek(key, sk.start):
-            del self._sought[key]
-            log.error("fetch_position_not_corrected", partition=key[1], committed=sk.start,
-                      fetched=o, tries=sk.tries)
-            return False
-        self._sought[key] = _Seek(sk.start, sk.fetched, sk.tries + 1)
-        return True
+            return False, []
+        if sk.tries < SEEK_TRIES and self._seek(key, sk.start):
+            self._sought[key] = _Seek(sk.start, sk.fetched, sk.tries + 1, sk.held + tuple(got))
+            return True, []
+        del self._sought[key]
+        log.error("fetch_position_not_corrected", partition=key[1], committed=sk.start,
+                  fetched=sk.fetched, skipped=sk.fetched - sk.start, tries=sk.tries)
+        return False, list(sk.held)
 
     def _seek(self, key: Key, offset: int) -> bool:
         """Seek ``key`` to ``offset``; whether librdkafka took the request (it reports no later

@@ -86,10 +86,15 @@ def test_a_partition_is_paused_only_once_it_has_delivered_an_event(
 def test_a_partition_assigned_again_starts_at_its_committed_offset(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The first event a partition delivers after an assignment must be at the group's committed
-    offset: ahead of it (events skipped: lost) or behind it (committed events again: duplicates)
-    the partition is sent back there and the events of that fetch are dropped, once per
-    assignment; a partition kept across the rebalance is not checked again."""
+    offset. Ahead of it (events skipped: lost) the partition is sought back and that fetch held
+    aside; behind it (committed events again: duplicates) the events below the offset are
+    dropped as they come. A partition kept across the rebalance is not checked again. After a
+    seek, a fetch from the same offset again is a legitimate gap (kept); a fetch past the held
+    events a seek that did not take: sought again a bounded number of times, then the held
+    events are released, so the check never loses an event itself (a fresh user's review)."""
     from confluent_kafka import KafkaError, KafkaException
+
+    from streams.worker.intake import SEEK_TRIES
 
     intake = _intake(monkeypatch)
     c = FakeConsumer([0, 1], queued=[Msg(0, 0), Msg(1, 0)])
@@ -98,50 +103,43 @@ def test_a_partition_assigned_again_starts_at_its_committed_offset(
     intake.on_assign(c, c.parts)
     assert _offsets(intake.next_batch()) == [(0, 0), (1, 0)]  # at the log start: no seek
     assert c.calls == []
-    # 1 goes to another member, which commits 3, and comes back; librdkafka fetches it from 7
-    intake.on_revoke(c, [p1])
-    c.offsets[("uploads", 1)] = (3, None)
-    intake.on_assign(c, [p1])
+
+    def again(committed: int) -> None:  # 1 goes to another member, which commits, and back
+        intake.on_revoke(c, [p1])
+        c.offsets[("uploads", 1)] = (committed, None)
+        intake.on_assign(c, [p1])
+
+    # ahead: librdkafka fetches 1 from 7, the group committed 3
+    again(3)
     c.queued = [Msg(1, 7), Msg(0, 1), Msg(1, 8)]
     assert _offsets(intake.next_batch()) == [(0, 1)]  # 0 was kept: not checked again
     assert c.calls == [("seek", [1, 3])]
-    c.queued = [Msg(1, 3), Msg(1, 4)]
+    c.queued = [Msg(1, 3), Msg(1, 4)]  # the seek took: the skipped events come
     assert _offsets(intake.next_batch()) == [(1, 3), (1, 4)]
     assert c.calls == [("seek", [1, 3])]
-    # behind the committed offset (the prefetch path): sent forward; after the seek the next
-    # event may sit past the offset (a transaction marker there): accepted, no second seek
-    intake.on_revoke(c, [p1])
-    c.offsets[("uploads", 1)] = (5, None)
-    intake.on_assign(c, [p1])
-    c.queued = [Msg(1, 2)]
-    intake.prefetch(0.0)
-    assert intake.next_batch(wait=False) == [] and c.calls[1:] == [("seek", [1, 5])]
-    c.queued = [Msg(1, 6)]
-    intake.prefetch(0.0)
-    assert _offsets(intake.next_batch(wait=False)) == [(1, 6)] and len(c.calls) == 2
-    # ahead of the offset, and fetched from there again after the seek: no data lies between
-    # (transaction markers, aborted records): kept, no second seek
-    intake.on_revoke(c, [p1])
-    c.offsets[("uploads", 1)] = (7, None)
-    intake.on_assign(c, [p1])
+    # behind (the prefetch path): committed 10, fetched from 5 in fetches that cross it
+    again(10)
+    for o in range(5, 13):
+        c.queued = [Msg(1, o)]
+        intake.prefetch(0.0)
+    assert _offsets(intake.next_batch(wait=False)) == [(1, 10), (1, 11), (1, 12)]
+    assert len(c.calls) == 1  # no seek
+    # ahead, fetched from the same offset after the seek: no data lies between (transaction
+    # markers, aborted records): kept, no second seek
+    again(7)
     c.queued = [Msg(1, 9)]
-    assert intake.next_batch() == [] and c.calls[2:] == [("seek", [1, 7])]
+    assert intake.next_batch() == [] and c.calls[1:] == [("seek", [1, 7])]
     c.queued = [Msg(1, 9), Msg(1, 10)]
-    assert _offsets(intake.next_batch()) == [(1, 9), (1, 10)] and len(c.calls) == 3
-    # a seek that did not take (the fetch goes on past where it was): sought again, up to
-    # SEEK_TRIES times, then the events are kept
-    from streams.worker.intake import SEEK_TRIES
-
-    intake.on_revoke(c, [p1])
-    c.offsets[("uploads", 1)] = (11, None)
-    intake.on_assign(c, [p1])
-    for i in range(SEEK_TRIES):
-        c.queued = [Msg(1, 14 + i)]
-        assert intake.next_batch() == []
-    assert c.calls[3:] == [("seek", [1, 11])] * SEEK_TRIES
-    c.queued = [Msg(1, 14 + SEEK_TRIES)]
-    assert _offsets(intake.next_batch()) == [(1, 14 + SEEK_TRIES)]
-    assert len(c.calls) == 3 + SEEK_TRIES
+    assert _offsets(intake.next_batch()) == [(1, 9), (1, 10)] and len(c.calls) == 2
+    # ahead, and the seeks never take (the fetch goes on past what it held): sought SEEK_TRIES
+    # times, then every event fetched since is released in order, none lost to the check
+    again(11)
+    got: list[tuple[int, int]] = []
+    for i in range(SEEK_TRIES + 1):
+        c.queued = [Msg(1, 14 + 2 * i), Msg(1, 15 + 2 * i)]
+        got += _offsets(intake.next_batch())
+    assert c.calls[2:] == [("seek", [1, 11])] * SEEK_TRIES
+    assert got == [(1, o) for o in range(14, 16 + 2 * SEEK_TRIES)]
     # the coordinator not answering, or answering with an error for the partition: the events
     # are kept, as before the check
     from types import SimpleNamespace
@@ -157,8 +155,7 @@ def test_a_partition_assigned_again_starts_at_its_committed_offset(
 
     n = len(c.calls)
     for answer in (timed_out, errored):
-        intake.on_revoke(c, [p1])
-        intake.on_assign(c, [p1])
+        again(0)
         monkeypatch.setattr(c, "committed", answer)
         c.queued = [Msg(1, 30)]
         assert _offsets(intake.next_batch()) == [(1, 30)] and len(c.calls) == n
