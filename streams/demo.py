@@ -22,7 +22,7 @@ from streams.kafka import admin, create_topics, read_topic, topic_specs
 from streams.procs import WorkerProc, start_worker, stop_workers
 from streams.produce import UploadProducer
 from streams.replay import decode_results
-from streams.samples import KIND, write_samples
+from streams.samples import KIND, VERIFIED, write_samples
 from streams.settings import Settings
 from streams.storage import Storage
 
@@ -100,7 +100,8 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
         codes = stop_workers(procs)
         reader.close()
     table = Table(title="cardstream demo results")
-    for col in ("upload", "file", "task", "status", "reasons", "kind", "latency ms", "output"):
+    for col in ("upload", "file", "task", "status", "reasons", "kind", "verified", "latency ms",
+                "output"):
         # ids, paths and reasons fold onto more lines in a narrow terminal instead of being cut
         # to one shared prefix (every demo id starts with the same demo<ms>-); the short task
         # and status words stay whole
@@ -109,7 +110,7 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     for uid, (task, fname) in want.items():
         r = got.get(uid)
         if r is None:
-            table.add_row(uid, fname, task, "[red]no result[/]", "", "", "", "")
+            table.add_row(uid, fname, task, "[red]no result[/]", "", "", "", "", "")
             continue
         ref = spec(task).main_ref(r.payload)
         saved = ""
@@ -120,11 +121,12 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
             saved = str(dst)
         reasons = ",".join(map(str, r.reasons))
         colour = {"accepted": "green", "rejected": "yellow"}.get(str(r.status), "red")
+        verified = VERIFIED[task](r.payload) if task in VERIFIED and r.payload else ""
         table.add_row(uid, fname, task, f"[{colour}]{r.status}[/]", reasons, _kind(r),
-                      f"{r.timings.total_ms:.0f}", saved)
+                      verified, f"{r.timings.total_ms:.0f}", saved)
         rows.append({"upload_id": uid, "file": fname, "task": task, "status": str(r.status),
-                     "reasons": [str(x) for x in r.reasons], "total_ms": r.timings.total_ms,
-                     "output": saved or None})
+                     "reasons": [str(x) for x in r.reasons], "verified": verified,
+                     "total_ms": r.timings.total_ms, "output": saved or None})
     console.print(table)
     (out / "demo_results.json").write_text(json.dumps(
         {"from_ms": from_ms, "to_ms": to_ms, "results": rows}, indent=1))

@@ -344,3 +344,45 @@ def test_demo_small_card_is_rectified_as_an_id_card(proc, tmp_path, stem):
     assert out.status == Status.ACCEPTED, out.reasons
     assert out.payload["doc_type"] == "id_card"
     assert (out.artifacts[0].width, out.artifacts[0].height) == (1011, 637)
+
+
+def test_demo_travel_documents_read_their_zone_with_every_check_digit_valid(proc, tmp_path):
+    """The demo's passport page and ID card back are photographed documents with ICAO 9303's
+    specimen zones (``streams.samples``); until 2026-12-05 the passport sample printed random
+    letters where its zone sits and the demo showed ``MRZ_UNREADABLE``. Both are accepted with
+    no reason, their zone read in its format with every check digit valid and not expired, and
+    the demo's ``verified`` column says so."""
+    from processors.decode import DecodeSettings, probe_image
+    from schemas.models import CardPayload
+    from streams.samples import VERIFIED, write_samples
+
+    files = {p.stem: p for p in write_samples(tmp_path)["card"]}
+    for stem, fmt, doc_type in (("passport_page", "TD3", "passport"),
+                                ("id_card_back", "TD1", "id_card")):
+        item = Item(stem, probe_image(files[stem].read_bytes(), DecodeSettings()))
+        out = proc.process_batch([item])[0]
+        assert out.status == Status.ACCEPTED and list(out.reasons) == [], (stem, out.reasons)
+        payload = CardPayload.model_validate({**out.payload, "rectified": None})
+        assert payload.mrz is not None
+        assert (payload.doc_type, payload.mrz.format, payload.mrz.valid, payload.mrz.expired) == (
+            doc_type, fmt, True, False), (stem, payload.mrz)
+        assert VERIFIED["card"](payload) == f"MRZ {fmt} valid"
+
+
+@pytest.mark.parametrize(("mrz", "said"), [
+    (None, ""),
+    ({"found": False, "readable": False, "valid": False, "corrected": False}, "no MRZ"),
+    ({"found": True, "format": "TD2", "readable": False, "valid": False, "corrected": True},
+     "MRZ TD2 unreadable"),
+    ({"found": True, "format": "TD3", "readable": True, "valid": False, "corrected": False,
+      "expired": True}, "MRZ TD3 check digit, expired"),
+])
+def test_demo_verified_column_says_what_the_zone_gave(mrz, said):
+    """The demo's ``verified`` column for a card result: no card judged, no zone, a zone not
+    read, a check digit that fails on an expired document."""
+    from schemas.models import CardPayload
+    from streams.samples import VERIFIED
+
+    payload = CardPayload.model_validate({"quad": None, "confidence": 0.5, "doc_type": "passport",
+                                          "rectified": None, "mrz": mrz})
+    assert VERIFIED["card"](payload) == said

@@ -413,13 +413,16 @@ def document(rng: np.random.Generator, fmt: Format | None = None,
              today: dt.date = REFERENCE_DATE, invalid_share: float = 0.05,
              expired_share: float = 0.2, size: tuple[int, int] | None = None,
              glare_share: float = 0.15, grey_share: float = 0.1, capture: str = "photo",
-             hand_share: float = 0.15) -> tuple[np.ndarray, DocTruth]:
+             hand_share: float = 0.15, fields: dict[str, str] | None = None
+             ) -> tuple[np.ndarray, DocTruth]:
     """One photographed (``capture`` ``photo``) or scanned (``scan``, :func:`scan`) document
-    and its truth (``fmt`` None: TD3 45 %, TD1 35 %, TD2 20 %)."""
+    and its truth (``fmt`` None: TD3 45 %, TD1 35 %, TD2 20 %), with ``fields``
+    (:func:`processors.card.mrz.icao.compose`'s keyword arguments) or random ones
+    (:func:`random_fields`)."""
     if fmt is None:
         u = rng.random()
         fmt = Format.TD3 if u < 0.45 else Format.TD1 if u < 0.8 else Format.TD2
-    lines = compose(fmt, **random_fields(rng, fmt, today, expired_share))
+    lines = compose(fmt, **(fields or random_fields(rng, fmt, today, expired_share)))
     if rng.random() < invalid_share:
         lines = spoil_check_digit(rng, lines)
     mrz = parse(lines)
