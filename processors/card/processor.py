@@ -41,7 +41,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo16"
+POSTPROCESS_REVISION = "geo17"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -56,7 +56,9 @@ the card path finds no card in is searched for a document's outline,
 :func:`processors.card.scan.outline`; ``geo15``: the MRZ locator searches the bottom band
 denoised before the top band and takes lines 1.2 line heights apart, and the paper is
 saturated by its light ground's 10th percentile; ``geo16``: a scanned white page of the
-passport type with neither portrait nor zone is NO_CARD, :func:`_no_data_page`)."""
+passport type with neither portrait nor zone is NO_CARD, :func:`_no_data_page`; ``geo17``: a
+paper at the saturation level with fine lines under it is no glare either, when it is one narrow
+band of light saturated all over the page)."""
 
 
 class CardProcessor:

@@ -142,6 +142,21 @@ PAPER_MIN_SHARE = 0.3
 """The smallest share of the document that light plain ground (darkest channel at least 128)
 must cover to be its paper (:func:`paper_saturated`): a glare spot on a dark card is light
 plain ground too, but of a few percent of it."""
+PAPER_NEAR = 2
+"""Grey levels under the saturation level within which the plain ground's median puts the
+paper "at the level" (:func:`paper_saturated`): a fresh user's specimen pages at paper 250-255
+have their median 1 level under the paper on the 512 px thumbnail."""
+PAPER_BAND = 8
+"""Most grey levels between the plain ground's 10th percentile and its median for one paper
+(:func:`paper_saturated`): the specimen pages' fine security lines make 5; a synthetic light
+card with a glare spot, 13 at least (14 photos, seed 20261204, whose median is at the level)."""
+PAPER_SPREAD = 0.85
+"""Share of the document's cells with saturated plain ground that makes its paper saturated
+rather than lit by a glare spot (:func:`paper_saturated`): the specimen pages at 250-255 reach
+0.90-0.95 of :data:`SPREAD_GRID`'s cells, the synthetic glare photos whose median is at the
+level 0.35-0.80; a scanner's vignette, darker on one side, stays under it (a gap)."""
+SPREAD_GRID = (8, 5)
+"""Columns and rows of the grid :func:`_saturation_spread` counts cells on."""
 PLAIN_RANGE = 8
 """Grey levels the darkest channel may span in a pixel's 3 x 3 neighbourhood (its morphological
 gradient) for it to be plain ground (paper or a flat tint, not print or an edge; a scanner's or
@@ -150,14 +165,23 @@ a JPEG's noise stays within it)."""
 
 def paper_saturated(image: np.ndarray, level: int, width: int) -> bool:
     """Whether the document's paper itself is saturated: its light plain ground covers at least
-    :data:`PAPER_MIN_SHARE` of it and that ground's :data:`PAPER_QUANTILE` percentile (darkest
-    channel) is at least ``level``.
+    :data:`PAPER_MIN_SHARE` of it and either that ground's :data:`PAPER_QUANTILE` percentile
+    (darkest channel) is at least ``level``, or the ground is one narrow band of light at the
+    level (its median within :data:`PAPER_NEAR` of ``level``, its 10th percentile within
+    :data:`PAPER_BAND` of its median) that saturates all over the document
+    (:func:`_saturation_spread` at least :data:`PAPER_SPREAD`).
 
     Glare is light brighter than the paper can send back (a specular spot over a card's colours
     or its lamination). A white page scanned on a flatbed or exported from a PDF (ICAO Doc 9303's
     specimen pages) has a paper of 250-255 all over, so its saturated share measures the paper,
     not glare (real specimen scans: 64-78 % "saturated" without a spot of glare); where the
-    paper saturates, glare cannot be told from it and the glare measures read 0.
+    paper saturates, glare cannot be told from it and the glare measures read 0. A paper just at
+    the level, with fine security lines or scanner noise a few levels below it (a fresh user's
+    specimen pages at 250-255: their 10th percentile sits 5-6 levels under the paper), is told
+    from glare by where it saturates (a glare spot one part of the document, a paper every part)
+    and by how narrow its light is (a glare spot on a light card spreads the light ground over
+    many levels, from the card's tint up to the spot: 13-110 between the 10th percentile and
+    the median on the synthetic photos with glare).
 
     Args:
         image: ``(H, W, 3) uint8`` BGR (the rectified card).
@@ -167,9 +191,33 @@ def paper_saturated(image: np.ndarray, level: int, width: int) -> bool:
     s = _at_width(image, width)
     low = cv2.min(cv2.min(s[..., 0], s[..., 1]), s[..., 2])
     spread = cv2.morphologyEx(low, cv2.MORPH_GRADIENT, np.ones((3, 3), np.uint8))
-    paper = low[(spread <= PLAIN_RANGE) & (low >= 128)]
-    return (paper.size >= PAPER_MIN_SHARE * low.size
-            and float(np.percentile(paper, PAPER_QUANTILE)) >= level)
+    plain = (spread <= PLAIN_RANGE) & (low >= 128)
+    paper = low[plain]
+    if paper.size < PAPER_MIN_SHARE * low.size:
+        return False
+    p10, p50 = np.percentile(paper, [PAPER_QUANTILE, 50.0])
+    if p10 >= level:
+        return True
+    return bool(p50 >= level - PAPER_NEAR and p50 - p10 <= PAPER_BAND
+                and _saturation_spread(plain, plain & (low >= level)) >= PAPER_SPREAD)
+
+
+def _saturation_spread(plain: np.ndarray, saturated: np.ndarray) -> float:
+    """Share of the document's cells (a :data:`SPREAD_GRID` grid) whose plain ground is
+    saturated: cells where plain ground covers at least a quarter and at least a fifth of it is
+    saturated, over all cells. ``plain``, ``saturated``: ``(h, w) bool`` masks of one size."""
+    cols, rows = SPREAD_GRID
+    h, w = plain.shape
+    ys = np.linspace(0, h, rows + 1).astype(int)
+    xs = np.linspace(0, w, cols + 1).astype(int)
+    cells = 0
+    for r in range(rows):
+        for c in range(cols):
+            g = plain[ys[r]:ys[r + 1], xs[c]:xs[c + 1]]
+            n = int(np.count_nonzero(g))
+            sat = int(np.count_nonzero(saturated[ys[r]:ys[r + 1], xs[c]:xs[c + 1]]))
+            cells += int(n >= 0.25 * g.size and sat >= 0.2 * n)
+    return cells / (rows * cols)
 
 
 def glare_fraction(image: np.ndarray, level: int, width: int) -> float:

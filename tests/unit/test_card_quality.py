@@ -105,6 +105,36 @@ def test_a_saturated_paper_is_no_glare():
         assert q.glare_mrz > 0.1
 
 
+def _lined_page(paper: int) -> np.ndarray:
+    """:func:`_page` with fine security lines 6 levels under its paper every 3 px (a specimen
+    data page printed on a fine pattern): the plain ground's 10th percentile is under the paper,
+    its median at it."""
+    page = _page(paper)
+    light = page[..., 0] == paper
+    lines = np.zeros(light.shape, bool)
+    lines[::3] = True
+    page[light & lines] = paper - 6
+    return page
+
+
+def test_a_lined_paper_at_the_level_is_no_glare_but_a_spot_on_it_is():
+    """A fresh user's specimen pages at paper 250-255 were GLARE and GLARE_ON_MRZ: their fine
+    lines put the plain ground's 10th percentile under the level. A paper at the level that
+    saturates in every part of the page is no glare; one whose saturated ground is a single spot
+    (a paper at 246, a few levels under, with a spot of glare over the zone) is."""
+    quad = np.array([[100.0, 100], [1100, 100], [1100, 804], [100, 804]])
+    for paper in (250, 252, 255):
+        page = _lined_page(paper)
+        assert saturated_fraction(page, 250, 512) > 0.3
+        q = measure(quad, (1600, 1200), ID3, "passport", page, 250)
+        assert q.glare == q.glare_mrz == q.glare_portrait == 0.0, paper
+    spot = _lined_page(246)
+    cv2.circle(spot, (256, 330), 70, (255, 255, 255), -1)
+    q = measure(quad, (1600, 1200), ID3, "passport", spot, 250)
+    assert q.glare == pytest.approx(saturated_fraction(spot, 250, 512)) and q.glare > 0.05
+    assert q.glare_mrz > 0.1
+
+
 def _q(**kw) -> Quality:
     base = {"dpi": 250.0, "tilt_deg": 5.0, "margin": 0.1, "brightness": 150.0, "contrast": 40.0,
             "focus": 300.0, "glare": 0.0, "glare_mrz": 0.0, "glare_portrait": 0.0,
