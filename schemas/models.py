@@ -398,13 +398,14 @@ class CardQuality(_Model):
 
 class MrzChecks(_Model):
     """Each ICAO Doc 9303 check digit of a read MRZ: valid or not (``optional_data``: TD3 only;
-    ``None`` also where the personal number is all filler with a filler check digit)."""
+    ``None`` also where the personal number is all filler with a filler check digit;
+    ``composite``: ``None`` for a visa, MRVA or MRVB, which has none: Doc 9303 part 7)."""
 
     document_number: Flag
     birth_date: Flag
     expiry_date: Flag
     optional_data: Flag | None = None
-    composite: Flag
+    composite: Flag | None
 
 
 class MrzValues(_Model):
@@ -428,7 +429,8 @@ class MrzInfo(_Model):
 
     Attributes:
         found: a zone of MRZ-shaped lines was located and read (false: "no MRZ").
-        format: ``TD1`` | ``TD2`` | ``TD3``.
+        format: ``TD1`` | ``TD2`` | ``TD3``, or a machine-readable visa (Doc 9303 part 7):
+            ``MRVA`` (2 lines of 44) | ``MRVB`` (2 of 36).
         readable: it reads as that format, fits the document's size, with few uncertain
             characters (false: ``MRZ_UNREADABLE``).
         valid: readable and every check digit valid.
@@ -440,7 +442,7 @@ class MrzInfo(_Model):
     """
 
     found: Flag
-    format: Literal["TD1", "TD2", "TD3"] | None = None
+    format: Literal["TD1", "TD2", "TD3", "MRVA", "MRVB"] | None = None
     readable: Flag
     valid: Flag
     checks: MrzChecks | None = None

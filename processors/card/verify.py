@@ -37,7 +37,10 @@ from processors.runtime import RuntimeSettings
 from schemas.reasons import ReasonCode
 
 ID2_MM = (105.0, 74.0)
-"""ISO/IEC 7810 ID-2 (mm): a TD2 document (ICAO Doc 9303 part 6), rectified with ID-3's shape."""
+"""ISO/IEC 7810 ID-2 (mm): a TD2 document (ICAO Doc 9303 part 6) or an MRV-B visa (part 7),
+rectified with ID-3's shape."""
+ID2_FORMATS = (Format.TD2, Format.MRVB)
+"""MRZ formats printed on ID-2 documents (:data:`ID2_MM`)."""
 DOC_MM = {"id_card": (85.60, 53.98), "passport": (125.0, 88.0)}
 PORTRAIT_CANVAS = 160
 """Side (px) of the face detector's canvas for a portrait zone (the zone of a 512 px wide
@@ -230,7 +233,7 @@ class Verifier:
                   for c, r in zip(cards, reads, strict=True)]
         quality: list[Quality | None] = []
         for k, (c, r, t, doc) in enumerate(zip(cards, reads, thumbs, types, strict=True)):
-            doc_mm = ID2_MM if r is not None and r.format is Format.TD2 else DOC_MM[doc]
+            doc_mm = ID2_MM if r is not None and r.format in ID2_FORMATS else DOC_MM[doc]
             try:
                 quality.append(measure(c.quad, c.upload_size, doc_mm, doc, t, self.glare_level))
             except Exception as e:  # noqa: BLE001 - this card fails alone

@@ -386,3 +386,27 @@ def test_demo_verified_column_says_what_the_zone_gave(mrz, said):
     payload = CardPayload.model_validate({"quad": None, "confidence": 0.5, "doc_type": "passport",
                                           "rectified": None, "mrz": mrz})
     assert VERIFIED["card"](payload) == said
+
+
+@pytest.mark.parametrize("fmt", ["MRVA", "MRVB"])
+def test_a_photographed_visa_reads_as_a_visa(proc, fmt):
+    """ICAO Doc 9303 part 7 visas through the whole pipeline (photo, quad, rectification, the
+    recogniser): a passport page carrying an MRV-A or MRV-B zone (the generator's, no glare,
+    copy or hand) is accepted with its zone read as a visa, the three check digits valid and
+    no composite; before, a visa was read as TD3 / TD2 and its composite position failed."""
+    from processors.card.mrz.icao import Format
+    from processors.card.training.documents import document
+    from processors.decode import DecodeSettings, probe_image
+    from schemas.models import CardPayload
+
+    img, truth = document(np.random.default_rng([44, 0]), Format(fmt), invalid_share=0.0,
+                          expired_share=0.0, size=(1600, 1200), glare_share=0.0,
+                          grey_share=0.0, hand_share=0.0)
+    ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 92])
+    out = proc.process_batch([Item(fmt, probe_image(buf.tobytes(), DecodeSettings()))])[0]
+    assert out.status == Status.ACCEPTED, out.reasons
+    payload = CardPayload.model_validate({**out.payload, "rectified": None})
+    assert payload.mrz is not None and payload.mrz.checks is not None
+    assert (payload.doc_type, payload.mrz.format, payload.mrz.valid) == ("passport", fmt, True)
+    assert (payload.mrz.checks.composite, payload.mrz.checks.optional_data) == (None, None)
+    assert truth.format == fmt and truth.all_valid

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from processors.card.mrz import icao
-from processors.card.mrz.icao import ALPHABET, Format, check_digit, compose, parse
+from processors.card.mrz.icao import ALPHABET, Format, check_digit, compose, format_for, parse
 
 # The specimens printed in ICAO Doc 9303 (the fictitious state Utopia, UTO)
 TD3 = ("P<UTOERIKSSON<<ANNA<MARIA<<<<<<<<<<<<<<<<<<<",
@@ -113,11 +113,13 @@ _date = st.dates(min_value=dt.date(1930, 1, 1), max_value=dt.date(2060, 12, 31))
        opt=st.text(alphabet=string.ascii_uppercase + string.digits, max_size=7))
 def test_composed_zones_parse_back_valid(fmt, number, birth, expiry, sex, state, primary,
                                          secondary, opt):
-    lines = compose(fmt, document_code="P" if fmt is Format.TD3 else "I", issuing_state=state,
+    code = {Format.TD3: "P", Format.MRVA: "V", Format.MRVB: "VC"}.get(fmt, "I")
+    lines = compose(fmt, document_code=code, issuing_state=state,
                     document_number=number, nationality=state, birth_date=birth.strftime("%y%m%d"),
                     sex=sex, expiry_date=expiry.strftime("%y%m%d"), primary_name=primary,
                     secondary_name=secondary, optional_data=opt)
     m = parse(lines)
+    assert m.format is fmt
     assert m.checks.all_valid
     assert m.document_number == number
     assert m.birth_date == birth.strftime("%y%m%d")
@@ -136,3 +138,45 @@ def test_any_single_digit_change_breaks_the_check(data, pos, new):
     if old not in string.digits + "<" or new == old or (old == "<" and new == "0"):
         return
     assert check_digit(data[:pos] + new + data[pos + 1:]) != check_digit(data)
+
+
+VISA_A = ("V<UTOERIKSSON<<ANNA<MARIA<<<<<<<<<<<<<<<<<<<",
+          "L8988901C4XXX4009078F96121096ZE184226B<<<<<<")
+"""ICAO Doc 9303 part 7's MRV-A specimen zone (Utopia, Anna Maria Eriksson)."""
+
+
+def test_a_visa_zone_parses_without_composite_and_optional_checks():
+    """Doc 9303 part 7: an MRV-A zone has TD3's shape and opens with ``V``; line 2 carries the
+    document number, birth date and valid-until date with their check digits and 16 characters
+    of optional data, and no composite check digit. MRV-B is the same in TD2's shape with 8.
+    Read as TD3, the specimen's composite position (its last character, a filler) would fail."""
+    m = parse(VISA_A)
+    assert m.format is Format.MRVA and m.checks.all_valid
+    assert m.checks.as_dict() == {"document_number": True, "birth_date": True,
+                                  "expiry_date": True, "optional_data": None, "composite": None}
+    assert (m.document_code, m.issuing_state, m.document_number, m.nationality, m.birth_date,
+            m.sex, m.expiry_date, m.primary_name, m.secondary_name, m.optional_data) == (
+        "V", "UTO", "L8988901C", "XXX", "400907", "F", "961210", "ERIKSSON", "ANNA MARIA",
+        "6ZE184226B")
+    assert format_for(VISA_A) is Format.MRVA
+    assert format_for(("P" + VISA_A[0][1:], VISA_A[1])) is Format.TD3
+    assert parse(("P" + VISA_A[0][1:], VISA_A[1])).checks.composite is False
+    spoilt = (VISA_A[0], VISA_A[1][:19] + "9" + VISA_A[1][20:])
+    assert parse(spoilt).checks.birth_date is False and not parse(spoilt).checks.all_valid
+    b = compose(Format.MRVB, document_code="V", issuing_state="UTO", document_number="L8988901C",
+                nationality="XXX", birth_date="400907", sex="F", expiry_date="961210",
+                primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="6ZE1842")
+    assert b == ("V<UTOERIKSSON<<ANNA<MARIA<<<<<<<<<<<",
+                 "L8988901C4XXX4009078F96121096ZE1842<")
+    assert parse(b).format is Format.MRVB and parse(b).checks.all_valid
+
+
+def test_compose_keeps_visa_codes_to_visas():
+    """A visa's document code opens with ``V`` and only a visa's does (a TD3 zone opening with
+    ``V`` parses as MRV-A)."""
+    kw = {"issuing_state": "UTO", "document_number": "L8988901C", "nationality": "XXX",
+          "birth_date": "400907", "sex": "F", "expiry_date": "961210", "primary_name": "ERIKSSON"}
+    with pytest.raises(ValueError, match="visa"):
+        compose(Format.MRVA, document_code="P", **kw)
+    with pytest.raises(ValueError, match="visa"):
+        compose(Format.TD3, document_code="V", **kw)

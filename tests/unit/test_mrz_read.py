@@ -307,3 +307,42 @@ def test_the_other_types_view_is_searched_only_where_the_own_one_does_not_fit():
     assert as_card > 0  # the zone is found there too, and read at TD3 and TD2 pitch
     assert cells(View("id_card", card), View("passport", page, fallback=True)) == as_card + alone
 
+
+
+VISA = compose(Format.MRVA, document_code="V", issuing_state="UTO", document_number="L8988901C",
+               nationality="XXX", birth_date="400907", sex="F", expiry_date="310415",
+               primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="6ZE184226B")
+
+
+def test_a_zone_of_td3_shape_opening_with_v_is_judged_as_a_visa():
+    """ICAO Doc 9303 part 7: the reader reads two lines of 44 as TD3 cells; one that opens with
+    ``V`` is an MRV-A visa, judged without a composite check (as TD3 its last filler would
+    fail the composite) and with its optional data up to the end of the line; on an ID-1
+    rectification too (a visa sticker's 1.5 lies on the split). Its TD2-shaped sibling is
+    MRV-B."""
+    def at(lines, p):
+        return [Read(text=line, alts=tuple(((c, p),) for c in line)) for line in lines]
+
+    as_td3 = judge(Format.TD3, reads(VISA), "passport", TODAY)
+    assert (as_td3.format, as_td3.valid, as_td3.mrz.format) == (Format.MRVA, True, Format.MRVA)
+    for doc_type in ("passport", "id_card"):
+        r = MrzReader._judge({(0, Format.TD3): at(VISA, 0.99)}, [Zone(0, [], [])],
+                             [View(doc_type, [])], TODAY)
+        assert (r.format, r.readable, r.valid, r.expired) == (Format.MRVA, True, True, False)
+        assert r.payload()["checks"] == {"document_number": True, "birth_date": True,
+                                         "expiry_date": True, "optional_data": None,
+                                         "composite": None}
+        assert r.payload(values=True)["values"]["optional_data"] == "6ZE184226B"
+    b = compose(Format.MRVB, document_code="V", issuing_state="UTO", document_number="L8988901C",
+                nationality="XXX", birth_date="400907", sex="F", expiry_date="310415",
+                primary_name="ERIKSSON", optional_data="6ZE1842")
+    r = MrzReader._judge({(0, Format.TD2): at(b, 0.99)}, [Zone(0, [], [])],
+                         [View("passport", [])], TODAY)
+    assert (r.format, r.valid) == (Format.MRVB, True)
+    r = MrzReader._judge({(0, Format.TD2): at(b, 0.99)}, [Zone(0, [], [])],
+                         [View("id_card", [])], TODAY)
+    assert r.format is Format.MRVB and not r.readable  # MRV-B is ID-2, never on an ID-1 card
+    # a visa's birth date with a wrong check digit is reported, not repaired
+    spoilt = (VISA[0], VISA[1][:19] + "1" + VISA[1][20:])
+    r = judge(Format.MRVA, reads(spoilt), "passport", TODAY)
+    assert r.readable and not r.valid and r.reasons == (ReasonCode.MRZ_CHECK_DIGIT,)

@@ -3,8 +3,9 @@
 Written for this project from ICAO Doc 9303 (8th edition, 2021): part 3 (the character set
 ``A-Z 0-9 <``, the check digit of section 4.9: weights 7, 3, 1 repeating, letters A-Z valued
 10-35, the filler ``<`` 0, the sum modulo 10), part 4 (TD3: 2 lines of 44 characters), part 5
-(TD1: 3 lines of 30) and part 6 (TD2: 2 lines of 36). Character positions below are 0-based
-slices of the lines (Doc 9303 counts from 1).
+(TD1: 3 lines of 30), part 6 (TD2: 2 lines of 36) and part 7 (machine-readable visas: MRV-A,
+2 lines of 44; MRV-B, 2 lines of 36). Character positions below are 0-based slices of the lines
+(Doc 9303 counts from 1).
 
 - TD3 (passport data page, ID-3 125 x 88 mm):
   line 1: document code 0:2, issuing state 2:5, name 5:44;
@@ -17,6 +18,13 @@ slices of the lines (Doc 9303 counts from 1).
   5:14 + check 14, optional data 15:30; line 2: birth date 0:6 + check 6, sex 7, expiry 8:14 +
   check 14, nationality 15:18, optional data 18:29, composite check 29 over line 1 5:30 and
   line 2 0:7, 8:15, 18:29; line 3: name 0:30.
+- MRV-A (a visa of 80 x 120 mm filling a passport page) and MRV-B (74 x 105 mm, ID-2): line 1
+  as TD3 / TD2 with a document code opening with ``V`` (the second character the issuer's type
+  or a filler); line 2: document number 0:9 + check 9, nationality 10:13, birth date 13:19 +
+  check 19, sex 20, valid until 21:27 + check 27, optional data 28:44 (MRV-A) or 28:36 (MRV-B).
+  A visa has no composite check digit and none over its optional data. Its shape is TD3's or
+  TD2's: the ``V`` tells them apart (passports' codes open with ``P``, TD2 cards' with ``I``,
+  ``A`` or ``C``).
 - Document numbers longer than 9 characters (TD1 and TD2, Doc 9303 part 5 note j, part 6 note j):
   the 9 first characters stand in the number field, its check digit position holds ``<``, and
   the rest of the number followed by its check digit opens the optional data (ended by ``<``).
@@ -41,16 +49,30 @@ WEIGHTS = (7, 3, 1)
 
 
 class Format(StrEnum):
-    """MRZ layout: TD1 (3 x 30), TD2 (2 x 36), TD3 (2 x 44)."""
+    """MRZ layout: TD1 (3 x 30), TD2 (2 x 36), TD3 (2 x 44), and the visas MRV-A (2 x 44) and
+    MRV-B (2 x 36)."""
 
     TD1 = "TD1"
     TD2 = "TD2"
     TD3 = "TD3"
+    MRVA = "MRVA"
+    MRVB = "MRVB"
 
 
 SHAPE: dict[Format, tuple[int, int]] = {Format.TD1: (3, 30), Format.TD2: (2, 36),
-                                        Format.TD3: (2, 44)}
+                                        Format.TD3: (2, 44), Format.MRVA: (2, 44),
+                                        Format.MRVB: (2, 36)}
 """``(lines, characters per line)`` per format."""
+VISA: dict[Format, Format] = {Format.TD3: Format.MRVA, Format.TD2: Format.MRVB}
+"""The visa format of each travel-document shape it shares (Doc 9303 part 7)."""
+VISA_CODE = "V"
+"""First character of a machine-readable visa's document code (Doc 9303 part 7)."""
+
+
+def of_shape(fmt: Format, first: str) -> Format:
+    """The format a zone of ``fmt``'s shape has when its first line opens with ``first``: the
+    visa of that shape (:data:`VISA`) for ``V``, else ``fmt``."""
+    return VISA.get(fmt, fmt) if first[:1] == VISA_CODE else fmt
 
 
 def char_value(c: str) -> int:
@@ -113,7 +135,8 @@ def _spans(fmt: Format) -> tuple[Span, ...]:
                 Span("optional_data_2", 1, 18, 29, N), Span("composite_check", 1, 29, 30, D),
                 Span("name", 2, 0, 30, A))
     width = SHAPE[fmt][1]
-    opt_stop = width - 2 if fmt is Format.TD3 else width - 1
+    visa = fmt in VISA.values()
+    opt_stop = width if visa else width - 2 if fmt is Format.TD3 else width - 1
     spans = [Span("document_code", 0, 0, 2, A), Span("issuing_state", 0, 2, 5, A),
              Span("name", 0, 5, width, A),
              Span("document_number", 1, 0, 9, N), Span("document_number_check", 1, 9, 10, C),
@@ -123,7 +146,8 @@ def _spans(fmt: Format) -> tuple[Span, ...]:
              Span("optional_data", 1, 28, opt_stop, N)]
     if fmt is Format.TD3:
         spans.append(Span("optional_data_check", 1, 42, 43, C))
-    spans.append(Span("composite_check", 1, width - 1, width, D))
+    if not visa:
+        spans.append(Span("composite_check", 1, width - 1, width, D))
     return tuple(spans)
 
 
@@ -142,17 +166,20 @@ def position_kinds(fmt: Format) -> list[list[Kind]]:
 
 
 def format_for(lines: Sequence[str]) -> Format | None:
-    """The format whose shape ``lines`` have (number of lines and each one's length), or None."""
-    for fmt, (rows, width) in SHAPE.items():
+    """The format whose shape ``lines`` have (number of lines and each one's length; a visa's
+    by its first character, :func:`of_shape`), or None."""
+    for fmt in (Format.TD1, Format.TD2, Format.TD3):
+        rows, width = SHAPE[fmt]
         if len(lines) == rows and all(len(x) == width for x in lines):
-            return fmt
+            return of_shape(fmt, lines[0])
     return None
 
 
 @dataclass(frozen=True, slots=True)
 class Checks:
-    """Validity of each check digit (None: the field has none in this format, or the standard
-    lets the check be a filler for an all-filler field and it is).
+    """Validity of each check digit (None: the field has none in this format, as a visa's
+    optional data and composite, or the standard lets the check be a filler for an all-filler
+    field and it is).
 
     Attributes:
         document_number, birth_date, expiry_date, optional_data, composite: check digit valid.
@@ -162,7 +189,7 @@ class Checks:
     birth_date: bool
     expiry_date: bool
     optional_data: bool | None
-    composite: bool
+    composite: bool | None
 
     @property
     def all_valid(self) -> bool:
@@ -183,16 +210,17 @@ class Mrz:
     """A parsed MRZ. Values are as printed, fillers turned to spaces where noted.
 
     Attributes:
-        format: TD1, TD2 or TD3.
+        format: TD1, TD2, TD3, MRVA or MRVB.
         lines: the lines as read (``A-Z 0-9 <``).
-        document_code: e.g. ``P``, ``I``, ``ID``, ``AC`` (fillers removed).
+        document_code: e.g. ``P``, ``I``, ``ID``, ``AC``, ``V`` (fillers removed).
         issuing_state, nationality: three-letter codes (Doc 9303 part 3; fillers removed).
         document_number: fillers removed, the long-number extension joined.
-        birth_date, expiry_date: ``YYMMDD`` as printed.
+        birth_date, expiry_date: ``YYMMDD`` as printed (a visa's expiry: valid until).
         sex: ``M``, ``F``, ``X`` or ``<`` (unspecified).
         primary_name, secondary_name: words joined by spaces.
         optional_data: TD1: optional data 1 and 2 joined by a space (the long-number
-            extension left out); TD2/TD3: the optional data (personal number); fillers removed.
+            extension left out); TD2/TD3: the optional data (personal number); a visa's
+            optional data; fillers removed.
         checks: :class:`Checks`.
     """
 
@@ -282,8 +310,8 @@ def parse(lines: Sequence[str]) -> Mrz:
     """Parse MRZ ``lines`` (any format) and validate every check digit.
 
     Args:
-        lines: 3 lines of 30 (TD1), 2 of 36 (TD2) or 2 of 44 (TD3), characters of
-            :data:`ALPHABET` only.
+        lines: 3 lines of 30 (TD1), 2 of 36 (TD2, or MRV-B when it opens with ``V``) or 2 of
+            44 (TD3, or MRV-A), characters of :data:`ALPHABET` only.
 
     Returns:
         The :class:`Mrz`; check digits that fail are reported in ``checks``, never raised.
@@ -311,6 +339,14 @@ def parse(lines: Sequence[str]) -> Mrz:
                    " ".join(x for x in (_strip(opt1), _strip(l2[18:29])) if x), checks)
     l1, l2 = lines
     width = len(l1)
+    primary, secondary = _name(l1[5:width])
+    if fmt in VISA.values():  # no composite, no optional-data check (Doc 9303 part 7)
+        number, opt = l2[0:9], l2[28:width]
+        checks = Checks(_ok(number, l2[9]), _ok(l2[13:19], l2[19]), _ok(l2[21:27], l2[27]),
+                        None, None)
+        return Mrz(fmt, lines, _strip(l1[0:2]), _strip(l1[2:5]), _strip(number),
+                   _strip(l2[10:13]), l2[13:19], l2[20], l2[21:27], primary, secondary,
+                   _strip(opt), checks)
     if fmt is Format.TD3:
         number, check, opt = l2[0:9], l2[9], l2[28:42]
         opt_check = l2[42]
@@ -321,7 +357,6 @@ def parse(lines: Sequence[str]) -> Mrz:
         number, check, opt = _long_number(l2[0:9], l2[9], l2[28:35])
         opt_ok = None
     composite = _ok(l2[0:10] + l2[13:20] + l2[21:width - 1], l2[width - 1])
-    primary, secondary = _name(l1[5:width])
     checks = Checks(_ok(number, check), _ok(l2[13:19], l2[19]), _ok(l2[21:27], l2[27]), opt_ok,
                     composite)
     return Mrz(fmt, lines, _strip(l1[0:2]), _strip(l1[2:5]), _strip(number), _strip(l2[10:13]),
@@ -357,20 +392,23 @@ def compose(fmt: Format, *, document_code: str, issuing_state: str, document_num
 
     Args:
         fmt: the layout.
-        document_code: 1-2 characters (``P``, ``PN``, ``I``, ``ID``, ``AC`` ...).
+        document_code: 1-2 characters (``P``, ``PN``, ``I``, ``ID``, ``AC`` ...; a visa's opens
+            with ``V``).
         issuing_state, nationality: 1-3 letters (ICAO codes, e.g. ``UTO``, the specimen state).
         document_number: up to 9 characters (TD1/TD2: longer numbers use the extension).
         birth_date, expiry_date: ``YYMMDD``.
         sex: ``M``, ``F``, ``X`` or ``<``.
         primary_name, secondary_name: words separated by spaces.
-        optional_data: TD3: personal number (14); TD2: 7; TD1: optional data 1 (15).
+        optional_data: TD3: personal number (14); TD2: 7; TD1: optional data 1 (15); MRV-A:
+            16; MRV-B: 8.
         optional_data_2: TD1 only: optional data of line 2 (11).
 
     Returns:
         The lines.
 
     Raises:
-        ValueError: a field does not fit or holds a character outside the alphabet.
+        ValueError: a field does not fit or holds a character outside the alphabet, or a
+            visa's document code does not open with ``V`` (or another's does).
     """
     code, state, nat = _field(document_code, 2), _field(issuing_state, 3), _field(nationality, 3)
     number = document_number.upper()
@@ -378,6 +416,15 @@ def compose(fmt: Format, *, document_code: str, issuing_state: str, document_num
     if len(birth_date) != 6 or len(expiry_date) != 6:
         raise ValueError("dates are YYMMDD")
     sx = _field(sex, 1)
+    if (fmt in VISA.values()) != code.startswith(VISA_CODE):
+        raise ValueError("a visa's document code opens with V, and only a visa's")
+    if fmt in VISA.values():
+        width = SHAPE[fmt][1]
+        num = _field(number, 9)
+        l1 = code + state + name_field(primary_name, secondary_name, width - 5)
+        l2 = (num + check_digit(num) + nat + dob + check_digit(dob) + sx + exp + check_digit(exp)
+              + _field(optional_data, width - 28))
+        return l1, l2
     if fmt is Format.TD3:
         num = _field(number, 9)
         opt = _field(optional_data, 14)

@@ -67,10 +67,13 @@ document code read wrong yet valid (the first recogniser, ``be486a59…``: 0.882
 at 0.7 to 0.5, the first wrong-but-valid at 0.4)."""
 MIN_CONFIDENCE = 0.6
 """A zone whose best format reads with a lower mean character probability is not an MRZ."""
-FORMATS_FOR: dict[str, tuple[Format, ...]] = {"id_card": (Format.TD1,),
-                                              "passport": (Format.TD3, Format.TD2)}
+FORMATS_FOR: dict[str, tuple[Format, ...]] = {
+    "id_card": (Format.TD1, Format.MRVA),
+    "passport": (Format.TD3, Format.TD2, Format.MRVA, Format.MRVB)}
 """Formats whose size fits each rectified document type (ID-1: TD1; ID-3 shape: TD3, and TD2's
-ID-2, which has ID-3's aspect ratio)."""
+ID-2, which has ID-3's aspect ratio; the visas of Doc 9303 part 7: MRV-B is ID-2, MRV-A's
+120 x 80 mm (1.5) lies on the split between ID-1 (1.586) and ID-3 (1.42), so a visa sticker
+photographed alone may be rectified as either)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +230,7 @@ def _checked(fmt: Format) -> dict[str, tuple[list[tuple[int, int]], tuple[int, i
         comp = ([(0, i) for i in range(5, 30)] + [(1, i) for i in range(0, 7)]
                 + [(1, i) for i in range(8, 15)] + [(1, i) for i in range(18, 29)])
         out["composite"] = (comp, (1, 29))
-    else:
+    elif "composite_check" in spans:  # TD2, TD3 (a visa has none: Doc 9303 part 7)
         comp = ([(1, i) for i in range(0, 10)] + [(1, i) for i in range(13, 20)]
                 + [(1, i) for i in range(21, width - 1)])
         out["composite"] = (comp, (1, width - 1))
@@ -298,7 +301,9 @@ def typed_confidence(fmt: Format, chars: list[list[str]], reads: list[Read]) -> 
 
 
 def judge(fmt: Format, reads: list[Read], doc_type: str, today: dt.date) -> MrzRead:
-    """Correct, parse and judge one document's reads of ``fmt``'s shape."""
+    """Correct, parse and judge one document's reads of ``fmt``'s shape (a visa's where the
+    first line opens with ``V``: :func:`icao.of_shape`)."""
+    fmt = icao.of_shape(fmt, reads[0].text if reads else "")
     chars, typed = _type_correct(fmt, reads)
     fixed = _check_correct(fmt, chars, reads)
     lines = tuple("".join(c) for c in chars)
@@ -391,9 +396,12 @@ class MrzReader:
     def _judge(tried: dict[tuple[int, Format], list[Read]], zones: list[Zone | None],
                views: Sequence[View], today: dt.date) -> MrzRead:
         """The format read most confidently, a format that fits its view's document type
-        first, judged (``NOT_FOUND`` below :data:`MIN_CONFIDENCE`)."""
+        first, judged (``NOT_FOUND`` below :data:`MIN_CONFIDENCE`). A read of TD3's or TD2's
+        shape whose first line opens with ``V`` is a visa's (:func:`icao.of_shape`)."""
         if not tried:
             return NOT_FOUND
+        tried = {(vi, icao.of_shape(fmt, reads[0].text)): reads
+                 for (vi, fmt), reads in tried.items()}
 
         def key(kv: tuple[tuple[int, Format], list[Read]]) -> tuple[bool, float]:
             (vi, fmt), reads = kv

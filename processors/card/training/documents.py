@@ -11,11 +11,14 @@ expiry, the DPI and tilt rendered, the grey-copy flag, glare over the MRZ) is st
 the images in ``manifest.json``.
 
 Formats and sizes: TD3 on an ID-3 page (125 x 88 mm), TD2 on ID-2 (105 x 74 mm, ICAO 9303
-part 6), TD1 on the back of an ID-1 card (85.60 x 53.98 mm, part 5; no portrait there).
+part 6), TD1 on the back of an ID-1 card (85.60 x 53.98 mm, part 5; no portrait there). On
+request only (``--formats``), the visas of part 7: MRV-A photographed as the passport page it
+fills (ID-3), MRV-B on ID-2.
 
 Command line::
 
     python -m processors.card.training.documents --out DIR --n 600 --seed 20261204
+    python -m processors.card.training.documents --out DIR --n 60 --formats MRVA,MRVB
 """
 
 from __future__ import annotations
@@ -43,20 +46,26 @@ from processors.card.training.synth import (
 
 DOC_MM: dict[Format, tuple[float, float]] = {Format.TD1: (85.60, 53.98),
                                              Format.TD2: (105.0, 74.0),
-                                             Format.TD3: (125.0, 88.0)}
-"""Document size (mm) per MRZ format: ID-1, ID-2, ID-3 (ISO/IEC 7810)."""
+                                             Format.TD3: (125.0, 88.0),
+                                             Format.MRVA: (125.0, 88.0),
+                                             Format.MRVB: (105.0, 74.0)}
+"""Document size (mm) per MRZ format: ID-1, ID-2, ID-3 (ISO/IEC 7810); a visa is the passport
+page it sits on (MRV-A fills an ID-3 page), or ID-2 (MRV-B)."""
 DOC_TYPE: dict[Format, str] = {Format.TD1: "id_card", Format.TD2: "passport",
-                               Format.TD3: "passport"}
+                               Format.TD3: "passport", Format.MRVA: "passport",
+                               Format.MRVB: "passport"}
 """The card task's ``doc_type`` the rectified document takes (ID-2 has ID-3's aspect ratio)."""
 PITCH_MM = 2.54
 """Character pitch (mm): 10 characters per inch (Doc 9303 part 3)."""
 CHAR_HEIGHT_MM = 2.4
 """Cap height of OCR-B size 1 as printed here (mm)."""
 LINE_CENTRES_MM: dict[Format, tuple[float, ...]] = {
-    Format.TD1: (13.6, 9.3, 5.0), Format.TD2: (10.5, 6.0), Format.TD3: (11.0, 6.3)}
+    Format.TD1: (13.6, 9.3, 5.0), Format.TD2: (10.5, 6.0), Format.TD3: (11.0, 6.3),
+    Format.MRVA: (11.0, 6.3), Format.MRVB: (10.5, 6.0)}
 """Centre of each MRZ line above the document's bottom edge (mm), approximately where Doc 9303
 parts 4-6 place them (the zone sits at the bottom, lines about 4.2-4.7 mm apart)."""
-MRZ_BAND_MM: dict[Format, float] = {Format.TD1: 17.5, Format.TD2: 14.0, Format.TD3: 14.5}
+MRZ_BAND_MM: dict[Format, float] = {Format.TD1: 17.5, Format.TD2: 14.0, Format.TD3: 14.5,
+                                    Format.MRVA: 14.5, Format.MRVB: 14.0}
 """Height (mm) of the clear zone printed at the bottom (no other print there)."""
 FACE_PX_PER_MM = 14.0
 """Resolution the document face is rendered at (about 356 dpi) before it is photographed."""
@@ -147,11 +156,13 @@ def random_fields(rng: np.random.Generator, fmt: Format, today: dt.date,
     else:
         expiry = today + dt.timedelta(days=int(rng.integers(0, 10 * 365)))
     n_len = 9 if rng.random() < 0.85 else int(rng.integers(6, 9))
-    if fmt is not Format.TD3 and rng.random() < 0.05:
+    if fmt in (Format.TD1, Format.TD2) and rng.random() < 0.05:
         n_len = int(rng.integers(10, 13))
     code = {Format.TD3: ["P", "P", "P", "PN", "PD"], Format.TD2: ["I", "ID", "AC", "IR"],
-            Format.TD1: ["I", "ID", "AC", "IP", "C"]}[fmt]
-    opt_len = {Format.TD3: 14, Format.TD2: 7, Format.TD1: 15}[fmt]
+            Format.TD1: ["I", "ID", "AC", "IP", "C"], Format.MRVA: ["V", "VC", "VT"],
+            Format.MRVB: ["V", "VC", "VT"]}[fmt]
+    opt_len = {Format.TD3: 14, Format.TD2: 7, Format.TD1: 15, Format.MRVA: 16,
+               Format.MRVB: 8}[fmt]
     if n_len > 9:
         opt_len -= n_len - 9 + 2
     opt = _alnum(rng, int(rng.integers(1, opt_len + 1))) if rng.random() < 0.5 else ""
@@ -173,7 +184,8 @@ def spoil_check_digit(rng: np.random.Generator, lines: tuple[str, ...]) -> tuple
     fmt = Format(parse(lines).format)
     pos = {Format.TD1: [(0, 14), (1, 6), (1, 14), (1, 29)],
            Format.TD2: [(1, 9), (1, 19), (1, 27), (1, 35)],
-           Format.TD3: [(1, 9), (1, 19), (1, 27), (1, 43)]}[fmt]
+           Format.TD3: [(1, 9), (1, 19), (1, 27), (1, 43)],
+           Format.MRVA: [(1, 9), (1, 19), (1, 27)], Format.MRVB: [(1, 9), (1, 19), (1, 27)]}[fmt]
     li, ci = pos[int(rng.integers(0, len(pos)))]
     old = lines[li][ci]
     new = str((int(old) + int(rng.integers(1, 10))) % 10) if old.isdigit() else "7"
@@ -254,7 +266,7 @@ def render_document(rng: np.random.Generator, fmt: Format, lines: tuple[str, ...
         portrait = "none"
     face, alpha = render_face(rng, "id_card" if fmt is Format.TD1 else "passport", width,
                               portrait=portrait, blank=False, fake_mrz=False)
-    if fmt is Format.TD2:  # ID-2 is 105 x 74 mm, ID-3's aspect within 0.1 %
+    if DOC_MM[fmt] == DOC_MM[Format.TD2]:  # ID-2 is 105 x 74 mm, ID-3's aspect within 0.1 %
         face = cv2.resize(face, (width, int(round(DOC_MM[fmt][1] * px_per_mm))))
         alpha = cv2.resize(alpha, (face.shape[1], face.shape[0]))
     boxes = draw_mrz(face, lines, fmt, rng, px_per_mm)
@@ -440,10 +452,11 @@ def document(rng: np.random.Generator, fmt: Format | None = None,
 
 
 def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE,
-              scans: int = 0) -> Path:
+              scans: int = 0, formats: tuple[Format, ...] | None = None) -> Path:
     """Write ``n`` photographed documents (JPEG quality 95) and ``manifest.json``, then
     ``scans`` scanned ones (:func:`scan`) from a second stream ``default_rng([seed, 44])``, so
-    the first ``n`` are the same with or without them.
+    the first ``n`` are the same with or without them. ``formats``: the documents' formats in
+    turn (None: :func:`document`'s mix).
 
     The manifest: ``{"seed", "today", "documents": [{"file", "truth": DocTruth}]}``; the
     ``images`` list of the ``shared/cases`` format is included too (``quad_approx``, ``kind``),
@@ -458,7 +471,8 @@ def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE,
     rng2 = np.random.default_rng([seed, 44])
     for i in range(n + scans):
         scanned = i >= n
-        img, truth = document(rng2 if scanned else rng, today=today,
+        img, truth = document(rng2 if scanned else rng,
+                              formats[i % len(formats)] if formats else None, today=today,
                               capture="scan" if scanned else "photo")
         name = f"scan_doc_{seed}_{i - n:04d}.jpg" if scanned else f"doc_{seed}_{i:04d}.jpg"
         cv2.imwrite(str(out / name), img, [cv2.IMWRITE_JPEG_QUALITY, 95])
@@ -484,8 +498,11 @@ def main() -> None:
     ap.add_argument("--today", type=dt.date.fromisoformat, default=REFERENCE_DATE)
     ap.add_argument("--scans", type=int, default=0,
                     help="also write this many scanned documents (a second stream)")
+    ap.add_argument("--formats", type=lambda v: tuple(Format(x) for x in v.split(",")),
+                    default=None, help="comma-separated formats in turn, e.g. MRVA,MRVB "
+                                       "(default: TD3 45 %%, TD1 35 %%, TD2 20 %%)")
     a = ap.parse_args()
-    print(write_set(a.out, a.n, a.seed, a.today, a.scans))
+    print(write_set(a.out, a.n, a.seed, a.today, a.scans, a.formats))
 
 
 if __name__ == "__main__":
