@@ -398,6 +398,18 @@ def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
             page.wait_for_selector("#status.verdict", timeout=30_000)
             assert page.inner_text("#status") == "accepted"
             assert "alice." in page.inner_text("#values")
+            # the verification in words, from the contract's own examples (the sleep worker's
+            # results carry none): a passport's zone, a visa's, and an ID photo's compliance
+            said = {name: page.evaluate("(r) => Object.fromEntries(describe(r))", json.loads(
+                (ROOT / "schemas" / "examples" / f"verification_result.valid.{name}.json")
+                .read_text())) for name in ("card_passport_mrz_values", "card_visa_mrva",
+                                            "id_photo_validate_rejected", "card_rejected_no_card")}
+            assert said["card_passport_mrz_values"]["machine-readable zone"] == (
+                "TD3, every check digit valid")
+            assert said["card_passport_mrz_values"]["capture"].startswith("225 dpi, tilt 6°")
+            assert said["card_visa_mrva"]["machine-readable zone"] == "MRVA, every check digit valid"
+            assert said["id_photo_validate_rejected"]["compliance"].startswith("fails the ")
+            assert said["card_rejected_no_card"]["machine-readable zone"] is None
             _until(page, "document.querySelector('#output').naturalWidth > 0")
             page.screenshot(path=str(shots / "page-card-accepted.png"), full_page=True)
             page.check("input[value=id_photo]")
