@@ -22,7 +22,8 @@ SPECIMEN_FIELDS = {"document_code": "P", "issuing_state": "UTO", "document_numbe
 """The printed fields of the samples' travel documents: ICAO Doc 9303's fictional specimen
 holder of the TD3 specimen zone in part 4 (Utopia, ``L898902C3``, Anna Maria Eriksson), with an
 expiry in 2034 so that the demo's documents stay valid. The ID card's back carries the same
-holder with the document number of part 5's TD1 specimen (``D23145890``) and no optional data."""
+holder with the document code and number of part 5's TD1 specimen (``I``, ``D23145890``) and
+no optional data."""
 DOCUMENT_DRAWS = {"passport_page": ("TD3", 4), "id_card_back": ("TD1", 0)}
 """Sample name -> (MRZ format, draw) of the photographed travel documents
 (:func:`processors.card.training.documents.document` with ``default_rng([CARD_SEED, draw])``,
@@ -62,7 +63,7 @@ def card_scenes() -> dict[str, np.ndarray]:
             fmt, draw = DOCUMENT_DRAWS[name]
             fields = dict(SPECIMEN_FIELDS)
             if fmt == "TD1":
-                fields.update(document_number="D23145890", optional_data="")
+                fields.update(document_code="I", document_number="D23145890", optional_data="")
             out[name], _ = document(np.random.default_rng([CARD_SEED, draw]), Format(fmt),
                                     invalid_share=0.0, size=(1600, 1200), glare_share=0.0,
                                     grey_share=0.0, hand_share=0.0, fields=fields)

@@ -41,7 +41,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo17"
+POSTPROCESS_REVISION = "geo18"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -51,14 +51,15 @@ also in doubt when the sides' plain ratio and the metric one lie on either side 
 split; ``geo12``: the scan path asks every document for print, margins or none, made of
 strokes rather than solid shapes; ``geo13``: a thin frame border is not taken for the
 document's margins, :func:`processors.card.scan.thin_border`; ``geo14``: no GLARE where the
-paper itself is saturated, :func:`processors.card.rectify.paper_saturated`, and an upload
+paper itself is saturated, :func:`processors.card.rectify.glare_threshold`, and an upload
 the card path finds no card in is searched for a document's outline,
 :func:`processors.card.scan.outline`; ``geo15``: the MRZ locator searches the bottom band
 denoised before the top band and takes lines 1.2 line heights apart, and the paper is
 saturated by its light ground's 10th percentile; ``geo16``: a scanned white page of the
-passport type with neither portrait nor zone is NO_CARD, :func:`_no_data_page`; ``geo17``: a
-paper at the saturation level with fine lines under it is no glare either, when it is one narrow
-band of light saturated all over the page)."""
+passport type with neither portrait nor zone is NO_CARD, :func:`_no_data_page`; ``geo17``: on a
+white paper just under or at the saturation level, one narrow band of light, glare counts from
+a few levels above the paper; ``geo18``: colourfulness also read over the portrait
+zone, so a white page around a colour portrait is no PHOTOCOPY)."""
 
 
 class CardProcessor:

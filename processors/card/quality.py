@@ -17,11 +17,14 @@ card whatever the photo's size (``benchmarks``: ``python -m processors.card.eval
 - ``brightness``, ``contrast``: mean and standard deviation of the grey thumbnail (0-255);
 - ``focus``: variance of its Laplacian (the BLURRY measure);
 - ``glare``: share of saturated pixels (the GLARE measure); ``glare_mrz`` and ``glare_portrait``:
-  the same over the MRZ band and the portrait zone; all three 0 where the document's paper
-  itself is saturated (a white page scanned or exported: :func:`~processors.card.rectify.
-  paper_saturated`);
+  the same over the MRZ band and the portrait zone; counted from a few levels above a white
+  paper near the saturation level, and all three 0 where the paper itself is saturated (a
+  white page scanned or exported: :func:`~processors.card.rectify.glare_threshold`);
 - ``colourfulness``: the card's chroma in Hasler and Süsstrunk's opponent axes (2003), read on
-  a 64 px copy (:func:`colourfulness`); a black-and-white photocopy measures near 0;
+  a 64 px copy (:func:`colourfulness`), or its portrait zone's where that is more colourful (a
+  white data page printed in black around a colour portrait is no black-and-white copy: the
+  ICAO Doc 9303 specimen pages measure 0-1 over the page and 4-13 over the portrait); a
+  black-and-white photocopy measures near 0 on both;
 - ``portrait``: a face found in the portrait zone (the ID-photo task's batched MTCNN,
   :mod:`processors.mtcnn`; filled in by the processor for the batch).
 """
@@ -34,7 +37,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from processors.card.rectify import laplacian_variance, paper_saturated, saturated_fraction
+from processors.card.rectify import glare_threshold, laplacian_variance, saturated_fraction
 
 MM_PER_INCH = 25.4
 DEFAULT_FOCAL = 0.75
@@ -117,16 +120,20 @@ COLOUR_PERCENTILE = 60
 over part of a grey copy stays below it."""
 
 
-def colourfulness(image: np.ndarray) -> float:
+def colourfulness(image: np.ndarray,
+                  zone: tuple[float, float, float, float] | None = None) -> float:
     """How colourful a card is: the 60th percentile of its pixels' chroma, their distance from
     grey in the opponent axes of Hasler and Süsstrunk (2003), ``R - G`` and
-    ``(R + G) / 2 - B``, after averaging the card down to :data:`COLOUR_WIDTH` px. Figures in
-    :mod:`processors.card.policy` (``min_colourfulness``). A card of one pale tint (a light
-    blue ID card) is colourful by this measure; a grey copy photographed under strongly tinted
-    light would be too (not in the synthetic set: its light is neutral).
+    ``(R + G) / 2 - B``, after averaging the card down to :data:`COLOUR_WIDTH` px; with
+    ``zone``, the larger of that and the same percentile over the zone's pixels of the same
+    copy (the same averaging, so the same noise). Figures in :mod:`processors.card.policy`
+    (``min_colourfulness``). A card of one pale tint (a light blue ID card) is colourful by this
+    measure; a grey copy photographed under strongly tinted light would be too (not in the
+    synthetic set: its light is neutral).
 
     Args:
         image: ``(h, w, 3) uint8`` BGR, the rectified card.
+        zone: ``x0, y0, x1, y1`` shares of the card (e.g. :data:`PORTRAIT_ZONE`), or None.
     """
     h, w = image.shape[:2]
     small = cv2.resize(image, (COLOUR_WIDTH, max(1, round(h * COLOUR_WIDTH / w))),
@@ -134,7 +141,11 @@ def colourfulness(image: np.ndarray) -> float:
     b, g, r = small[..., 0], small[..., 1], small[..., 2]
     rg = r - g
     yb = 0.5 * (r + g) - b
-    return float(np.percentile(np.sqrt(rg * rg + yb * yb), COLOUR_PERCENTILE))
+    chroma = np.sqrt(rg * rg + yb * yb)
+    card = float(np.percentile(chroma, COLOUR_PERCENTILE))
+    if zone is None:
+        return card
+    return max(card, float(np.percentile(_zone(chroma, *zone), COLOUR_PERCENTILE)))
 
 
 def _zone(image: np.ndarray, x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
@@ -186,16 +197,17 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
     mean, std = cv2.meanStdDev(grey)
     width = thumb.shape[1]
     band = MRZ_BAND.get(doc_type, MRZ_BAND["passport"])
-    paper = paper_saturated(thumb, glare_level, width)  # then no glare can be told from it
+    # where the paper itself is saturated (None) no glare can be told from it
+    thr = glare_threshold(thumb, glare_level, width)
     return Quality(
         dpi=effective_dpi(quad, doc_mm), tilt_deg=tilt_degrees(quad, doc_mm, size),
         margin=frame_margin(quad, size), brightness=float(mean[0, 0]),
         contrast=float(std[0, 0]), focus=laplacian_variance(grey, width),
-        glare=0.0 if paper else saturated_fraction(thumb, glare_level, width),
-        glare_mrz=0.0 if paper else _saturated(_zone(thumb, 0.0, 1.0 - band, 1.0, 1.0),
-                                               glare_level),
-        glare_portrait=0.0 if paper else _saturated(_zone(thumb, *PORTRAIT_ZONE), glare_level),
-        colourfulness=colourfulness(thumb))
+        glare=0.0 if thr is None else saturated_fraction(thumb, thr, width),
+        glare_mrz=0.0 if thr is None else _saturated(_zone(thumb, 0.0, 1.0 - band, 1.0, 1.0),
+                                                     thr),
+        glare_portrait=0.0 if thr is None else _saturated(_zone(thumb, *PORTRAIT_ZONE), thr),
+        colourfulness=colourfulness(thumb, PORTRAIT_ZONE))
 
 
 def _saturated(image: np.ndarray, level: int) -> float:

@@ -134,54 +134,49 @@ def _at_width(image: np.ndarray, width: int) -> np.ndarray:
 
 PAPER_QUANTILE = 10.0
 """Percentile of the light plain ground's darkest channel taken for the document's paper level
-(:func:`paper_saturated`): glare covering up to nine tenths of that ground is still told from
+(:func:`glare_threshold`): glare covering up to nine tenths of that ground is still told from
 the paper. Of the 107 synthetic photos with glare over the MRZ (seed 20261204), the median let
 11 lose GLARE, the 25th percentile 5, the 10th 1; the real white specimen pages' paper is at
 254-255 at each."""
 PAPER_MIN_SHARE = 0.3
 """The smallest share of the document that light plain ground (darkest channel at least 128)
-must cover to be its paper (:func:`paper_saturated`): a glare spot on a dark card is light
+must cover to be its paper (:func:`glare_threshold`): a glare spot on a dark card is light
 plain ground too, but of a few percent of it."""
-PAPER_NEAR = 2
-"""Grey levels under the saturation level within which the plain ground's median puts the
-paper "at the level" (:func:`paper_saturated`): a fresh user's specimen pages at paper 250-255
-have their median 1 level under the paper on the 512 px thumbnail."""
 PAPER_BAND = 8
-"""Most grey levels between the plain ground's 10th percentile and its median for one paper
-(:func:`paper_saturated`): the specimen pages' fine security lines make 5; a synthetic light
-card with a glare spot, 13 at least (14 photos, seed 20261204, whose median is at the level)."""
-PAPER_SPREAD = 0.85
-"""Share of the document's cells with saturated plain ground that makes its paper saturated
-rather than lit by a glare spot (:func:`paper_saturated`): the specimen pages at 250-255 reach
-0.90-0.95 of :data:`SPREAD_GRID`'s cells, the synthetic glare photos whose median is at the
-level 0.35-0.80; a scanner's vignette, darker on one side, stays under it (a gap)."""
-SPREAD_GRID = (8, 5)
-"""Columns and rows of the grid :func:`_saturation_spread` counts cells on."""
+"""Most grey levels between the light plain ground's 10th percentile and its median for it to
+be one paper (:func:`glare_threshold`): a fresh user's specimen pages with fine security lines
+make 5; the synthetic light cards with a glare spot whose median is at the level, 13 at least
+(14 photos, seed 20261204): their light ground is a tint and a spot."""
+GLARE_ABOVE_PAPER = 4
+"""Grey levels above a paper's median from which light counts as glare on a paper near the
+saturation level (:func:`glare_threshold`): a specular spot saturates to 255, while the noise
+of a plain paper in a JPEG or a scan stays within a few levels of it (:data:`PLAIN_RANGE`)."""
 PLAIN_RANGE = 8
 """Grey levels the darkest channel may span in a pixel's 3 x 3 neighbourhood (its morphological
 gradient) for it to be plain ground (paper or a flat tint, not print or an edge; a scanner's or
 a JPEG's noise stays within it)."""
 
 
-def paper_saturated(image: np.ndarray, level: int, width: int) -> bool:
-    """Whether the document's paper itself is saturated: its light plain ground covers at least
-    :data:`PAPER_MIN_SHARE` of it and either that ground's :data:`PAPER_QUANTILE` percentile
-    (darkest channel) is at least ``level``, or the ground is one narrow band of light at the
-    level (its median within :data:`PAPER_NEAR` of ``level``, its 10th percentile within
-    :data:`PAPER_BAND` of its median) that saturates all over the document
-    (:func:`_saturation_spread` at least :data:`PAPER_SPREAD`).
+def glare_threshold(image: np.ndarray, level: int, width: int) -> int | None:
+    """The 8-bit level from which light counts as glare on this document (every channel at
+    least that), or None where its paper itself is saturated and no glare can be told from it.
 
     Glare is light brighter than the paper can send back (a specular spot over a card's colours
-    or its lamination). A white page scanned on a flatbed or exported from a PDF (ICAO Doc 9303's
-    specimen pages) has a paper of 250-255 all over, so its saturated share measures the paper,
-    not glare (real specimen scans: 64-78 % "saturated" without a spot of glare); where the
-    paper saturates, glare cannot be told from it and the glare measures read 0. A paper just at
-    the level, with fine security lines or scanner noise a few levels below it (a fresh user's
-    specimen pages at 250-255: their 10th percentile sits 5-6 levels under the paper), is told
-    from glare by where it saturates (a glare spot one part of the document, a paper every part)
-    and by how narrow its light is (a glare spot on a light card spreads the light ground over
-    many levels, from the card's tint up to the spot: 13-110 between the 10th percentile and
-    the median on the synthetic photos with glare).
+    or its lamination). Mostly that is ``level`` (the GLARE setting). Where the document's light
+    plain ground (darkest channel at least 128, 3 x 3 spread at most :data:`PLAIN_RANGE`)
+    covers at least :data:`PAPER_MIN_SHARE` of it:
+
+    - its :data:`PAPER_QUANTILE` percentile at ``level`` or above: the paper is saturated (a
+      white page scanned or exported to 250-255: ICAO Doc 9303's specimen pages were 64-78 %
+      "saturated" without a spot of glare): None;
+    - one narrow band of light (median within :data:`PAPER_BAND` of that percentile) whose
+      median plus :data:`GLARE_ABOVE_PAPER` passes ``level``: that paper, just under or at the
+      level (a fresh user's white pages at 248-251 with fine lines: their noise put 13-40 % of
+      the paper at 250 and read as glare), counts glare from its median plus
+      :data:`GLARE_ABOVE_PAPER`, or None where that is past 255 (a paper from 252 up: a spot
+      on it cannot be told from it);
+    - else ``level``: a light ground spread over many levels is a tint and a glare spot (the
+      synthetic photos with glare: 13-110 levels between the 10th percentile and the median).
 
     Args:
         image: ``(H, W, 3) uint8`` BGR (the rectified card).
@@ -191,38 +186,20 @@ def paper_saturated(image: np.ndarray, level: int, width: int) -> bool:
     s = _at_width(image, width)
     low = cv2.min(cv2.min(s[..., 0], s[..., 1]), s[..., 2])
     spread = cv2.morphologyEx(low, cv2.MORPH_GRADIENT, np.ones((3, 3), np.uint8))
-    plain = (spread <= PLAIN_RANGE) & (low >= 128)
-    paper = low[plain]
+    paper = low[(spread <= PLAIN_RANGE) & (low >= 128)]
     if paper.size < PAPER_MIN_SHARE * low.size:
-        return False
+        return level
     p10, p50 = np.percentile(paper, [PAPER_QUANTILE, 50.0])
     if p10 >= level:
-        return True
-    return bool(p50 >= level - PAPER_NEAR and p50 - p10 <= PAPER_BAND
-                and _saturation_spread(plain, plain & (low >= level)) >= PAPER_SPREAD)
-
-
-def _saturation_spread(plain: np.ndarray, saturated: np.ndarray) -> float:
-    """Share of the document's cells (a :data:`SPREAD_GRID` grid) whose plain ground is
-    saturated: cells where plain ground covers at least a quarter and at least a fifth of it is
-    saturated, over all cells. ``plain``, ``saturated``: ``(h, w) bool`` masks of one size."""
-    cols, rows = SPREAD_GRID
-    h, w = plain.shape
-    ys = np.linspace(0, h, rows + 1).astype(int)
-    xs = np.linspace(0, w, cols + 1).astype(int)
-    cells = 0
-    for r in range(rows):
-        for c in range(cols):
-            g = plain[ys[r]:ys[r + 1], xs[c]:xs[c + 1]]
-            n = int(np.count_nonzero(g))
-            sat = int(np.count_nonzero(saturated[ys[r]:ys[r + 1], xs[c]:xs[c + 1]]))
-            cells += int(n >= 0.25 * g.size and sat >= 0.2 * n)
-    return cells / (rows * cols)
+        return None
+    above = int(np.ceil(p50)) + GLARE_ABOVE_PAPER
+    if p50 - p10 > PAPER_BAND or above <= level:
+        return level
+    return above if above <= 255 else None
 
 
 def glare_fraction(image: np.ndarray, level: int, width: int) -> float:
-    """The GLARE measure: :func:`saturated_fraction`, or 0 where the paper itself is saturated
-    (:func:`paper_saturated`)."""
-    if paper_saturated(image, level, width):
-        return 0.0
-    return saturated_fraction(image, level, width)
+    """The GLARE measure: :func:`saturated_fraction` from the document's
+    :func:`glare_threshold`, or 0 where the paper itself is saturated."""
+    threshold = glare_threshold(image, level, width)
+    return 0.0 if threshold is None else saturated_fraction(image, threshold, width)

@@ -407,7 +407,8 @@ def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
             assert said["card_passport_mrz_values"]["machine-readable zone"] == (
                 "TD3, every check digit valid")
             assert said["card_passport_mrz_values"]["capture"].startswith("225 dpi, tilt 6°")
-            assert said["card_visa_mrva"]["machine-readable zone"] == "MRVA, every check digit valid"
+            assert said["card_visa_mrva"]["machine-readable zone"] == (
+                "MRVA, every check digit valid")
             assert said["id_photo_validate_rejected"]["compliance"].startswith("fails the ")
             assert said["card_rejected_no_card"]["machine-readable zone"] is None
             _until(page, "document.querySelector('#output').naturalWidth > 0")

@@ -8,6 +8,7 @@ import pytest
 
 from processors.card.policy import PROFILES, VerifySettings
 from processors.card.quality import (
+    PORTRAIT_ZONE,
     Quality,
     colourfulness,
     effective_dpi,
@@ -15,7 +16,7 @@ from processors.card.quality import (
     measure,
     tilt_degrees,
 )
-from processors.card.rectify import saturated_fraction
+from processors.card.rectify import glare_threshold, saturated_fraction
 from processors.card.training.documents import camera_quad
 from schemas.reasons import ReasonCode
 
@@ -64,6 +65,29 @@ def test_colourfulness_of_a_noisy_grey_copy_is_low():
     assert colourfulness(grey) == pytest.approx(0.0, abs=1e-6)
     assert colourfulness(noisy) < 1.5
     assert colourfulness(colour) > 3.0 > colourfulness(noisy)
+
+
+def test_a_colour_portrait_on_a_white_page_is_no_photocopy():
+    """ICAO Doc 9303's specimen pages print black on white around a colour portrait: over the
+    page their chroma's 60th percentile is 0, so they were PHOTOCOPY; the portrait zone's
+    measure (on the same 64 px copy) keeps them colourful. A grey copy of the same page, with
+    the noise of a dim photo, stays near 0 both ways."""
+    rng = np.random.default_rng(5)
+    page = _page(245)
+    x0, y0, x1, y1 = PORTRAIT_ZONE
+    h, w = page.shape[:2]
+    portrait = cv2.GaussianBlur(rng.integers(0, 255, (int((y1 - y0) * h * 0.8),
+                                                      int((x1 - x0) * w * 0.8), 3)).astype(
+        np.uint8), (0, 0), 4)
+    portrait = cv2.normalize(portrait, None, 0, 255, cv2.NORM_MINMAX)
+    py, px = int(y0 * h) + 10, int(x0 * w) + 10
+    page[py:py + portrait.shape[0], px:px + portrait.shape[1]] = portrait
+    assert colourfulness(page) < 1.0 < 3.0 < colourfulness(page, PORTRAIT_ZONE)
+    grey = cv2.cvtColor(cv2.cvtColor(page, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+    noisy = np.clip(grey * 0.5 + rng.normal(0, 8, grey.shape), 0, 255).astype(np.uint8)
+    assert colourfulness(noisy, PORTRAIT_ZONE) < 3.0  # the normal profile's bound
+    quad = np.array([[100.0, 100], [1100, 100], [1100, 804], [100, 804]])
+    assert measure(quad, (1600, 1200), ID3, "passport", page, 250).colourfulness > 3.0
 
 
 def test_measure_on_a_thumbnail():
@@ -117,22 +141,42 @@ def _lined_page(paper: int) -> np.ndarray:
     return page
 
 
-def test_a_lined_paper_at_the_level_is_no_glare_but_a_spot_on_it_is():
-    """A fresh user's specimen pages at paper 250-255 were GLARE and GLARE_ON_MRZ: their fine
-    lines put the plain ground's 10th percentile under the level. A paper at the level that
-    saturates in every part of the page is no glare; one whose saturated ground is a single spot
-    (a paper at 246, a few levels under, with a spot of glare over the zone) is."""
+def _noisy(page: np.ndarray, sigma: float, seed: int = 3) -> np.ndarray:
+    """``page`` with Gaussian noise (a JPEG's or a scanner's) of ``sigma`` levels."""
+    rng = np.random.default_rng(seed)
+    return np.clip(page + rng.normal(0, sigma, page.shape), 0, 255).astype(np.uint8)
+
+
+def _spot(page: np.ndarray) -> np.ndarray:
+    """``page`` with a saturated glare spot over the zone's lines (the bottom band)."""
+    out = page.copy()
+    cv2.circle(out, (256, 330), 70, (255, 255, 255), -1)
+    return out
+
+
+def test_glare_on_a_paper_near_the_level_counts_from_above_the_paper():
+    """A fresh user's white specimen pages at paper 248-255 (fine security lines, a JPEG's
+    noise) were GLARE and GLARE_ON_MRZ with nothing on them: noise put part of a paper just
+    under the level over it, and lines put the 10th percentile under a paper at it. On such a
+    paper (one narrow band of light) glare counts from its median plus GLARE_ABOVE_PAPER: the
+    clean pages read no glare, and a spot of glare over the zone still reads as glare while
+    that is at most 255 (these pages' median sits a level or two under their paper); on a paper
+    at 255 a spot cannot be told from it and reads 0."""
     quad = np.array([[100.0, 100], [1100, 100], [1100, 804], [100, 804]])
-    for paper in (250, 252, 255):
-        page = _lined_page(paper)
-        assert saturated_fraction(page, 250, 512) > 0.3
-        q = measure(quad, (1600, 1200), ID3, "passport", page, 250)
-        assert q.glare == q.glare_mrz == q.glare_portrait == 0.0, paper
-    spot = _lined_page(246)
-    cv2.circle(spot, (256, 330), 70, (255, 255, 255), -1)
-    q = measure(quad, (1600, 1200), ID3, "passport", spot, 250)
-    assert q.glare == pytest.approx(saturated_fraction(spot, 250, 512)) and q.glare > 0.05
-    assert q.glare_mrz > 0.1
+
+    def q(page):
+        return measure(quad, (1600, 1200), ID3, "passport", page, 250)
+
+    for paper in (248, 249, 250, 251, 252, 255):
+        clean = _noisy(_lined_page(paper), 1.0)
+        assert q(clean).glare_mrz < 0.01 and q(clean).glare < 0.01, paper
+    for paper in (240, 246, 248, 249, 250, 251, 252):
+        spotted = _noisy(_spot(_lined_page(paper)), 1.0)
+        assert q(spotted).glare_mrz > 0.1 and q(spotted).glare > 0.03, paper
+    assert q(_noisy(_spot(_lined_page(255)), 1.0)).glare == 0.0
+    assert glare_threshold(_lined_page(240), 250, 512) == 250
+    assert glare_threshold(_lined_page(249), 250, 512) == 253
+    assert glare_threshold(_lined_page(255), 250, 512) is None
 
 
 def _q(**kw) -> Quality:

@@ -342,6 +342,12 @@ def test_a_zone_of_td3_shape_opening_with_v_is_judged_as_a_visa():
     r = MrzReader._judge({(0, Format.TD2): at(b, 0.99)}, [Zone(0, [], [])],
                          [View("id_card", [])], TODAY)
     assert r.format is Format.MRVB and not r.readable  # MRV-B is ID-2, never on an ID-1 card
+    # a passport page (its quad chose ID-3) whose zone only its ID-1 fallback view read as a
+    # visa stays a passport: a fallback ID-1 view never decides the type by an MRV-A zone (a
+    # fresh user's off-spec visa pages were rectified as squeezed ID-1 cards)
+    r = MrzReader._judge({(1, Format.TD3): at(VISA, 0.99)}, [None, Zone(0, [], [])],
+                         [View("passport", []), View("id_card", [], fallback=True)], TODAY)
+    assert (r.format, r.valid, r.doc_type) == (Format.MRVA, True, "passport")
     # a visa's birth date with a wrong check digit is reported, not repaired
     spoilt = (VISA[0], VISA[1][:19] + "1" + VISA[1][20:])
     r = judge(Format.MRVA, reads(spoilt), "passport", TODAY)

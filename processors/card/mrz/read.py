@@ -415,6 +415,11 @@ class MrzReader:
         assert zone is not None  # a view read has a zone
         got = judge(fmt, reads, views[vi].doc_type, today)
         # a fallback view decides the type only with a readable zone: an unreadable one on it
-        # (a TD3 zone printed on an ID-1 card) leaves the type the quad chose
-        doc = views[vi].doc_type if got.readable or not views[vi].fallback else views[0].doc_type
+        # (a TD3 zone printed on an ID-1 card) leaves the type the quad chose; so does a visa
+        # read on an ID-1 fallback (MRV-A fits ID-1 only for a sticker photographed alone, whose
+        # quad chose ID-1 itself: a passport page squeezed to ID-1 reads its zone too)
+        v = views[vi]
+        decides = not v.fallback or (got.readable and not (v.doc_type == "id_card"
+                                                           and got.format is Format.MRVA))
+        doc = v.doc_type if decides else views[0].doc_type
         return replace(got, turned=zone.band == 1, doc_type=doc)
