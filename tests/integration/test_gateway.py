@@ -403,7 +403,8 @@ def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
             said = {name: page.evaluate("(r) => Object.fromEntries(describe(r))", json.loads(
                 (ROOT / "schemas" / "examples" / f"verification_result.valid.{name}.json")
                 .read_text())) for name in ("card_passport_mrz_values", "card_visa_mrva",
-                                            "id_photo_validate_rejected", "card_rejected_no_card")}
+                                            "id_photo_validate_rejected", "card_rejected_no_card",
+                                            "card_cache_hit")}
             assert said["card_passport_mrz_values"]["machine-readable zone"] == (
                 "TD3, every check digit valid")
             assert said["card_passport_mrz_values"]["capture"].startswith("225 dpi, tilt 6°")
@@ -411,6 +412,8 @@ def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
                 "MRVA, every check digit valid")
             assert said["id_photo_validate_rejected"]["compliance"].startswith("fails the ")
             assert said["card_rejected_no_card"]["machine-readable zone"] is None
+            assert "result cache" in said["card_cache_hit"]["time in the stream"]
+            assert "batch of" in said["card_passport_mrz_values"]["time in the stream"]
             _until(page, "document.querySelector('#output').naturalWidth > 0")
             page.screenshot(path=str(shots / "page-card-accepted.png"), full_page=True)
             page.check("input[value=id_photo]")
