@@ -374,8 +374,8 @@ class CardQuality(_Model):
         focus: variance of the Laplacian of the rectified card (the BLURRY measure).
         glare, glare_mrz, glare_portrait: saturated share of the card, of its MRZ band and of
             its portrait zone.
-        colourfulness: chroma spread of the card, or of its portrait zone where that is more
-            colourful (about 0 for a black-and-white copy).
+        colourfulness: chroma spread of the card, or of its portrait zone where a face is found
+            there and the zone is more colourful (about 0 for a black-and-white copy).
         portrait: a face found in the portrait zone; ``None`` where the document carries none
             (the back of an ID-1 card) or the check is off.
         profile: the profile that judged these.

@@ -56,10 +56,14 @@ the card path finds no card in is searched for a document's outline,
 :func:`processors.card.scan.outline`; ``geo15``: the MRZ locator searches the bottom band
 denoised before the top band and takes lines 1.2 line heights apart, and the paper is
 saturated by its light ground's 10th percentile; ``geo16``: a scanned white page of the
-passport type with neither portrait nor zone is NO_CARD, :func:`_no_data_page`; ``geo17``: on a
-white paper just under or at the saturation level, one narrow band of light, glare counts from
-a few levels above the paper; ``geo18``: colourfulness also read over the portrait
-zone, so a white page around a colour portrait is no PHOTOCOPY)."""
+passport type with neither portrait nor zone is NO_CARD, :func:`_no_data_page`; ``geo17``: a
+paper at the saturation level, saturated all over the page, is no glare (replaced by
+``geo18``);
+``geo18``: on a white paper just under or at the saturation level, one narrow band of light,
+glare counts from a few levels above the paper,
+:func:`processors.card.rectify.glare_threshold`, and colourfulness is also read over the
+portrait zone where a face is found there, so a white page around a colour face is no
+PHOTOCOPY)."""
 
 
 class CardProcessor:

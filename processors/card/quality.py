@@ -21,17 +21,17 @@ card whatever the photo's size (``benchmarks``: ``python -m processors.card.eval
   paper near the saturation level, and all three 0 where the paper itself is saturated (a
   white page scanned or exported: :func:`~processors.card.rectify.glare_threshold`);
 - ``colourfulness``: the card's chroma in Hasler and Süsstrunk's opponent axes (2003), read on
-  a 64 px copy (:func:`colourfulness`), or its portrait zone's where that is more colourful (a
-  white data page printed in black around a colour portrait is no black-and-white copy: the
-  ICAO Doc 9303 specimen pages measure 0-1 over the page and 4-13 over the portrait); a
-  black-and-white photocopy measures near 0 on both;
+  a 64 px copy (:func:`colourfulness`), or its portrait zone's where a face is found there and
+  the zone is more colourful (:meth:`Quality.with_portrait`: a white data page printed in black
+  around a colour portrait is no black-and-white copy; the ICAO Doc 9303 specimen pages measure
+  0-1 over the page and 4-13 over the portrait); a black-and-white photocopy measures near 0;
 - ``portrait``: a face found in the portrait zone (the ID-photo task's batched MTCNN,
   :mod:`processors.mtcnn`; filled in by the processor for the batch).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cv2
@@ -169,6 +169,17 @@ class Quality:
     glare_portrait: float
     colourfulness: float
     portrait: bool | None = None
+    portrait_colourfulness: float = 0.0
+
+    def with_portrait(self, found: bool) -> Quality:
+        """These measures with ``portrait`` set; where a face was found in the portrait zone,
+        ``colourfulness`` becomes the larger of the card's and the zone's
+        (``portrait_colourfulness``): a colour face is no black-and-white copy, whatever the
+        page around it (a white data page printed in black). Only a face found counts: a thumb
+        or a sticker over the zone of a grey copy is colour too."""
+        colour = max(self.colourfulness, self.portrait_colourfulness) if found else \
+            self.colourfulness
+        return replace(self, portrait=found, colourfulness=colour)
 
     def as_dict(self) -> dict[str, Any]:
         """Rounded values for the result."""
@@ -182,7 +193,8 @@ class Quality:
 
 def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float],
             doc_type: str, thumb: np.ndarray, glare_level: int) -> Quality:
-    """Every measure but ``portrait`` (see the module doc).
+    """Every measure but ``portrait`` (see the module doc; :meth:`Quality.with_portrait` sets
+    it, and with it the portrait zone's part in ``colourfulness``).
 
     Args:
         quad: ``(4, 2)`` corners TL, TR, BR, BL in the upload's px (any start corner).
@@ -207,7 +219,8 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
         glare_mrz=0.0 if thr is None else _saturated(_zone(thumb, 0.0, 1.0 - band, 1.0, 1.0),
                                                      thr),
         glare_portrait=0.0 if thr is None else _saturated(_zone(thumb, *PORTRAIT_ZONE), thr),
-        colourfulness=colourfulness(thumb, PORTRAIT_ZONE))
+        colourfulness=colourfulness(thumb),
+        portrait_colourfulness=colourfulness(thumb, PORTRAIT_ZONE))
 
 
 def _saturated(image: np.ndarray, level: int) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -249,7 +249,7 @@ class Verifier:
                 for k, f in zip(want, found, strict=True):
                     q = quality[k]
                     if q is not None:  # want holds the measured ones
-                        quality[k] = replace(q, portrait=f)
+                        quality[k] = q.with_portrait(f)
             self.cpu_ms["portrait"] += (time.process_time() - t2) * 1000.0
         return [Verification(q, r, e, doc == "passport")
                 for q, r, e, doc in zip(quality, reads, errors, types, strict=True)]

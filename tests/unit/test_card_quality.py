@@ -70,8 +70,10 @@ def test_colourfulness_of_a_noisy_grey_copy_is_low():
 def test_a_colour_portrait_on_a_white_page_is_no_photocopy():
     """ICAO Doc 9303's specimen pages print black on white around a colour portrait: over the
     page their chroma's 60th percentile is 0, so they were PHOTOCOPY; the portrait zone's
-    measure (on the same 64 px copy) keeps them colourful. A grey copy of the same page, with
-    the noise of a dim photo, stays near 0 both ways."""
+    measure (on the same 64 px copy) keeps them colourful once a face is found there. A grey
+    copy of the same page, with the noise of a dim photo, stays near 0 both ways; one with a
+    thumb over the zone (a second trial: colourfulness 64-80 when the zone counted without a
+    face) stays a copy when no face is found."""
     rng = np.random.default_rng(5)
     page = _page(245)
     x0, y0, x1, y1 = PORTRAIT_ZONE
@@ -87,7 +89,15 @@ def test_a_colour_portrait_on_a_white_page_is_no_photocopy():
     noisy = np.clip(grey * 0.5 + rng.normal(0, 8, grey.shape), 0, 255).astype(np.uint8)
     assert colourfulness(noisy, PORTRAIT_ZONE) < 3.0  # the normal profile's bound
     quad = np.array([[100.0, 100], [1100, 100], [1100, 804], [100, 804]])
-    assert measure(quad, (1600, 1200), ID3, "passport", page, 250).colourfulness > 3.0
+    q = measure(quad, (1600, 1200), ID3, "passport", page, 250)
+    assert q.colourfulness < 1.0  # the zone counts only once a face is found there
+    assert q.with_portrait(True).colourfulness > 3.0
+    assert q.with_portrait(True).portrait is True
+    # a grey copy with a thumb (skin colour) over the portrait zone: no face, still a copy
+    thumb = grey.copy()
+    cv2.ellipse(thumb, (int(0.2 * w), int(0.6 * h)), (75, 125), 0, 0, 360, (90, 130, 200), -1)
+    t = measure(quad, (1600, 1200), ID3, "passport", thumb, 250)
+    assert t.portrait_colourfulness > 3.0 > t.with_portrait(False).colourfulness
 
 
 def test_measure_on_a_thumbnail():
