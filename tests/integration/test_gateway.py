@@ -132,9 +132,11 @@ def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers
     uid = res["upload_id"]
     assert uid.startswith("alice.") and res["task"] == "card" and res["status"] == "accepted"
     assert res["source"]["topic"] == stack.settings.kafka.uploads_topic
-    # the other instance answers the same GET with the same bytes, and streams the output
+    # the other instance answers the same GET with the same bytes, and streams the output;
+    # each instance reads the results topic at its own pace, so the GET waits for it (without
+    # wait_ms the other instance answered 404 for a moment twice in CI beside other load)
     for g in (a, b):
-        got = call(g.port, "GET", f"/v1/uploads/{uid}")
+        got = call(g.port, "GET", f"/v1/uploads/{uid}?wait_ms=10000")
         assert got.status == 200 and got.body == r.body
     out = call(b.port, "GET", f"/v1/uploads/{uid}/output")
     ref = res["card"]["rectified"]
