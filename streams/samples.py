@@ -102,7 +102,7 @@ def _mrz_verdict(payload: Any) -> str:
     if not mrz.found:
         return "no MRZ"
     if not mrz.readable:
-        return f"MRZ {mrz.format or ''} unreadable".replace("  ", " ")
+        return f"MRZ {mrz.format} unreadable" if mrz.format else "MRZ unreadable"
     state = "valid" if mrz.valid else "check digit"
     return f"MRZ {mrz.format} {state}" + (", expired" if mrz.expired else "")
 
@@ -119,8 +119,8 @@ VERIFIED: dict[str, Callable[[Any], str]] = {"card": _mrz_verdict,
                                               "id_photo": _compliance_verdict}
 """Task -> what the demo's ``verified`` column says of a result's payload: the card's
 machine-readable zone (``MRZ TD3 valid``, ``MRZ TD1 check digit``, ``no MRZ``; empty where no
-card was judged), the ID photo's
-compliance with its size's rules (``one_inch compliant``, ``one_inch: 2 checks failed``)."""
+card was judged), the ID photo's compliance with its size's rules (``one_inch compliant``,
+``one_inch: 2 checks failed``)."""
 
 
 def write_samples(out: Path) -> dict[str, list[Path]]:

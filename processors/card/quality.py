@@ -135,6 +135,13 @@ def colourfulness(image: np.ndarray,
         image: ``(h, w, 3) uint8`` BGR, the rectified card.
         zone: ``x0, y0, x1, y1`` shares of the card (e.g. :data:`PORTRAIT_ZONE`), or None.
     """
+    card, in_zone = _colourfulness_pair(image, zone or (0.0, 0.0, 1.0, 1.0))
+    return card if zone is None else max(card, in_zone)
+
+
+def _colourfulness_pair(image: np.ndarray,
+                        zone: tuple[float, float, float, float]) -> tuple[float, float]:
+    """:func:`colourfulness` of the whole card and of ``zone`` alone, from one chroma map."""
     h, w = image.shape[:2]
     small = cv2.resize(image, (COLOUR_WIDTH, max(1, round(h * COLOUR_WIDTH / w))),
                        interpolation=cv2.INTER_AREA).astype(np.float32)
@@ -142,10 +149,8 @@ def colourfulness(image: np.ndarray,
     rg = r - g
     yb = 0.5 * (r + g) - b
     chroma = np.sqrt(rg * rg + yb * yb)
-    card = float(np.percentile(chroma, COLOUR_PERCENTILE))
-    if zone is None:
-        return card
-    return max(card, float(np.percentile(_zone(chroma, *zone), COLOUR_PERCENTILE)))
+    return (float(np.percentile(chroma, COLOUR_PERCENTILE)),
+            float(np.percentile(_zone(chroma, *zone), COLOUR_PERCENTILE)))
 
 
 def _zone(image: np.ndarray, x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
@@ -211,6 +216,7 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
     band = MRZ_BAND.get(doc_type, MRZ_BAND["passport"])
     # where the paper itself is saturated (None) no glare can be told from it
     thr = glare_threshold(thumb, glare_level, width)
+    card_colour, zone_colour = _colourfulness_pair(thumb, PORTRAIT_ZONE)
     return Quality(
         dpi=effective_dpi(quad, doc_mm), tilt_deg=tilt_degrees(quad, doc_mm, size),
         margin=frame_margin(quad, size), brightness=float(mean[0, 0]),
@@ -219,8 +225,7 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
         glare_mrz=0.0 if thr is None else _saturated(_zone(thumb, 0.0, 1.0 - band, 1.0, 1.0),
                                                      thr),
         glare_portrait=0.0 if thr is None else _saturated(_zone(thumb, *PORTRAIT_ZONE), thr),
-        colourfulness=colourfulness(thumb),
-        portrait_colourfulness=colourfulness(thumb, PORTRAIT_ZONE))
+        colourfulness=card_colour, portrait_colourfulness=max(card_colour, zone_colour))
 
 
 def _saturated(image: np.ndarray, level: int) -> float:
