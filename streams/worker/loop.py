@@ -18,12 +18,14 @@ has computed, batch *k+1* starts computing, and only then does the loop await *k
 commit *k*'s transaction; *k+1*'s results go in a later transaction. If *k*'s PUTs or
 transaction fail, *k+1* is awaited and thrown away and both are redone from memory
 (:meth:`Intake.redo`): nothing of either is committed. Events of partitions revoked meanwhile
-are dropped before the transaction (their new owner redoes them). If MinIO does not answer, or
-the processor breaker opens, nothing is committed: the batch is put back and fetching paused
-until the store answers or the breaker's pause is over (:mod:`streams.worker.pausing`); the same
-when the committer has no producer (the broker did not answer a new one's
-``init_transactions``) until :meth:`Committer.reopen <streams.worker.committer.Committer.reopen>`
-succeeds.
+are dropped before the transaction (their new owner redoes them); a batch that would commit a
+partition's offset past events delivered here and not committed is not committed but redone
+with them (:meth:`Intake.skipped <streams.worker.intake.Intake.skipped>`). If MinIO does not
+answer, or the processor breaker opens, nothing is committed: the batch is put back and
+fetching paused until the store answers or the breaker's pause is over
+(:mod:`streams.worker.pausing`); the same when the committer has no producer (the broker did not
+answer a new one's ``init_transactions``) until
+:meth:`Committer.reopen <streams.worker.committer.Committer.reopen>` succeeds.
 
 The worker builds its parts and hands each what it uses: the attempt ledger
 (:mod:`streams.worker.attempts`, owned here; None in replay mode) goes to the intake (marks read
@@ -290,6 +292,9 @@ class Worker:
         if not fates:
             stored.trace.abandoned("partitions revoked")
             return True
+        if self.intake.skipped([f.msg for f in fates]):
+            stored.trace.abandoned("events below the batch not committed")
+            return False
         results, dead_letters = self.compute.records(fates)
         owned = {(f.msg.topic(), f.msg.partition(), f.msg.offset()) for f in fates}
         shadow = [d for d in stored.shadow
@@ -301,6 +306,7 @@ class Worker:
             ok = self.committer.commit(cp, self.intake.consumer)
             span.set_attribute("cardstream.transaction.committed", ok)
         if ok:
+            self.intake.committed([f.msg for f in fates])
             self.health.ready = True  # a start without a producer (broker down) was not ready
             stored.trace.committed(results, dead_letters)
         else:

@@ -159,3 +159,63 @@ def test_a_partition_assigned_again_starts_at_its_committed_offset(
         monkeypatch.setattr(c, "committed", answer)
         c.queued = [Msg(1, 30)]
         assert _offsets(intake.next_batch()) == [(1, 30)] and len(c.calls) == n
+
+
+def test_a_batch_that_would_commit_past_events_delivered_here_is_redone_with_them(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """CI twice lost a partition's first four events while a later event of it committed,
+    with no log line (2026-12-05, 2026-12-06). Whatever path leaves an event behind, the commit
+    checks it: a batch whose partition holds events delivered in this assignment, below the
+    batch's last offset there and neither in it nor committed, is not committed; its redo
+    takes them back in delivery order, and an error names the offsets (no event content)."""
+    import json
+
+    from streams.logs import configure_logging
+
+    configure_logging("INFO")
+    c = FakeConsumer([0, 5], queued=[Msg(5, 0), Msg(5, 1), Msg(5, 2), Msg(5, 3), Msg(0, 7),
+                                     Msg(5, 4)])
+    intake = _intake(monkeypatch)
+    intake.open(c)
+    intake.on_assign(c, c.parts)
+    delivered = intake.next_batch()
+    assert _offsets(delivered) == [(5, 0), (5, 1), (5, 2), (5, 3), (0, 7), (5, 4)]
+    batch = delivered[4:]  # as if the first four had gone missing inside the worker
+    lost = intake.skipped(batch)
+    assert _offsets(lost) == [(5, 0), (5, 1), (5, 2), (5, 3)]
+    line = [json.loads(x) for x in capsys.readouterr().err.splitlines()
+            if '"uncommitted_events_skipped"' in x][0]
+    assert line["partitions"] == {"5": [0, 1, 2, 3]}
+    intake.redo(batch)
+    again = intake.next_batch()
+    assert _offsets(again) == [(5, 0), (5, 1), (5, 2), (5, 3), (0, 7), (5, 4)]  # delivery order
+    assert all(a is b for a, b in zip(again, delivered, strict=True))  # the same events
+    assert intake.skipped(again) == []
+    intake.committed(again)
+    # committed: nothing of theirs is pending; a later batch of the partition is not held up
+    c.queued = [Msg(5, 5), Msg(5, 6)]
+    later = intake.next_batch()
+    assert intake.skipped(later[1:]) == later[:1]  # 5 below 6, delivered, not committed
+    assert intake.skipped(later) == []
+    intake.committed(later)
+    assert intake.skipped(later) == []
+
+
+def test_events_of_a_revoked_partition_are_neither_owned_nor_counted_as_skipped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition revoked while its events are held: they are the new owner's (not owned
+    here, nothing of them pending), and when it comes back, the events fetched again are new
+    ones; the old ones stay not owned."""
+    c = FakeConsumer([3], queued=[Msg(3, 0), Msg(3, 1)])
+    intake = _intake(monkeypatch)
+    intake.open(c)
+    intake.on_assign(c, c.parts)
+    old = intake.next_batch()
+    assert all(intake.owns(m) for m in old)
+    intake.on_revoke(c, c.parts)
+    assert not any(intake.owns(m) for m in old)
+    intake.on_assign(c, c.parts)
+    c.queued = [Msg(3, 0), Msg(3, 1), Msg(3, 2)]
+    new = intake.next_batch()
+    assert not any(intake.owns(m) for m in old) and all(intake.owns(m) for m in new)
+    assert intake.skipped(new[2:]) == new[:2]  # the old events do not count, the new ones do
