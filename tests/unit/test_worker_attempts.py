@@ -120,3 +120,30 @@ def test_tries_counted_alone_are_forgotten_once_committed_past_or_released() -> 
     assert c.offsets[P] == (9000, Mark(9000, 1, 9032).encode()) and len(led._tried) == 1
     led.release(c, [P])
     assert len(led._tried) == 0
+
+
+def test_start_offsets_take_the_log_start_from_the_last_fetch_and_ask_only_without_one() -> None:
+    """A partition never committed starts at its log start: the one librdkafka cached from the
+    partition's last fetch response, asked of the broker only where no fetch has answered yet
+    (asking waits behind the consumer's own fetch: 3.0 s for 6 partitions, measured)."""
+    from streams.worker.attempts import start_offsets
+
+    class Consumer:
+        def __init__(self) -> None:
+            self.asked: list[int] = []
+
+        def committed(self, tps: list, timeout: float | None = None) -> list:
+            return [TopicPartition(tp.topic, tp.partition, 12 if tp.partition == 0 else -1001)
+                    for tp in tps]
+
+        def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False,
+                                  timeout: float | None = None) -> tuple[int, int]:
+            if cached:
+                return (3, 9) if tp.partition == 1 else (-1001, -1001)
+            self.asked.append(tp.partition)
+            return 7, 9
+
+    c = Consumer()
+    got = start_offsets(c, [("u", 0), ("u", 1), ("u", 2)])
+    assert [(k[1], off) for k, off, _ in got] == [(0, 12), (1, 3), (2, 7)]
+    assert c.asked == [2]  # committed: no watermark; cached: not asked; no fetch yet: asked
