@@ -12,7 +12,6 @@ assigned, isolates the events that must run alone and releases the marks it give
 from __future__ import annotations
 
 import contextlib
-import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -286,9 +285,7 @@ class Intake:
         # delivered in an earlier epoch is not this worker's any more, even if the partition
         # came back (librdkafka fetches it again from the committed offset)
         self._epochs: dict[Key, int] = {}
-        self._fetched: OrderedDict[int, tuple[Record, int, int]] = OrderedDict()
-        # ^ id -> (event, epoch, arrival number)
-        self._arrivals = itertools.count()
+        self._fetched: OrderedDict[int, tuple[Record, int]] = OrderedDict()  # id -> (event, epoch)
         # delivered in the current assignment and not committed yet: partition -> offset -> event
         self._pending: dict[Key, dict[int, Record]] = {}
         self._skipped: list[Record] = []  # found skipped by a batch (:meth:`skipped`), to redo
@@ -474,24 +471,32 @@ class Intake:
         confluent-kafka-python #1270).
         """
         if self._skipped:
-            msgs = sorted([*msgs, *self._skipped], key=self._arrival)
-            self._skipped = []
-        self.carry = self.carry.in_front(msgs).kept(self.owns)
+            self._rescue(msgs)
+        else:
+            self.carry = self.carry.in_front(msgs).kept(self.owns)
         if self.ranges is not None:
             self.ranges.reopen(msgs)
         self.metrics.redone.inc(len(msgs))
 
-    def _arrival(self, m: Record) -> int:
-        """When ``m`` was delivered, as a running number (-1: not known here)."""
-        got = self._fetched.get(id(m))
-        return got[2] if got is not None and got[0] is m else -1
+    def _rescue(self, msgs: Sequence[Record]) -> None:
+        """Redo ``msgs`` with the events a batch would have skipped (:meth:`skipped`): the
+        carry list becomes all of them, one event per offset, in offset order within each
+        partition, so the next batches take every partition from its lowest held offset
+        (an order by arrival could put a batch past them again, e.g. after librdkafka fetched
+        a partition a second time from lower down, and redo it for ever)."""
+        merged: dict[tuple[str, int, int], Record] = {}
+        for m in (*msgs, *self._skipped, *self.carry.msgs):
+            merged.setdefault((m.topic(), m.partition(), m.offset()), m)
+        self._skipped = []
+        since = self.carry.since if self.carry.msgs else time.monotonic()
+        self.carry = Carry(tuple(merged[k] for k in sorted(merged)), since).kept(self.owns)
 
     def skipped(self, msgs: Sequence[Record]) -> list[Record]:
         """The events a commit of ``msgs`` (a batch about to be committed) would skip: events
         of its partitions delivered in this assignment, below the batch's last offset there,
         neither in the batch nor committed. Committing the batch would move the partition's
         offset past them and lose them, so the caller does not commit it; they go into the
-        batch's redo (:meth:`redo`, in delivery order) and an error is logged (offsets only).
+        batch's redo (:meth:`redo`, in offset order) and an error is logged (offsets only).
 
         No path of the worker is known to leave such an event behind; CI lost a partition's
         first four events this way twice (2026-12-05 and 2026-12-06, a later event of the
@@ -548,7 +553,7 @@ class Intake:
             if isinstance(m, Record):  # not an error event
                 self.metrics.fetch_delay.observe(age_ms(m, now_ms) / 1000.0)
                 self.pausing.delivered(self.consumer, key_of(m))
-                self._fetched[id(m)] = (m, self._epochs.get(key_of(m), 0), next(self._arrivals))
+                self._fetched[id(m)] = (m, self._epochs.get(key_of(m), 0))
                 self._pending.setdefault(key_of(m), {})[m.offset()] = m
         while len(self._fetched) > 16 * self.max_batch:  # far more than is ever held
             self._fetched.popitem(last=False)
