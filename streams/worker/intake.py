@@ -1,7 +1,7 @@
-"""Intake: where events come in. The consumer and its assignment (rebalance callbacks and
-assignment epochs), the carry list (:class:`Carry`), pausing and resuming partitions
-(:class:`PartitionPause`, with the librdkafka behaviours that shape it), replay ranges
-(:class:`ReplayRanges`) and the lag gauge (:class:`LagGauge`).
+"""Intake: where events come in. The consumer and its assignment (rebalance callbacks, and
+the events delivered in it and not yet committed), the carry list (:class:`Carry`), pausing
+and resuming partitions (:class:`PartitionPause`, with the librdkafka behaviours that shape
+it), replay ranges (:class:`ReplayRanges`) and the lag gauge (:class:`LagGauge`).
 
 ``max_batch`` is read once, here: a batch is at most that many events, and the carry list pauses
 the partitions once it holds that many. The attempt ledger is the worker's
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
@@ -281,17 +280,14 @@ class Intake:
         self._revoked: set[Key] = set()  # partitions revoked from this worker
         self.pausing = PartitionPause(self._revoked)
         self.lag = LagGauge(metrics.lag, also=[metrics.committed_offset])
-        # assignment epochs: a partition's epoch goes up each time it is assigned; an event
-        # delivered in an earlier epoch is not this worker's any more, even if the partition
-        # came back (librdkafka fetches it again from the committed offset)
-        self._epochs: dict[Key, int] = {}
-        self._fetched: OrderedDict[int, tuple[Record, int]] = OrderedDict()  # id -> (event, epoch)
         # delivered in the current assignment and not committed yet: partition -> offset -> event
+        # (what :meth:`owns` asks and :meth:`skipped` checks a batch against)
         self._pending: dict[Key, dict[int, Record]] = {}
         self._skipped: list[Record] = []  # found skipped by a batch (:meth:`skipped`), to redo
         self._unchecked: set[Key] = set()  # assigned; where it starts fetching not checked yet
         self._sought: dict[Key, _Seek] = {}  # sent back to its start: what it fetched instead
-        self._behind: dict[Key, int] = {}  # fetching below its start: events below it dropped
+        # the group's committed offset where events below it came (again): dropped as they come
+        self._floor: dict[Key, int] = {}
 
     # --- the consumer and its assignment -----------------------------------------------------
     def open(self, consumer: Any = None) -> None:
@@ -322,10 +318,9 @@ class Intake:
         for tp in parts:
             key = (tp.topic, tp.partition)
             self._revoked.discard(key)
-            self._epochs[key] = self._epochs.get(key, 0) + 1
             self._unchecked.add(key)
             self._sought.pop(key, None)
-            self._behind.pop(key, None)
+            self._floor.pop(key, None)
             self.pausing.assigned(key)
         self.health.in_group = True
         log.info("partitions_assigned", partitions=[tp.partition for tp in parts])
@@ -345,7 +340,7 @@ class Intake:
             self._revoked.add(key)
             self._unchecked.discard(key)
             self._sought.pop(key, None)
-            self._behind.pop(key, None)
+            self._floor.pop(key, None)
             self._pending.pop(key, None)
             self.pausing.revoked(key)
         self._skipped = [m for m in self._skipped if key_of(m) not in self._revoked]
@@ -361,17 +356,15 @@ class Intake:
         self.health.in_group = False
 
     def owns(self, m: Record) -> bool:
-        """Whether ``m`` is still this worker's: its partition is assigned, in the assignment
-        epoch ``m`` was delivered in (a partition revoked and assigned back while ``m`` was in
-        flight is fetched again from the committed offset: committing ``m`` too would
-        duplicate it)."""
-        key = key_of(m)
-        if key in self._revoked:
-            return False
-        if self._pending.get(key, {}).get(m.offset()) is m:
-            return True  # delivered in this assignment and not committed
-        got = self._fetched.get(id(m))
-        return got is None or got[0] is not m or got[1] == self._epochs.get(key, 0)
+        """Whether ``m`` is still this worker's to commit: it is the event its partition
+        delivered at its offset in the current assignment, not committed yet.
+
+        Not when its partition was revoked (even if assigned back while ``m`` was in flight:
+        the partition is fetched again from the committed offset, and committing ``m`` too
+        would duplicate it), nor when a later fetch of the same offset replaced it (a
+        librdkafka rewind: the newer event is the one kept), nor once an event at or past its
+        offset was committed (a rewind delivering it again after its commit)."""
+        return self._pending.get(key_of(m), {}).get(m.offset()) is m
 
     def ranges_done(self) -> bool:
         """Replay mode: every partition consumed up to its end."""
@@ -486,10 +479,11 @@ class Intake:
         a partition a second time from lower down, and redo it for ever)."""
         merged: dict[tuple[str, int, int], Record] = {}
         for m in (*msgs, *self._skipped, *self.carry.msgs):
-            merged.setdefault((m.topic(), m.partition(), m.offset()), m)
+            if self.owns(m):
+                merged.setdefault((m.topic(), m.partition(), m.offset()), m)
         self._skipped = []
         since = self.carry.since if self.carry.msgs else time.monotonic()
-        self.carry = Carry(tuple(merged[k] for k in sorted(merged)), since).kept(self.owns)
+        self.carry = Carry(tuple(merged[k] for k in sorted(merged)), since)
 
     def skipped(self, msgs: Sequence[Record]) -> list[Record]:
         """The events a commit of ``msgs`` (a batch about to be committed) would skip: events
@@ -506,9 +500,11 @@ class Intake:
         batch: dict[Key, set[int]] = {}
         for m in msgs:
             batch.setdefault(key_of(m), set()).add(m.offset())
-        lost = [m for key, offsets in batch.items()
-                for off, m in sorted(self._pending.get(key, {}).items())
-                if off < max(offsets) and off not in offsets]
+        lost = []
+        for key, offsets in batch.items():
+            last = max(offsets)
+            lost += [m for off, m in sorted(self._pending.get(key, {}).items())
+                     if off < last and off not in offsets]
         if lost:
             gone: dict[int, list[int]] = {}
             for m in lost:
@@ -521,11 +517,14 @@ class Intake:
 
     def committed(self, msgs: Sequence[Record]) -> None:
         """``msgs`` are committed: their partitions' events up to the last of them are no
-        longer pending."""
+        longer pending, and events below it that librdkafka delivers again (a rewind, e.g.
+        after a resume: librdkafka #4637) are dropped as they come (:meth:`_check_starts`,
+        ``committed_events_fetched_again``) instead of being done and committed twice."""
         last: dict[Key, int] = {}
         for m in msgs:
             last[key_of(m)] = max(last.get(key_of(m), -1), m.offset())
         for key, off in last.items():
+            self._floor[key] = max(self._floor.get(key, -1), off + 1)
             held = self._pending.get(key)
             if held:
                 for o in [o for o in held if o <= off]:
@@ -544,19 +543,16 @@ class Intake:
     # --- what was fetched --------------------------------------------------------------------
     def _delivered(self, msgs: Sequence[Record | Message]) -> list[Record | Message]:
         """Check where the partitions assigned anew start (:meth:`_check_starts`), record the
-        fetch delay of delivered events, tell the pause who is fetching, and note each event's
-        assignment epoch (:meth:`owns`; the newest ``16 * max_batch`` events); returns
-        ``msgs`` less the events of partitions sent back to their committed offset."""
+        fetch delay of delivered events, tell the pause who is fetching, and keep each event as
+        pending (:meth:`owns`, :meth:`skipped`); returns ``msgs`` less the events of partitions
+        sent back to their committed offset."""
         msgs = self._check_starts(msgs)
         now_ms = time.time() * 1000.0
         for m in msgs:
             if isinstance(m, Record):  # not an error event
                 self.metrics.fetch_delay.observe(age_ms(m, now_ms) / 1000.0)
                 self.pausing.delivered(self.consumer, key_of(m))
-                self._fetched[id(m)] = (m, self._epochs.get(key_of(m), 0))
                 self._pending.setdefault(key_of(m), {})[m.offset()] = m
-        while len(self._fetched) > 16 * self.max_batch:  # far more than is ever held
-            self._fetched.popitem(last=False)
         return list(msgs)
 
     def _check_starts(self, msgs: Sequence[Record | Message]) -> list[Record | Message]:
@@ -564,7 +560,8 @@ class Intake:
         committed offset (or, never committed, at the log start).
 
         * **Behind it** (the group's committed events again: duplicates), the events below the
-          start are dropped as they come, until the fetch reaches it; no seek.
+          start are dropped as they come (the partition's floor, raised by each commit here:
+          :meth:`committed`); no seek.
         * **Ahead of it** (events skipped: a loss), the partition is sent back (``seek``) and
           the events of that fetch are held aside. Its next event tells what happened
           (:meth:`_after_seek`): before the offset it had fetched from, the skipped events come
@@ -588,7 +585,7 @@ class Intake:
             if isinstance(x, Record) and (key_of(x) in self._unchecked
                                           or key_of(x) in self._sought):
                 firsts.setdefault(key_of(x), x)
-        if not firsts and not self._behind:
+        if not firsts and not self._floor:
             return list(msgs)
         back: set[Key] = set()
         released: list[Record] = []
@@ -616,23 +613,27 @@ class Intake:
             if fetched < start:
                 log.warning("fetch_position_corrected", partition=key[1], committed=start,
                             fetched=fetched)
-                self._behind[key] = start
+                self._floor[key] = start
             elif self._seek(key, start):
                 held = tuple(x for x in msgs if isinstance(x, Record) and key_of(x) == key)
                 self._sought[key] = _Seek(start, fetched, 1, held)
                 back.add(key)
         out: list[Record | Message] = list(released)
+        again: dict[int, list[int]] = {}  # partition -> offsets below its floor
         for x in msgs:
             if isinstance(x, Record):
                 key = key_of(x)
                 if key in back:
                     continue
-                below = self._behind.get(key)
-                if below is not None:
-                    if x.offset() < below:
-                        continue
-                    del self._behind[key]
+                if x.offset() < self._floor.get(key, -1):
+                    again.setdefault(key[1], []).append(x.offset())
+                    continue
             out.append(x)
+        if again:
+            log.warning("committed_events_fetched_again",
+                        partitions={p: [min(o), max(o), len(o)] for p, o in again.items()},
+                        hint="events below the group's committed offset came again (first, "
+                             "last, count): dropped, not done twice")
         return out
 
     def _after_seek(self, key: Key, got: list[Record]) -> tuple[bool, list[Record]]:

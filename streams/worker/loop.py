@@ -290,7 +290,7 @@ class Worker:
         (True when nothing was left to commit). Ends the batch's spans."""
         fates = [f for f in stored.fates if self.intake.owns(f.msg)]
         if not fates:
-            stored.trace.abandoned("partitions revoked")
+            stored.trace.abandoned("no event still this worker's: partitions revoked, or committed")
             return True
         if self.intake.skipped([f.msg for f in fates]):
             stored.trace.abandoned("events below the batch not committed")

@@ -58,7 +58,7 @@ def test_a_worker_without_a_producer_holds_its_batch_until_the_broker_answers(
     monkeypatch.setenv("CARDSTREAM_KAFKA__PRODUCER_WAIT__FIRST_S", "0.1")
     monkeypatch.setenv("CARDSTREAM_KAFKA__PRODUCER_WAIT__CAP_S", "0.2")
     w = Worker(load_settings(), {}, storage=StoreDouble())
-    consumer = FakeConsumer([0, 1])
+    consumer = FakeConsumer([0, 1], queued=[Msg(0, 5), Msg(1, 7)])
     w.intake.open(consumer)
     down = KafkaException(KafkaError(KafkaError._TIMED_OUT, "no broker", retriable=True))
     producer = TxnProducer(init_errors=[down, down])
@@ -71,7 +71,8 @@ def test_a_worker_without_a_producer_holds_its_batch_until_the_broker_answers(
 
     monkeypatch.setattr(w.committer, "reopen", reopen)
     w.health.ready = True
-    batch = [Msg(0, 5), Msg(1, 7)]
+    batch = w.intake.next_batch()
+    assert [(m.partition(), m.offset()) for m in batch] == [(0, 5), (1, 7)]
     w._committer_down(batch)
     assert producer.calls == ["init"] * 3 and readiness == [False, False, False]
     assert w.committer.ready
