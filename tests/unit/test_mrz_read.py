@@ -198,6 +198,32 @@ def test_a_line_with_a_stray_mark_at_its_end_is_also_cut_at_its_print_period():
     assert np.abs(centres(got[1]) - 11.5).max() < 1.5  # measured pitch, from the left
 
 
+@pytest.mark.parametrize("ratio", [0.88, 0.93, 1.08])
+def test_a_line_seen_in_perspective_is_also_cut_at_its_changing_pitch(ratio):
+    """A quad a few px off leaves the rectified line in perspective: its pitch changes along
+    it (here the right end's is ``ratio`` times the left end's; 0.9 measured on a synthetic
+    passport whose quad was 9 px off at one corner). Cells by the ends drift off the middle
+    characters; the variant cut by a 1-D projective map, its ratio measured from the period
+    of each half of the line, holds every bar in its middle."""
+    n, pitch = 44, 22.0
+    width = int(round(2 * PAD_PX + (n - 1 + INK_SPAN) * pitch))
+    crop = np.full((32, width), 220, np.uint8)
+    t = np.arange(n) / (n - 1)
+    t = t / (t + np.sqrt(ratio) * (1 - t))
+    for c in PAD_PX + 0.5 * INK_SPAN * pitch + (n - 1) * pitch * t:
+        crop[8:24, int(round(c - 0.2 * INK_SPAN * pitch)):int(round(c + 0.2 * INK_SPAN
+                                                                    * pitch))] = 30
+    got = cell_variants(crop, n)
+    assert len(got) == 2
+
+    def centres(c):
+        dark = (c < 128).sum(axis=1)
+        return (dark * np.arange(24)).sum(axis=1) / np.maximum(dark.sum(axis=1), 1)
+
+    assert np.abs(centres(got[0]) - 11.5).max() > 2.5  # by the ends: drifted mid-line
+    assert np.abs(centres(got[1]) - 11.5).max() < 1.5  # by the measured ratio
+
+
 @pytest.mark.parametrize("pitch", [18.26, 18.73, 19.1, 21.37])
 @pytest.mark.parametrize("n", [30, 44])
 def test_the_print_period_is_measured_to_a_hundredth_of_a_pixel(pitch, n):
