@@ -66,7 +66,7 @@ processors.card.rectify laplacian_variance | blur verdict
 processors.card.rectify direction_detail_ratio | blur direction verdict
 processors.card.rectify saturated_fraction | glare verdict
 processors.card.verify Verifier.views | MRZ bands (grey; their warps are in warps)
-processors.card.mrz.read locate_zone | MRZ locate (black-hat, components) + line crops
+processors.card.mrz.read locate_zones | MRZ locate (black-hat, components) + line crops
 processors.card.mrz.read MrzReader.read | MRZ reading glue (cells, check digits)
 processors.card.quality measure | quality measures
 processors.card.verify Verifier._portraits | portrait zone canvases

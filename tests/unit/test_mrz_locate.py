@@ -138,3 +138,31 @@ def test_a_zone_printed_at_a_tight_line_pitch_keeps_its_three_lines():
         c, t = int(round(ln.yc)), 40 + k * pitch
         tight[t - half:t + half] = band[c - half:c + half]
     assert len(find_lines(tight)) == 3
+
+
+def test_a_zone_in_the_top_band_is_read_when_the_bottom_band_holds_other_lines():
+    """A document the orientation turned the wrong way up: its bottom band holds lines of
+    print that are no zone (here another document's zone upside down; on the evaluation set
+    an ID-1 card's background paragraph), its top band the zone. Both are located and read in
+    the one call, and the reader takes the zone it reads (before: the bottom band's lines
+    alone, read as an unreadable TD2)."""
+    import datetime as dt
+
+    from processors.card.mrz.read import MrzReader, View, locate_zones
+    from processors.card.mrz.recognise import Recogniser
+    from processors.runtime import RuntimeSettings
+
+    rng = np.random.default_rng(8)
+    lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
+    face, _, _, _ = render_document(rng, Format.TD1, lines, px_per_mm=10.0)
+    zone = _bands(face, "id_card")[0]
+    other = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
+    face2, _, _, _ = render_document(rng, Format.TD1, other, px_per_mm=10.0)
+    stray = np.ascontiguousarray(_bands(face2, "id_card")[0][::-1, ::-1])
+    bands = [stray, zone]
+    assert [z.band for z in locate_zones(bands)] == [0, 1]
+    assert locate_zone(bands).band == 0  # the first found, as the training data takes it
+    got = MrzReader(Recogniser(RuntimeSettings(device="cpu"))).read(
+        [[View("id_card", bands)]], dt.date(2026, 12, 4))[0]
+    assert got.valid and got.turned and got.format is Format.TD1
+    assert got.mrz is not None and got.mrz.lines == tuple(lines)

@@ -155,20 +155,29 @@ class Zone:
     crops: list[np.ndarray]
 
 
-def locate_zone(bands: Sequence[np.ndarray]) -> Zone | None:
-    """The zone of a document from its bands (grey ``uint8``, bottom then top turned): the
-    bottom band when it has 2-3 zone lines, found by the plain search or the denoised one
-    (``find_lines(denoise=True)``: a dim, noisy capture, or a zone printed over a fine
-    guilloche whose lines join at the plain search's ink level); else the top band when either
-    search finds them there; else None. The bottom band's two searches come first: the
-    orientation put the zone there on all but a turned document, and a page's header, turned,
-    reads as lines too."""
+def locate_zones(bands: Sequence[np.ndarray]) -> list[Zone]:
+    """The zones of a document from its bands (grey ``uint8``, bottom then top turned): each
+    band that has 2-3 zone lines, found by the plain search or, where it finds none, the
+    denoised one (``find_lines(denoise=True)``: a dim, noisy capture, or a zone printed over a
+    fine guilloche whose lines join at the plain search's ink level). Bottom first: the
+    orientation put the zone there on all but a turned document. Both bands are kept where
+    both hold lines, and the reader takes the one it reads most confidently: a page's header
+    or a background paragraph reads as lines too, and on a document turned the wrong way up
+    those lines lie in the bottom band while the zone lies in the top one."""
+    out = []
     for k, band in enumerate(bands):
         for denoise in (False, True):
             lines = find_lines(band, denoise)
             if len(lines) >= 2:
-                return Zone(k, lines, line_crops(band, lines))
-    return None
+                out.append(Zone(k, lines, line_crops(band, lines)))
+                break
+    return out
+
+
+def locate_zone(bands: Sequence[np.ndarray]) -> Zone | None:
+    """The first zone :func:`locate_zones` finds (the bottom band's where it has one), None
+    where there is none."""
+    return next(iter(locate_zones(bands)), None)
 
 
 def fits(zone: Zone | None, doc_type: str) -> bool:
@@ -352,22 +361,28 @@ class MrzReader:
             ModelError: the recogniser's call failed (the whole batch).
         """
         zones: list[list[Zone | None] | Exception] = []
+        searched: list[list[View]] = []  # per document, a view per zone found on it
         plan = []  # (document, view, format, line): one entry per cell variant of a line read
         batch = []
         for d, views in enumerate(docs):
             try:
                 found: list[Zone | None] = []
+                seen: list[View] = []
                 for v in views:
-                    done = any(fits(z, w.doc_type) for z, w in zip(found, views, strict=False))
-                    found.append(None if v.fallback and done else locate_zone(v.bands))
+                    done = any(fits(z, w.doc_type) for z, w in zip(found, seen, strict=True))
+                    zs = [] if v.fallback and done else locate_zones(v.bands)
+                    found += zs or [None]
+                    seen += [v] * max(len(zs), 1)
                 lines = [(vi, fmt, li, c) for vi, z in enumerate(found) if z is not None
                          for fmt, first in candidates(len(z.crops))
                          for li in range(first, len(z.crops))
                          for c in cell_variants(z.crops[li], SHAPE[fmt][1])]
             except Exception as e:  # noqa: BLE001 - this document fails alone
                 zones.append(e)
+                searched.append(list(views))
                 continue
             zones.append(found)
+            searched.append(seen)
             for vi, fmt, li, c in lines:
                 plan.append((d, vi, fmt, li))
                 batch.append(c)
@@ -382,7 +397,7 @@ class MrzReader:
         for (d, vi, fmt, _), r in best.items():  # insertion order: lines top to bottom
             tried.setdefault(d, {}).setdefault((vi, fmt), []).append(r)
         out: list[MrzRead | Exception] = []
-        for d, (got, views) in enumerate(zip(zones, docs, strict=True)):
+        for d, (got, views) in enumerate(zip(zones, searched, strict=True)):
             if isinstance(got, Exception):
                 out.append(got)
                 continue
