@@ -545,8 +545,9 @@ class Intake:
         """Check where the partitions assigned anew start (:meth:`_check_starts`), record the
         fetch delay of delivered events, tell the pause who is fetching, and keep each event as
         pending (:meth:`owns`, :meth:`skipped`); returns ``msgs`` less the events of partitions
-        sent back to their committed offset."""
-        msgs = self._check_starts(msgs)
+        sent back to their committed offset and those below a partition's floor
+        (:meth:`_above_floor`)."""
+        msgs = self._above_floor(self._check_starts(msgs))
         now_ms = time.time() * 1000.0
         for m in msgs:
             if isinstance(m, Record):  # not an error event
@@ -585,7 +586,7 @@ class Intake:
             if isinstance(x, Record) and (key_of(x) in self._unchecked
                                           or key_of(x) in self._sought):
                 firsts.setdefault(key_of(x), x)
-        if not firsts and not self._floor:
+        if not firsts:
             return list(msgs)
         back: set[Key] = set()
         released: list[Record] = []
@@ -618,16 +619,21 @@ class Intake:
                 held = tuple(x for x in msgs if isinstance(x, Record) and key_of(x) == key)
                 self._sought[key] = _Seek(start, fetched, 1, held)
                 back.add(key)
-        out: list[Record | Message] = list(released)
+        return [*released, *(x for x in msgs if not (isinstance(x, Record) and key_of(x) in back))]
+
+    def _above_floor(self, msgs: Sequence[Record | Message]) -> list[Record | Message]:
+        """``msgs`` less the events below their partition's floor: the group's committed offset
+        where the first fetch after an assignment started below it (:meth:`_check_starts`),
+        raised by each commit here (:meth:`committed`). Such events were committed already;
+        one warning per fetch names their offsets."""
+        if not self._floor:
+            return list(msgs)
+        out: list[Record | Message] = []
         again: dict[int, list[int]] = {}  # partition -> offsets below its floor
         for x in msgs:
-            if isinstance(x, Record):
-                key = key_of(x)
-                if key in back:
-                    continue
-                if x.offset() < self._floor.get(key, -1):
-                    again.setdefault(key[1], []).append(x.offset())
-                    continue
+            if isinstance(x, Record) and x.offset() < self._floor.get(key_of(x), -1):
+                again.setdefault(x.partition(), []).append(x.offset())
+                continue
             out.append(x)
         if again:
             log.warning("committed_events_fetched_again",

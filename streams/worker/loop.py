@@ -292,21 +292,22 @@ class Worker:
         if not fates:
             stored.trace.abandoned("no event still this worker's: partitions revoked, or committed")
             return True
-        if self.intake.skipped([f.msg for f in fates]):
+        msgs = [f.msg for f in fates]
+        if self.intake.skipped(msgs):
             stored.trace.abandoned("events below the batch not committed")
             return False
         results, dead_letters = self.compute.records(fates)
         owned = {(f.msg.topic(), f.msg.partition(), f.msg.offset()) for f in fates}
         shadow = [d for d in stored.shadow
                   if (d.source.topic, d.source.partition, d.source.offset) in owned]
-        cp = Checkpoint.of([f.msg for f in fates], results, dead_letters, stored.ms, self.ledger,
+        cp = Checkpoint.of(msgs, results, dead_letters, stored.ms, self.ledger,
                            stored.trace.headers(), shadow)
         with self.tracing.span(Spans.TRANSACTION, stored.trace.batch,
                                **{"cardstream.batch.events": cp.events}) as span:
             ok = self.committer.commit(cp, self.intake.consumer)
             span.set_attribute("cardstream.transaction.committed", ok)
         if ok:
-            self.intake.committed([f.msg for f in fates])
+            self.intake.committed(msgs)
             self.health.ready = True  # a start without a producer (broker down) was not ready
             stored.trace.committed(results, dead_letters)
         else:

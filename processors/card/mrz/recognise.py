@@ -50,6 +50,14 @@ PITCH_SLACK = 0.05
 PITCH_SLACK_SHORT = 0.02
 """A line whose print's period is this much shorter than its ends imply has a stray mark
 joined at an end (the background in an ID-1 card's rounded corner, a shadow)."""
+RATIO_MIN = 0.03
+"""A line whose pitch changes by more than this share between its ends is also cut at that
+change (:func:`cell_variants`). Two passports of the evaluation set (600 photos, seed
+20261204) read exactly with true corners and missed through the pipeline measured 0.90 and
+0.94, and read with it. Not tuned: a value at which a straight line (about 1.00) stays one
+cut."""
+RATIO_RANGE = (0.8, 1.25)
+"""The pitch change a cut is made at, at most (a measured one beyond is clipped)."""
 ALTERNATIVES = 3
 """Alternatives kept per character (best first)."""
 PAD_PX = 0.5 * LINE_INPUT_H / CROP_SCALE
@@ -115,15 +123,6 @@ def cell_variants(crop: np.ndarray, n: int) -> list[np.ndarray]:
         out += [cells(crop, n, pitch, anchor="left"), cells(crop, n, pitch, anchor="right")]
     return out
 
-
-RATIO_MIN = 0.03
-"""A line whose pitch changes by more than this share between its ends is also cut at that
-change (:func:`cell_variants`). Two passports of the evaluation set (600 photos, seed
-20261204) read exactly with true corners and missed through the pipeline measured 0.90 and
-0.94, and read with it. Not tuned: a value at which a straight line (about 1.00) stays one
-cut."""
-RATIO_RANGE = (0.8, 1.25)
-"""The pitch change a cut is made at, at most (a measured one beyond is clipped)."""
 
 
 def cells(crop: np.ndarray, n: int, pitch: float | None = None,
