@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from processors.card import geometry as geo
+from processors.card.quality import tilt_degrees
 from processors.card.settings import CardSettings
 
 INPUT_SIZE = 320
@@ -65,6 +66,8 @@ class Detection:
             sides of min(1, straight-edge strength / EDGE_REF)).
         area_frac: quad area / image area.
         aspect: long/short side ratio, perspective undone approximately.
+        metric_aspect: long/short side ratio with the perspective undone by the focal length the
+            quad implies (:func:`geometry.metric_aspect`); 0.0 without a quad.
         raw_max: the model's raw (sigmoid) maximum before min-max normalisation.
         second_quad: ``(4, 2)`` source px of a second card apart from ``quad`` (coarse: not
             refined), or None (see ``SECOND_CARD_AREA``).
@@ -77,6 +80,7 @@ class Detection:
     edge_support: float = 0.0
     area_frac: float = 0.0
     aspect: float = 0.0
+    metric_aspect: float = 0.0
     raw_max: float = 0.0
     second_quad: np.ndarray | None = None
 
@@ -168,6 +172,30 @@ def _aspect_score(aspect: float) -> float:
     return 1.0 - _score(aspect, 1.9, 2.6)
 
 
+METRIC_TILT_MAX = 45.0
+"""Degrees of tilt beyond which a hypothesis's metric aspect ratio does not vouch for it: the
+relaxed profile's TOO_OBLIQUE bound (``policy.PROFILES``), past which every profile rejects the
+card. A held-out negative (seed 20261129, ``_0402``: a blurred outline the metric ratio reads as
+1.32 at 51 degrees) came out PARTIAL_CARD instead of NO_CARD without it."""
+
+
+def _card_aspect_score(quad: np.ndarray, size: tuple[int, int]) -> float:
+    """The aspect score (:func:`_aspect_score`) of a hypothesis ``quad`` (``(4, 2)`` px of a
+    ``size`` = ``(width, height)`` px photo): the better of its sides' plain ratio
+    (:func:`geometry.approx_aspect`) and its ratio with the perspective undone
+    (:func:`geometry.metric_aspect`). At 30-35 degrees of tilt the plain ratio of a passport page
+    (ID-3, 1.420) falls to 1.11-1.15 and scored 0.4-0.5 (NO_CARD), where the metric one reads
+    1.38-1.46. The metric ratio is asked only when the plain one scores below 1, and counts only
+    where the tilt it implies (:func:`quality.tilt_degrees`) is at most :data:`METRIC_TILT_MAX`."""
+    plain = _aspect_score(geo.approx_aspect(quad))
+    if plain >= 1.0:
+        return plain
+    metric = geo.metric_aspect(quad, size).value
+    if tilt_degrees(quad, (metric, 1.0), size) > METRIC_TILT_MAX:
+        return plain
+    return max(plain, _aspect_score(metric))
+
+
 STRIP_MIN = 0.25
 """A side within reach of the frame moves onto it (the card runs on past the frame) only over a
 strip whose mean saliency is at least this (background next to a card is not salient). Until
@@ -245,7 +273,9 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
        (:func:`geometry.side_search` on the working-size gradient) and is scored:
        ``contrast score (0 at 0.3, 1 at 0.7) x rectangularity score (0 at 0.75, 1 at 0.95) x
        edge score (geometric mean over sides of min(1, side score / EDGE_REF)) ^ 0.5 x aspect
-       score``. The best one wins; its score is the confidence.
+       score`` (of the sides' plain ratio). The best one wins; its confidence is its score
+       with the aspect score of :func:`_card_aspect_score` (the perspective undone too, for a
+       page at a steep tilt), and the prescreen bound uses that score as well.
     3. The winner's sides search outwards (``refine_band_frac`` of the shorter side, e.g. a
        dark header band the saliency missed; only over a strip of mean saliency
        ``OUTWARD_STRIP_MIN``, or one both neighbouring sides run straight across,
@@ -303,7 +333,7 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
             # the score with a perfect edge score, before the sides snap: a bound on what the
             # hypothesis can reach (the snap moves its sides by 1.5 model px at most)
             bound = (_score(_contrast(m, (q0 + 0.5) / scale - 0.5, w, h), 0.3, 0.7)
-                     * _score(mq.rectangularity, 0.75, 0.95) * _aspect_score(geo.approx_aspect(q0)))
+                     * _score(mq.rectangularity, 0.75, 0.95) * _card_aspect_score(q0, (ww, wh)))
             cands.append((bound, len(cands), q0, mq))
     hyps: list[_Hypothesis] = []
     for bound, _, q0, mq in sorted(cands, key=lambda c: (-c[0], c[1])):
@@ -316,14 +346,17 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
         frame = _frame_sides(q, ww, wh, 2.0 * mask_px)
         sides = np.where([f is not None for f in frame], FRAME_SIDE_SCORE * EDGE_REF, sides)
         edge = float(np.prod(np.clip(sides / EDGE_REF, 1e-3, 1.0)) ** 0.25)
-        aspect = geo.approx_aspect(q)
         conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
-                * edge ** 0.5 * _aspect_score(aspect))
+                * edge ** 0.5 * _aspect_score(geo.approx_aspect(q)))
         hyps.append((conf, q, mq, contrast, edge, sides, lines, frame))
     best = max(hyps, key=lambda h_: h_[0]) if hyps else None
     if best is None:
         return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()))
-    conf, q, mq, contrast, edge, sides, lines, frame = best
+    _, q, mq, contrast, edge, sides, lines, frame = best
+    # hypotheses are ranked by the plain aspect ratio (a ranking by the metric one let a wrong
+    # part of a hand-held card win); the winner's confidence counts the metric one too
+    conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95) * edge ** 0.5
+            * _card_aspect_score(q, (ww, wh)))
     second = _second_card(hyps, q, settings.min_confidence)
     if settings.refine:
         short = float(min(geo.side_lengths(q)))
@@ -372,6 +405,7 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
         edge_support=edge,
         area_frac=geo.polygon_area(quad) / float(h * w),
         aspect=geo.approx_aspect(quad),
+        metric_aspect=geo.metric_aspect(quad, (w, h)).value,
         raw_max=float(raw.max()),
         second_quad=None if second is None else (second + 0.5) / scale - 0.5,
     )

@@ -234,7 +234,8 @@ class CardProcessor:
         min_area = s.min_area_frac if min_area_frac is None else min_area_frac
         return (det.confidence < s.min_confidence or det.area_frac < min_area
                 or det.rectangularity < s.min_rectangularity
-                or det.mask_contrast < s.min_mask_contrast or not lo <= det.aspect <= hi
+                or det.mask_contrast < s.min_mask_contrast
+                or not (lo <= det.aspect <= hi or lo <= det.metric_aspect <= hi)
                 or geo.corner_angle_deviation(det.quad) > s.max_corner_angle_dev_deg)
 
     def _blurry(self, image: np.ndarray) -> bool:
