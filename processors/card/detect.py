@@ -183,12 +183,12 @@ def _card_aspect_score(quad: np.ndarray, size: tuple[int, int]) -> float:
     """The aspect score (:func:`_aspect_score`) of a hypothesis ``quad`` (``(4, 2)`` px of a
     ``size`` = ``(width, height)`` px photo): that of its sides' plain ratio
     (:func:`geometry.approx_aspect`), or 1 where its ratio with the perspective undone
-    (:func:`geometry.metric_aspect`) is a document's. At 30-35 degrees of tilt the plain ratio of a passport page
-    (ID-3, 1.420) falls to 1.11-1.15 and scored 0.4-0.5 (NO_CARD), where the metric one reads
-    1.38-1.55. The metric ratio is asked only when the plain one scores below 1, and counts only
-    where it is a document's (scores 1: a part of a scanned page read 1.24 and was taken for
-    the page) and the tilt it implies (:func:`quality.tilt_degrees`) is at most
-    :data:`METRIC_TILT_MAX`."""
+    (:func:`geometry.metric_aspect`) is a document's. At 30-35 degrees of tilt the plain ratio
+    of a passport page (ID-3, 1.420) falls to 1.11-1.15 and scored 0.4-0.5 (NO_CARD), where the
+    metric one reads 1.38-1.55. The metric ratio is asked only when the plain one scores below
+    1, and counts only where it is a document's (scores 1: a part of a scanned page read 1.24
+    and was taken for the page) and the tilt it implies (:func:`quality.tilt_degrees`) is at
+    most :data:`METRIC_TILT_MAX`."""
     plain = _aspect_score(geo.approx_aspect(quad))
     if plain >= 1.0:
         return plain

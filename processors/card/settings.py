@@ -39,7 +39,9 @@ class CardSettings(BaseModel):
         min_rectangularity: mask component area / quad area (a card fills its quad: ~0.97).
         min_mask_contrast: mean mask inside the quad minus mean mask outside.
         aspect_range: allowed long/short side ratio of the quad after an approximate
-            perspective correction (ID-1 is 1.586, ID-3 1.420, A4 1.414).
+            perspective correction (``Detection.aspect``) or with the perspective undone
+            (``Detection.metric_aspect``); either in range passes (ID-1 is 1.586, ID-3 1.420,
+            A4 1.414).
         max_corner_angle_dev_deg: largest allowed deviation (degrees) of any interior angle of
             the quad from 90°. A rectangle photographed by a phone keeps its corners near 90°;
             the synthetic generator's quads reach 14° at most, so 35° leaves room for steeper
