@@ -140,6 +140,32 @@ def test_a_zone_printed_at_a_tight_line_pitch_keeps_its_three_lines():
     assert len(find_lines(tight)) == 3
 
 
+def test_a_middle_line_run_on_into_the_cards_edges_keeps_the_zone_whole():
+    """A TD1 zone whose middle line is joined at both ends to marks reaching the band's ends,
+    and its bottom line at its right end (the card's edge and the background beside it,
+    ``doc_20261205_0141``): the top line's ends agree with neither end of the middle line, but
+    its left end agrees with the bottom line's, so the zone keeps its 3 lines. Compared with
+    the line below it alone, the top line was dropped and the zone read as a TD2 of 2 lines."""
+    rng = np.random.default_rng(3)
+    lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
+    face, _, _, _ = render_document(rng, Format.TD1, lines, px_per_mm=10.0)
+    band = _bands(face, "id_card")[0].copy()
+    found = find_lines(band)
+    assert len(found) == 3
+
+    def strokes(ln, x_from, x_to):  # thin dark strokes every 1.5 mm across the line's height
+        y0, y1 = int(ln.yc - 0.4 * ln.height), int(ln.yc + 0.4 * ln.height)
+        for x in range(int(x_from), int(x_to), 15):
+            band[y0:y1, x:x + 3] = 30
+
+    strokes(found[1], 0, found[1].x0 - 10)  # 1 mm off the print: the closing joins them
+    strokes(found[1], found[1].x1 + 10, band.shape[1] - 2)
+    strokes(found[2], found[2].x1 + 10, band.shape[1] - 2)
+    joined = find_lines(band)
+    assert len(joined) == 3
+    assert [ln.yc for ln in joined] == pytest.approx([ln.yc for ln in found], abs=2)
+
+
 def test_a_zone_in_the_top_band_is_read_when_the_bottom_band_holds_other_lines():
     """A document the orientation turned the wrong way up: its bottom band holds lines of
     print that are no zone (here another document's zone upside down; on the evaluation set

@@ -151,8 +151,9 @@ def _row_centre(mask: np.ndarray) -> float:
 
 def find_lines(grey: np.ndarray, denoise: bool = False) -> list[Line]:
     """The MRZ's lines in a band, top to bottom: the lowest run of up to 3 candidates whose left
-    ends or right ends agree within 4 % of the band's width (the zone's lines have one length
-    and start at one margin; one end may be lost under glare or a finger) and whose spacing is
+    ends or right ends agree within 4 % of the band's width with those of a line already in the
+    run (the zone's lines have one length and start at one margin; one end may be lost under
+    glare or a finger, or run on into the card's edge) and whose spacing is
     even (:data:`LINE_GAP` line heights); one lone candidate is returned
     alone (the reader decides what it is); none: no zone. The lines of a run all get the run's
     widest extent and median height (an MRZ's lines have one length, fillers printed, and one
@@ -176,7 +177,8 @@ def find_lines(grey: np.ndarray, denoise: bool = False) -> list[Line]:
         gap = ref.yc - ln.yc
         hh = max(ref.height, ln.height)
         if (len(run) < 3 and LINE_GAP[0] * hh <= gap <= LINE_GAP[1] * hh
-                and (abs(ln.x0 - ref.x0) <= 0.04 * w or abs(ln.x1 - ref.x1) <= 0.04 * w)):
+                and any(abs(ln.x0 - r.x0) <= 0.04 * w or abs(ln.x1 - r.x1) <= 0.04 * w
+                        for r in run)):
             run.append(ln)
         else:
             break
