@@ -167,13 +167,14 @@ def test_cells_are_centred_on_the_characters():
     assert np.all(np.abs(centres - 11.5) < 1.5)
 
 
-def _bars(n: int, pitch: float, extra: float = 0.0) -> np.ndarray:
+def _bars(n: int, pitch: float, extra: float = 0.0, lead: float = 0.0) -> np.ndarray:
     """A crop of ``n`` dark bars at ``pitch`` as the locator cuts it, its right end ``extra``
-    px further out over a dark mark (the background in a card's rounded corner)."""
-    width = int(round(2 * PAD_PX + (n - 1 + INK_SPAN) * pitch + extra))
+    px further out over a dark mark (the background in a card's rounded corner), its left end
+    ``lead`` px of blank further out."""
+    width = int(round(2 * PAD_PX + (n - 1 + INK_SPAN) * pitch + extra + lead))
     crop = np.full((32, width), 220, np.uint8)
     for i in range(n):
-        x0 = PAD_PX + i * pitch
+        x0 = PAD_PX + lead + i * pitch
         crop[8:24, int(round(x0 + 0.3 * INK_SPAN * pitch)):int(round(x0 + 0.7 * INK_SPAN
                                                                       * pitch))] = 30
     if extra:
@@ -188,7 +189,7 @@ def test_a_line_with_a_stray_mark_at_its_end_is_also_cut_at_its_print_period():
     clean = cell_variants(_bars(n, pitch), n)
     assert len(clean) == 1  # period and ends agree: one cut
     got = cell_variants(_bars(n, pitch, extra=0.05 * (n - 1 + INK_SPAN) * pitch), n)
-    assert len(got) == 3
+    assert len(got) == 5  # by the ends; from either end and a pitch in from it (1.5 spare)
 
     def centres(c):
         dark = (c[:-1] < 128).sum(axis=1)  # the last cell may hold the mark
@@ -196,6 +197,28 @@ def test_a_line_with_a_stray_mark_at_its_end_is_also_cut_at_its_print_period():
 
     assert np.abs(centres(got[0]) - 11.5).max() > 3  # by the ends: drifted
     assert np.abs(centres(got[1]) - 11.5).max() < 1.5  # measured pitch, from the left
+
+
+def _centred(c: np.ndarray) -> bool:
+    """Every cell of ``c`` (``(n, 32, 24)``) holds a bar across its middle columns and nothing
+    dark at its left edge (a cell a pitch off holds a blank or the mark instead)."""
+    dark = (c < 128).any(axis=1)  # (n, 24)
+    return bool(dark[:, 10:14].all() and not dark[:, :5].any())
+
+
+@pytest.mark.parametrize("n", [30, 36, 44])
+def test_a_line_with_a_blank_pitch_and_an_edge_at_its_ends_is_also_cut_a_pitch_in(n):
+    """The locator's crop starts a blank pitch before the first character and runs on over
+    the card's edge past the last (``doc_20261204_0014``, an ID-1 card): cut from either end
+    at the measured period, the line loses a character at one end and reads a blank at the
+    other. The cut a pitch in from the left end holds every bar in its middle."""
+    pitch = 20.0
+    got = cell_variants(_bars(n, pitch, extra=1.2 * pitch, lead=pitch), n)
+    # by the ends; from the left end and the right end, none, one and two pitches in
+    assert [_centred(c) for c in got] == [False, False, False, True, False, False, False]
+    # a fallback view's lines get no cuts a pitch in (MrzReader.read)
+    plain = cell_variants(_bars(n, pitch, extra=1.2 * pitch, lead=pitch), n, inset=False)
+    assert [_centred(c) for c in plain] == [False, False, False]
 
 
 @pytest.mark.parametrize("ratio", [0.88, 0.93, 1.08])

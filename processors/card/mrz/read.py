@@ -373,10 +373,13 @@ class MrzReader:
                     zs = [] if v.fallback and done else locate_zones(v.bands)
                     found += zs or [None]
                     seen += [v] * max(len(zs), 1)
+                # a fallback view's read decides the type: it gets no cuts a pitch in, which
+                # read a TD3 zone printed squeezed on an ID-1 card on its passport view
                 lines = [(vi, fmt, li, c) for vi, z in enumerate(found) if z is not None
                          for fmt, first in candidates(len(z.crops))
                          for li in range(first, len(z.crops))
-                         for c in cell_variants(z.crops[li], SHAPE[fmt][1])]
+                         for c in cell_variants(z.crops[li], SHAPE[fmt][1],
+                                                inset=not seen[vi].fallback)]
             except Exception as e:  # noqa: BLE001 - this document fails alone
                 zones.append(e)
                 searched.append(list(views))

@@ -58,6 +58,10 @@ change (:func:`cell_variants`). Two passports of the evaluation set (600 photos,
 cut."""
 RATIO_RANGE = (0.8, 1.25)
 """The pitch change a cut is made at, at most (a measured one beyond is clipped)."""
+INSET_MAX = 2
+"""Pitches in from an end the measured-pitch cuts also try (:func:`cell_variants`): a line
+whose crop ran on over a card's edge at one end and a blank pitch at the other (an ID-1 card,
+``doc_20261204_0014``) was cut one character off at either end."""
 ALTERNATIVES = 3
 """Alternatives kept per character (best first)."""
 PAD_PX = 0.5 * LINE_INPUT_H / CROP_SCALE
@@ -101,7 +105,7 @@ def _ac_peak(prof: np.ndarray, lo: int, hi: int) -> float:
     return float(lo - 1 + k + (0.5 * (a - c) / den if den < 0 else 0.0))
 
 
-def cell_variants(crop: np.ndarray, n: int) -> list[np.ndarray]:
+def cell_variants(crop: np.ndarray, n: int, inset: bool = True) -> list[np.ndarray]:
     """The cells of a line crop by its ends (:func:`cells`); when the pitch changes along the
     line by more than :data:`RATIO_MIN` (the line seen in perspective: its document's quad a
     few px off), also the cells by the ends at that change (``ratio``: the square of the right
@@ -109,8 +113,9 @@ def cell_variants(crop: np.ndarray, n: int) -> list[np.ndarray]:
     when the print's own period (:func:`measured_pitch`) is more than :data:`PITCH_SLACK`
     longer than its ends imply (an end lost under glare or a finger) or more than
     :data:`PITCH_SLACK_SHORT` shorter (a stray mark joined at an end), also the cells at the
-    measured pitch from its left end and from its right end. The reader keeps the variant
-    the recogniser reads most confidently."""
+    measured pitch from its left end and from its right end, and where the ends hold a pitch
+    or more to spare (and ``inset``), from one and up to :data:`INSET_MAX` pitches in from
+    each end. The reader keeps the variant the recogniser reads most confidently."""
     span = crop.shape[1] - 2 * PAD_PX
     nominal = span / (n - 1 + INK_SPAN)
     out = [cells(crop, n)]
@@ -120,13 +125,18 @@ def cell_variants(crop: np.ndarray, n: int) -> list[np.ndarray]:
         out.append(cells(crop, n, ratio=float(np.clip(ratio, *RATIO_RANGE))))
     pitch = measured_pitch(crop, nominal)
     if not (1 - PITCH_SLACK_SHORT) * nominal <= pitch <= (1 + PITCH_SLACK) * nominal:
-        out += [cells(crop, n, pitch, anchor="left"), cells(crop, n, pitch, anchor="right")]
+        # ends a pitch or more too far apart: a mark, an edge or a blank pitch taken for print
+        # at either end or both
+        spare = (span - (n - 1 + INK_SPAN) * pitch) / pitch
+        out += [cells(crop, n, pitch, anchor=end, inset=k)
+                for k in range(min(INSET_MAX, max(0, round(spare))) + 1 if inset else 1)
+                for end in ("left", "right")]
     return out
 
 
 
 def cells(crop: np.ndarray, n: int, pitch: float | None = None,
-          anchor: str = "left", ratio: float = 1.0) -> np.ndarray:
+          anchor: str = "left", ratio: float = 1.0, inset: int = 0) -> np.ndarray:
     """The ``n`` character cells of a line crop, by the fixed pitch.
 
     Args:
@@ -137,6 +147,8 @@ def cells(crop: np.ndarray, n: int, pitch: float | None = None,
         anchor: with a ``pitch``, where the characters sit: the first at the left end
             (``left``), the last at the right end (``right``), or centred on the ends' middle
             (``centre``).
+        inset: with a ``pitch`` and a ``left`` or ``right`` anchor, the first (last)
+            character sits this many pitches in from that end.
         ratio: the pitch at the last character over the pitch at the first: the characters
             between the first and the last follow a 1-D projective map (a line seen in
             perspective); 1.0: a fixed pitch.
@@ -150,7 +162,9 @@ def cells(crop: np.ndarray, n: int, pitch: float | None = None,
     if pitch is None:
         pitch = span / (n - 1 + INK_SPAN)
     elif anchor == "right":
-        start = crop.shape[1] - PAD_PX - (n - 1 + INK_SPAN) * pitch
+        start = crop.shape[1] - PAD_PX - (n - 1 + INK_SPAN + inset) * pitch
+    elif anchor == "left":
+        start = PAD_PX + inset * pitch
     elif anchor == "centre":
         start = PAD_PX + 0.5 * (span - (n - 1 + INK_SPAN) * pitch)
     scale = PITCH_PX / pitch
