@@ -172,6 +172,14 @@ def _aspect_score(aspect: float) -> float:
     return 1.0 - _score(aspect, 1.9, 2.6)
 
 
+def _hypothesis_score(contrast: float, rectangularity: float, edge: float,
+                      aspect_score: float) -> float:
+    """A hypothesis's score (:func:`detect_from_mask`, step 2): contrast score (0 at 0.3, 1 at
+    0.7) x rectangularity score (0 at 0.75, 1 at 0.95) x edge score ^ 0.5 x aspect score."""
+    return (_score(contrast, 0.3, 0.7) * _score(rectangularity, 0.75, 0.95) * edge ** 0.5
+            * aspect_score)
+
+
 METRIC_TILT_MAX = 45.0
 """Degrees of tilt beyond which a hypothesis's metric aspect ratio does not vouch for it: the
 relaxed profile's TOO_OBLIQUE bound (``policy.PROFILES``), past which every profile rejects the
@@ -348,8 +356,8 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
         frame = _frame_sides(q, ww, wh, 2.0 * mask_px)
         sides = np.where([f is not None for f in frame], FRAME_SIDE_SCORE * EDGE_REF, sides)
         edge = float(np.prod(np.clip(sides / EDGE_REF, 1e-3, 1.0)) ** 0.25)
-        conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95)
-                * edge ** 0.5 * _aspect_score(geo.approx_aspect(q)))
+        conf = _hypothesis_score(contrast, mq.rectangularity, edge,
+                                 _aspect_score(geo.approx_aspect(q)))
         hyps.append((conf, q, mq, contrast, edge, sides, lines, frame))
     best = max(hyps, key=lambda h_: h_[0]) if hyps else None
     if best is None:
@@ -357,8 +365,7 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
     _, q, mq, contrast, edge, sides, lines, frame = best
     # hypotheses are ranked by the plain aspect ratio (a ranking by the metric one let a wrong
     # part of a hand-held card win); the winner's confidence counts the metric one too
-    conf = (_score(contrast, 0.3, 0.7) * _score(mq.rectangularity, 0.75, 0.95) * edge ** 0.5
-            * _card_aspect_score(q, (ww, wh)))
+    conf = _hypothesis_score(contrast, mq.rectangularity, edge, _card_aspect_score(q, (ww, wh)))
     second = _second_card(hyps, q, settings.min_confidence)
     if settings.refine:
         short = float(min(geo.side_lengths(q)))

@@ -217,7 +217,7 @@ def test_a_line_with_a_blank_pitch_and_an_edge_at_its_ends_is_also_cut_a_pitch_i
     # by the ends; from the left end and the right end, none, one and two pitches in
     assert [_centred(c) for c in got] == [False, False, False, True, False, False, False]
     # a fallback view's lines get no cuts a pitch in (MrzReader.read)
-    plain = cell_variants(_bars(n, pitch, extra=1.2 * pitch, lead=pitch), n, inset=False)
+    plain = cell_variants(_bars(n, pitch, extra=1.2 * pitch, lead=pitch), n, insets=False)
     assert [_centred(c) for c in plain] == [False, False, False]
 
 

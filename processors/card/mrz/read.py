@@ -379,7 +379,7 @@ class MrzReader:
                          for fmt, first in candidates(len(z.crops))
                          for li in range(first, len(z.crops))
                          for c in cell_variants(z.crops[li], SHAPE[fmt][1],
-                                                inset=not seen[vi].fallback)]
+                                                insets=not seen[vi].fallback)]
             except Exception as e:  # noqa: BLE001 - this document fails alone
                 zones.append(e)
                 searched.append(list(views))

@@ -105,7 +105,7 @@ def _ac_peak(prof: np.ndarray, lo: int, hi: int) -> float:
     return float(lo - 1 + k + (0.5 * (a - c) / den if den < 0 else 0.0))
 
 
-def cell_variants(crop: np.ndarray, n: int, inset: bool = True) -> list[np.ndarray]:
+def cell_variants(crop: np.ndarray, n: int, insets: bool = True) -> list[np.ndarray]:
     """The cells of a line crop by its ends (:func:`cells`); when the pitch changes along the
     line by more than :data:`RATIO_MIN` (the line seen in perspective: its document's quad a
     few px off), also the cells by the ends at that change (``ratio``: the square of the right
@@ -114,7 +114,7 @@ def cell_variants(crop: np.ndarray, n: int, inset: bool = True) -> list[np.ndarr
     longer than its ends imply (an end lost under glare or a finger) or more than
     :data:`PITCH_SLACK_SHORT` shorter (a stray mark joined at an end), also the cells at the
     measured pitch from its left end and from its right end, and where the ends hold a pitch
-    or more to spare (and ``inset``), from one and up to :data:`INSET_MAX` pitches in from
+    or more to spare (and ``insets``), from one and up to :data:`INSET_MAX` pitches in from
     each end. The reader keeps the variant the recogniser reads most confidently."""
     span = crop.shape[1] - 2 * PAD_PX
     nominal = span / (n - 1 + INK_SPAN)
@@ -129,7 +129,7 @@ def cell_variants(crop: np.ndarray, n: int, inset: bool = True) -> list[np.ndarr
         # at either end or both
         spare = (span - (n - 1 + INK_SPAN) * pitch) / pitch
         out += [cells(crop, n, pitch, anchor=end, inset=k)
-                for k in range(min(INSET_MAX, max(0, round(spare))) + 1 if inset else 1)
+                for k in range(min(INSET_MAX, max(0, round(spare))) + 1 if insets else 1)
                 for end in ("left", "right")]
     return out
 
