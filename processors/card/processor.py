@@ -41,7 +41,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo18"
+POSTPROCESS_REVISION = "geo19"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -63,7 +63,9 @@ paper at the saturation level, saturated all over the page, is no glare (replace
 glare counts from a few levels above the paper,
 :func:`processors.card.rectify.glare_threshold`, and colourfulness is also read over the
 portrait zone where a face is found there, so a white page around a colour face is no
-PHOTOCOPY)."""
+PHOTOCOPY; ``geo19``: the card path's aspect scored on the metric ratio too, and a zone vouches
+for the scan path's document: a suspect card without a valid zone gives way to it, and so does a
+card too small, :attr:`_Card.rival`, :attr:`_Card.unzoned`)."""
 
 
 class CardProcessor:
@@ -273,7 +275,7 @@ class CardProcessor:
         det = _to_upload_px(det, image.scale)
         quad = det.quad
         if quad is None or self._no_card(det):
-            whole = self._as_scan(item, image, grey, outlined=True)
+            whole = self._as_scan(item, image, grey, outlined=True, inference_ms=inference_ms)
             if whole is not None:
                 return whole
             if quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
@@ -282,7 +284,11 @@ class CardProcessor:
             return self._unread(item, det, (ReasonCode.NO_CARD,)
                                 + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
         if _long_side(quad) < s.min_card_px:
-            return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
+            small = self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
+            # a scan whose card path took a small part of it (the portrait, a panel): the
+            # document stands in only where its zone reads valid, else CARD_TOO_SMALL stays
+            page = None if det.second_quad is not None else self._as_scan(item, image, grey)
+            return small if page is None else replace(page, unzoned=small)
         doc: _Card | None = None
         suspect = det.second_quad is None and scan.inner_suspect(det)
         if suspect:
@@ -302,8 +308,32 @@ class CardProcessor:
         if self._partial(quad, shape):
             if not suspect:
                 doc = self._as_scan(item, image, grey)
-            return doc or self._plan(item, det, quad, shape, [ReasonCode.PARTIAL_CARD])
-        return self._plan(item, det, quad, shape, [])
+            return doc or replace(self._plan(item, det, quad, shape, [ReasonCode.PARTIAL_CARD]),
+                                  rival=self._runner_up(item, det, shape, partial=True))
+        # a suspect card the scan path's document did not replace, or the detector's runner-up:
+        # the zone decides (_rivals)
+        return replace(self._plan(item, det, quad, shape, []),
+                       rival=doc or self._runner_up(item, det, shape, partial=False))
+
+    def _runner_up(self, item: Item, det: Detection, shape: tuple[int, int],
+                   partial: bool) -> _Card | None:
+        """The plan of the detector's runner-up (``det.runner_up``, upload px; ``shape`` the
+        upload's ``(height, width)``) as the card, PARTIAL_CARD where it reaches the frame;
+        None without one, where it is not convex or is under ``min_card_px``, or where it
+        reaches the frame and the winner (``partial``: PARTIAL_CARD) does not: a zone read
+        valid does not turn an accepted card into a rejected one (a scan whose runner-up ran
+        onto the frame, synthetic scan seed 96 TD3)."""
+        r = det.runner_up
+        if r is None or not geo.is_convex(r) or _long_side(r) < self.settings.min_card_px:
+            return None
+        cut = self._partial(r, shape)
+        if cut and not partial:
+            return None
+        h, w = shape
+        rdet = replace(det, quad=r, runner_up=None,
+                       area_frac=geo.polygon_area(r) / float(h * w), aspect=geo.approx_aspect(r),
+                       metric_aspect=geo.metric_aspect(r, (w, h)).value)
+        return self._plan(item, rdet, r, shape, [ReasonCode.PARTIAL_CARD] if cut else [])
 
     def _plan(self, item: Item, det: Detection, quad: np.ndarray, shape: tuple[int, int],
               reasons: list[ReasonCode]) -> _Card:
@@ -327,12 +357,13 @@ class CardProcessor:
                      by_print, auto)
 
     def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray,
-                 outlined: bool = False) -> _Card | None:
+                 outlined: bool = False, inference_ms: float = 0.0) -> _Card | None:
         """The plan of the upload's whole frame (or its near-border quad; with ``outlined``, a
         document's outline inside it) as the document, when
         :func:`processors.card.scan.judge` takes it for one (``scan`` on) and its long side
         reaches ``min_card_px``; else None. Its sides on the frame are not PARTIAL_CARD: the frame
-        is the document's edge there."""
+        is the document's edge there. A document found by its outline alone is NO_CARD (with
+        ``inference_ms``) unless a valid zone is read on it (:attr:`_Card.unzoned`)."""
         s = self.settings
         if not s.scan:
             return None
@@ -345,7 +376,9 @@ class CardProcessor:
         if det.quad is None or _long_side(det.quad) < s.min_card_px:
             return None
         card = self._plan(item, det, det.quad, _upload_shape(item, image), [])
-        return replace(card, scanned=True, needs_zone=verdict.outline)
+        unzoned = (self._unread(item, det, (ReasonCode.NO_CARD,), inference_ms)
+                   if verdict.outline else None)
+        return replace(card, scanned=True, unzoned=unzoned)
 
     def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
                 inference_ms: float, ver: Verification | None = None) -> tuple[Outcome, bool]:
@@ -353,10 +386,10 @@ class CardProcessor:
         ``(outcome, to_encode)``; the artifact of an accepted card is added once the batch's
         cards are warped."""
         s = self.settings
-        if card.needs_zone and (ver is None or ver.mrz is None or not ver.mrz.valid):
-            # an outline with print and no valid zone: a form, a certificate, a letter in a
-            # box, random lines of OCR-B
-            return self._unread(item, card.det, (ReasonCode.NO_CARD,), inference_ms), False
+        if card.unzoned is not None and not _zone_valid(ver):
+            # an outline with print and no valid zone (a form, a certificate, a letter in a
+            # box, random lines of OCR-B), or a scan in place of a card too small without one
+            return card.unzoned, False
         reasons = list(card.reasons)
         if self._blurry(thumb):
             reasons.append(ReasonCode.BLURRY)
@@ -424,8 +457,45 @@ class CardProcessor:
 
     def _rectify(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
                  outcomes: list[Outcome | None], ms: float) -> None:
-        """Thumbnails -> upright decision (one batched call) -> verdicts -> full-size warp and
-        JPEG of the accepted cards; fills ``outcomes`` at the cards' indices."""
+        """Thumbnails -> upright decision (one batched call) -> verification -> rivals ->
+        verdicts -> full-size warp and JPEG of the accepted cards; fills ``outcomes`` at the
+        cards' indices."""
+        s, px = self.settings, self.pixels
+        thumbs, turned, vers = self._inspect(items, cards)
+        self._rivals(items, cards, thumbs, turned, vers)
+        done = outcomes_per_item(
+            lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms,
+                                   vers[j]),
+            [items[k] for k, _, _ in cards], self.threads, task=self.task, inference_ms=ms)
+        keep: list[int] = []
+        verdicts: dict[int, Outcome] = {}  # the kept cards' outcomes, by index in cards
+        for j, r in enumerate(done):
+            k = cards[j][0]
+            if isinstance(r, Outcome):  # failed: outcomes_per_item's rule
+                outcomes[k] = r
+                continue
+            outcomes[k] = verdicts[j] = r[0]
+            if r[1]:
+                keep.append(j)
+        if not keep:
+            return
+        full = px.warp([cards[j][1] for j in keep],
+                       np.stack([cards[j][2].homography(cards[j][1], cards[j][2].size,
+                                                        bool(turned[j])) for j in keep]),
+                       [cards[j][2].size for j in keep])
+        for j, data in zip(keep, px.encode_jpeg(full, s.jpeg_quality), strict=True):
+            k, c = cards[j][0], cards[j][2]
+            art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=data,
+                           width=c.size[0], height=c.size[1])
+            outcomes[k] = replace(verdicts[j], artifacts=(art,))
+
+    def _inspect(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]]
+                 ) -> tuple[list[np.ndarray], np.ndarray, list[Verification | None]]:
+        """The cards' thumbnails (BGR ``uint8`` at ``quality_width``, as warped before the
+        upright decision), upright decisions (``(n,) bool``: turned by a half turn) and
+        verifications (None without a verifier): one orientation call and one verification
+        (one call per model) for all of ``cards``, whose document types the print or the zone's
+        format decided are replaced in place."""
         s, px = self.settings, self.pixels
         tsizes = [(s.quality_width, max(1, round(s.quality_width * c.size[1] / c.size[0])))
                   for _, _, c in cards]
@@ -453,32 +523,29 @@ class CardProcessor:
                 if v.mrz.doc_type is not None and v.mrz.doc_type != c.doc_type:
                     doc = v.mrz.doc_type  # the zone's format decided a type in doubt
                     cards[j] = (k, d, replace(c, doc_type=doc, size=canonical_size(doc, s.dpi)))
-        done = outcomes_per_item(
-            lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms,
-                                   vers[j]),
-            [items[k] for k, _, _ in cards], self.threads, task=self.task, inference_ms=ms)
-        keep: list[int] = []
-        verdicts: dict[int, Outcome] = {}  # the kept cards' outcomes, by index in cards
-        for j, r in enumerate(done):
-            k = cards[j][0]
-            if isinstance(r, Outcome):  # failed: outcomes_per_item's rule
-                outcomes[k] = r
-                continue
-            outcomes[k] = verdicts[j] = r[0]
-            if r[1]:
-                keep.append(j)
-        if not keep:
-            return
-        full = px.warp([cards[j][1] for j in keep],
-                       np.stack([cards[j][2].homography(cards[j][1], cards[j][2].size,
-                                                        bool(turned[j])) for j in keep]),
-                       [cards[j][2].size for j in keep])
-        for j, data in zip(keep, px.encode_jpeg(full, s.jpeg_quality), strict=True):
-            k, c = cards[j][0], cards[j][2]
-            art = Artifact(name="rectified", ext="jpg", content_type="image/jpeg", data=data,
-                           width=c.size[0], height=c.size[1])
-            outcomes[k] = replace(verdicts[j], artifacts=(art,))
+        return list(thumbs), turned, vers
 
+    def _rivals(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
+                thumbs: list[np.ndarray], turned: np.ndarray,
+                vers: list[Verification | None]) -> None:
+        """Put each card's rival (:attr:`_Card.rival`) in its place, with the rival's thumbnail,
+        upright decision and verification, where the card's verification reads no valid zone
+        and the rival's reads one (a detector's runner-up only where the card's zone was found).
+        The rivals asked are inspected together (:meth:`_inspect`: a second orientation and
+        verification call for the batch, made only where a card with a rival read no valid
+        zone)."""
+        if self.verifier is None:
+            return
+        want = [(j, (k, d, c.rival)) for j, (k, d, c) in enumerate(cards)
+                if c.rival is not None and not _zone_valid(vers[j])
+                and (c.rival.scanned or _zone_found(vers[j]))]
+        if not want:
+            return
+        sub = [r for _, r in want]
+        r_thumbs, r_turned, r_vers = self._inspect(items, sub)
+        for i, (j, rival) in enumerate(want):
+            if _zone_valid(r_vers[i]):
+                cards[j], thumbs[j], turned[j], vers[j] = rival, r_thumbs[i], r_turned[i], r_vers[i]
 
     def _verify(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
                 thumbs: list[np.ndarray], turned: np.ndarray) -> list[Verification]:
@@ -519,12 +586,24 @@ class _Card:
             rectifications).
         auto: the document type is ``auto``: when not in doubt, the other type's
             rectification is the MRZ's fallback view (:class:`processors.card.mrz.read.View`).
-        needs_zone: found by a document's outline alone (:func:`processors.card.scan.outline`):
-            NO_CARD unless the verification reads a machine-readable zone on it with every
-            check digit valid (ICAO Doc 9303's specimen figures carry one; a form, a certificate
-            or a letter drawn in a box of a document's shape does not, and two lines of random
-            OCR-B read as a zone but pass no check digit: an outline is too little evidence
-            for more).
+        unzoned: the outcome the upload gets instead unless the verification reads a
+            machine-readable zone on this document with every check digit valid: NO_CARD for
+            one found by its outline alone (:func:`processors.card.scan.outline`; ICAO Doc
+            9303's specimen figures carry a zone; a form, a certificate or a letter drawn in a
+            box of a document's shape does not, and two lines of random OCR-B read as a zone but
+            pass no check digit: an outline is too little evidence for more), CARD_TOO_SMALL for
+            the scan path's document standing in for a card path's quad under ``min_card_px``
+            (the portrait or a panel of a scan, or a small card in a photo).
+        rival: another quad of the same upload, which takes the card's place where the card's
+            verification reads no valid zone and its own reads one with every check digit
+            valid (the zone vouches for its quad; :meth:`CardProcessor._rivals`):
+            the scan path's document (:func:`processors.card.scan.judge`) where this card was
+            suspect (:func:`processors.card.scan.inner_suspect`) and the document did not
+            replace it (:func:`processors.card.scan.replaces`: a scan whose card path took a
+            panel, or the page less a strip, with a confidence of 0.55-0.89 on the scan sets),
+            else the detector's runner-up (:attr:`processors.card.detect.Detection.runner_up`),
+            tried only where the card's zone was found (an ID-1 front without a zone never
+            pays for it).
         scanned: the upload's frame, or a quad near it, is the document
             (:func:`processors.card.scan.judge`): NO_CARD where, sharp and without glare, it is
             no data page (:func:`_no_data_page`).
@@ -538,8 +617,9 @@ class _Card:
     reasons: list[ReasonCode]
     by_print: bool = False
     auto: bool = False
-    needs_zone: bool = False
+    unzoned: Outcome | None = None
     scanned: bool = False
+    rival: _Card | None = None
 
     def turns(self, turned: bool) -> int:
         """Quarter turns from the TL-first reading to the upright output (0-3)."""
@@ -568,7 +648,8 @@ def _to_upload_px(det: Detection, scale: float) -> Detection:
     def up(q: np.ndarray | None) -> np.ndarray | None:
         return None if q is None else (np.asarray(q, np.float64) + 0.5) / scale - 0.5
 
-    return replace(det, quad=up(det.quad), second_quad=up(det.second_quad))
+    return replace(det, quad=up(det.quad), second_quad=up(det.second_quad),
+                   runner_up=up(det.runner_up))
 
 
 def _long_side(quad: np.ndarray) -> float:
@@ -599,6 +680,17 @@ def _no_data_page(doc_type: str, ver: Verification | None, thumb: np.ndarray) ->
     if ver.mrz.found or ver.quality.portrait is not False:
         return False
     return median_grey(thumb, thumb.shape[1]) >= PAPER_WHITE
+
+
+def _zone_valid(ver: Verification | None) -> bool:
+    """Whether the verification ``ver`` read a machine-readable zone with every check digit
+    valid (ICAO Doc 9303 parts 4-5); False where it was not run, failed or found none."""
+    return ver is not None and ver.mrz is not None and ver.mrz.valid
+
+
+def _zone_found(ver: Verification | None) -> bool:
+    """Whether the verification ``ver`` found a machine-readable zone (read or not)."""
+    return ver is not None and ver.mrz is not None and ver.mrz.found
 
 
 def _quad_list(quad: np.ndarray) -> list[list[float]]:

@@ -124,3 +124,36 @@ def test_a_page_at_a_steep_tilt_keeps_its_aspect_score(metric, monkeypatch):
         assert det.confidence > 0.9, det.confidence
     else:
         assert det.confidence < 0.6, det.confidence
+
+
+def _hyp(conf: float, quad: np.ndarray) -> tuple:
+    """A hypothesis tuple of :func:`detect.detect_from_mask` (``_Hypothesis``) with ``quad``,
+    its side scores, lines and frame sides told apart by ``conf``."""
+    return (conf, quad, None, 0.9, 0.9, np.full(4, conf), [np.array([conf, 0.0, 0.0])] * 4,
+            [None] * 4)
+
+
+def test_the_runner_up_is_the_most_confident_other_quad_of_the_same_card():
+    """:func:`detect._runner_up`: of the hypotheses as confident as ``min_confidence``, the most
+    confident one that overlaps the winner by an IoU within 0.5-0.95 (the same card, a corner or
+    a side elsewhere: on the MRZ evaluation set a winner at IoU 0.863 with the page, its
+    runner-up at 0.992); not the winner itself, not a quad that reads alike (IoU >= 0.95), not a
+    second card beside it, not one under ``min_confidence``."""
+    card = _rect(100, 100, 400, 290)
+    alike = _rect(101, 100, 400, 292)  # IoU 0.99 with the card
+    corner = card.copy()
+    corner[2] = [400, 340]  # the bottom-right corner 50 px lower: IoU about 0.88
+    side = _rect(100, 100, 340, 290)  # the right side 60 px in: IoU 0.8
+    beside = _rect(420, 100, 720, 290)  # a second card: IoU 0
+    assert 0.95 <= quad_iou(alike, card) and 0.5 < quad_iou(corner, card) < 0.95
+    hyps = [_hyp(0.95, card), _hyp(0.9, alike), _hyp(0.88, beside), _hyp(0.8, corner),
+            _hyp(0.7, side)]
+    got = detect._runner_up(hyps, card, 0.5)
+    assert got is not None
+    quad, sides, lines, frame = got
+    assert quad is corner and sides[0] == pytest.approx(0.8) and frame == [None] * 4
+    # under min_confidence it is none; the next one within the range is taken where it is missing
+    assert detect._runner_up(hyps, card, 0.85) is None
+    got = detect._runner_up([h for h in hyps if h[1] is not corner], card, 0.5)
+    assert got is not None and got[0] is side
+    assert detect._runner_up(hyps[:3], card, 0.5) is None
