@@ -109,6 +109,12 @@ class CardProcessor:
     ``scan.MARGINED_CARD_CONFIDENCE``) gives way to the document the scan path finds where
     ``scan.replaces`` says so (the card path took the portrait, a panel or a block of print of
     a scan, or the scan with a corner astray).
+    A zone vouches for another quad (``geo19``, ``_Card.rival``, ``_Card.unzoned``): a suspect
+    card the scan path's page did not replace, and a card with a runner-up
+    (``Detection.runner_up``), give way to it where the card's verification reads no valid
+    machine-readable zone (for a runner-up: found, not read) and the other quad's reads one with
+    every check digit; a card path's quad under ``min_card_px`` gives way to the scan path's
+    page where the page reads a valid zone, and stays CARD_TOO_SMALL otherwise.
     Verification (:mod:`processors.card.verify`, ``settings.verify``) of every card that got
     this far: capture-quality measures, the portrait and the MRZ, one batched call each for the
     batch; their codes (``LOW_RESOLUTION`` ... ``DOCUMENT_EXPIRED``) reject the result when the
