@@ -155,11 +155,18 @@ class Zone:
     crops: list[np.ndarray]
 
 
+BAND_END_PX = 1.0
+"""A zone line whose end lies within this many px of its band's end runs to it
+(:func:`_at_band_end`)."""
+
+
 def locate_zones(bands: Sequence[np.ndarray]) -> list[Zone]:
     """The zones of a document from its bands (grey ``uint8``, bottom then top turned): each
     band that has 2-3 zone lines, found by the plain search or, where it finds none, the
     denoised one (``find_lines(denoise=True)``: a dim, noisy capture, or a zone printed over a
-    fine guilloche whose lines join at the plain search's ink level). Bottom first: the
+    fine guilloche whose lines join at the plain search's ink level), and also the denoised
+    one where the plain search's lines run to the band's end (:func:`_at_band_end`). Bottom
+    first: the
     orientation put the zone there on all but a turned document. Both bands are kept where
     both hold lines, and the reader takes the one it reads most confidently: a page's header
     or a background paragraph reads as lines too, and on a document turned the wrong way up
@@ -170,8 +177,17 @@ def locate_zones(bands: Sequence[np.ndarray]) -> list[Zone]:
             lines = find_lines(band, denoise)
             if len(lines) >= 2:
                 out.append(Zone(k, lines, line_crops(band, lines)))
-                break
+                if denoise or not _at_band_end(lines, band.shape[1]):
+                    break
     return out
+
+
+def _at_band_end(lines: list[Line], width: int) -> bool:
+    """Whether the zone's ``lines`` run to an end of their band (``width`` px): the plain
+    search's lines joined to the band's edge (a dim capture's noise, a clear zone's own edge,
+    the background beside the card), so the denoised search's zone is read too and the reader
+    keeps the one it reads most confidently."""
+    return any(ln.x0 <= BAND_END_PX or ln.x1 >= width - 1 - BAND_END_PX for ln in lines)
 
 
 def locate_zone(bands: Sequence[np.ndarray]) -> Zone | None:
