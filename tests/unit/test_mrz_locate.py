@@ -218,3 +218,24 @@ def test_lines_run_to_the_bands_end_also_give_the_denoised_zone():
     assert len(zones) == 2 and all(len(z.lines) == 3 and z.band == 0 for z in zones)
     assert all(ln.x0 <= 1.0 for ln in zones[0].lines)  # the plain search's: to the band's end
     assert all(abs(ln.x0 - found[0].x0) <= 3.0 for ln in zones[1].lines)
+
+
+def test_a_line_joined_to_a_mark_also_gives_the_zone_at_its_narrowest_extent():
+    """A TD1 zone whose top line is joined at its left end to a dark blot 1.7 mm long (a
+    thumb's edge over the zone's corner, ``doc_20261205_0492``): the run's widest extent
+    starts every line at the blot, so each line's cells start early. Its lines' own ends
+    differ by more than half a pitch, so the zone is also given at its narrowest extent, where
+    every line starts at its print; a zone whose lines end alike is given once."""
+    rng = np.random.default_rng(3)
+    lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
+    face, _, _, _ = render_document(rng, Format.TD1, lines, px_per_mm=10.0)
+    band = _bands(face, "id_card")[0].copy()
+    found = find_lines(band)
+    assert len(found) == 3 and len(locate_zones([band])) == 1
+    top = found[0]
+    y0, y1 = int(top.yc - 0.45 * top.height), int(top.yc + 0.45 * top.height)
+    band[y0:y1, int(top.x0) - 17:int(top.x0) - 8] = 40  # 0.8 mm off the print: joined to it
+    zones = locate_zones([band])
+    assert len(zones) == 2 and all(len(z.lines) == 3 for z in zones)
+    assert all(ln.x0 == pytest.approx(top.x0 - 17, abs=2) for ln in zones[0].lines)
+    assert all(ln.x0 == pytest.approx(top.x0, abs=3) for ln in zones[1].lines)

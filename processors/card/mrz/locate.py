@@ -149,15 +149,13 @@ def _row_centre(mask: np.ndarray) -> float:
     return float((np.arange(mask.shape[0], dtype=np.float64) @ mask.sum(axis=1)) / n)
 
 
-def find_lines(grey: np.ndarray, denoise: bool = False) -> list[Line]:
-    """The MRZ's lines in a band, top to bottom: the lowest run of up to 3 candidates whose left
-    ends or right ends agree within 4 % of the band's width with those of a line already in the
-    run (the zone's lines have one length and start at one margin; one end may be lost under
-    glare or a finger, or run on into the card's edge) and whose spacing is
-    even (:data:`LINE_GAP` line heights); one lone candidate is returned
-    alone (the reader decides what it is); none: no zone. The lines of a run all get the run's
-    widest extent and median height (an MRZ's lines have one length, fillers printed, and one
-    character size).
+def find_run(grey: np.ndarray, denoise: bool = False) -> list[Line]:
+    """The MRZ's lines in a band, top to bottom, each with its own extent: the lowest run of
+    up to 3 candidates whose left ends or right ends agree within 4 % of the band's width with
+    those of a line already in the run (the zone's lines have one length and start at one
+    margin; one end may be lost under glare or a finger, or run on into the card's edge) and
+    whose spacing is even (:data:`LINE_GAP` line heights); one lone candidate is returned
+    alone (the reader decides what it is); none: no zone.
 
     Args:
         grey: ``(h, w) uint8`` band at :data:`BAND_PX_PER_MM`.
@@ -182,9 +180,27 @@ def find_lines(grey: np.ndarray, denoise: bool = False) -> list[Line]:
             run.append(ln)
         else:
             break
-    x0, x1 = min(ln.x0 for ln in run), max(ln.x1 for ln in run)
+    return run[::-1]
+
+
+def spanned_lines(run: list[Line], widest: bool = True) -> list[Line]:
+    """The lines of a zone's run (:func:`find_run`, top to bottom, each with its own extent)
+    all given the run's widest extent (``widest``: an end lost under glare or a finger is the
+    others') or its narrowest (an end joined to a thumb or a mark is the others'), and the
+    run's median height (an MRZ's lines have one length, fillers printed, and one character
+    size)."""
+    if not run:
+        return []
+    x0s, x1s = [ln.x0 for ln in run], [ln.x1 for ln in run]
+    x0, x1 = (min(x0s), max(x1s)) if widest else (max(x0s), min(x1s))
     height = float(np.median([ln.height for ln in run]))
-    return [_extend(ln, x0, x1, height) for ln in run[::-1]]
+    return [_extend(ln, x0, x1, height) for ln in run]
+
+
+def find_lines(grey: np.ndarray, denoise: bool = False) -> list[Line]:
+    """The MRZ's lines in a band (:func:`find_run`), all with the run's widest extent
+    (:func:`spanned_lines`)."""
+    return spanned_lines(find_run(grey, denoise))
 
 
 def _extend(ln: Line, x0: float, x1: float, height: float) -> Line:

@@ -42,7 +42,7 @@ import numpy as np
 
 from processors.card.mrz import icao
 from processors.card.mrz.icao import ALLOWED, SHAPE, Format, Mrz
-from processors.card.mrz.locate import Line, find_lines, line_crops
+from processors.card.mrz.locate import BAND_PX_PER_MM, Line, find_run, line_crops, spanned_lines
 from processors.card.mrz.recognise import Read, Recogniser, cell_variants, read_line
 from schemas.reasons import ReasonCode
 
@@ -174,12 +174,33 @@ def locate_zones(bands: Sequence[np.ndarray]) -> list[Zone]:
     out = []
     for k, band in enumerate(bands):
         for denoise in (False, True):
-            lines = find_lines(band, denoise)
-            if len(lines) >= 2:
-                out.append(Zone(k, lines, line_crops(band, lines)))
-                if denoise or not _at_band_end(lines, band.shape[1]):
-                    break
+            run = find_run(band, denoise)
+            if len(run) < 2:
+                continue
+            lines = spanned_lines(run)
+            out.append(Zone(k, lines, line_crops(band, lines)))
+            if _ends_differ(run):
+                narrow = spanned_lines(run, widest=False)
+                out.append(Zone(k, narrow, line_crops(band, narrow)))
+            if denoise or not _at_band_end(lines, band.shape[1]):
+                break
     return out
+
+
+ENDS_DIFFER_PX = 0.5 * 2.54 * BAND_PX_PER_MM
+"""Half a character pitch (ICAO Doc 9303 part 3: 2.54 mm) in band px: a zone whose lines'
+own ends differ by more at either end (:func:`_ends_differ`) is also read at its narrowest
+extent."""
+
+
+def _ends_differ(run: list[Line]) -> bool:
+    """Whether the lines of a zone's ``run`` (each with its own extent) end more than
+    :data:`ENDS_DIFFER_PX` apart at either end: one line's end joined to a thumb, a mark or
+    the card's edge (``doc_20261205_0492``: a thumb over the zone's top-left corner, its top
+    line 1.7 mm longer than the others), or lost under glare. The zone is then also read with
+    the run's narrowest extent, and the reader keeps the one it reads most confidently."""
+    x0s, x1s = [ln.x0 for ln in run], [ln.x1 for ln in run]
+    return max(x0s) - min(x0s) > ENDS_DIFFER_PX or max(x1s) - min(x1s) > ENDS_DIFFER_PX
 
 
 def _at_band_end(lines: list[Line], width: int) -> bool:
