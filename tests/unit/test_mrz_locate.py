@@ -218,6 +218,7 @@ def test_lines_run_to_the_bands_end_also_give_the_denoised_zone():
     assert len(zones) == 2 and all(len(z.lines) == 3 and z.band == 0 for z in zones)
     assert all(ln.x0 <= 1.0 for ln in zones[0].lines)  # the plain search's: to the band's end
     assert all(abs(ln.x0 - found[0].x0) <= 3.0 for ln in zones[1].lines)
+    assert [z.second for z in zones] == [False, True]
 
 
 def test_a_line_joined_to_a_mark_also_gives_the_zone_at_its_narrowest_extent():
@@ -239,3 +240,4 @@ def test_a_line_joined_to_a_mark_also_gives_the_zone_at_its_narrowest_extent():
     assert len(zones) == 2 and all(len(z.lines) == 3 for z in zones)
     assert all(ln.x0 == pytest.approx(top.x0 - 17, abs=2) for ln in zones[0].lines)
     assert all(ln.x0 == pytest.approx(top.x0, abs=3) for ln in zones[1].lines)
+    assert [z.second for z in zones] == [False, True]

@@ -305,6 +305,38 @@ def test_a_type_in_doubt_takes_the_rectification_whose_format_fits():
     assert MrzReader._judge(tried, zones, views, TODAY).doc_type == "passport"
 
 
+def test_a_bands_second_reading_counts_only_where_it_reads_valid():
+    """A band read twice (its widest and narrowest extent, or the plain and the denoised
+    search): the second reading (``Zone.second``) is taken only where the first does not read
+    valid and it does, however confident; an invalid second reading never replaces the first
+    (lines of ordinary print cut to one extent read as a zone, and a card without a zone would
+    be told MRZ_UNREADABLE: 9 held-out cards before this rule)."""
+    td1 = compose(Format.TD1, document_code="I", issuing_state="UTO", document_number="D23145890",
+                  nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
+                  primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="")
+    spoilt = [td1[0][:5] + ("1" if td1[0][5] != "1" else "2") + td1[0][6:], td1[1], td1[2]]
+
+    def at(lines, p):
+        return [Read(text=line, alts=tuple(((c, p),) for c in line)) for line in lines]
+
+    views = [View("id_card", []), View("id_card", [])]
+    zones = [Zone(0, [], []), Zone(0, [], [], second=True)]
+    # the first reads a wrong check digit, the second valid: the second
+    r = MrzReader._judge({(0, Format.TD1): at(spoilt, 0.99), (1, Format.TD1): at(td1, 0.95)},
+                         zones, views, TODAY)
+    assert r.valid and r.mrz is not None and r.mrz.lines == tuple(td1)
+    # the first valid: the first, even where the second is more confident
+    r = MrzReader._judge({(0, Format.TD1): at(td1, 0.95), (1, Format.TD1): at(spoilt, 0.99)},
+                         zones, views, TODAY)
+    assert r.valid and r.mrz is not None and r.mrz.lines == tuple(td1)
+    # neither valid: the first's verdict, not the more confident second's
+    r = MrzReader._judge({(0, Format.TD1): at(spoilt, 0.95), (1, Format.TD1): at(spoilt, 0.99)},
+                         zones, views, TODAY)
+    assert not r.valid and r.found
+    r = MrzReader._judge({(1, Format.TD1): at(spoilt, 0.99)}, zones, views, TODAY)
+    assert not r.found  # a second reading alone, not valid: no zone
+
+
 class _Recorder:
     """A recogniser double: reads every cell as ``<`` at 0.99 and counts the cells sent."""
 

@@ -148,11 +148,15 @@ class View:
 @dataclass(frozen=True, slots=True)
 class Zone:
     """The lines located on one document: the band they lie in (0 bottom, 1 top turned), the
-    lines and their crops."""
+    lines and their crops; ``second``: a second reading of a band that already gave a zone
+    (the denoised search, or the narrowest extent: :func:`locate_zones`), whose read counts
+    only where it is valid (:meth:`MrzReader._judge`): lines of ordinary print cut to one
+    extent read as a zone too, and a document without a zone would be told MRZ_UNREADABLE."""
 
     band: int
     lines: list[Line]
     crops: list[np.ndarray]
+    second: bool = False
 
 
 BAND_END_PX = 1.0
@@ -173,15 +177,17 @@ def locate_zones(bands: Sequence[np.ndarray]) -> list[Zone]:
     those lines lie in the bottom band while the zone lies in the top one."""
     out = []
     for k, band in enumerate(bands):
+        again = False  # this band already gave a zone
         for denoise in (False, True):
             run = find_run(band, denoise)
             if len(run) < 2:
                 continue
             lines = spanned_lines(run)
-            out.append(Zone(k, lines, line_crops(band, lines)))
+            out.append(Zone(k, lines, line_crops(band, lines), second=again))
+            again = True
             if _ends_differ(run):
                 narrow = spanned_lines(run, widest=False)
-                out.append(Zone(k, narrow, line_crops(band, narrow)))
+                out.append(Zone(k, narrow, line_crops(band, narrow), second=True))
             if denoise or not _at_band_end(lines, band.shape[1]):
                 break
     return out
@@ -451,8 +457,10 @@ class MrzReader:
     def _judge(tried: dict[tuple[int, Format], list[Read]], zones: list[Zone | None],
                views: Sequence[View], today: dt.date) -> MrzRead:
         """The format read most confidently, a format that fits its view's document type
-        first, judged (``NOT_FOUND`` below :data:`MIN_CONFIDENCE`). A read of TD3's or TD2's
-        shape whose first line opens with ``V`` is a visa's (:func:`icao.of_shape`)."""
+        first, judged (``NOT_FOUND`` below :data:`MIN_CONFIDENCE`); where that read is not
+        valid, the first valid read of a band's second reading (:attr:`Zone.second`, most
+        confident first) instead. A read of TD3's or TD2's shape whose first line opens with
+        ``V`` is a visa's (:func:`icao.of_shape`)."""
         if not tried:
             return NOT_FOUND
         tried = {(vi, icao.of_shape(fmt, reads[0].text)): reads
@@ -463,12 +471,30 @@ class MrzReader:
             return (fmt in FORMATS_FOR.get(views[vi].doc_type, tuple(Format)),
                     float(np.mean([r.confidence for r in reads])))
 
-        (vi, fmt), reads = max(tried.items(), key=key)
-        if np.mean([r.confidence for r in reads]) < MIN_CONFIDENCE:
-            return NOT_FOUND
-        zone = zones[vi]
+        def judged(kv: tuple[tuple[int, Format], list[Read]]) -> MrzRead:
+            (vi, fmt), reads = kv
+            if np.mean([r.confidence for r in reads]) < MIN_CONFIDENCE:
+                return NOT_FOUND
+            return MrzReader._typed(judge(fmt, reads, views[vi].doc_type, today),
+                                    zones[vi], views, vi)
+
+        first = [kv for kv in tried.items() if not _second(zones[kv[0][0]])]
+        got = judged(max(first, key=key)) if first else NOT_FOUND
+        if got.valid:
+            return got
+        # a band's second reading counts only with a valid read (Zone.second)
+        for kv in sorted((kv for kv in tried.items() if _second(zones[kv[0][0]])),
+                         key=key, reverse=True):
+            other = judged(kv)
+            if other.valid:
+                return other
+        return got
+
+    @staticmethod
+    def _typed(got: MrzRead, zone: Zone | None, views: Sequence[View], vi: int) -> MrzRead:
+        """``got``, read on view ``vi``'s ``zone``, with its band (turned) and the document type
+        it decides."""
         assert zone is not None  # a view read has a zone
-        got = judge(fmt, reads, views[vi].doc_type, today)
         # a fallback view decides the type only with a readable zone: an unreadable one on it
         # (a TD3 zone printed on an ID-1 card) leaves the type the quad chose; so does a visa
         # read on an ID-1 fallback (MRV-A fits ID-1 only for a sticker photographed alone, whose
@@ -478,3 +504,8 @@ class MrzReader:
                                                            and got.format is Format.MRVA))
         doc = v.doc_type if decides else views[0].doc_type
         return replace(got, turned=zone.band == 1, doc_type=doc)
+
+
+def _second(zone: Zone | None) -> bool:
+    """Whether ``zone`` is a band's second reading (:attr:`Zone.second`)."""
+    return zone is not None and zone.second
