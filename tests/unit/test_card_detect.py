@@ -145,7 +145,7 @@ def test_the_runner_up_is_the_most_confident_other_quad_of_the_same_card():
     corner[2] = [400, 340]  # the bottom-right corner 50 px lower: IoU about 0.88
     side = _rect(100, 100, 340, 290)  # the right side 60 px in: IoU 0.8
     beside = _rect(420, 100, 720, 290)  # a second card: IoU 0
-    assert 0.95 <= quad_iou(alike, card) and 0.5 < quad_iou(corner, card) < 0.95
+    assert quad_iou(alike, card) >= 0.95 and 0.5 < quad_iou(corner, card) < 0.95
     hyps = [_hyp(0.95, card), _hyp(0.9, alike), _hyp(0.88, beside), _hyp(0.8, corner),
             _hyp(0.7, side)]
     got = detect._runner_up(hyps, card, 0.5)
