@@ -63,9 +63,10 @@ paper at the saturation level, saturated all over the page, is no glare (replace
 glare counts from a few levels above the paper,
 :func:`processors.card.rectify.glare_threshold`, and colourfulness is also read over the
 portrait zone where a face is found there, so a white page around a colour face is no
-PHOTOCOPY; ``geo19``: the card path's aspect scored on the metric ratio too, and a zone vouches
-for the scan path's document: a suspect card without a valid zone gives way to it, and so does a
-card too small, :attr:`_Card.rival`, :attr:`_Card.unzoned`)."""
+PHOTOCOPY; ``geo19``: the card path's aspect scored on the metric ratio too, and a zone read
+valid vouches for another quad: a suspect card gives way to the scan path's document, a card
+too small to a scanned page, and the detector's winner to its runner-up,
+:attr:`_Card.rival`, :attr:`_Card.unzoned`)."""
 
 
 class CardProcessor:
@@ -548,10 +549,11 @@ class CardProcessor:
         if not want:
             return
         sub = [r for _, r in want]
-        r_thumbs, r_turned, r_vers = self._inspect(items, sub)
-        for i, (j, rival) in enumerate(want):
+        r_thumbs, r_turned, r_vers = self._inspect(items, sub)  # may decide sub's types
+        for i, (j, _) in enumerate(want):
             if _zone_valid(r_vers[i]):
-                cards[j], thumbs[j], turned[j], vers[j] = rival, r_thumbs[i], r_turned[i], r_vers[i]
+                cards[j], thumbs[j], vers[j] = sub[i], r_thumbs[i], r_vers[i]
+                turned[j] = r_turned[i]
 
     def _verify(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
                 thumbs: list[np.ndarray], turned: np.ndarray) -> list[Verification]:

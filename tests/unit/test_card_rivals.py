@@ -97,6 +97,11 @@ def test_a_scan_whose_card_path_took_a_panel_gives_way_to_the_page_that_reads(
     assert o.status is Status.ACCEPTED, o.reasons
     assert quad_iou(o.payload["quad"], page) >= 0.95
     assert o.payload["mrz"]["valid"] and o.payload["mrz"]["format"] == "TD3"
+    # the page's type and size are the ones its own inspection decided, not the panel's
+    assert o.payload["doc_type"] == "passport"
+    assert o.artifacts[0].width > o.artifacts[0].height
+    assert (o.payload["width"], o.payload["height"]) == (o.artifacts[0].width,
+                                                         o.artifacts[0].height)
     monkeypatch.setattr(type(proc), "_rivals", lambda *a: None)
     (before,) = proc.process_batch([_item(img)])
     assert quad_iou(before.payload["quad"], page) < 0.7

@@ -168,13 +168,14 @@ def locate_zones(bands: Sequence[np.ndarray]) -> list[Zone]:
     """The zones of a document from its bands (grey ``uint8``, bottom then top turned): each
     band that has 2-3 zone lines, found by the plain search or, where it finds none, the
     denoised one (``find_lines(denoise=True)``: a dim, noisy capture, or a zone printed over a
-    fine guilloche whose lines join at the plain search's ink level), and also the denoised
-    one where the plain search's lines run to the band's end (:func:`_at_band_end`). Bottom
-    first: the
-    orientation put the zone there on all but a turned document. Both bands are kept where
-    both hold lines, and the reader takes the one it reads most confidently: a page's header
-    or a background paragraph reads as lines too, and on a document turned the wrong way up
-    those lines lie in the bottom band while the zone lies in the top one."""
+    fine guilloche whose lines join at the plain search's ink level). A band read once is read
+    a second time (:attr:`Zone.second`, counted only where its read is valid) by the denoised
+    search where the plain search's lines run to the band's end (:func:`_at_band_end`), and at
+    the run's narrowest extent where its lines' own ends differ (:func:`_ends_differ`).
+    Bottom first: the orientation put the zone there on all but a turned document. Both bands
+    are kept where both hold lines, and the reader takes the one it reads most confidently: a
+    page's header or a background paragraph reads as lines too, and on a document turned the
+    wrong way up those lines lie in the bottom band while the zone lies in the top one."""
     out = []
     for k, band in enumerate(bands):
         again = False  # this band already gave a zone
@@ -204,7 +205,7 @@ def _ends_differ(run: list[Line]) -> bool:
     :data:`ENDS_DIFFER_PX` apart at either end: one line's end joined to a thumb, a mark or
     the card's edge (``doc_20261205_0492``: a thumb over the zone's top-left corner, its top
     line 1.7 mm longer than the others), or lost under glare. The zone is then also read with
-    the run's narrowest extent, and the reader keeps the one it reads most confidently."""
+    the run's narrowest extent (a second reading, :attr:`Zone.second`)."""
     x0s, x1s = [ln.x0 for ln in run], [ln.x1 for ln in run]
     return max(x0s) - min(x0s) > ENDS_DIFFER_PX or max(x1s) - min(x1s) > ENDS_DIFFER_PX
 
@@ -212,8 +213,8 @@ def _ends_differ(run: list[Line]) -> bool:
 def _at_band_end(lines: list[Line], width: int) -> bool:
     """Whether the zone's ``lines`` run to an end of their band (``width`` px): the plain
     search's lines joined to the band's edge (a dim capture's noise, a clear zone's own edge,
-    the background beside the card), so the denoised search's zone is read too and the reader
-    keeps the one it reads most confidently."""
+    the background beside the card), so the denoised search's zone is read too (a second
+    reading, :attr:`Zone.second`)."""
     return any(ln.x0 <= BAND_END_PX or ln.x1 >= width - 1 - BAND_END_PX for ln in lines)
 
 
