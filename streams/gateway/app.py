@@ -143,14 +143,12 @@ class Gateway:
         raw = _one(request.query, "wait_ms", "in the query")
         if raw is None:
             return 0.0
-        if not raw.isdigit() or len(raw) > 9:
-            raise Refused(GatewayCode.INVALID_PARAMETER,
-                          "wait_ms must be a whole number of ms >= 0")
         g = self.settings.gateway
-        if int(raw) and self.cache.waiting >= g.max_waiting:
+        ms = wait_ms(raw, g.max_wait_ms)
+        if ms and self.cache.waiting >= g.max_waiting:
             raise Refused(GatewayCode.OVERLOADED, "too many requests are waiting for a verdict",
                           retry_after_s=g.retry_after_s)
-        return min(int(raw), g.max_wait_ms) / 1000.0
+        return ms / 1000.0
 
     def admit_upload(self, request: web.Request) -> None:
         """Refuse a POST before its body is read: the body limit by ``Content-Length``, this
@@ -277,6 +275,21 @@ class Gateway:
         if value is None:
             raise Refused(GatewayCode.UNKNOWN_UPLOAD, UNKNOWN, upload_id=upload_id)
         return value
+
+
+def wait_ms(raw: str, max_wait_ms: int) -> int:
+    """The ms a ``?wait_ms=`` value asks to wait, clamped to ``max_wait_ms``: ASCII digits only,
+    any number of them (a value too long to be a number of ms waits ``max_wait_ms``, as every
+    value above it does).
+
+    Raises:
+        Refused: ``INVALID_PARAMETER``: empty, a sign, a point, or a digit outside ASCII (``²``
+            is a digit to ``str.isdigit`` but no number to ``int``).
+    """
+    if not (raw.isascii() and raw.isdigit()):
+        raise Refused(GatewayCode.INVALID_PARAMETER,
+                      "wait_ms must be a whole number of ms, 0 or more (ASCII digits)")
+    return max_wait_ms if len(raw) > 9 else min(int(raw), max_wait_ms)
 
 
 def _one(values: MultiMapping[str], name: str, where: str) -> str | None:

@@ -343,3 +343,26 @@ def test_aiohttp_log_records_become_one_json_line_without_their_message(
     assert (got["event"], got["logger"], got["error"], got["status"], got["level"]) == (
         "library_log", "aiohttp.server", "BadHttpMethod", 400, "error")
     assert "secret" not in line and "10.0.0.7" not in line and "xff" not in line
+
+
+@pytest.mark.parametrize(("raw", "ms"), [
+    ("0", 0), ("250", 250), ("30000", 30_000), ("60001", 30_000), ("999999999", 30_000),
+    # longer than any wait: clamped as every value above the bound (a fresh user's trial:
+    # 2147483648 and 99999999999 were refused as "not a whole number")
+    ("2147483648", 30_000), ("99999999999", 30_000), ("0" * 40 + "5", 30_000)])
+def test_wait_ms_is_clamped_to_the_bound_however_long(raw: str, ms: int) -> None:
+    from streams.gateway.app import wait_ms
+
+    assert wait_ms(raw, 30_000) == ms
+
+
+@pytest.mark.parametrize("raw", ["", "-1", "+5", "1.5", "1e3", " 5", "\u00b2", "\u0661\u0662"])
+def test_wait_ms_that_is_no_ascii_number_is_refused(raw: str) -> None:
+    """A sign, a point, an exponent, a space, and digits outside ASCII (``²`` and Arabic-Indic
+    digits pass ``str.isdigit``; ``int`` refuses the first and reads the second, so both would
+    have been a 500 or a surprise) are INVALID_PARAMETER."""
+    from streams.gateway.app import wait_ms
+
+    with pytest.raises(Refused) as got:
+        wait_ms(raw, 30_000)
+    assert got.value.code == GatewayCode.INVALID_PARAMETER and got.value.status == 400
