@@ -30,6 +30,15 @@ def _bands(face: np.ndarray, doc_type: str) -> list[np.ndarray]:
             for a, size in band_maps(doc_type, (w, h))]
 
 
+def _td1_band(seed: int = 3) -> np.ndarray:
+    """The bottom band (grey ``uint8``, writable) of a TD1 card rendered at 10 px/mm from
+    ``seed``'s random fields."""
+    rng = np.random.default_rng(seed)
+    lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
+    face, _, _, _ = render_document(rng, Format.TD1, lines, px_per_mm=10.0)
+    return _bands(face, "id_card")[0].copy()
+
+
 @pytest.mark.parametrize("fmt", list(Format))
 def test_zone_lines_are_found_on_each_format(fmt):
     rng = np.random.default_rng(3)
@@ -146,10 +155,7 @@ def test_a_middle_line_run_on_into_the_cards_edges_keeps_the_zone_whole():
     ``doc_20261205_0141``): the top line's ends agree with neither end of the middle line, but
     its left end agrees with the bottom line's, so the zone keeps its 3 lines. Compared with
     the line below it alone, the top line was dropped and the zone read as a TD2 of 2 lines."""
-    rng = np.random.default_rng(3)
-    lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
-    face, _, _, _ = render_document(rng, Format.TD1, lines, px_per_mm=10.0)
-    band = _bands(face, "id_card")[0].copy()
+    band = _td1_band()
     found = find_lines(band)
     assert len(found) == 3
 
@@ -199,13 +205,10 @@ def test_lines_run_to_the_bands_end_also_give_the_denoised_zone():
     from the band's left end to 0.8 mm before each line's print: the plain search (print at
     0.4 of the ink level) joins the speckle to each line, so the zone's lines start at the
     band's end. Such a zone also gives the denoised search's zone, whose lines start at the
-    print (the reader keeps the one it reads most confidently: ``doc_20261205_0367``, a dim
-    passport whose zone strip's edge joined both lines, read a character off before). A clean
-    band gives one zone."""
-    rng = np.random.default_rng(3)
-    lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
-    face, _, _, _ = render_document(rng, Format.TD1, lines, px_per_mm=10.0)
-    band = _bands(face, "id_card")[0].copy()
+    print, as a second reading (counted only where it reads valid: ``doc_20261205_0367``, a
+    dim passport whose zone strip's edge joined both lines, read a character off before). A
+    clean band gives one zone."""
+    band = _td1_band()
     found = find_lines(band)
     assert len(found) == 3 and len(locate_zones([band])) == 1
     paper = int(np.median(band))
@@ -227,10 +230,7 @@ def test_a_line_joined_to_a_mark_also_gives_the_zone_at_its_narrowest_extent():
     starts every line at the blot, so each line's cells start early. Its lines' own ends
     differ by more than half a pitch, so the zone is also given at its narrowest extent, where
     every line starts at its print; a zone whose lines end alike is given once."""
-    rng = np.random.default_rng(3)
-    lines = compose(Format.TD1, **random_fields(rng, Format.TD1, REFERENCE_DATE))
-    face, _, _, _ = render_document(rng, Format.TD1, lines, px_per_mm=10.0)
-    band = _bands(face, "id_card")[0].copy()
+    band = _td1_band()
     found = find_lines(band)
     assert len(found) == 3 and len(locate_zones([band])) == 1
     top = found[0]
