@@ -14,7 +14,8 @@ import structlog
 from processors.base import Artifact, Item, ModelInfo, Outcome, map_in_threads, outcomes_per_item
 from processors.card import geometry as geo
 from processors.card import scan
-from processors.card.detect import INPUT_SIZE, Detection, detect_from_mask
+from processors.card.detect import INPUT_SIZE, RUNNER_UP_IOU, Detection, detect_from_mask
+from processors.card.metrics import quad_iou
 from processors.card.orient import Orienter
 from processors.card.rectify import (
     canonical_size,
@@ -41,7 +42,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo19"
+POSTPROCESS_REVISION = "geo20"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -66,7 +67,9 @@ portrait zone where a face is found there, so a white page around a colour face 
 PHOTOCOPY; ``geo19``: the card path's aspect scored on the metric ratio too, and a zone read
 valid vouches for another quad: a suspect card gives way to the scan path's document, a card
 too small to a scanned page, and the detector's winner to its runner-up,
-:attr:`_Card.rival`, :attr:`_Card.unzoned`)."""
+:attr:`_Card.rival`, :attr:`_Card.unzoned`; ``geo20``: a card with neither, whose zone is found
+and reads no valid zone, asks the scan path late and gives way to its page where the page's
+reads valid, :meth:`CardProcessor._late_page`)."""
 
 
 class CardProcessor:
@@ -114,8 +117,10 @@ class CardProcessor:
     card the scan path's page did not replace, and a card with a runner-up
     (``Detection.runner_up``), give way to it where the card's verification reads no valid
     machine-readable zone (for a runner-up: found, not read) and the other quad's reads one with
-    every check digit; a card path's quad under ``min_card_px`` gives way to the scan path's
-    page where the page reads a valid zone, and stays CARD_TOO_SMALL otherwise.
+    every check digit; a card with no such rival whose zone is found and reads no valid zone
+    asks the scan path then (``geo20``, :meth:`_late_page`); a card path's quad under
+    ``min_card_px`` gives way to the scan path's page where the page reads a valid zone, and
+    stays CARD_TOO_SMALL otherwise.
     Verification (:mod:`processors.card.verify`, ``settings.verify``) of every card that got
     this far: capture-quality measures, the portrait and the MRZ, one batched call each for the
     batch; their codes (``LOW_RESOLUTION`` ... ``DOCUMENT_EXPIRED``) reject the result when the
@@ -459,17 +464,17 @@ class CardProcessor:
             if isinstance(c, Outcome):
                 outcomes[ok[j]] = c
         if cards:
-            self._rectify(items, cards, outcomes, ms)
+            self._rectify(items, cards, outcomes, ms, {k: greys[j] for j, k in enumerate(ok)})
         return [o for o in outcomes if o is not None]
 
     def _rectify(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
-                 outcomes: list[Outcome | None], ms: float) -> None:
+                 outcomes: list[Outcome | None], ms: float, greys: dict[int, np.ndarray]) -> None:
         """Thumbnails -> upright decision (one batched call) -> verification -> rivals ->
         verdicts -> full-size warp and JPEG of the accepted cards; fills ``outcomes`` at the
-        cards' indices."""
+        cards' indices (``greys``: each item's working grey copy, by its index in ``items``)."""
         s, px = self.settings, self.pixels
         thumbs, turned, vers = self._inspect(items, cards)
-        self._rivals(items, cards, thumbs, turned, vers)
+        self._rivals(items, cards, thumbs, turned, vers, greys)
         done = outcomes_per_item(
             lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms,
                                    vers[j]),
@@ -534,18 +539,26 @@ class CardProcessor:
 
     def _rivals(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
                 thumbs: list[np.ndarray], turned: np.ndarray,
-                vers: list[Verification | None]) -> None:
+                vers: list[Verification | None], greys: dict[int, np.ndarray]) -> None:
         """Put each card's rival (:attr:`_Card.rival`) in its place, with the rival's thumbnail,
         upright decision and verification, where the card's verification reads no valid zone
         and the rival's reads one (a detector's runner-up only where the card's zone was found).
-        The rivals asked are inspected together (:meth:`_inspect`: a second orientation and
-        verification call for the batch, made only where a card with a rival read no valid
-        zone)."""
+        A card with no rival whose zone was found asks the scan path now
+        (:meth:`_late_page`, ``greys`` by item index). The rivals asked are inspected together
+        (:meth:`_inspect`: a second orientation and verification call for the batch, made only
+        where a card read no valid zone and has a rival)."""
         if self.verifier is None:
             return
-        want = [(j, (k, d, c.rival)) for j, (k, d, c) in enumerate(cards)
-                if c.rival is not None and not _zone_valid(vers[j])
-                and (c.rival.scanned or _zone_found(vers[j]))]
+        want: list[tuple[int, tuple[int, Decoded, _Card]]] = []
+        for j, (k, d, c) in enumerate(cards):
+            if _zone_valid(vers[j]):
+                continue
+            found = _zone_found(vers[j])
+            rival = c.rival
+            if rival is None and found and not c.scanned:
+                rival = self._late_page(items[k], d, greys[k], c)
+            if rival is not None and (rival.scanned or found):
+                want.append((j, (k, d, rival)))
         if not want:
             return
         sub = [r for _, r in want]
@@ -554,6 +567,20 @@ class CardProcessor:
             if _zone_valid(r_vers[i]):
                 cards[j], thumbs[j], vers[j] = sub[i], r_thumbs[i], r_vers[i]
                 turned[j] = r_turned[i]
+
+    def _late_page(self, item: Item, image: Decoded, grey: np.ndarray, card: _Card
+                   ) -> _Card | None:
+        """The scan path's document (:meth:`_as_scan`) as the rival of a card that had none
+        and whose zone was found but reads no valid zone: a card path's quad that left out a
+        strip of the page (a scan's dark end stripe and header band, synthetic scan seed
+        20261210 #30: the TD3 lines lost their first 5 characters and read as an MRV-B). Asked
+        only then, so a card whose zone reads (or that carries none) never pays the scan
+        path's 40-50 ms of CPU at 1 MP. None where the scan path finds no document or finds
+        this card's quad again (IoU at least ``RUNNER_UP_IOU[1]``: the two read alike)."""
+        page = self._as_scan(item, image, grey)
+        if page is None or quad_iou(page.quad, card.quad) >= RUNNER_UP_IOU[1]:
+            return None
+        return page
 
     def _verify(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
                 thumbs: list[np.ndarray], turned: np.ndarray) -> list[Verification]:
@@ -611,7 +638,8 @@ class _Card:
             panel, or the page less a strip, with a confidence of 0.55-0.89 on the scan sets),
             else the detector's runner-up (:attr:`processors.card.detect.Detection.runner_up`),
             tried only where the card's zone was found (an ID-1 front without a zone never
-            pays for it).
+            pays for it). A card without either whose zone was found asks the scan path late
+            (:meth:`CardProcessor._late_page`).
         scanned: the upload's frame, or a quad near it, is the document
             (:func:`processors.card.scan.judge`): NO_CARD where, sharp and without glare, it is
             no data page (:func:`_no_data_page`).

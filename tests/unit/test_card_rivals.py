@@ -8,7 +8,9 @@ test so that the case is exact):
   zone, and stays CARD_TOO_SMALL where it does not;
 - a detector's winner with a corner astray gives way to its runner-up where the winner's zone is
   found and does not read and the runner-up's does; where the winner shows no zone at all the
-  runner-up is not tried (an ID-1 front without a zone never pays for it).
+  runner-up is not tried (an ID-1 front without a zone never pays for it);
+- a card with neither rival whose zone is found and does not read asks the scan path late and
+  gives way to its page where the page's zone reads valid.
 """
 
 from __future__ import annotations
@@ -170,3 +172,30 @@ def test_a_runner_up_is_not_tried_where_the_winner_shows_no_zone(proc, monkeypat
     (o,) = proc.process_batch([_item(img)])
     assert not o.payload["mrz"]["found"]
     assert quad_iou(o.payload["quad"], astray) > 0.99
+
+
+def test_a_card_that_left_out_a_strip_of_the_page_gives_way_to_the_page_asked_late(
+        proc, monkeypatch) -> None:
+    """A TD3 page scanned on a white lid (a margin of 4 % of its width all round); the card
+    path, sure of itself (1.0), over half the frame and off the frame (so neither suspect nor
+    PARTIAL_CARD, and the scan path is not asked before the warp), leaves out the page's left
+    and top tenth, as it left out a scan's dark end stripe and header band (scan seed 20261210
+    #30). Its zone is found and its lines start characters late: no valid zone; there is no
+    runner-up. The scan path, asked then (``_late_page``), gives the page, whose zone reads
+    valid: the page is the result. Without the late page the card stays, its zone found and not
+    valid."""
+    crop, page = _scan_crop(1, "TD3")
+    m = round(0.04 * crop.shape[1])
+    img = cv2.copyMakeBorder(crop, m, m, m, m, cv2.BORDER_CONSTANT, value=(250, 250, 250))
+    page = page + m
+    (x0, y0), (x1, y1) = page.min(0), page.max(0)
+    part = _box(x0 + 0.1 * (x1 - x0), y0 + 0.1 * (y1 - y0), x1, y1)
+    _card_path_finds(proc, monkeypatch, part, 1.0)
+    (o,) = proc.process_batch([_item(img)])
+    assert o.status is Status.ACCEPTED, o.reasons
+    assert quad_iou(o.payload["quad"], page) >= 0.95
+    assert o.payload["mrz"]["valid"] and o.payload["mrz"]["format"] == "TD3"
+    monkeypatch.setattr(type(proc), "_late_page", lambda *a: None)
+    (before,) = proc.process_batch([_item(img)])
+    assert quad_iou(before.payload["quad"], part) > 0.99
+    assert before.payload["mrz"]["found"] and not before.payload["mrz"]["valid"]
