@@ -42,7 +42,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo20"
+POSTPROCESS_REVISION = "geo21"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -69,7 +69,9 @@ valid vouches for another quad: a suspect card gives way to the scan path's docu
 too small to a scanned page, and the detector's winner to its runner-up,
 :attr:`_Card.rival`, :attr:`_Card.unzoned`; ``geo20``: a card with neither, whose zone is found
 and reads no valid zone, asks the scan path late and gives way to its page where the page's
-reads valid, :meth:`CardProcessor._late_page`)."""
+reads valid, :meth:`CardProcessor._late_page`; ``geo21``: an upload the card path finds no
+card in whose frame has a document's shape and print on busy ground is a page only a valid
+zone vouches for, :func:`processors.card.scan.busy_page`)."""
 
 
 class CardProcessor:
@@ -371,11 +373,12 @@ class CardProcessor:
     def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray,
                  outlined: bool = False, inference_ms: float = 0.0) -> _Card | None:
         """The plan of the upload's whole frame (or its near-border quad; with ``outlined``, a
-        document's outline inside it) as the document, when
-        :func:`processors.card.scan.judge` takes it for one (``scan`` on) and its long side
+        document's outline inside it, or the frame as a page of busy print) as the document,
+        when :func:`processors.card.scan.judge` takes it for one (``scan`` on) and its long side
         reaches ``min_card_px``; else None. Its sides on the frame are not PARTIAL_CARD: the frame
-        is the document's edge there. A document found by its outline alone is NO_CARD (with
-        ``inference_ms``) unless a valid zone is read on it (:attr:`_Card.unzoned`)."""
+        is the document's edge there. A document found by its outline alone, or a page of busy
+        print (``ScanVerdict.needs_zone``), is NO_CARD (with ``inference_ms``) unless a valid
+        zone is read on it (:attr:`_Card.unzoned`)."""
         s = self.settings
         if not s.scan:
             return None
@@ -389,7 +392,7 @@ class CardProcessor:
             return None
         card = self._plan(item, det, det.quad, _upload_shape(item, image), [])
         unzoned = (self._unread(item, det, (ReasonCode.NO_CARD,), inference_ms)
-                   if verdict.outline else None)
+                   if verdict.needs_zone else None)
         return replace(card, scanned=True, unzoned=unzoned)
 
     def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
@@ -399,8 +402,9 @@ class CardProcessor:
         cards are warped."""
         s = self.settings
         if card.unzoned is not None and not _zone_valid(ver):
-            # an outline with print and no valid zone (a form, a certificate, a letter in a
-            # box, random lines of OCR-B), or a scan in place of a card too small without one
+            # an outline or a busy page with print and no valid zone (a form, a certificate, a
+            # letter in a box, random lines of OCR-B, a scene), or a scan in place of a card too
+            # small without one
             return card.unzoned, False
         reasons = list(card.reasons)
         if self._blurry(thumb):
@@ -626,7 +630,8 @@ class _Card:
             one found by its outline alone (:func:`processors.card.scan.outline`; ICAO Doc
             9303's specimen figures carry a zone; a form, a certificate or a letter drawn in a
             box of a document's shape does not, and two lines of random OCR-B read as a zone but
-            pass no check digit: an outline is too little evidence for more), CARD_TOO_SMALL for
+            pass no check digit: an outline is too little evidence for more) or for a frame of
+            busy print (:func:`processors.card.scan.busy_page`), CARD_TOO_SMALL for
             the scan path's document standing in for a card path's quad under ``min_card_px``
             (the portrait or a panel of a scan, or a small card in a photo).
         rival: another quad of the same upload, which takes the card's place where the card's

@@ -387,16 +387,16 @@ class ScanVerdict:
             shape already failed).
         confidence: in [0, 1]: 1 with 3-4 margined edges, else the glyphs' share of
             ``2 x scan_min_print_glyphs`` (capped at 1); 0 when not a document.
-        outline: found by :func:`outline` (a document drawn inside a closed line): it is a
-            document only with a machine-readable zone read on it with every check digit valid
-            (the processor's rule).
+        needs_zone: it is a document only with a machine-readable zone read on it with every
+            check digit valid (the processor's rule): found by :func:`outline` (a document drawn
+            inside a closed line), or a frame of busy print (:func:`busy_page`).
     """
 
     frame: FrameQuad
     document: bool
     glyphs: int
     confidence: float
-    outline: bool = False
+    needs_zone: bool = False
 
 
 BORDER_MAX_PX = 4
@@ -470,16 +470,40 @@ def judge(grey: np.ndarray, settings: CardSettings, outlined: bool = False) -> S
       :func:`complete_sides`, and no margin counts toward the confidence).
 
     With ``outlined``, a frame that is no document is searched for a document's outline
-    (:func:`outline`; the processor asks it for an upload the card path found no card in, and
-    keeps what it finds only where a machine-readable zone with valid check digits is read on
-    it).
+    (:func:`outline`), and else taken as a page of busy print (:func:`busy_page`); the
+    processor asks it for an upload the card path found no card in, and keeps what either
+    finds only where a machine-readable zone with valid check digits is read on it.
     """
     verdict = _judge_border(grey, settings)
     if outlined and not verdict.document:
         drawn = outline(grey, settings)
         if drawn is not None and drawn.document:
             return drawn
+        busy = busy_page(grey, verdict, settings)
+        if busy is not None:
+            return busy
     return verdict
+
+
+BUSY_GROUND = 0.2
+"""The least plain ground (:func:`ground_share`) of a frame :func:`busy_page` takes: real
+passport data pages cut or scanned edge to edge, whose guilloche and tint cover them
+(PassportEye's Czech and French specimens, 0.255 and 0.257), over the scenes' 0.09-0.18."""
+
+
+def busy_page(grey: np.ndarray, verdict: ScanVerdict, settings: CardSettings
+              ) -> ScanVerdict | None:
+    """The frame of ``verdict`` (no document: :func:`judge`) as a document that only a valid
+    machine-readable zone can vouch for (``needs_zone``), where it failed on its ground alone:
+    a document's shape and print (:func:`_verdict`), and plain ground under
+    ``scan_min_ground`` but at least :data:`BUSY_GROUND`. A real data page exported or scanned
+    edge to edge is printed all over with security print, so its ground is as busy as some
+    scenes'; a scene reads no zone whose every check digit is valid (ICAO Doc 9303 part 3).
+    None otherwise."""
+    if verdict.glyphs < 0:  # the frame's shape failed
+        return None
+    busy = _verdict(grey, verdict.frame, settings, min_ground=BUSY_GROUND)
+    return replace(busy, needs_zone=True) if busy.document else None
 
 
 def _judge_border(grey: np.ndarray, settings: CardSettings) -> ScanVerdict:
@@ -532,11 +556,12 @@ def _judge_frame(grey: np.ndarray, settings: CardSettings,
 
 
 def _verdict(grey: np.ndarray, fq: FrameQuad, settings: CardSettings,
-             min_area: float | None = None) -> ScanVerdict:
+             min_area: float | None = None, min_ground: float | None = None) -> ScanVerdict:
     """Whether the quad ``fq`` of ``grey`` is a document: its shape (the module's step 2; its
     area at least ``min_area`` of the frame, default ``scan_min_area_frac``), then its print
-    (step 3)."""
+    (step 3; plain ground at least ``min_ground``, default ``scan_min_ground``)."""
     area = settings.scan_min_area_frac if min_area is None else min_area
+    ground = settings.scan_min_ground if min_ground is None else min_ground
     shape_ok = (_aspect_error(fq.aspect) <= settings.scan_aspect_tol
                 and fq.area_frac >= area
                 and geo.corner_angle_deviation(fq.quad) <= settings.scan_max_corner_dev_deg)
@@ -546,7 +571,7 @@ def _verdict(grey: np.ndarray, fq: FrameQuad, settings: CardSettings,
     fills = glyph_fills(doc)
     glyphs = int(fills.size)
     ok = (glyphs >= settings.scan_min_print_glyphs and solid_share(fills) <= SOLID_MAX_SHARE
-          and ground_share(doc) >= settings.scan_min_ground)
+          and ground_share(doc) >= ground)
     if not ok:
         return ScanVerdict(fq, False, glyphs, 0.0)
     return ScanVerdict(fq, True, glyphs, _confidence(fq.edges, glyphs, settings))
@@ -628,7 +653,7 @@ def outline(grey: np.ndarray, settings: CardSettings) -> ScanVerdict | None:
                        area_frac=geo.polygon_area(quad) / float(w * h))
         verdict = _verdict(grey, fq, settings, OUTLINE_MIN_AREA)
         if verdict.document:
-            return replace(verdict, outline=True)
+            return replace(verdict, needs_zone=True)
     return None
 
 

@@ -199,3 +199,37 @@ def test_a_card_that_left_out_a_strip_of_the_page_gives_way_to_the_page_asked_la
     (before,) = proc.process_batch([_item(img)])
     assert quad_iou(before.payload["quad"], part) > 0.99
     assert before.payload["mrz"]["found"] and not before.payload["mrz"]["valid"]
+
+
+def test_a_page_under_security_print_that_the_card_path_misses_is_vouched_for_by_its_zone(
+        proc, monkeypatch) -> None:
+    """A TD3 page cropped edge to edge and printed over with guilloche (its plain ground 0.28,
+    under ``scan_min_ground``), which the card path misses (NO_CARD, as on PassportEye's Czech
+    specimen page): the frame is a page only a valid zone vouches for (``scan.busy_page``).
+    Its zone reads valid: accepted, the page's quad. With the zone mirrored (the same print
+    and ground, no characters): NO_CARD, as the page with its zone was before ``busy_page``."""
+    from tests.unit.test_card_scan import _guilloche
+
+    raw, page = _scan_crop(1, "TD3")
+    img = _guilloche(raw, 16.0, 30.0)
+    real = proc.locate
+
+    def none_found(images):
+        dets, ms, greys = real(images)
+        return [replace(d, quad=None, confidence=0.0, second_quad=None, runner_up=None)
+                for d in dets], ms, greys
+
+    monkeypatch.setattr(proc, "locate", none_found)
+    (o,) = proc.process_batch([_item(img)])
+    assert o.status is Status.ACCEPTED, o.reasons
+    assert quad_iou(o.payload["quad"], page) >= 0.95 and o.payload["mrz"]["valid"]
+    mirrored = img.copy()
+    zone = slice(int(0.72 * img.shape[0]), None)  # the TD3 zone (ICAO Doc 9303 part 4)
+    mirrored[zone] = img[zone, ::-1]  # the same print and ground, no characters
+    (o,) = proc.process_batch([_item(mirrored)])
+    assert o.status is Status.REJECTED and o.reasons == (ReasonCode.NO_CARD,)
+    from processors.card import scan
+
+    monkeypatch.setattr(scan, "busy_page", lambda *a: None)  # the processor before
+    (o,) = proc.process_batch([_item(img)])
+    assert o.reasons == (ReasonCode.NO_CARD,)

@@ -483,3 +483,34 @@ def test_an_empty_box_drawn_on_a_page_is_no_document() -> None:
     grey, _ = _working(page)
     v = scan.judge(grey, SETTINGS, outlined=True)
     assert not v.document and v.glyphs < SETTINGS.scan_min_print_glyphs
+
+
+def _guilloche(image: np.ndarray, period: float = 14.0, depth: float = 30.0) -> np.ndarray:
+    """``image`` (BGR ``uint8``) printed over with a wavy line pattern (security print's
+    guilloche): darkened by up to ``depth`` levels along waves ``period`` px apart."""
+    h, w = image.shape[:2]
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    wave = np.abs(np.sin(2 * np.pi * (xx + 25 * np.sin(2 * np.pi * yy / 180)) / period))
+    return np.clip(image.astype(np.float32) - depth * wave[..., None], 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize(("seed", "period", "depth"), [(10, 14, 25), (11, 16, 25), (12, 14, 30)])
+def test_a_page_under_security_print_is_a_document_only_a_zone_can_vouch_for(
+        seed: int, period: float, depth: float) -> None:
+    """A passport face that is the whole frame, printed over with guilloche: its plain ground
+    (:func:`scan.ground_share`) falls under ``scan_min_ground`` and over
+    :data:`scan.BUSY_GROUND` (PassportEye's Czech and French specimens, 0.255-0.257), so the
+    frame is no document; asked with ``outlined`` (the card path found none), it is one that
+    needs a valid zone (:func:`scan.busy_page`). The frame-shaped scenes stay no document."""
+    face, _ = synth.render_face(np.random.default_rng(seed), "passport", width=1000, blank=False)
+    grey, _ = _working(_guilloche(face, period, depth))
+    plain = scan.judge(grey, SETTINGS)
+    ground = scan.ground_share(scan.rectified_grey(grey, plain.frame.quad))
+    assert scan.BUSY_GROUND <= ground < SETTINGS.scan_min_ground
+    assert not plain.document and plain.glyphs >= SETTINGS.scan_min_print_glyphs
+    v = scan.judge(grey, SETTINGS, outlined=True)
+    assert v.document and v.needs_zone
+    assert np.abs(v.frame.quad - plain.frame.quad).max() == 0.0
+    for k in range(6):
+        s = synth.frame_negative(np.random.default_rng(100 + k))
+        assert not scan.judge(_working(s.image)[0], SETTINGS, outlined=True).document
