@@ -274,7 +274,7 @@ def export(model, out: Path) -> None:  # noqa: ANN001
     import torch
 
     model.eval()
-    torch.onnx.export(model, torch.zeros(1, 1, CELL_H, CELL_W), str(out), input_names=["cells"],
+    torch.onnx.export(model, (torch.zeros(1, 1, CELL_H, CELL_W),), str(out), input_names=["cells"],
                       output_names=["logits"], dynamic_axes={"cells": {0: "batch"},
                                                              "logits": {0: "batch"}},
                       opset_version=17, dynamo=False)

@@ -573,7 +573,8 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
                           a.grey_share, a.handheld_share)
         xt, yt = torch.from_numpy(x).contiguous(memory_format=fmt), torch.from_numpy(y)
         outs = net(xt)
-        loss = sum(F.binary_cross_entropy(o.clamp(1e-6, 1 - 1e-6), yt) for o in outs)
+        loss = torch.stack([F.binary_cross_entropy(o.clamp(1e-6, 1 - 1e-6), yt)
+                            for o in outs]).sum()
         reg = sum(((p - p0) ** 2).sum() for p, p0 in zip(params, anchors, strict=True))
         total = loss + a.l2sp * reg
         opt.zero_grad()
