@@ -553,15 +553,17 @@ class CardProcessor:
         where a card read no valid zone and has a rival)."""
         if self.verifier is None:
             return
+        late = [j for j, (_, _, c) in enumerate(cards)
+                if c.rival is None and not c.scanned and not _zone_valid(vers[j])
+                and _zone_found(vers[j])]
+        pages = dict(zip(late, map_in_threads(
+            lambda j: self._late_page(items[cards[j][0]], cards[j][1], greys[cards[j][0]],
+                                      cards[j][2]), late, self.threads), strict=True))
         want: list[tuple[int, tuple[int, Decoded, _Card]]] = []
         for j, (k, d, c) in enumerate(cards):
-            if _zone_valid(vers[j]):
-                continue
-            found = _zone_found(vers[j])
-            rival = c.rival
-            if rival is None and found and not c.scanned:
-                rival = self._late_page(items[k], d, greys[k], c)
-            if rival is not None and (rival.scanned or found):
+            rival = pages.get(j, c.rival)
+            if (rival is not None and not _zone_valid(vers[j])
+                    and (rival.scanned or _zone_found(vers[j]))):
                 want.append((j, (k, d, rival)))
         if not want:
             return
@@ -580,8 +582,15 @@ class CardProcessor:
         20261210 #30: the TD3 lines lost their first 5 characters and read as an MRV-B). Asked
         only then, so a card whose zone reads (or that carries none) never pays the scan
         path's 40-50 ms of CPU at 1 MP. None where the scan path finds no document or finds
-        this card's quad again (IoU at least ``RUNNER_UP_IOU[1]``: the two read alike)."""
-        page = self._as_scan(item, image, grey)
+        this card's quad again (IoU at least ``RUNNER_UP_IOU[1]``: the two read alike), and
+        where the scan path fails (logged with the upload's id: the card keeps its own
+        outcome, since the page is only a second chance for its zone)."""
+        try:
+            page = self._as_scan(item, image, grey)
+        except Exception as e:  # noqa: BLE001 - the card keeps its own outcome
+            log.warning("card_late_page_failed", upload_id=item.upload_id,
+                        error=type(e).__name__)
+            return None
         if page is None or quad_iou(page.quad, card.quad) >= RUNNER_UP_IOU[1]:
             return None
         return page

@@ -182,8 +182,8 @@ def test_a_card_that_left_out_a_strip_of_the_page_gives_way_to_the_page_asked_la
     and top tenth, as it left out a scan's dark end stripe and header band (scan seed 20261210
     #30). Its zone is found and its lines start characters late: no valid zone; there is no
     runner-up. The scan path, asked then (``_late_page``), gives the page, whose zone reads
-    valid: the page is the result. Without the late page the card stays, its zone found and not
-    valid."""
+    valid: the page is the result. Where the scan path fails then, or without the late page,
+    the card stays, its zone found and not valid."""
     crop, page = _scan_crop(1, "TD3")
     m = round(0.04 * crop.shape[1])
     img = cv2.copyMakeBorder(crop, m, m, m, m, cv2.BORDER_CONSTANT, value=(250, 250, 250))
@@ -195,6 +195,12 @@ def test_a_card_that_left_out_a_strip_of_the_page_gives_way_to_the_page_asked_la
     assert o.status is Status.ACCEPTED, o.reasons
     assert quad_iou(o.payload["quad"], page) >= 0.95
     assert o.payload["mrz"]["valid"] and o.payload["mrz"]["format"] == "TD3"
+    def broken(*a, **k):
+        raise RuntimeError("scan path")
+
+    monkeypatch.setattr(type(proc), "_as_scan", broken)  # asked only late here
+    (failed,) = proc.process_batch([_item(img)])  # the card keeps its own outcome
+    assert quad_iou(failed.payload["quad"], part) > 0.99 and failed.status is not Status.FAILED
     monkeypatch.setattr(type(proc), "_late_page", lambda *a: None)
     (before,) = proc.process_batch([_item(img)])
     assert quad_iou(before.payload["quad"], part) > 0.99
