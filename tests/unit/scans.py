@@ -1,5 +1,6 @@
 """Uploads drawn for the scan path's tests (:mod:`processors.card.scan`): a face on a scanner
-lid, and the shared cases' portrait photo."""
+lid, a document's outlined figure, security print over a page, and the shared cases' portrait
+photo."""
 
 from __future__ import annotations
 
@@ -73,3 +74,12 @@ def outlined_figure(seed: int, fmt: str = "TD2", print_inside: bool = True,
                 1.0, (0, 0, 0), 2)
     quad = np.array([[x0, y0], [x0 + fw, y0], [x0 + fw, y0 + fh], [x0, y0 + fh]], np.float64)
     return page, quad
+
+
+def guilloche(image: np.ndarray, period: float = 14.0, depth: float = 30.0) -> np.ndarray:
+    """``image`` (BGR ``uint8``) printed over with a wavy line pattern (security print's
+    guilloche): darkened by up to ``depth`` levels along waves ``period`` px apart."""
+    h, w = image.shape[:2]
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    wave = np.abs(np.sin(2 * np.pi * (xx + 25 * np.sin(2 * np.pi * yy / 180)) / period))
+    return np.clip(image.astype(np.float32) - depth * wave[..., None], 0, 255).astype(np.uint8)

@@ -10,7 +10,9 @@ test so that the case is exact):
   found and does not read and the runner-up's does; where the winner shows no zone at all the
   runner-up is not tried (an ID-1 front without a zone never pays for it);
 - a card with neither rival whose zone is found and does not read asks the scan path late and
-  gives way to its page where the page's zone reads valid.
+  gives way to its page where the page's zone reads valid;
+- a page under security print that the card path misses is taken where its zone reads valid
+  (``scan.busy_page``), and is NO_CARD where it does not.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 
 from processors.base import Item
 from processors.card import geometry as geo
+from processors.card import scan
 from processors.card.metrics import quad_iou
 from processors.card.mrz.icao import Format
 from processors.card.settings import CardSettings
@@ -31,6 +34,7 @@ from processors.decode import DecodeSettings, probe_image
 from processors.errors import ModelError
 from processors.runtime import RuntimeSettings
 from schemas.reasons import ReasonCode, Status
+from tests.unit.scans import guilloche
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +199,7 @@ def test_a_card_that_left_out_a_strip_of_the_page_gives_way_to_the_page_asked_la
     assert o.status is Status.ACCEPTED, o.reasons
     assert quad_iou(o.payload["quad"], page) >= 0.95
     assert o.payload["mrz"]["valid"] and o.payload["mrz"]["format"] == "TD3"
+
     def broken(*a, **k):
         raise RuntimeError("scan path")
 
@@ -214,10 +219,8 @@ def test_a_page_under_security_print_that_the_card_path_misses_is_vouched_for_by
     specimen page): the frame is a page only a valid zone vouches for (``scan.busy_page``).
     Its zone reads valid: accepted, the page's quad. With the zone mirrored (the same print
     and ground, no characters): NO_CARD, as the page with its zone was before ``busy_page``."""
-    from tests.unit.test_card_scan import _guilloche
-
     raw, page = _scan_crop(1, "TD3")
-    img = _guilloche(raw, 16.0, 30.0)
+    img = guilloche(raw, 16.0, 30.0)
     real = proc.locate
 
     def none_found(images):
@@ -234,8 +237,6 @@ def test_a_page_under_security_print_that_the_card_path_misses_is_vouched_for_by
     mirrored[zone] = img[zone, ::-1]  # the same print and ground, no characters
     (o,) = proc.process_batch([_item(mirrored)])
     assert o.status is Status.REJECTED and o.reasons == (ReasonCode.NO_CARD,)
-    from processors.card import scan
-
     monkeypatch.setattr(scan, "busy_page", lambda *a: None)  # the processor before
     (o,) = proc.process_batch([_item(img)])
     assert o.reasons == (ReasonCode.NO_CARD,)

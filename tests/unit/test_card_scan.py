@@ -14,7 +14,7 @@ from processors.card.metrics import quad_iou
 from processors.card.settings import CardSettings
 from processors.card.training import synth
 from processors.pixels import shrink, working_size
-from tests.unit.scans import on_lid, outlined_figure, portrait
+from tests.unit.scans import guilloche, on_lid, outlined_figure, portrait
 
 SETTINGS = CardSettings()
 
@@ -485,15 +485,6 @@ def test_an_empty_box_drawn_on_a_page_is_no_document() -> None:
     assert not v.document and v.glyphs < SETTINGS.scan_min_print_glyphs
 
 
-def _guilloche(image: np.ndarray, period: float = 14.0, depth: float = 30.0) -> np.ndarray:
-    """``image`` (BGR ``uint8``) printed over with a wavy line pattern (security print's
-    guilloche): darkened by up to ``depth`` levels along waves ``period`` px apart."""
-    h, w = image.shape[:2]
-    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
-    wave = np.abs(np.sin(2 * np.pi * (xx + 25 * np.sin(2 * np.pi * yy / 180)) / period))
-    return np.clip(image.astype(np.float32) - depth * wave[..., None], 0, 255).astype(np.uint8)
-
-
 @pytest.mark.parametrize(("seed", "period", "depth"), [(10, 14, 25), (11, 16, 25), (12, 14, 30)])
 def test_a_page_under_security_print_is_a_document_only_a_zone_can_vouch_for(
         seed: int, period: float, depth: float) -> None:
@@ -503,7 +494,7 @@ def test_a_page_under_security_print_is_a_document_only_a_zone_can_vouch_for(
     frame is no document; asked with ``outlined`` (the card path found none), it is one that
     needs a valid zone (:func:`scan.busy_page`). The frame-shaped scenes stay no document."""
     face, _ = synth.render_face(np.random.default_rng(seed), "passport", width=1000, blank=False)
-    grey, _ = _working(_guilloche(face, period, depth))
+    grey, _ = _working(guilloche(face, period, depth))
     plain = scan.judge(grey, SETTINGS)
     ground = scan.ground_share(scan.rectified_grey(grey, plain.frame.quad))
     assert scan.BUSY_GROUND <= ground < SETTINGS.scan_min_ground
