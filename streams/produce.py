@@ -7,6 +7,7 @@ small — and its UploadEvent produced with key = upload_id. Bounded in count an
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 import uuid
@@ -45,8 +46,19 @@ def list_images(folder: Path) -> list[Path]:
 
 
 def make_upload_id(prefix: str, name: str, i: int) -> str:
-    """A contract-safe upload id: ``{prefix}-{i:06d}-{8 hex of the file name}``."""
-    return f"{prefix}-{i:06d}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    """A contract-safe upload id: ``{prefix}-{i:06d}-{8 hex of the file name}``, the name hashed
+    as its bytes on disk (:func:`os.fsencode`: a name that is not UTF-8, which Python holds with
+    surrogate escapes, hashes as its own bytes instead of raising ``UnicodeEncodeError``)."""
+    return f"{prefix}-{i:06d}-{hashlib.sha1(os.fsencode(name)).hexdigest()[:8]}"
+
+
+def write_ids(path: Path, sent: Iterable[Sent]) -> None:
+    """Write ``upload_id<TAB>file name`` per upload to ``path`` (its folder made), UTF-8; a file
+    name that is not UTF-8 is written back as its own bytes (``surrogateescape``), as the
+    processors' ``--out`` writes it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{x.upload_id}\t{x.file}\n" for x in sent), encoding="utf-8",
+                    errors="surrogateescape")
 
 
 def validate_request(upload_id: str, task: str, options: dict[str, Any] | None) -> None:

@@ -32,7 +32,13 @@ def produce(
     topic."""
     from tqdm import tqdm
 
-    from streams.produce import IMAGE_SUFFIXES, UploadProducer, list_images, validate_request
+    from streams.produce import (
+        IMAGE_SUFFIXES,
+        UploadProducer,
+        list_images,
+        validate_request,
+        write_ids,
+    )
     from streams.settings import load_settings
 
     s = load_settings()
@@ -63,8 +69,7 @@ def produce(
         sent = UploadProducer(s, inline=inline).produce_files(
             files, task.value, options=opts, count=n, rate=rate or None, concurrency=concurrency,
             max_seconds=max_seconds, progress=bar.update)
-    ids_file.parent.mkdir(parents=True, exist_ok=True)
-    ids_file.write_text("".join(f"{x.upload_id}\t{x.file}\n" for x in sent))
+    write_ids(ids_file, sent)
     typer.echo(f"sent {len(sent)} uploads to {s.kafka.uploads_topic}; ids in {ids_file}")
 
 

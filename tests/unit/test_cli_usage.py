@@ -171,3 +171,25 @@ def test_topics_delete_refuses_the_shared_default_topics_without_allow_live(
     named = [a for a in args if a.startswith("cardstream.")] or [
         "cardstream.uploads.v1", "cardstream.results.v1", "cardstream.dlq.v1"]
     assert f"{', '.join(named)}: the default topics" in r.output, r.output
+
+
+def test_a_file_name_that_is_not_utf8_gets_an_upload_id_and_its_line_in_the_ids_file(
+        tmp_path: Path) -> None:
+    """A fresh user's trial: ``cardstream produce --dir`` raised UnicodeEncodeError on a file
+    named with bytes that are not UTF-8 (Python holds them as surrogate escapes), after part of
+    the folder was sent. The id hashes the name's own bytes, and the ids file gets those bytes
+    back."""
+    import hashlib
+    import os
+
+    from streams.produce import Sent, make_upload_id, write_ids
+
+    raw = b"caf\xe9_\xff\xfe.jpg"
+    name = os.fsdecode(raw)
+    uid = make_upload_id("p", name, 3)
+    assert uid == f"p-000003-{hashlib.sha1(raw).hexdigest()[:8]}"
+    assert make_upload_id("p", "card.jpg", 3) == (
+        f"p-000003-{hashlib.sha1(b'card.jpg').hexdigest()[:8]}")  # UTF-8 names as before
+    ids = tmp_path / "out" / "ids.txt"
+    write_ids(ids, [Sent(uid, name, 0.0), Sent("p-000004-x", "ok.jpg", 0.0)])
+    assert ids.read_bytes() == uid.encode() + b"\t" + raw + b"\np-000004-x\tok.jpg\n"
