@@ -42,7 +42,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo21"
+POSTPROCESS_REVISION = "geo22"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -71,7 +71,9 @@ too small to a scanned page, and the detector's winner to its runner-up,
 and reads no valid zone, asks the scan path late and gives way to its page where the page's
 reads valid, :meth:`CardProcessor._late_page`; ``geo21``: an upload the card path finds no
 card in whose frame has a document's shape and print on busy ground is a page only a valid
-zone vouches for, :func:`processors.card.scan.busy_page`)."""
+zone vouches for, :func:`processors.card.scan.busy_page`; ``geo22``: such a page is also the
+rival of a suspect card (the portrait taken for the card on a page under security print) and
+a late page, and a card whose runner-up does not read asks the late page too)."""
 
 
 class CardProcessor:
@@ -119,8 +121,9 @@ class CardProcessor:
     card the scan path's page did not replace, and a card with a runner-up
     (``Detection.runner_up``), give way to it where the card's verification reads no valid
     machine-readable zone (for a runner-up: found, not read) and the other quad's reads one with
-    every check digit; a card with no such rival whose zone is found and reads no valid zone
-    asks the scan path then (``geo20``, :meth:`_late_page`); a card path's quad under
+    every check digit; a card without the scan path's page whose zone is found and reads no
+    valid zone asks the scan path then (``geo20``, :meth:`_late_page`; a page of busy print
+    too since ``geo22``, which is also a suspect card's rival); a card path's quad under
     ``min_card_px`` gives way to the scan path's page where the page reads a valid zone, and
     stays CARD_TOO_SMALL otherwise.
     Verification (:mod:`processors.card.verify`, ``settings.verify``) of every card that got
@@ -310,10 +313,11 @@ class CardProcessor:
             # panel, a block of print) or the document with a corner astray (scan.replaces);
             # two cards in view stay MULTIPLE_CARDS, a card too small stays CARD_TOO_SMALL
             # (a lone portrait print on a lid is no page with a portrait on it)
-            doc = self._as_scan(item, image, grey)
+            # (a page of busy print, which only its zone vouches for, is a rival only)
+            doc = self._as_scan(item, image, grey, busy=True)
             # working px per upload px: the decoded image's scale times the working copy's
             work = image.scale * max(grey.shape[:2]) / max(image.width, image.height)
-            if doc is not None and scan.replaces(
+            if doc is not None and doc.unzoned is None and scan.replaces(
                     doc.det, det, lambda: scan.quad_glyphs(grey, (quad + 0.5) * work - 0.5)):
                 return doc
         if det.second_quad is not None:
@@ -322,8 +326,10 @@ class CardProcessor:
         if self._partial(quad, shape):
             if not suspect:
                 doc = self._as_scan(item, image, grey)
-            return doc or replace(self._plan(item, det, quad, shape, [ReasonCode.PARTIAL_CARD]),
-                                  rival=self._runner_up(item, det, shape, partial=True))
+            if doc is not None and doc.unzoned is None:
+                return doc
+            return replace(self._plan(item, det, quad, shape, [ReasonCode.PARTIAL_CARD]),
+                           rival=doc or self._runner_up(item, det, shape, partial=True))
         # a suspect card the scan path's document did not replace, or the detector's runner-up:
         # the zone decides (_rivals)
         return replace(self._plan(item, det, quad, shape, []),
@@ -370,10 +376,11 @@ class CardProcessor:
         return _Card(det, quad, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
                      by_print, auto)
 
-    def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray,
-                 outlined: bool = False, inference_ms: float = 0.0) -> _Card | None:
+    def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray, outlined: bool = False,
+                 inference_ms: float = 0.0, busy: bool = False) -> _Card | None:
         """The plan of the upload's whole frame (or its near-border quad; with ``outlined``, a
-        document's outline inside it, or the frame as a page of busy print) as the document,
+        document's outline inside it, or, also with ``busy``, the frame as a page of busy print;
+        :func:`processors.card.scan.judge`) as the document,
         when :func:`processors.card.scan.judge` takes it for one (``scan`` on) and its long side
         reaches ``min_card_px``; else None. Its sides on the frame are not PARTIAL_CARD: the frame
         is the document's edge there. A document found by its outline alone, or a page of busy
@@ -382,7 +389,7 @@ class CardProcessor:
         s = self.settings
         if not s.scan:
             return None
-        verdict = scan.judge(grey, s, outlined)
+        verdict = scan.judge(grey, s, outlined, busy)
         if not verdict.document:
             return None
         det = scan.detection(verdict, grey.shape, (image.width, image.height),
@@ -547,51 +554,57 @@ class CardProcessor:
         """Put each card's rival (:attr:`_Card.rival`) in its place, with the rival's thumbnail,
         upright decision and verification, where the card's verification reads no valid zone
         and the rival's reads one (a detector's runner-up only where the card's zone was found).
-        A card with no rival whose zone was found asks the scan path now
-        (:meth:`_late_page`, ``greys`` by item index). The rivals asked are inspected together
-        (:meth:`_inspect`: a second orientation and verification call for the batch, made only
-        where a card read no valid zone and has a rival)."""
+        A card with no rival from the scan path whose zone was found asks the scan path now
+        (:meth:`_late_page`, ``greys`` by item index), its runner-up tried first. The rivals
+        asked are inspected together (:meth:`_inspect`: a second orientation and verification
+        call for the batch, made only where a card read no valid zone and has a rival)."""
         if self.verifier is None:
             return
         late = [j for j, (_, _, c) in enumerate(cards)
-                if c.rival is None and not c.scanned and not _zone_valid(vers[j])
-                and _zone_found(vers[j])]
+                if not c.scanned and (c.rival is None or not c.rival.scanned)
+                and not _zone_valid(vers[j]) and _zone_found(vers[j])]
         pages = dict(zip(late, map_in_threads(
             lambda j: self._late_page(items[cards[j][0]], cards[j][1], greys[cards[j][0]],
                                       cards[j][2]), late, self.threads), strict=True))
-        want: list[tuple[int, tuple[int, Decoded, _Card]]] = []
+        want: list[tuple[int, tuple[int, Decoded, _Card]]] = []  # a card's runner-up first
         for j, (k, d, c) in enumerate(cards):
-            rival = pages.get(j, c.rival)
-            if (rival is not None and not _zone_valid(vers[j])
-                    and (rival.scanned or _zone_found(vers[j]))):
-                want.append((j, (k, d, rival)))
+            if _zone_valid(vers[j]):
+                continue
+            for rival in (c.rival, pages.get(j)):
+                if rival is not None and (rival.scanned or _zone_found(vers[j])):
+                    want.append((j, (k, d, rival)))
         if not want:
             return
         sub = [r for _, r in want]
         r_thumbs, r_turned, r_vers = self._inspect(items, sub)  # may decide sub's types
+        swapped: set[int] = set()
         for i, (j, _) in enumerate(want):
-            if _zone_valid(r_vers[i]):
+            if j not in swapped and _zone_valid(r_vers[i]):
                 cards[j], thumbs[j], vers[j] = sub[i], r_thumbs[i], r_vers[i]
                 turned[j] = r_turned[i]
+                swapped.add(j)
 
     def _late_page(self, item: Item, image: Decoded, grey: np.ndarray, card: _Card
                    ) -> _Card | None:
-        """The scan path's document (:meth:`_as_scan`) as the rival of a card that had none
-        and whose zone was found but reads no valid zone: a card path's quad that left out a
+        """The scan path's document (:meth:`_as_scan`, a page of busy print included) as a
+        rival of a card that had none from the scan path (a runner-up at most, tried first) and
+        whose zone was found but reads no valid zone: a card path's quad that left out a
         strip of the page (a scan's dark end stripe and header band, synthetic scan seed
-        20261210 #30: the TD3 lines lost their first 5 characters and read as an MRV-B). Asked
-        only then, so a card whose zone reads (or that carries none) never pays the scan
-        path's 40-50 ms of CPU at 1 MP. None where the scan path finds no document or finds
-        this card's quad again (IoU at least ``RUNNER_UP_IOU[1]``: the two read alike), and
+        20261210 #30: the TD3 lines lost their first 5 characters and read as an MRV-B; a fresh
+        user's scan, seed 9394 #33, whose runner-up did not read either). Asked only then, so a
+        card whose zone reads (or that carries none) never pays the scan path's 40-50 ms of CPU
+        at 1 MP. None where the scan path finds no document or finds this card's quad or its
+        runner-up again (IoU at least ``RUNNER_UP_IOU[1]``: the two read alike), and
         where the scan path fails (logged with the upload's id: the card keeps its own
         outcome, since the page is only a second chance for its zone)."""
         try:
-            page = self._as_scan(item, image, grey)
+            page = self._as_scan(item, image, grey, busy=True)
         except Exception as e:  # noqa: BLE001 - the card keeps its own outcome
             log.warning("card_late_page_failed", upload_id=item.upload_id,
                         error=type(e).__name__)
             return None
-        if page is None or quad_iou(page.quad, card.quad) >= RUNNER_UP_IOU[1]:
+        if page is None or any(quad_iou(page.quad, q.quad) >= RUNNER_UP_IOU[1]
+                               for q in (card, card.rival) if q is not None):
             return None
         return page
 
@@ -652,8 +665,8 @@ class _Card:
             panel, or the page less a strip, with a confidence of 0.55-0.89 on the scan sets),
             else the detector's runner-up (:attr:`processors.card.detect.Detection.runner_up`),
             tried only where the card's zone was found (an ID-1 front without a zone never
-            pays for it). A card without either whose zone was found asks the scan path late
-            (:meth:`CardProcessor._late_page`).
+            pays for it). A card without the scan path's document whose zone was found asks
+            the scan path late as well (:meth:`CardProcessor._late_page`).
         scanned: the upload's frame, or a quad near it, is the document
             (:func:`processors.card.scan.judge`): NO_CARD where, sharp and without glare, it is
             no data page (:func:`_no_data_page`).

@@ -457,7 +457,8 @@ def thin_border(grey: np.ndarray) -> tuple[int, int, int, int]:
     return tuple(r + 1 if 1 <= r <= BORDER_MAX_PX else 0 for r in runs)  # type: ignore[return-value]
 
 
-def judge(grey: np.ndarray, settings: CardSettings, outlined: bool = False) -> ScanVerdict:
+def judge(grey: np.ndarray, settings: CardSettings, outlined: bool = False,
+          busy: bool = False) -> ScanVerdict:
     """Decide whether the frame of ``grey`` (the working copy, ``(h, w) uint8``) is a document
     (the module's steps 1-3, thresholds in :class:`CardSettings` ``scan_*``), minding a thin
     frame border (:func:`thin_border`, MODEL.md known gap 14):
@@ -470,18 +471,22 @@ def judge(grey: np.ndarray, settings: CardSettings, outlined: bool = False) -> S
       :func:`complete_sides`, and no margin counts toward the confidence).
 
     With ``outlined``, a frame that is no document is searched for a document's outline
-    (:func:`outline`), and else taken as a page of busy print (:func:`busy_page`); the
-    processor asks it for an upload the card path found no card in, and keeps what either
-    finds only where a machine-readable zone with valid check digits is read on it.
+    (:func:`outline`), and else taken as a page of busy print (:func:`busy_page`); with
+    ``busy``, only the latter. The processor asks the first for an upload the card path found
+    no card in, the second for a suspect card and a card whose zone does not read, and keeps
+    what either finds only where a machine-readable zone with valid check digits is read on it.
     """
     verdict = _judge_border(grey, settings)
-    if outlined and not verdict.document:
+    if verdict.document:
+        return verdict
+    if outlined:
         drawn = outline(grey, settings)
         if drawn is not None and drawn.document:
             return drawn
-        busy = busy_page(grey, verdict, settings)
-        if busy is not None:
-            return busy
+    if outlined or busy:
+        page = busy_page(grey, verdict, settings)
+        if page is not None:
+            return page
     return verdict
 
 

@@ -240,3 +240,47 @@ def test_a_page_under_security_print_that_the_card_path_misses_is_vouched_for_by
     monkeypatch.setattr(scan, "busy_page", lambda *a: None)  # the processor before
     (o,) = proc.process_batch([_item(img)])
     assert o.reasons == (ReasonCode.NO_CARD,)
+
+
+def test_a_portrait_taken_for_the_card_on_a_page_under_security_print_gives_way_to_the_page(
+        proc, monkeypatch) -> None:
+    """The same page under guilloche; the card path takes its portrait at 0.67 (a fresh user's
+    overprinted pages: accepted as a passport with no zone, NO_PORTRAIT). The card is suspect,
+    and the scan path's frame is a page of busy print: it cannot replace the card by shape, but
+    as the card's rival it takes its place where its zone reads valid. Without ``busy_page``
+    the portrait stays, its zone not found."""
+    raw, page = _scan_crop(1, "TD3")
+    img = guilloche(raw, 16.0, 30.0)
+    h, w = img.shape[:2]
+    face = _box(0.05 * w, 0.2 * h, 0.32 * w, 0.68 * h)  # the portrait's place on an ID-3 page
+    _card_path_finds(proc, monkeypatch, face, 0.67)
+    (o,) = proc.process_batch([_item(img)])
+    assert o.status is Status.ACCEPTED, o.reasons
+    assert quad_iou(o.payload["quad"], page) >= 0.95 and o.payload["mrz"]["valid"]
+    monkeypatch.setattr(scan, "busy_page", lambda *a: None)
+    (before,) = proc.process_batch([_item(img)])
+    assert quad_iou(before.payload["quad"], face) > 0.99
+    assert not before.payload["mrz"]["found"]
+
+
+def test_a_card_whose_runner_up_does_not_read_either_asks_the_late_page(proc,
+                                                                        monkeypatch) -> None:
+    """The page on a lid of the late-page test, its card path's quad leaving out the page's left
+    and top tenth, and a runner-up leaving out its left 15 % and top 2 %: neither reads a
+    valid zone (a fresh user's scan, seed 9394 #33, green strip left
+    out). The late page is asked as well, and it is the result."""
+    crop, page = _scan_crop(1, "TD3")
+    m = round(0.04 * crop.shape[1])
+    img = cv2.copyMakeBorder(crop, m, m, m, m, cv2.BORDER_CONSTANT, value=(250, 250, 250))
+    page = page + m
+    (x0, y0), (x1, y1) = page.min(0), page.max(0)
+    part = _box(x0 + 0.1 * (x1 - x0), y0 + 0.1 * (y1 - y0), x1, y1)
+    second = _box(x0 + 0.15 * (x1 - x0), y0 + 0.02 * (y1 - y0), x1, y1)
+    _card_path_finds(proc, monkeypatch, part, 1.0, runner_up=second)
+    (o,) = proc.process_batch([_item(img)])
+    assert o.status is Status.ACCEPTED, o.reasons
+    assert quad_iou(o.payload["quad"], page) >= 0.95 and o.payload["mrz"]["valid"]
+    monkeypatch.setattr(type(proc), "_late_page", lambda *a: None)
+    (before,) = proc.process_batch([_item(img)])
+    assert quad_iou(before.payload["quad"], page) < 0.95
+    assert before.payload["mrz"]["found"] and not before.payload["mrz"]["valid"]
