@@ -379,13 +379,12 @@ class CardProcessor:
     def _as_scan(self, item: Item, image: Decoded, grey: np.ndarray, outlined: bool = False,
                  inference_ms: float = 0.0, busy: bool = False) -> _Card | None:
         """The plan of the upload's whole frame (or its near-border quad; with ``outlined``, a
-        document's outline inside it, or, also with ``busy``, the frame as a page of busy print;
-        :func:`processors.card.scan.judge`) as the document,
-        when :func:`processors.card.scan.judge` takes it for one (``scan`` on) and its long side
-        reaches ``min_card_px``; else None. Its sides on the frame are not PARTIAL_CARD: the frame
-        is the document's edge there. A document found by its outline alone, or a page of busy
-        print (``ScanVerdict.needs_zone``), is NO_CARD (with ``inference_ms``) unless a valid
-        zone is read on it (:attr:`_Card.unzoned`)."""
+        document's outline inside it, or, also with ``busy``, the frame as a page of busy print)
+        as the document, when :func:`processors.card.scan.judge` takes it for one (``scan`` on)
+        and its long side reaches ``min_card_px``; else None. Its sides on the frame are not
+        PARTIAL_CARD: the frame is the document's edge there. A document found by its outline
+        alone, or a page of busy print (``ScanVerdict.needs_zone``), is NO_CARD (with
+        ``inference_ms``) unless a valid zone is read on it (:attr:`_Card.unzoned`)."""
         s = self.settings
         if not s.scan:
             return None
