@@ -178,6 +178,21 @@ def test_a_runner_up_is_not_tried_where_the_winner_shows_no_zone(proc, monkeypat
     assert quad_iou(o.payload["quad"], astray) > 0.99
 
 
+def _page_on_lid() -> tuple[np.ndarray, np.ndarray]:
+    """The TD3 page of :func:`_scan_crop` (seed 1) scanned on a white lid, a margin of 4 % of
+    its width all round: ``(BGR uint8 image, the page's corners (4, 2) px)``."""
+    crop, page = _scan_crop(1, "TD3")
+    m = round(0.04 * crop.shape[1])
+    img = cv2.copyMakeBorder(crop, m, m, m, m, cv2.BORDER_CONSTANT, value=(250, 250, 250))
+    return img, page + m
+
+
+def _less_left_top(page: np.ndarray, left: float, top: float) -> np.ndarray:
+    """The upright box of ``page``'s extent less its ``left`` and ``top`` shares."""
+    (x0, y0), (x1, y1) = page.min(0), page.max(0)
+    return _box(x0 + left * (x1 - x0), y0 + top * (y1 - y0), x1, y1)
+
+
 def test_a_card_that_left_out_a_strip_of_the_page_gives_way_to_the_page_asked_late(
         proc, monkeypatch) -> None:
     """A TD3 page scanned on a white lid (a margin of 4 % of its width all round); the card
@@ -188,12 +203,8 @@ def test_a_card_that_left_out_a_strip_of_the_page_gives_way_to_the_page_asked_la
     runner-up. The scan path, asked then (``_late_page``), gives the page, whose zone reads
     valid: the page is the result. Where the scan path fails then, or without the late page,
     the card stays, its zone found and not valid."""
-    crop, page = _scan_crop(1, "TD3")
-    m = round(0.04 * crop.shape[1])
-    img = cv2.copyMakeBorder(crop, m, m, m, m, cv2.BORDER_CONSTANT, value=(250, 250, 250))
-    page = page + m
-    (x0, y0), (x1, y1) = page.min(0), page.max(0)
-    part = _box(x0 + 0.1 * (x1 - x0), y0 + 0.1 * (y1 - y0), x1, y1)
+    img, page = _page_on_lid()
+    part = _less_left_top(page, 0.1, 0.1)
     _card_path_finds(proc, monkeypatch, part, 1.0)
     (o,) = proc.process_batch([_item(img)])
     assert o.status is Status.ACCEPTED, o.reasons
@@ -269,13 +280,9 @@ def test_a_card_whose_runner_up_does_not_read_either_asks_the_late_page(proc,
     and top tenth, and a runner-up leaving out its left 15 % and top 2 %: neither reads a
     valid zone (a fresh user's scan, seed 9394 #33, green strip left
     out). The late page is asked as well, and it is the result."""
-    crop, page = _scan_crop(1, "TD3")
-    m = round(0.04 * crop.shape[1])
-    img = cv2.copyMakeBorder(crop, m, m, m, m, cv2.BORDER_CONSTANT, value=(250, 250, 250))
-    page = page + m
-    (x0, y0), (x1, y1) = page.min(0), page.max(0)
-    part = _box(x0 + 0.1 * (x1 - x0), y0 + 0.1 * (y1 - y0), x1, y1)
-    second = _box(x0 + 0.15 * (x1 - x0), y0 + 0.02 * (y1 - y0), x1, y1)
+    img, page = _page_on_lid()
+    part = _less_left_top(page, 0.1, 0.1)
+    second = _less_left_top(page, 0.15, 0.02)
     _card_path_finds(proc, monkeypatch, part, 1.0, runner_up=second)
     (o,) = proc.process_batch([_item(img)])
     assert o.status is Status.ACCEPTED, o.reasons
