@@ -73,7 +73,11 @@ reads valid, :meth:`CardProcessor._late_page`; ``geo21``: an upload the card pat
 card in whose frame has a document's shape and print on busy ground is a page only a valid
 zone vouches for, :func:`processors.card.scan.busy_page`; ``geo22``: such a page is also the
 rival of a suspect card (the portrait taken for the card on a page under security print) and
-a late page, and a card whose runner-up does not read asks the late page too)."""
+a late page, and a card whose runner-up does not read asks the late page too); ``geo23``: a
+card covering under ``scan.PORTRAIT_SHARE`` of its frame with no zone found asks the late page
+too, and a page of the scan path takes the place of a card with no zone found where the page's
+zone reads, its check digits valid or not (the portrait taken for the card on a scan printed
+with a wrong check digit, scan seed 20261210 #116)."""
 
 
 class CardProcessor:
@@ -123,7 +127,10 @@ class CardProcessor:
     machine-readable zone (for a runner-up: found, not read) and the other quad's reads one with
     every check digit; a card without the scan path's page whose zone is found and reads no
     valid zone asks the scan path then (``geo20``, :meth:`_late_page`; a page of busy print
-    too since ``geo22``, which is also a suspect card's rival); a card path's quad under
+    too since ``geo22``, which is also a suspect card's rival; since ``geo23`` also a card
+    covering under ``scan.PORTRAIT_SHARE`` of its frame with no zone found, and a page of the
+    scan path takes the place of a card with no zone found where the page's zone reads, valid
+    or not: a zone read vouches for the page against a quad showing none); a card path's quad under
     ``min_card_px`` gives way to the scan path's page where the page reads a valid zone, and
     stays CARD_TOO_SMALL otherwise.
     Verification (:mod:`processors.card.verify`, ``settings.verify``) of every card that got
@@ -552,16 +559,24 @@ class CardProcessor:
                 vers: list[Verification | None], greys: dict[int, np.ndarray]) -> None:
         """Put each card's rival (:attr:`_Card.rival`) in its place, with the rival's thumbnail,
         upright decision and verification, where the card's verification reads no valid zone
-        and the rival's reads one (a detector's runner-up only where the card's zone was found).
-        A card with no rival from the scan path whose zone was found asks the scan path now
-        (:meth:`_late_page`, ``greys`` by item index), its runner-up tried first. The rivals
+        and the rival's reads one (a detector's runner-up only where the card's zone was found),
+        or, for the scan path's page (not one only a valid zone vouches for,
+        :attr:`_Card.unzoned`), where the card's zone was not found and the page's reads with
+        every character sure, its check digits valid or not (:func:`_zone_readable`: the
+        outcome of a document printed with a wrong check digit is MRZ_CHECK_DIGIT on its page,
+        not a rejection of the part the card path took). A card with no rival from the scan
+        path whose zone was found, or that covers under ``scan.PORTRAIT_SHARE`` of its frame
+        (the portrait or a block of a scan, taken at 0.92 on scan seed 20261210 #116), asks the
+        scan path now (:meth:`_late_page`, ``greys`` by item index), its runner-up tried
+        first. The rivals
         asked are inspected together (:meth:`_inspect`: a second orientation and verification
         call for the batch, made only where a card read no valid zone and has a rival)."""
         if self.verifier is None:
             return
         late = [j for j, (_, _, c) in enumerate(cards)
                 if not c.scanned and (c.rival is None or not c.rival.scanned)
-                and not _zone_valid(vers[j]) and _zone_found(vers[j])]
+                and not _zone_valid(vers[j])
+                and (_zone_found(vers[j]) or c.det.area_frac < scan.PORTRAIT_SHARE)]
         pages = dict(zip(late, map_in_threads(
             lambda j: self._late_page(items[cards[j][0]], cards[j][1], greys[cards[j][0]],
                                       cards[j][2]), late, self.threads), strict=True))
@@ -577,8 +592,10 @@ class CardProcessor:
         sub = [r for _, r in want]
         r_thumbs, r_turned, r_vers = self._inspect(items, sub)  # may decide sub's types
         swapped: set[int] = set()
-        for i, (j, _) in enumerate(want):
-            if j not in swapped and _zone_valid(r_vers[i]):
+        for i, (j, (_, _, rival)) in enumerate(want):
+            if j not in swapped and (_zone_valid(r_vers[i]) or (
+                    rival.scanned and rival.unzoned is None and not _zone_found(vers[j])
+                    and _zone_readable(r_vers[i]))):
                 cards[j], thumbs[j], vers[j] = sub[i], r_thumbs[i], r_vers[i]
                 turned[j] = r_turned[i]
                 swapped.add(j)
@@ -587,15 +604,17 @@ class CardProcessor:
                    ) -> _Card | None:
         """The scan path's document (:meth:`_as_scan`, a page of busy print included) as a
         rival of a card that had none from the scan path (a runner-up at most, tried first) and
-        whose zone was found but reads no valid zone: a card path's quad that left out a
+        whose zone was found but reads no valid zone, or was not found on a card covering under
+        ``scan.PORTRAIT_SHARE`` of its frame (``geo23``): a card path's quad that left out a
         strip of the page (a scan's dark end stripe and header band, synthetic scan seed
         20261210 #30: the TD3 lines lost their first 5 characters and read as an MRV-B; a fresh
         user's scan, seed 9394 #33, whose runner-up did not read either). Asked only then, so a
-        card whose zone reads (or that carries none) never pays the scan path's 40-50 ms of CPU
-        at 1 MP. None where the scan path finds no document or finds this card's quad or its
-        runner-up again (IoU at least ``RUNNER_UP_IOU[1]``: the two read alike), and
-        where the scan path fails (logged with the upload's id: the card keeps its own
-        outcome, since the page is only a second chance for its zone)."""
+        card whose zone reads, or one carrying none that covers ``scan.PORTRAIT_SHARE`` or more
+        of its frame, never pays the scan path's 40-50 ms of CPU at 1 MP. None where the scan
+        path finds no document or finds this card's quad or its runner-up again (IoU at least
+        ``RUNNER_UP_IOU[1]``: the two read alike), and where the scan path fails (logged with
+        the upload's id: the card keeps its own outcome, since the page is only a second
+        chance for its zone)."""
         try:
             page = self._as_scan(item, image, grey, busy=True)
         except Exception as e:  # noqa: BLE001 - the card keeps its own outcome
@@ -748,6 +767,13 @@ def _zone_valid(ver: Verification | None) -> bool:
     """Whether the verification ``ver`` read a machine-readable zone with every check digit
     valid (ICAO Doc 9303 parts 4-5); False where it was not run, failed or found none."""
     return ver is not None and ver.mrz is not None and ver.mrz.valid
+
+
+def _zone_readable(ver: Verification | None) -> bool:
+    """Whether the verification ``ver`` read a machine-readable zone whose characters are
+    sure and whose format fits the document (:attr:`processors.card.mrz.read.MrzRead.readable`),
+    its check digits valid or not."""
+    return ver is not None and ver.mrz is not None and ver.mrz.readable
 
 
 def _zone_found(ver: Verification | None) -> bool:

@@ -12,7 +12,9 @@ test so that the case is exact):
 - a card with neither rival whose zone is found and does not read asks the scan path late and
   gives way to its page where the page's zone reads valid;
 - a page under security print that the card path misses is taken where its zone reads valid
-  (``scan.busy_page``), and is NO_CARD where it does not.
+  (``scan.busy_page``), and is NO_CARD where it does not;
+- a small card with no zone found asks the scan path late too, and gives way to its page where
+  the page's zone reads, a check digit failing or not.
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ def _item(image: np.ndarray) -> Item:
     return Item(upload_id="u", image=probe_image(buf.tobytes(), DecodeSettings()))
 
 
-def _scan_crop(seed: int, fmt: str) -> tuple[np.ndarray, np.ndarray]:
-    """A scanned document cropped to its page, as a phone app's crop leaves it (no margins):
-    ``(BGR uint8 image, the page's corners (4, 2) px)``."""
-    img, truth = documents.document(np.random.default_rng(seed), Format[fmt], capture="scan")
+def _scan_crop(seed: int, fmt: str, spoiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """A scanned document cropped to its page, as a phone app's crop leaves it (no margins),
+    printed with one wrong check digit where ``spoiled``: ``(BGR uint8 image, the page's
+    corners (4, 2) px)``."""
+    img, truth = documents.document(np.random.default_rng(seed), Format[fmt], capture="scan",
+                                    invalid_share=1.0 if spoiled else 0.0)
     q = np.asarray(truth.quad, np.float64)
     x0, y0 = np.clip(q.min(0), 0, None).astype(int)
     x1, y1 = np.minimum(q.max(0), [img.shape[1], img.shape[0]]).astype(int)
@@ -178,10 +182,10 @@ def test_a_runner_up_is_not_tried_where_the_winner_shows_no_zone(proc, monkeypat
     assert quad_iou(o.payload["quad"], astray) > 0.99
 
 
-def _page_on_lid() -> tuple[np.ndarray, np.ndarray]:
+def _page_on_lid(spoiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The TD3 page of :func:`_scan_crop` (seed 1) scanned on a white lid, a margin of 4 % of
     its width all round: ``(BGR uint8 image, the page's corners (4, 2) px)``."""
-    crop, page = _scan_crop(1, "TD3")
+    crop, page = _scan_crop(1, "TD3", spoiled)
     m = round(0.04 * crop.shape[1])
     img = cv2.copyMakeBorder(crop, m, m, m, m, cv2.BORDER_CONSTANT, value=(250, 250, 250))
     return img, page + m
@@ -291,3 +295,32 @@ def test_a_card_whose_runner_up_does_not_read_either_asks_the_late_page(proc,
     (before,) = proc.process_batch([_item(img)])
     assert quad_iou(before.payload["quad"], page) < 0.95
     assert before.payload["mrz"]["found"] and not before.payload["mrz"]["valid"]
+
+
+def test_a_small_card_without_a_zone_gives_way_to_a_late_page_whose_zone_reads(
+        proc, monkeypatch) -> None:
+    """A TD3 page printed with one wrong check digit, scanned on a lid; the card path takes a
+    landscape block of it in ID-1's shape, sure of it (0.95) and 5 % of the frame (neither
+    suspect nor too small: scan seed 20261210 #116, the portrait taken at 0.92 in a
+    trapezoid). The block shows no zone; being under ``scan.PORTRAIT_SHARE`` of the frame it
+    asks the scan path late, and the page's zone reads, every character sure, one check digit
+    failing: the page is the result, MRZ_CHECK_DIGIT, the document's true outcome. Without the
+    late page the block stays, no zone found; with the page's zone painted over nothing
+    vouches for the page and the block stays."""
+    img, page = _page_on_lid(spoiled=True)
+    h, w = img.shape[:2]
+    block = _box(0.1 * w, 0.3 * h, 0.1 * w + 0.28 * w, 0.3 * h + 0.28 * w / 1.586)
+    assert geo.polygon_area(block) / (w * h) < scan.PORTRAIT_SHARE
+    _card_path_finds(proc, monkeypatch, block, 0.95)
+    (o,) = proc.process_batch([_item(img)])
+    assert quad_iou(o.payload["quad"], page) >= 0.95
+    assert o.payload["mrz"]["readable"] and not o.payload["mrz"]["valid"]
+    assert ReasonCode.MRZ_CHECK_DIGIT in o.reasons and o.payload["doc_type"] == "passport"
+    blank = img.copy()
+    blank[int(page[:, 1].max() - 0.28 * (page[:, 1].max() - page[:, 1].min())):] = 250
+    (o,) = proc.process_batch([_item(blank)])
+    assert quad_iou(o.payload["quad"], block) > 0.99 and not o.payload["mrz"]["found"]
+    monkeypatch.setattr(type(proc), "_late_page", lambda *a: None)
+    (before,) = proc.process_batch([_item(img)])
+    assert quad_iou(before.payload["quad"], block) > 0.99
+    assert not before.payload["mrz"]["found"]
