@@ -42,7 +42,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo22"
+POSTPROCESS_REVISION = "geo23"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
