@@ -676,7 +676,9 @@ class _Card:
             (the portrait or a panel of a scan, or a small card in a photo).
         rival: another quad of the same upload, which takes the card's place where the card's
             verification reads no valid zone and its own reads one with every check digit
-            valid (the zone vouches for its quad; :meth:`CardProcessor._rivals`):
+            valid (the zone vouches for its quad; :meth:`CardProcessor._rivals`; the scan
+            path's document also where the card shows no zone and its own zone reads, valid
+            or not, unless only a valid one vouches for it, :attr:`unzoned`):
             the scan path's document (:func:`processors.card.scan.judge`) where this card was
             suspect (:func:`processors.card.scan.inner_suspect`) and the document did not
             replace it (:func:`processors.card.scan.replaces`: a scan whose card path took a
