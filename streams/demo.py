@@ -59,9 +59,10 @@ def wait_ready(workers: list[WorkerProc], timeout_s: float, logs: Path) -> None:
     raise StreamsError(f"workers not ready after {timeout_s} s (logs: {logs})")
 
 
-def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0) -> int:
-    """Run the demo; returns 0 when every sample got a committed result and workers stopped
-    cleanly."""
+def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0,
+             base_port: int = 18080) -> int:
+    """Run the demo (worker ``i``'s /ready and /metrics on ``base_port + i``); returns 0 when
+    every sample got a committed result and workers stopped cleanly."""
     console = Console(width=None if Console().is_terminal else 160)
     create_topics(admin(s.kafka), topic_specs(s.kafka))
     st = Storage(s.s3)
@@ -69,7 +70,7 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0)
     samples = write_samples(out / "samples")
     console.print(f"[bold]cardstream demo[/]: {sum(map(len, samples.values()))} sample uploads, "
                   f"{workers} workers, topic {s.kafka.uploads_topic}")
-    procs = start_workers(s, workers, out / "logs")
+    procs = start_workers(s, workers, out / "logs", base_port)
     # the results that arrive from now on (the topic may hold older runs' results)
     reader = read_topic(s.kafka, s.kafka.results_topic, at_end=True, follow=True, poll_s=1.0)
     try:

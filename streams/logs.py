@@ -16,9 +16,11 @@ import structlog
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Route structlog and stdlib logging to JSON lines on stderr at ``level``."""
+    """Route structlog and stdlib logging to JSON lines on stderr at ``level``: a library's
+    stdlib record (Pillow's chunk trace at DEBUG, ``STREAM b'IHDR' 16 13``) becomes one
+    ``library_log`` line (:class:`_LibraryRecordAsJson`), never raw text."""
     lvl = getattr(logging, level.upper(), logging.INFO)
-    logging.basicConfig(level=lvl, stream=sys.stderr, format="%(message)s")
+    logging.basicConfig(level=lvl, handlers=[_LibraryRecordAsJson()])
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -532,7 +532,15 @@ class Settings(BaseSettings):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     backfill: BackfillSettings = Field(default_factory=BackfillSettings)
     shadow: ShadowSettings = Field(default_factory=ShadowSettings)
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    """JSON log lines on stderr at this level and above (``CARDSTREAM_LOG_LEVEL``, any case);
+    another value is a settings error, not a silent INFO."""
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_upper(cls, v: object) -> object:
+        """``debug`` is ``DEBUG``: the level's name in any case."""
+        return v.strip().upper() if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _dead_letters_fit(self) -> Settings:

@@ -13,13 +13,17 @@ def demo(
     workers: int = typer.Option(2, help="Worker processes to start."),
     timeout_s: float = typer.Option(600.0, help="Give up waiting for warm-up or results after this "
                                                 "long (s)."),
+    worker_port: int = typer.Option(18080, min=1, max=65535 - 64,
+                                    envvar="CARDSTREAM_DEMO_WORKER_PORT",
+                                    help="Worker i answers /ready and /metrics on this port + i."),
 ) -> None:
     """The main job on the sample uploads: two workers, samples produced, results table, outputs in
     OUT."""
     from streams.demo import run_demo
     from streams.settings import load_settings
 
-    raise typer.Exit(run_demo(load_settings(), out, workers=workers, timeout_s=timeout_s))
+    raise typer.Exit(run_demo(load_settings(), out, workers=workers, timeout_s=timeout_s,
+                              base_port=worker_port))
 
 
 def register(app: typer.Typer) -> None:

@@ -81,3 +81,25 @@ def test_python_warnings_are_json_lines(capsys: pytest.CaptureFixture[str]) -> N
     assert (first["event"], first["category"]) == ("python_warning", "UserWarning")
     assert first["message"].startswith("Corrupt EXIF data. Expecting to read 2 bytes but only")
     assert first["where"].startswith("test_logs.py:")
+
+
+def test_a_librarys_records_at_debug_are_json_lines_without_their_message() -> None:
+    """A fresh user's CARDSTREAM_LOG_LEVEL=DEBUG had Pillow's PNG chunk trace (``STREAM
+    b'IHDR' 16 13``) on stderr as raw text among the JSON lines. Run in a child process: the
+    root logger's handlers and structlog's cached loggers are per process."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import io; from PIL import Image; from streams.logs import configure_logging; "
+            "configure_logging('DEBUG'); b = io.BytesIO(); "
+            "Image.new('RGB', (4, 4)).save(b, 'PNG'); Image.open(io.BytesIO(b.getvalue())).load()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    assert lines and all(x.startswith("{") for x in lines), out.stderr
+    rows = [json.loads(x) for x in lines]
+    pil = [r for r in rows if r.get("logger", "").startswith("PIL")]
+    assert pil and all(r["event"] == "library_log" and r["level"] == "debug" for r in pil)
+    assert "IHDR" not in out.stderr  # the record's message is never written

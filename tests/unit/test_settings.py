@@ -84,6 +84,17 @@ def test_a_bad_setting_is_one_line_naming_its_variable(monkeypatch) -> None:
     assert len(out.stderr.strip().splitlines()) == 1 and "bogus" not in out.stderr
 
 
+def test_the_log_level_is_a_level_name_in_any_case(monkeypatch) -> None:
+    """A fresh user's CARDSTREAM_LOG_LEVEL=verbose ran silently at INFO."""
+    from streams.errors import SettingsError
+
+    monkeypatch.setenv("CARDSTREAM_LOG_LEVEL", "debug")
+    assert load_settings().log_level == "DEBUG"
+    monkeypatch.setenv("CARDSTREAM_LOG_LEVEL", "verbose")
+    with pytest.raises(SettingsError, match="CARDSTREAM_LOG_LEVEL: Input should be 'DEBUG'"):
+        load_settings()
+
+
 def test_the_worker_slot_comes_from_the_settings_else_the_host_name(monkeypatch) -> None:
     """A StatefulSet pod ``cardstream-worker-2`` is slot 2 unless CARDSTREAM_WORKER__SLOT says
     otherwise (the settings read HOSTNAME, not ``cardstream worker``)."""
