@@ -820,7 +820,8 @@ def complete_sides(lines: list[np.ndarray], edges: Sequence[bool],
 
 
 def detection(verdict: ScanVerdict, grey_shape: tuple[int, ...], size: tuple[int, int],
-              sample: Callable[[np.ndarray], np.ndarray]) -> Detection:
+              sample: Callable[[np.ndarray], np.ndarray],
+              box: tuple[int, int, int, int] | None = None) -> Detection:
     """The document of ``verdict`` as a card :class:`~processors.card.detect.Detection` in the
     decoded image's px: the working quad scaled up, its margined sides fitted at full
     resolution (:func:`geometry.refine_quad`), its other sides on the frame squared to them
@@ -828,10 +829,13 @@ def detection(verdict: ScanVerdict, grey_shape: tuple[int, ...], size: tuple[int
 
     Args:
         verdict: a document (:func:`judge`).
-        grey_shape: ``(h, w)`` of the working copy it was judged on.
+        grey_shape: ``(h, w)`` of the whole working copy.
         size: ``(width, height)`` px of the decoded image.
         sample: bilinear grey sampler of the decoded image
             (:meth:`processors.pixels.PixelBackend.sample_grey`).
+        box: ``(x0, y0, x1, y1)`` working px (``x1``, ``y1`` excluded): the part of the
+            working copy the verdict was judged on, whose sides are the frame's here; None:
+            the whole copy.
 
     Returns:
         ``Detection`` with ``confidence`` the verdict's, ``rectangularity`` 1 and
@@ -840,13 +844,20 @@ def detection(verdict: ScanVerdict, grey_shape: tuple[int, ...], size: tuple[int
     fq = verdict.frame
     w, h = size
     scale = max(grey_shape[:2]) / max(w, h)  # working px per decoded px
-    quad = (fq.quad + 0.5) / scale - 0.5
+    x0, y0, x1, y1 = box or (0, 0, grey_shape[1], grey_shape[0])
+    quad = (fq.quad + [x0, y0] + 0.5) / scale - 0.5
     if any(fq.edges):
         quad, _ = geo.refine_quad(sample, (w, h), quad, max(2.0 / scale, 3.0))
-    frame = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float64)
+    if box is None:
+        frame = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float64)
+    else:
+        frame = (np.array([[x0, y0], [x1 - 1, y0], [x1 - 1, y1 - 1], [x0, y1 - 1]], np.float64)
+                 + 0.5) / scale - 0.5
     lines = [geo.line_through(quad[i], quad[(i + 1) % 4]) if fq.edges[i]
              else geo.line_through(frame[i], frame[(i + 1) % 4]) for i in range(4)]
-    snapped = geo.quad_from_lines(complete_sides(lines, fq.edges, (w, h)))
+    span = frame.max(axis=0) - frame.min(axis=0) + 1.0
+    snapped = geo.quad_from_lines(complete_sides(lines, fq.edges,
+                                                 (int(round(span[0])), int(round(span[1])))))
     if snapped is not None and geo.is_convex(snapped):
         quad = snapped
     return Detection(quad=geo.order_corners(quad), confidence=verdict.confidence,

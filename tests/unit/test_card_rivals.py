@@ -14,7 +14,9 @@ test so that the case is exact):
 - a page under security print that the card path misses is taken where its zone reads valid
   (``scan.busy_page``), and is NO_CARD where it does not;
 - a small card with no zone found asks the scan path late too, and gives way to its page where
-  the page's zone reads, a check digit failing or not.
+  the page's zone reads, a check digit failing or not;
+- a card path's quad around a scan's dark lid gives way to the card the scan path finds inside
+  it, whose zone reads valid.
 """
 
 from __future__ import annotations
@@ -324,3 +326,30 @@ def test_a_small_card_without_a_zone_gives_way_to_a_late_page_whose_zone_reads(
     (before,) = proc.process_batch([_item(img)])
     assert quad_iou(before.payload["quad"], block) > 0.99
     assert not before.payload["mrz"]["found"]
+
+
+def test_a_card_scanned_on_a_dark_lid_and_shown_small_gives_way_to_the_card_inside(
+        proc, monkeypatch) -> None:
+    """A TD1 card scanned on a dark lid (a margin of 5 % of its width), the scan shown at the
+    middle of a white canvas three times its size (a fresh user's trial: the scan's dark
+    rectangle was taken for the card, a passport by its shape, its zone read as TD2 and
+    unreadable). The card path takes the dark rectangle; the whole frame is no document, so
+    the scan path is asked inside the card path's quad (``_inner_page``): the card inside,
+    its margins the lid's edges, reads its zone valid and is the result. Without it the dark
+    rectangle stays."""
+    crop, card = _scan_crop(2, "TD1")
+    m = round(0.05 * crop.shape[1])
+    lid = cv2.copyMakeBorder(crop, m, m, m, m, cv2.BORDER_CONSTANT, value=(38, 36, 40))
+    h, w = lid.shape[:2]
+    img = np.full((3 * h, 3 * w, 3), 247, np.uint8)
+    img[h:2 * h, w:2 * w] = lid
+    box = _box(w, h, 2 * w - 1, 2 * h - 1)
+    _card_path_finds(proc, monkeypatch, box, 0.95)
+    (o,) = proc.process_batch([_item(img)])
+    assert quad_iou(o.payload["quad"], card + [w + m, h + m]) >= 0.9
+    assert o.payload["mrz"]["valid"] and o.payload["mrz"]["format"] == "TD1"
+    assert o.payload["doc_type"] == "id_card"
+    monkeypatch.setattr(type(proc), "_inner_page", lambda *a: None)
+    (before,) = proc.process_batch([_item(img)])
+    assert quad_iou(before.payload["quad"], box) > 0.99
+    assert not before.payload["mrz"]["valid"]
