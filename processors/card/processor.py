@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import cv2
 import numpy as np
 import structlog
 
@@ -69,7 +70,7 @@ valid vouches for another quad: a suspect card gives way to the scan path's docu
 too small to a scanned page, and the detector's winner to its runner-up,
 :attr:`_Card.rival`, :attr:`_Card.unzoned`; ``geo20``: a card with neither, whose zone is found
 and reads no valid zone, asks the scan path late and gives way to its page where the page's
-reads valid, :meth:`CardProcessor._late_page`; ``geo21``: an upload the card path finds no
+reads valid, :meth:`CardProcessor._late_pages`; ``geo21``: an upload the card path finds no
 card in whose frame has a document's shape and print on busy ground is a page only a valid
 zone vouches for, :func:`processors.card.scan.busy_page`; ``geo22``: such a page is also the
 rival of a suspect card (the portrait taken for the card on a page under security print) and
@@ -77,21 +78,24 @@ a late page, and a card whose runner-up does not read asks the late page too); `
 card covering under ``scan.PORTRAIT_SHARE`` of its frame with no zone found asks the late page
 too, and a page of the scan path takes the place of a card with no zone found where the page's
 zone reads, its check digits valid or not (the portrait taken for the card on a scan printed
-with a wrong check digit, scan seed 20261210 #116); ``geo24``: where the whole frame is no
-document, a late page is also looked for inside the card's own quad,
-:meth:`CardProcessor._inner_page`)."""
-INNER_INSET_PX = 2.0
-INNER_INSET_SHARE = 0.01
-""":meth:`CardProcessor._inner_page` judges the box around the card's quad less this many
-working px plus this share of the box's shorter side on each side: the background left in
-the box of a quad that is not upright (the canvas around a scan's dark lid made its strip
-busy, so no lid edge counted as margined)."""
+with a wrong check digit, scan seed 20261210 #116); ``geo24``: a late page is also looked for
+inside the card's own quad, warped upright, :meth:`CardProcessor._inner_page`)."""
+INNER_INSET_PX = 2
+""":meth:`CardProcessor._inner_page` judges the card's quad warped upright less this many
+working px on each side: the quad's own edge, blurred, is no lid's."""
 INNER_MIN_EDGES = 2
 """Sides of the document inside a card's quad that must be margined edges (a lid's or a
 holder's; a side on the box is the quad's own): a document's shape alone, with no edge
 inside, is the quad again."""
+INNER_MIN_AREA = 0.4
+"""The smallest share of the warped quad the document inside it covers (the scan path's own
+``scan_min_area_frac``, 0.6, is for a frame with a thin margin: a fresh user's TD1 cards
+scanned on a dark lid cover 0.59 of it). Its sides are searched within ``scan_band_frac``
+(16 %) of the shorter side from each side, so a document found by margined edges all round
+covers at least about 0.46 of an ID-1 frame."""
 INNER_MIN_PX = 32
-"""The smallest box (working px, either side) :meth:`CardProcessor._inner_page` searches."""
+"""The smallest warped quad (working px, either side) :meth:`CardProcessor._inner_page`
+searches."""
 
 
 class CardProcessor:
@@ -140,7 +144,7 @@ class CardProcessor:
     (``Detection.runner_up``), give way to it where the card's verification reads no valid
     machine-readable zone (for a runner-up: found, not read) and the other quad's reads one with
     every check digit; a card without the scan path's page whose zone is found and reads no
-    valid zone asks the scan path then (``geo20``, :meth:`_late_page`; a page of busy print
+    valid zone asks the scan path then (``geo20``, :meth:`_late_pages`; a page of busy print
     too since ``geo22``, which is also a suspect card's rival; since ``geo23`` also a card
     covering under ``scan.PORTRAIT_SHARE`` of its frame with no zone found, and a page of the
     scan path takes the place of a card with no zone found where the page's zone reads, valid
@@ -581,7 +585,7 @@ class CardProcessor:
         not a rejection of the part the card path took). A card with no rival from the scan
         path whose zone was found, or that covers under ``scan.PORTRAIT_SHARE`` of its frame
         (the portrait or a block of a scan, taken at 0.92 on scan seed 20261210 #116), asks the
-        scan path now (:meth:`_late_page`, ``greys`` by item index), its runner-up tried
+        scan path now (:meth:`_late_pages`, ``greys`` by item index), its runner-up tried
         first. The rivals
         asked are inspected together (:meth:`_inspect`: a second orientation and verification
         call for the batch, made only where a card read no valid zone and has a rival)."""
@@ -592,13 +596,13 @@ class CardProcessor:
                 and not _zone_valid(vers[j])
                 and (_zone_found(vers[j]) or c.det.area_frac < scan.PORTRAIT_SHARE)]
         pages = dict(zip(late, map_in_threads(
-            lambda j: self._late_page(items[cards[j][0]], cards[j][1], greys[cards[j][0]],
+            lambda j: self._late_pages(items[cards[j][0]], cards[j][1], greys[cards[j][0]],
                                       cards[j][2]), late, self.threads), strict=True))
         want: list[tuple[int, tuple[int, Decoded, _Card]]] = []  # a card's runner-up first
         for j, (k, d, c) in enumerate(cards):
             if _zone_valid(vers[j]):
                 continue
-            for rival in (c.rival, pages.get(j)):
+            for rival in (c.rival, *pages.get(j, ())):
                 if rival is not None and (rival.scanned or _zone_found(vers[j])):
                     want.append((j, (k, d, rival)))
         if not want:
@@ -614,48 +618,53 @@ class CardProcessor:
                 turned[j] = r_turned[i]
                 swapped.add(j)
 
-    def _late_page(self, item: Item, image: Decoded, grey: np.ndarray, card: _Card
-                   ) -> _Card | None:
-        """The scan path's document (:meth:`_as_scan`, a page of busy print included; where the
-        frame is none, the document inside the card's quad, :meth:`_inner_page`) as a
-        rival of a card that had none from the scan path (a runner-up at most, tried first) and
-        whose zone was found but reads no valid zone, or was not found on a card covering under
-        ``scan.PORTRAIT_SHARE`` of its frame (``geo23``): a card path's quad that left out a
-        strip of the page (a scan's dark end stripe and header band, synthetic scan seed
-        20261210 #30: the TD3 lines lost their first 5 characters and read as an MRV-B; a fresh
-        user's scan, seed 9394 #33, whose runner-up did not read either). Asked only then, so a
-        card whose zone reads, or one carrying none that covers ``scan.PORTRAIT_SHARE`` or more
-        of its frame, never pays the scan path's 40-50 ms of CPU at 1 MP. None where the scan
-        path finds no document or finds this card's quad or its runner-up again (IoU at least
-        ``RUNNER_UP_IOU[1]``: the two read alike), and where the scan path fails (logged with
-        the upload's id: the card keeps its own outcome, since the page is only a second
-        chance for its zone)."""
+    def _late_pages(self, item: Item, image: Decoded, grey: np.ndarray, card: _Card
+                    ) -> tuple[_Card, ...]:
+        """The scan path's pages as rivals (the late pages) of a card that had none from the
+        scan path (a runner-up at most, tried first) and whose zone was found but reads no
+        valid zone, or was not found on a card covering under ``scan.PORTRAIT_SHARE`` of its
+        frame (``geo23``): the frame's document (:meth:`_as_scan`, a page of busy print
+        included) and the document inside the card's quad (:meth:`_inner_page`, ``geo24``).
+
+        A card path's quad that left out a strip of the page (a scan's dark end stripe and
+        header band, synthetic scan seed 20261210 #30: the TD3 lines lost their first 5
+        characters and read as an MRV-B; a fresh user's scan, seed 9394 #33, whose runner-up
+        did not read either) gives way to the first; one that took a scan's dark lid or a
+        holder for the card, to the second. Asked only then, so a card whose zone reads, or
+        one carrying none that covers ``scan.PORTRAIT_SHARE`` or more of its frame, never pays
+        the scan path's 40-50 ms of CPU at 1 MP. A page that is this card's quad, its
+        runner-up or the other page again (IoU at least ``RUNNER_UP_IOU[1]``: they read alike)
+        is left out; none where the scan path fails (logged with the upload's id: the card
+        keeps its own outcome, since the pages are only a second chance for its zone)."""
         try:
-            page = self._as_scan(item, image, grey, busy=True)
+            found = (self._as_scan(item, image, grey, busy=True),
+                     self._inner_page(item, image, grey, card))
         except Exception as e:  # noqa: BLE001 - the card keeps its own outcome
             log.warning("card_late_page_failed", upload_id=item.upload_id,
                         error=type(e).__name__)
-            return None
-        if page is None:
-            page = self._inner_page(item, image, grey, card)
-        if page is None or any(quad_iou(page.quad, q.quad) >= RUNNER_UP_IOU[1]
-                               for q in (card, card.rival) if q is not None):
-            return None
-        return page
+            return ()
+        pages: list[_Card] = []
+        for page in found:
+            if page is not None and not any(quad_iou(page.quad, q.quad) >= RUNNER_UP_IOU[1]
+                                            for q in (card, card.rival, *pages) if q is not None):
+                pages.append(page)
+        return tuple(pages)
 
     def _inner_page(self, item: Item, image: Decoded, grey: np.ndarray, card: _Card
                     ) -> _Card | None:
-        """The scan path's document inside the card path's quad (``geo24``): the frame of the
-        working copy's box around ``card.quad``, less :data:`INNER_INSET_PX` and
-        :data:`INNER_INSET_SHARE` of it on each side (the background around a quad that is not
-        upright), judged by :func:`processors.card.scan.judge` as if it were the upload, with
-        at least :data:`INNER_MIN_EDGES` of its sides margined. A card path that took the
+        """The scan path's document inside the card path's quad (``geo24``): the working copy
+        inside ``card.quad`` warped upright at its own size, less :data:`INNER_INSET_PX` on each
+        side (the quad's own blurred edge), judged by :func:`processors.card.scan.judge` as if
+        it were the upload (covering at least :data:`INNER_MIN_AREA` of it), with at least
+        :data:`INNER_MIN_EDGES` of its sides margined; its
+        quad mapped back and fitted at full resolution (:func:`processors.card.scan.detection`,
+        its sides on the warp's frame lying on the card's). A card path that took the
         margins of a scan for the card (a fresh user's trial: a card scanned on a dark lid,
         shown small on a white canvas, taken as a passport by the dark rectangle's shape, its
         zone read as TD2 and unreadable), or a card in a holder, has the document inside. Asked
-        by :meth:`_late_page` only where the whole frame is no document: 61 of the 600
-        evaluation photos, 17 ms of CPU each (1.8 ms a photo on average). None where nothing
-        is found, or where it is under ``min_card_px``.
+        by :meth:`_late_pages` (66 of the 600 evaluation photos, 35 ms of CPU each: 3.8 ms a
+        photo on average). None where nothing is found, or where it is under
+        ``min_card_px``.
 
         Returns:
             The document as a page of the scan path (``scanned``, so its zone vouches for it
@@ -665,17 +674,24 @@ class CardProcessor:
         h, w = grey.shape[:2]
         work = max(h, w) / max(image.width, image.height)  # working px per decoded px
         q = (card.quad + 0.5) * (image.scale * work) - 0.5  # upload px -> working px
-        inset = INNER_INSET_PX + INNER_INSET_SHARE * float(np.ptp(q, axis=0).min())
-        x0, y0 = np.clip(np.ceil(q.min(axis=0) + inset).astype(int), 0, [w - 1, h - 1])
-        x1, y1 = np.clip(np.floor(q.max(axis=0) - inset).astype(int) + 1, 1, [w, h])
-        if min(x1 - x0, y1 - y0) < INNER_MIN_PX:
+        sides = geo.side_lengths(q)  # top, right, bottom, left
+        tw, th = int(round((sides[0] + sides[2]) / 2)), int(round((sides[1] + sides[3]) / 2))
+        if min(tw, th) - 2 * INNER_INSET_PX < INNER_MIN_PX:
             return None
-        verdict = scan.judge(np.ascontiguousarray(grey[y0:y1, x0:x1]), s)
+        upright = np.array([[0, 0], [tw - 1, 0], [tw - 1, th - 1], [0, th - 1]], np.float64)
+        m = cv2.getPerspectiveTransform(q.astype(np.float32), upright.astype(np.float32))
+        flat = cv2.warpPerspective(grey, m, (tw, th), flags=cv2.INTER_LINEAR,
+                                   borderMode=cv2.BORDER_REPLICATE)
+        k = INNER_INSET_PX
+        verdict = scan.judge(np.ascontiguousarray(flat[k:th - k, k:tw - k]),
+                             s.model_copy(update={"scan_min_area_frac": INNER_MIN_AREA}))
         if not verdict.document or sum(verdict.frame.edges) < INNER_MIN_EDGES:
             return None
+        shift = np.array([[1, 0, k], [0, 1, k], [0, 0, 1]], np.float64)
+        back = np.linalg.inv(m) @ shift  # the judged image's px -> working px
         det = scan.detection(verdict, grey.shape, (image.width, image.height),
                              lambda pts: self.pixels.sample_grey(image, pts),
-                             box=(int(x0), int(y0), int(x1), int(y1)))
+                             inside=(back, (th - 2 * k, tw - 2 * k)))
         det = _to_upload_px(det, image.scale)
         if det.quad is None or _long_side(det.quad) < s.min_card_px:
             return None
@@ -742,7 +758,7 @@ class _Card:
             else the detector's runner-up (:attr:`processors.card.detect.Detection.runner_up`),
             tried only where the card's zone was found (an ID-1 front without a zone never
             pays for it). A card without the scan path's document whose zone was found asks
-            the scan path late as well (:meth:`CardProcessor._late_page`).
+            the scan path late as well (:meth:`CardProcessor._late_pages`).
         scanned: the upload's frame, or a quad near it, is the document
             (:func:`processors.card.scan.judge`): NO_CARD where, sharp and without glare, it is
             no data page (:func:`_no_data_page`).

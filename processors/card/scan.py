@@ -755,6 +755,12 @@ the frame by :func:`complete_sides`: a crop that cut more of the document than t
 side on the frame."""
 
 
+def _warp_points(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """``pts`` ``(n, 2)`` px mapped by the ``(3, 3)`` homography ``m``: ``(n, 2) float64``."""
+    p = np.asarray(pts, np.float64).reshape(-1, 1, 2)
+    return cv2.perspectiveTransform(p, np.asarray(m, np.float64)).reshape(-1, 2)
+
+
 def complete_sides(lines: list[np.ndarray], edges: Sequence[bool],
                    size: tuple[int, int]) -> list[np.ndarray]:
     """The document's sides where the frame cuts it: each side on the frame (``edges[i]``
@@ -821,7 +827,7 @@ def complete_sides(lines: list[np.ndarray], edges: Sequence[bool],
 
 def detection(verdict: ScanVerdict, grey_shape: tuple[int, ...], size: tuple[int, int],
               sample: Callable[[np.ndarray], np.ndarray],
-              box: tuple[int, int, int, int] | None = None) -> Detection:
+              inside: tuple[np.ndarray, tuple[int, ...]] | None = None) -> Detection:
     """The document of ``verdict`` as a card :class:`~processors.card.detect.Detection` in the
     decoded image's px: the working quad scaled up, its margined sides fitted at full
     resolution (:func:`geometry.refine_quad`), its other sides on the frame squared to them
@@ -833,9 +839,10 @@ def detection(verdict: ScanVerdict, grey_shape: tuple[int, ...], size: tuple[int
         size: ``(width, height)`` px of the decoded image.
         sample: bilinear grey sampler of the decoded image
             (:meth:`processors.pixels.PixelBackend.sample_grey`).
-        box: ``(x0, y0, x1, y1)`` working px (``x1``, ``y1`` excluded): the part of the
-            working copy the verdict was judged on, whose sides are the frame's here; None:
-            the whole copy.
+        inside: where the verdict was judged on a part of the working copy warped upright
+            (a card path's quad, :meth:`processors.card.processor.CardProcessor._inner_page`):
+            ``(back, shape)``, the ``(3, 3)`` homography from that image's px to the working
+            copy's and its ``(h, w)``; its sides are the frame's here. None: the whole copy.
 
     Returns:
         ``Detection`` with ``confidence`` the verdict's, ``rectangularity`` 1 and
@@ -844,15 +851,15 @@ def detection(verdict: ScanVerdict, grey_shape: tuple[int, ...], size: tuple[int
     fq = verdict.frame
     w, h = size
     scale = max(grey_shape[:2]) / max(w, h)  # working px per decoded px
-    x0, y0, x1, y1 = box or (0, 0, grey_shape[1], grey_shape[0])
-    quad = (fq.quad + [x0, y0] + 0.5) / scale - 0.5
-    if any(fq.edges):
-        quad, _ = geo.refine_quad(sample, (w, h), quad, max(2.0 / scale, 3.0))
-    if box is None:
+    if inside is None:
+        quad = (fq.quad + 0.5) / scale - 0.5
         frame = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float64)
     else:
-        frame = (np.array([[x0, y0], [x1 - 1, y0], [x1 - 1, y1 - 1], [x0, y1 - 1]], np.float64)
-                 + 0.5) / scale - 0.5
+        back, (jh, jw) = inside[0], inside[1][:2]
+        corners = np.array([[0, 0], [jw - 1, 0], [jw - 1, jh - 1], [0, jh - 1]], np.float64)
+        quad, frame = ((_warp_points(back, q) + 0.5) / scale - 0.5 for q in (fq.quad, corners))
+    if any(fq.edges):
+        quad, _ = geo.refine_quad(sample, (w, h), quad, max(2.0 / scale, 3.0))
     lines = [geo.line_through(quad[i], quad[(i + 1) % 4]) if fq.edges[i]
              else geo.line_through(frame[i], frame[(i + 1) % 4]) for i in range(4)]
     span = frame.max(axis=0) - frame.min(axis=0) + 1.0
