@@ -79,7 +79,7 @@ def test_a_bad_setting_is_one_line_naming_its_variable(monkeypatch) -> None:
     out = subprocess.run([sys.executable, "-c", "from streams.cli import main; main()", "card",
                           "no-such-file.jpg"], capture_output=True, text=True, timeout=120,
                          check=False)
-    assert out.returncode == 1 and out.stdout == ""
+    assert out.returncode == 2 and out.stdout == ""  # a misconfiguration, not a rejected image
     assert out.stderr.startswith("cardstream: SettingsError: CARDSTREAM_")
     assert len(out.stderr.strip().splitlines()) == 1 and "bogus" not in out.stderr
 
