@@ -85,14 +85,15 @@ INNER_INSET_PX = 2
 working px on each side: the quad's own edge, blurred, is no lid's."""
 INNER_MIN_EDGES = 2
 """Sides of the document inside a card's quad that must be margined edges (a lid's or a
-holder's; a side on the box is the quad's own): a document's shape alone, with no edge
-inside, is the quad again."""
+holder's; a side on the warp's frame is the quad's own): a document's shape alone, with no
+edge inside, is the quad again."""
 INNER_MIN_AREA = 0.4
 """The smallest share of the warped quad the document inside it covers (the scan path's own
 ``scan_min_area_frac``, 0.6, is for a frame with a thin margin: a fresh user's TD1 cards
 scanned on a dark lid cover 0.59 of it). Its sides are searched within ``scan_band_frac``
 (16 %) of the shorter side from each side, so a document found by margined edges all round
-covers at least about 0.46 of an ID-1 frame."""
+covers at least 0.54 of an ID-1 frame and 0.53 of an ID-3 one: the bound refuses only a
+document found by fewer edges and much smaller than the quad."""
 INNER_MIN_PX = 32
 """The smallest warped quad (working px, either side) :meth:`CardProcessor._inner_page`
 searches."""
