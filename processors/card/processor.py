@@ -86,7 +86,10 @@ working px on each side: the quad's own edge, blurred, is no lid's."""
 INNER_MIN_EDGES = 2
 """Sides of the document inside a card's quad that must be margined edges (a lid's or a
 holder's; a side on the warp's frame is the quad's own): a document's shape alone, with no
-edge inside, is the quad again."""
+edge inside, is the quad again. Combinations with fewer are not considered
+(:func:`processors.card.scan.inner_document`): a scan's dark lid 12 % of the card's width
+wide around an ID-1 card has ID-3's shape itself, and won over the card found by its four
+edges (a second fresh user's trial, `A17_grey`)."""
 INNER_MIN_AREA = 0.4
 """The smallest share of the warped quad the document inside it covers (the scan path's own
 ``scan_min_area_frac``, 0.6, is for a frame with a thin margin: a fresh user's TD1 cards
@@ -655,15 +658,15 @@ class CardProcessor:
                     ) -> _Card | None:
         """The scan path's document inside the card path's quad (``geo24``): the working copy
         inside ``card.quad`` warped upright at its own size, less :data:`INNER_INSET_PX` on each
-        side (the quad's own blurred edge), judged by :func:`processors.card.scan.judge` as if
-        it were the upload (covering at least :data:`INNER_MIN_AREA` of it), with at least
-        :data:`INNER_MIN_EDGES` of its sides margined; its
+        side (the quad's own blurred edge), judged by :func:`processors.card.scan.inner_document`
+        (covering at least :data:`INNER_MIN_AREA` of it, with at least
+        :data:`INNER_MIN_EDGES` of its sides margined); its
         quad mapped back and fitted at full resolution (:func:`processors.card.scan.detection`,
         its sides on the warp's frame lying on the card's). A card path that took the
         margins of a scan for the card (a fresh user's trial: a card scanned on a dark lid,
         shown small on a white canvas, taken as a passport by the dark rectangle's shape, its
         zone read as TD2 and unreadable), or a card in a holder, has the document inside. Asked
-        by :meth:`_late_pages` (66 of the 600 evaluation photos, 35 ms of CPU each: 3.8 ms a
+        by :meth:`_late_pages` (66 of the 600 evaluation photos, 8 ms of CPU each: 0.9 ms a
         photo on average). None where nothing is found, or where it is under
         ``min_card_px``.
 
@@ -684,9 +687,10 @@ class CardProcessor:
         flat = cv2.warpPerspective(grey, m, (tw, th), flags=cv2.INTER_LINEAR,
                                    borderMode=cv2.BORDER_REPLICATE)
         k = INNER_INSET_PX
-        verdict = scan.judge(np.ascontiguousarray(flat[k:th - k, k:tw - k]),
-                             s.model_copy(update={"scan_min_area_frac": INNER_MIN_AREA}))
-        if not verdict.document or sum(verdict.frame.edges) < INNER_MIN_EDGES:
+        verdict = scan.inner_document(
+            np.ascontiguousarray(flat[k:th - k, k:tw - k]),
+            s.model_copy(update={"scan_min_area_frac": INNER_MIN_AREA}), INNER_MIN_EDGES)
+        if not verdict.document:
             return None
         shift = np.array([[1, 0, k], [0, 1, k], [0, 0, 1]], np.float64)
         back = np.linalg.inv(m) @ shift  # the judged image's px -> working px

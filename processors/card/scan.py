@@ -208,7 +208,7 @@ def _aspect_error(aspect: float) -> float:
     return abs(aspect / _nearest_aspect(aspect) - 1.0)
 
 
-def frame_quad(grey: np.ndarray, settings: CardSettings) -> FrameQuad:
+def frame_quad(grey: np.ndarray, settings: CardSettings, min_edges: int = 0) -> FrameQuad:
     """The document quad of a frame that shows a document and at most a thin margin.
 
     Each side's options are the frame border and every edge found by the searches of
@@ -227,6 +227,9 @@ def frame_quad(grey: np.ndarray, settings: CardSettings) -> FrameQuad:
         grey: ``(h, w) uint8`` grey working copy (long side at most ``work_max_side``).
         settings: ``scan_band_frac`` (how far in from the frame a side looks for the document's
             edge, share of the shorter side), ``scan_busy_max`` and ``scan_aspect_tol``.
+        min_edges: combinations with fewer margined edges are not considered (the document
+            inside a card path's quad, :func:`inner_document`: the quad's own frame, a scan's
+            lid of ID-3's shape around an ID-1 card, is no answer there).
 
     Returns:
         A :class:`FrameQuad` (the whole frame when no side finds a margined edge).
@@ -263,6 +266,8 @@ def frame_quad(grey: np.ndarray, settings: CardSettings) -> FrameQuad:
         levels = [options[i][k][2] for i, k in enumerate(pick) if k > 0]
         one_lid = len(levels) < 2 or np.nanmax(levels) - np.nanmin(levels) <= LID_SPREAD
         found = sum(k > 0 for k in pick)
+        if found < min_edges:
+            continue
         key = (err <= settings.scan_aspect_tol and bool(one_lid), err <= CLOSE_ASPECT,
                found if err <= CLOSE_ASPECT else 0, -round(err / ASPECT_STEP), found, -err)
         if best is None or key > best[0]:
@@ -580,6 +585,18 @@ def _verdict(grey: np.ndarray, fq: FrameQuad, settings: CardSettings,
     if not ok:
         return ScanVerdict(fq, False, glyphs, 0.0)
     return ScanVerdict(fq, True, glyphs, _confidence(fq.edges, glyphs, settings))
+
+
+def inner_document(grey: np.ndarray, settings: CardSettings, min_edges: int) -> ScanVerdict:
+    """Whether ``grey`` (``(h, w) uint8``: a card path's quad warped upright,
+    :meth:`processors.card.processor.CardProcessor._inner_page`) holds a document inside a
+    margin: :func:`frame_quad` among the combinations with at least ``min_edges`` margined
+    edges, then its shape and print (:func:`_verdict`). A frame without such a combination is
+    no document."""
+    fq = frame_quad(grey, settings, min_edges)
+    if sum(fq.edges) < min_edges:
+        return ScanVerdict(fq, False, -1, 0.0)
+    return _verdict(grey, fq, settings)
 
 
 def _confidence(edges: Sequence[bool], glyphs: int, settings: CardSettings) -> float:
