@@ -682,9 +682,9 @@ class CardProcessor:
         tw, th = int(round((sides[0] + sides[2]) / 2)), int(round((sides[1] + sides[3]) / 2))
         if min(tw, th) - 2 * INNER_INSET_PX < INNER_MIN_PX:
             return None
-        upright = np.array([[0, 0], [tw - 1, 0], [tw - 1, th - 1], [0, th - 1]], np.float64)
-        m = cv2.getPerspectiveTransform(q.astype(np.float32), upright.astype(np.float32))
-        flat = cv2.warpPerspective(grey, m, (tw, th), flags=cv2.INTER_LINEAR,
+        to_work = homography(q, (tw, th))  # the warp's px -> working px
+        flat = cv2.warpPerspective(grey, to_work, (tw, th),
+                                   flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                                    borderMode=cv2.BORDER_REPLICATE)
         k = INNER_INSET_PX
         verdict = scan.inner_document(
@@ -693,7 +693,7 @@ class CardProcessor:
         if not verdict.document:
             return None
         shift = np.array([[1, 0, k], [0, 1, k], [0, 0, 1]], np.float64)
-        back = np.linalg.inv(m) @ shift  # the judged image's px -> working px
+        back = to_work @ shift  # the judged image's px -> working px
         det = scan.detection(verdict, grey.shape, (image.width, image.height),
                              lambda pts: self.pixels.sample_grey(image, pts),
                              inside=(back, (th - 2 * k, tw - 2 * k)))
