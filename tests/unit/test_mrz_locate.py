@@ -241,3 +241,48 @@ def test_a_line_joined_to_a_mark_also_gives_the_zone_at_its_narrowest_extent():
     assert all(ln.x0 == pytest.approx(top.x0 - 17, abs=2) for ln in zones[0].lines)
     assert all(ln.x0 == pytest.approx(top.x0, abs=3) for ln in zones[1].lines)
     assert [z.second for z in zones] == [False, True]
+
+
+@pytest.mark.parametrize("shift", [-0.4, 0.4])
+def test_print_off_its_ends_phase_reads_in_phase(shift):
+    """A TD3 zone whose print sits off where its lines' ends put it (a real passport's
+    printer, PassportEye's ``100_pass-hrv``, about a quarter pitch: its cells by the ends read
+    ``P<<BRYFDEIMMRW…`` at 0.75): each line's print moved by ``shift`` pitches within its
+    crop (the recogniser knows the font it was trained on well enough to read it a quarter
+    pitch off; 0.4 is what it takes for that font). The cells by the ends read it unsurely
+    and wrong; the phase variant moved the same way reads every character right and at least
+    ``PHASE_MIN`` sure, and the zone's reads are its (``read._in_phase``)."""
+    from processors.card.mrz.read import _in_phase
+    from processors.card.mrz.recognise import (
+        INK_SPAN,
+        PAD_PX,
+        PHASE_MIN,
+        PHASE_SHIFTS,
+        Recogniser,
+        cells,
+        phase_variants,
+        read_line,
+    )
+    from processors.runtime import RuntimeSettings
+
+    rng = np.random.default_rng(5)
+    lines = compose(Format.TD3, **random_fields(rng, Format.TD3, REFERENCE_DATE))
+    face, _, _, _ = render_document(rng, Format.TD3, lines, px_per_mm=10.0)
+    zone = locate_zone(_bands(face, "passport"))
+    assert zone is not None and len(zone.crops) == 2
+    rec = Recogniser(RuntimeSettings(device="cpu"))
+    plain, shifted = [], {s: [] for s in PHASE_SHIFTS}
+    for crop, text in zip(zone.crops, lines, strict=True):
+        pitch = (crop.shape[1] - 2 * PAD_PX) / (len(text) - 1 + INK_SPAN)
+        moved = cv2.warpAffine(crop, np.float32([[1, 0, shift * pitch], [0, 1, 0]]),
+                               (crop.shape[1], crop.shape[0]), borderMode=cv2.BORDER_REPLICATE)
+        probs = rec.probs([cells(moved, len(text)), *phase_variants(moved, len(text))])
+        r = [read_line(p) for p in probs]
+        assert r[0].text != text and r[0].confidence < PHASE_MIN
+        plain.append(r[0])
+        same = PHASE_SHIFTS.index(next(s for s in PHASE_SHIFTS if s * shift > 0))
+        for s, got in zip(PHASE_SHIFTS, r[1:], strict=True):
+            shifted[s].append(got)
+        assert r[1 + same].text == text and r[1 + same].confidence >= PHASE_MIN
+    chosen = _in_phase(plain, [shifted[s] for s in PHASE_SHIFTS])
+    assert [r.text for r in chosen] == list(lines)

@@ -433,3 +433,29 @@ def test_a_zone_of_td3_shape_opening_with_v_is_judged_as_a_visa():
     spoilt = (VISA[0], VISA[1][:19] + "1" + VISA[1][20:])
     r = judge(Format.MRVA, reads(spoilt), "passport", TODAY)
     assert r.readable and not r.valid and r.reasons == (ReasonCode.MRZ_CHECK_DIGIT,)
+
+
+def test_a_phase_shift_is_taken_for_the_whole_zone_only_where_it_reads_every_line_surely():
+    """``read._in_phase``: the zone's plain reads give way to a phase shift's only where every
+    line of the shift reads at least ``PHASE_MIN`` and more confidently than the plain reads
+    on the mean; a line read surely a quarter pitch over beside one read unsurely either way
+    (``doc_20261204_0196``: a thumb-free zone cut in perspective, whose other line read a
+    document number three characters wrong and passing its check digit) keeps the plain
+    reads."""
+    from processors.card.mrz.read import _in_phase
+    from processors.card.mrz.recognise import PHASE_MIN, PHASE_SHIFTS
+
+    def line(text, p):
+        return Read(text=text, alts=tuple(((c, p),) for c in text))
+
+    a, b = TD3
+    plain = [line("P<<BRYFDEIMMRW" + a[14:], 0.75), line(b, 0.85)]
+    sure = [line(a, 0.99), line(b, 0.98)]
+    half = [line(a, 0.99), line("1F83IXGWG" + b[9:], 0.87)]
+    assert len(PHASE_SHIFTS) == 2 and PHASE_MIN > 0.87
+    assert _in_phase(plain, [half, sure]) == sure
+    assert _in_phase(plain, [sure, half]) == sure
+    assert _in_phase(plain, [half, half]) == plain
+    assert _in_phase(plain, []) == plain
+    steady = [line(a, 0.995), line(b, 0.995)]  # already surer than the shift
+    assert _in_phase(steady, [sure, sure]) == steady

@@ -62,6 +62,17 @@ INSET_MAX = 2
 """Pitches in from an end the measured-pitch cuts also try (:func:`cell_variants`): a line
 whose crop ran on over a card's edge at one end and a blank pitch at the other (an ID-1 card,
 ``doc_20261204_0014``) was cut one character off at either end."""
+PHASE_SHIFTS = (-0.25, 0.25)
+"""Pitches every cell of a line is also moved by (:func:`phase_variants`). PassportEye's
+``100_pass-hrv`` (a real passport page) reads exactly with its cells moved 0.2-0.3 pitch to
+the right (0.998 at 0.25) and at neither 0 nor 0.1 (0.75-0.85); the recogniser reads the
+font it was trained on up to about 0.3 pitch off, so two shifts cover a printer's phase
+either way."""
+PHASE_MIN = 0.97
+"""The least confidence every line of a zone must read at for a phase shift to stand for the
+zone (``read._in_phase``). Not tuned: ``100_pass-hrv`` reads 0.99-1.0 in phase, and the one
+wrong-but-valid read a per-line choice made on the 600 evaluation photos (``doc_20261204_0196``)
+paired a line at 0.99 with one at 0.87."""
 ALTERNATIVES = 3
 """Alternatives kept per character (best first)."""
 PAD_PX = 0.5 * LINE_INPUT_H / CROP_SCALE
@@ -135,8 +146,19 @@ def cell_variants(crop: np.ndarray, n: int, insets: bool = True) -> list[np.ndar
 
 
 
+def phase_variants(crop: np.ndarray, n: int) -> list[np.ndarray]:
+    """The cells of a line crop by its ends (:func:`cells`), every cell moved by each of
+    :data:`PHASE_SHIFTS` pitches, in that order: print whose glyphs sit otherwise within their
+    pitch than in the font the recogniser was trained on (a real passport's OCR-B) is cut a
+    part of a character off at every cell by the ends alone. The reader takes a shift for a
+    whole zone, and only where every line of it reads at least :data:`PHASE_MIN`
+    (``MrzReader.read``)."""
+    return [cells(crop, n, shift=s) for s in PHASE_SHIFTS]
+
+
 def cells(crop: np.ndarray, n: int, pitch: float | None = None,
-          anchor: str = "left", ratio: float = 1.0, inset: int = 0) -> np.ndarray:
+          anchor: str = "left", ratio: float = 1.0, inset: int = 0,
+          shift: float = 0.0) -> np.ndarray:
     """The ``n`` character cells of a line crop, by the fixed pitch.
 
     Args:
@@ -152,6 +174,7 @@ def cells(crop: np.ndarray, n: int, pitch: float | None = None,
         ratio: the pitch at the last character over the pitch at the first: the characters
             between the first and the last follow a 1-D projective map (a line seen in
             perspective); 1.0: a fixed pitch.
+        shift: every cell moved this many pitches to the right (negative: left).
 
     Returns:
         ``(n, 32, 24) uint8``: cell ``i`` centred on character ``i``, resampled so one pitch is
@@ -171,7 +194,7 @@ def cells(crop: np.ndarray, n: int, pitch: float | None = None,
     w = max(1, int(round(crop.shape[1] * scale)))
     line = cv2.resize(crop, (w, CELL_H), interpolation=cv2.INTER_AREA if scale < 1
                       else cv2.INTER_LINEAR)
-    first = (start + 0.5 * INK_SPAN * pitch) * scale  # centre of character 0
+    first = (start + (0.5 * INK_SPAN + shift) * pitch) * scale  # centre of character 0
     t = np.arange(n) / max(n - 1, 1)
     if ratio != 1.0:  # a 1-D projective map between the ends: pitch at the right / left = ratio
         sq = float(np.sqrt(ratio))
