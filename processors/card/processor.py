@@ -43,7 +43,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo24"
+POSTPROCESS_REVISION = "geo25"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -79,7 +79,10 @@ card covering under ``scan.PORTRAIT_SHARE`` of its frame with no zone found asks
 too, and a page of the scan path takes the place of a card with no zone found where the page's
 zone reads, its check digits valid or not (the portrait taken for the card on a scan printed
 with a wrong check digit, scan seed 20261210 #116); ``geo24``: a late page is also looked for
-inside the card's own quad, warped upright, :meth:`CardProcessor._inner_page`)."""
+inside the card's own quad, warped upright, :meth:`CardProcessor._inner_page`; ``geo25``: a
+zone printed off its pitch's phase is also read with its cells a quarter pitch over, the
+shift taken for the whole zone where every line reads surely,
+:func:`processors.card.mrz.recognise.phase_variants`)."""
 INNER_INSET_PX = 2
 """:meth:`CardProcessor._inner_page` judges the card's quad warped upright less this many
 working px on each side: the quad's own edge, blurred, is no lid's."""
