@@ -427,12 +427,15 @@ class MrzReader:
                     seen += [v] * max(len(zs), 1)
                 # a fallback view's read decides the type: it gets no cuts a pitch in, which
                 # read a TD3 zone printed squeezed on an ID-1 card on its passport view
-                # and every line also cut at each phase shift (None: the cuts by its ends)
+                # and every line of a format that fits its view's type also cut at each phase
+                # shift (None: the cuts by its ends)
                 lines = [(vi, fmt, li, shift, c) for vi, z in enumerate(found) if z is not None
                          for fmt, first in candidates(len(z.crops))
                          for li in range(first, len(z.crops))
                          for shift, c in _cuts(z.crops[li], SHAPE[fmt][1],
-                                               insets=not seen[vi].fallback)]
+                                               insets=not seen[vi].fallback,
+                                               phases=fmt in FORMATS_FOR.get(seen[vi].doc_type,
+                                                                         tuple(Format)))]
             except Exception as e:  # noqa: BLE001 - this document fails alone
                 zones.append(e)
                 searched.append(list(views))
@@ -456,7 +459,8 @@ class MrzReader:
         for (d, vi, fmt, shift), rs in reads.items():
             if shift is None:
                 tried.setdefault(d, {})[(vi, fmt)] = _in_phase(
-                    rs, [reads[(d, vi, fmt, s)] for s in PHASE_SHIFTS])
+                    rs, [reads[(d, vi, fmt, s)] for s in PHASE_SHIFTS
+                         if (d, vi, fmt, s) in reads])
         out: list[MrzRead | Exception] = []
         for d, (got, views) in enumerate(zip(zones, searched, strict=True)):
             if isinstance(got, Exception):
@@ -521,11 +525,16 @@ class MrzReader:
         return replace(got, turned=zone.band == 1, doc_type=doc)
 
 
-def _cuts(crop: np.ndarray, n: int, insets: bool) -> list[tuple[float | None, np.ndarray]]:
-    """A line's cell variants (:func:`recognise.cell_variants`), each with ``None``, then its
-    phase variants (:func:`recognise.phase_variants`), each with its shift (pitches)."""
+def _cuts(crop: np.ndarray, n: int, insets: bool, phases: bool
+          ) -> list[tuple[float | None, np.ndarray]]:
+    """A line's cell variants (:func:`recognise.cell_variants`), each with ``None``, then, with
+    ``phases``, its phase variants (:func:`recognise.phase_variants`), each with its shift
+    (pitches). A format that does not fit the view's document type (TD3 or TD2 on the last two
+    lines of an ID-1 card's zone) gets none: it is taken only where its read is the more
+    confident, and it costs a third of the recogniser's cells."""
     return ([(None, c) for c in cell_variants(crop, n, insets=insets)]
-            + list(zip(PHASE_SHIFTS, phase_variants(crop, n), strict=True)))
+            + (list(zip(PHASE_SHIFTS, phase_variants(crop, n), strict=True)) if phases
+               else []))
 
 
 def _in_phase(plain: list[Read], shifted: list[list[Read]]) -> list[Read]:
