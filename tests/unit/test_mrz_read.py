@@ -436,9 +436,10 @@ def test_a_zone_of_td3_shape_opening_with_v_is_judged_as_a_visa():
 
 
 def test_a_phase_shift_is_taken_for_the_whole_zone_only_where_it_reads_every_line_surely():
-    """``read._in_phase``: the zone's plain reads give way to a phase shift's only where every
-    line of the shift reads at least ``PHASE_MIN`` and more confidently than the plain reads
-    on the mean; a line read surely a quarter pitch over beside one read unsurely either way
+    """``read._in_phase``: the zone's plain reads, a line of them under ``PHASE_MIN``, give way
+    to a phase shift's only where every line of the shift reads at least ``PHASE_MIN`` and more
+    confidently than the plain reads on the mean; plain reads all at least ``PHASE_MIN`` stay;
+    a line read surely a quarter pitch over beside one read unsurely either way
     (``doc_20261204_0196``: a thumb-free zone cut in perspective, whose other line read a
     document number three characters wrong and passing its check digit) keeps the plain
     reads."""
@@ -459,3 +460,6 @@ def test_a_phase_shift_is_taken_for_the_whole_zone_only_where_it_reads_every_lin
     assert _in_phase(plain, []) == plain
     steady = [line(a, 0.995), line(b, 0.995)]  # already surer than the shift
     assert _in_phase(steady, [sure, sure]) == steady
+    # already sure, a shift reads a hair more confidently (doc_20261205_0028): plain
+    kept = [line(a, 1.0), line(b, 0.985)]
+    assert _in_phase(kept, [[line(a, 0.999), line(b[:-1] + "7", 0.987)], half]) == kept
