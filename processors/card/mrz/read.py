@@ -3,8 +3,10 @@
 For each document the two bands of :func:`processors.card.mrz.locate.band_maps` (bottom as
 rectified, top turned by a half turn) are searched for the zone's lines; each zone is cut into
 character cells at the pitch of every format its line count allows (3 lines: TD1, 30 per line;
-the last 2 lines: TD3, 44, and TD2, 36); every cell of the whole batch goes to the recogniser in
-one batched call; each document takes the format it reads most confidently, is corrected where
+the last 2 lines: TD3, 44, and TD2, 36), and, for the formats that fit the document's type, also
+a quarter pitch to either side (a printer's phase, :func:`_in_phase`); every cell of the whole
+batch goes to the recogniser in one batched call; each document takes the format it reads most
+confidently, is corrected where
 the recogniser itself offered the character and the field's type or a check digit asks for it,
 parsed (ICAO Doc 9303) and judged.
 
@@ -426,9 +428,9 @@ class MrzReader:
                     found += zs or [None]
                     seen += [v] * max(len(zs), 1)
                 # a fallback view's read decides the type: it gets no cuts a pitch in, which
-                # read a TD3 zone printed squeezed on an ID-1 card on its passport view
-                # and every line of a format that fits its view's type also cut at each phase
-                # shift (None: the cuts by its ends)
+                # read a TD3 zone printed squeezed on an ID-1 card on its passport view; the
+                # lines of a format that fits the view's type are also cut at each phase shift
+                # (the shift None: the cuts by the lines' ends)
                 lines = [(vi, fmt, li, shift, c) for vi, z in enumerate(found) if z is not None
                          for fmt, first in candidates(len(z.crops))
                          for li in range(first, len(z.crops))
@@ -530,8 +532,10 @@ def _cuts(crop: np.ndarray, n: int, insets: bool, phases: bool
     """A line's cell variants (:func:`recognise.cell_variants`), each with ``None``, then, with
     ``phases``, its phase variants (:func:`recognise.phase_variants`), each with its shift
     (pitches). A format that does not fit the view's document type (TD3 or TD2 on the last two
-    lines of an ID-1 card's zone) gets none: it is taken only where its read is the more
-    confident, and it costs a third of the recogniser's cells."""
+    lines of an ID-1 card's zone) gets none: its read counts only where no fitting format's
+    reads as confidently (:meth:`MrzReader._judge`), and without them the 600 evaluation
+    photos send the recogniser 723 cells a document instead of 840 (445 with no phase
+    variants)."""
     return ([(None, c) for c in cell_variants(crop, n, insets=insets)]
             + (list(zip(PHASE_SHIFTS, phase_variants(crop, n), strict=True)) if phases
                else []))

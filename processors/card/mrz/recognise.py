@@ -69,10 +69,12 @@ the right (0.998 at 0.25) and at neither 0 nor 0.1 (0.75-0.85); the recogniser r
 font it was trained on up to about 0.3 pitch off, so two shifts cover a printer's phase
 either way."""
 PHASE_MIN = 0.97
-"""The least confidence every line of a zone must read at for a phase shift to stand for the
-zone (``read._in_phase``). Not tuned: ``100_pass-hrv`` reads 0.99-1.0 in phase, and the one
-wrong-but-valid read a per-line choice made on the 600 evaluation photos (``doc_20261204_0196``)
-paired a line at 0.99 with one at 0.87."""
+"""A phase shift stands for a zone (``read._in_phase``) only where a line of the zone reads
+under this by its ends and every line reads at least this with the shift. Not tuned:
+``100_pass-hrv`` reads 0.75 and 0.85 by its ends and 0.99-1.0 in phase; the one
+wrong-but-valid read a per-line choice made on the 600 evaluation photos
+(``doc_20261204_0196``) paired a line at 0.99 with one at 0.87, and a shift taken over sure
+reads lost a tuning photo's last character under glare (``doc_20261205_0028``)."""
 ALTERNATIVES = 3
 """Alternatives kept per character (best first)."""
 PAD_PX = 0.5 * LINE_INPUT_H / CROP_SCALE
@@ -151,8 +153,8 @@ def phase_variants(crop: np.ndarray, n: int) -> list[np.ndarray]:
     :data:`PHASE_SHIFTS` pitches, in that order: print whose glyphs sit otherwise within their
     pitch than in the font the recogniser was trained on (a real passport's OCR-B) is cut a
     part of a character off at every cell by the ends alone. The reader takes a shift for a
-    whole zone, and only where every line of it reads at least :data:`PHASE_MIN`
-    (``MrzReader.read``)."""
+    whole zone, and only where the zone reads unsurely by its ends and surely with the shift
+    (:data:`PHASE_MIN`, ``read._in_phase``)."""
     return [cells(crop, n, shift=s) for s in PHASE_SHIFTS]
 
 
