@@ -43,7 +43,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo25"
+POSTPROCESS_REVISION = "geo26"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -82,7 +82,9 @@ with a wrong check digit, scan seed 20261210 #116); ``geo24``: a late page is al
 inside the card's own quad, warped upright, :meth:`CardProcessor._inner_page`; ``geo25``: a
 zone printed off its pitch's phase is also read with its cells a quarter pitch over, the
 shift taken for the whole zone where every line reads surely,
-:func:`processors.card.mrz.recognise.phase_variants`)."""
+:func:`processors.card.mrz.recognise.phase_variants`; ``geo26``: a page only a zone vouches
+for is also vouched for by a zone unreadable only for an unsure unchecked character, every
+check digit passing, :func:`_zone_vouches`)."""
 INNER_INSET_PX = 2
 """:meth:`CardProcessor._inner_page` judges the card's quad warped upright less this many
 working px on each side: the quad's own edge, blurred, is no lid's."""
@@ -416,7 +418,8 @@ class CardProcessor:
         and its long side reaches ``min_card_px``; else None. Its sides on the frame are not
         PARTIAL_CARD: the frame is the document's edge there. A document found by its outline
         alone, or a page of busy print (``ScanVerdict.needs_zone``), is NO_CARD (with
-        ``inference_ms``) unless a valid zone is read on it (:attr:`_Card.unzoned`)."""
+        ``inference_ms``) unless a zone read on it vouches for it (:func:`_zone_vouches`,
+        :attr:`_Card.unzoned`)."""
         s = self.settings
         if not s.scan:
             return None
@@ -439,10 +442,10 @@ class CardProcessor:
         ``(outcome, to_encode)``; the artifact of an accepted card is added once the batch's
         cards are warped."""
         s = self.settings
-        if card.unzoned is not None and not _zone_valid(ver):
-            # an outline or a busy page with print and no valid zone (a form, a certificate, a
-            # letter in a box, random lines of OCR-B, a scene), or a scan in place of a card too
-            # small without one
+        if card.unzoned is not None and not _zone_vouches(ver):
+            # an outline or a busy page with print and no zone whose check digits pass (a form,
+            # a certificate, a letter in a box, random lines of OCR-B, a scene), or a scan in
+            # place of a card too small without one
             return card.unzoned, False
         reasons = list(card.reasons)
         if self._blurry(thumb):
@@ -746,7 +749,9 @@ class _Card:
         auto: the document type is ``auto``: when not in doubt, the other type's
             rectification is the MRZ's fallback view (:class:`processors.card.mrz.read.View`).
         unzoned: the outcome the upload gets instead unless the verification reads a
-            machine-readable zone on this document with every check digit valid: NO_CARD for
+            machine-readable zone on this document with every check digit valid (or passing,
+            the zone unreadable only for an unsure unchecked character: :func:`_zone_vouches`):
+            NO_CARD for
             one found by its outline alone (:func:`processors.card.scan.outline`; ICAO Doc
             9303's specimen figures carry a zone; a form, a certificate or a letter drawn in a
             box of a document's shape does not, and two lines of random OCR-B read as a zone but
@@ -849,6 +854,16 @@ def _zone_valid(ver: Verification | None) -> bool:
     """Whether the verification ``ver`` read a machine-readable zone with every check digit
     valid (ICAO Doc 9303 parts 4-5); False where it was not run, failed or found none."""
     return ver is not None and ver.mrz is not None and ver.mrz.valid
+
+
+def _zone_vouches(ver: Verification | None) -> bool:
+    """Whether the verification ``ver`` read a zone that vouches for a page only its zone can
+    make a document (:attr:`_Card.unzoned`): valid (:func:`_zone_valid`), or unreadable only
+    for an unsure unchecked character with every check digit passing
+    (:attr:`processors.card.mrz.read.MrzRead.checks_pass`): four or five check digits and the
+    format's shape do not pass on a form's or a scene's print."""
+    return _zone_valid(ver) or (ver is not None and ver.mrz is not None
+                                and ver.mrz.checks_pass)
 
 
 def _zone_readable(ver: Verification | None) -> bool:

@@ -12,7 +12,8 @@ test so that the case is exact):
 - a card with neither rival whose zone is found and does not read asks the scan path late and
   gives way to its page where the page's zone reads valid;
 - a page under security print that the card path misses is taken where its zone reads valid
-  (``scan.busy_page``), and is NO_CARD where it does not;
+  (``scan.busy_page``), or unsure with every check digit passing, and is NO_CARD where it does
+  not;
 - a small card with no zone found asks the scan path late too, and gives way to its page where
   the page's zone reads, a check digit failing or not;
 - a card path's quad around a scan's dark lid gives way to the card the scan path finds inside
@@ -256,6 +257,33 @@ def test_a_page_under_security_print_that_the_card_path_misses_is_vouched_for_by
     assert o.status is Status.REJECTED and o.reasons == (ReasonCode.NO_CARD,)
     monkeypatch.setattr(scan, "busy_page", lambda *a: None)  # the processor before
     (o,) = proc.process_batch([_item(img)])
+    assert o.reasons == (ReasonCode.NO_CARD,)
+
+
+def test_a_busy_page_is_vouched_for_by_a_zone_whose_check_digits_pass_though_it_is_unsure(
+        proc, monkeypatch) -> None:
+    """The page under guilloche the card path misses, its zone read with every name character
+    unsure (``UNCHECKED_MIN`` above 1; PassportEye's ``43_pass-fra``: one name character at
+    0.83, five check digits passing, was NO_CARD): the zone is MRZ_UNREADABLE, but its check
+    digits pass, so it vouches for the page: accepted with MRZ_UNREADABLE, the page's quad.
+    Printed with a wrong check digit, the same page is NO_CARD."""
+    from processors.card.mrz import read
+
+    real = proc.locate
+
+    def none_found(images):
+        dets, ms, greys = real(images)
+        return [replace(d, quad=None, confidence=0.0, second_quad=None, runner_up=None)
+                for d in dets], ms, greys
+
+    monkeypatch.setattr(proc, "locate", none_found)
+    monkeypatch.setattr(read, "UNCHECKED_MIN", 1.01)
+    raw, page = _scan_crop(1, "TD3")
+    (o,) = proc.process_batch([_item(guilloche(raw, 16.0, 30.0))])
+    assert o.status is Status.ACCEPTED and ReasonCode.MRZ_UNREADABLE in o.reasons, o.reasons
+    assert quad_iou(o.payload["quad"], page) >= 0.95 and not o.payload["mrz"]["readable"]
+    spoiled, _ = _scan_crop(1, "TD3", spoiled=True)
+    (o,) = proc.process_batch([_item(guilloche(spoiled, 16.0, 30.0))])
     assert o.reasons == (ReasonCode.NO_CARD,)
 
 

@@ -128,6 +128,23 @@ def test_many_uncertain_characters_are_unreadable():
     assert r.payload()["readable"] is False and r.payload()["checks"] is None
 
 
+def test_an_unsure_unchecked_character_leaves_the_zone_unreadable_its_check_digits_passing():
+    """A name's letter at 0.83 with another letter at 0.17 (PassportEye's ``43_pass-fra``):
+    MRZ_UNREADABLE, no values, and ``checks_pass`` (every check digit passes on the read),
+    which vouches for the page a zone must vouch for. Not where a check digit fails too, where
+    too many characters are unsure, or where the format does not fit the document."""
+    name = {(0, 16): (("I", 0.83), ("T", 0.17))}
+    r = judge(Format.TD3, reads(TD3, name), "passport", TODAY)
+    assert r.reasons == (ReasonCode.MRZ_UNREADABLE,) and r.mrz is None and r.checks_pass
+    assert r.payload()["checks"] is None and not r.valid
+    bad = TD3[1][:9] + str((int(TD3[1][9]) + 1) % 10) + TD3[1][10:]  # the number's check
+    assert not judge(Format.TD3, reads([TD3[0], bad], name), "passport", TODAY).checks_pass
+    many = {**name, **{(1, i): (("A", 0.3), ("B", 0.25)) for i in range(28, 33)}}
+    assert not judge(Format.TD3, reads(TD3, many), "passport", TODAY).checks_pass
+    assert not judge(Format.TD3, reads(TD3, name), "id_card", TODAY).checks_pass
+    assert not judge(Format.TD3, reads(TD3), "passport", TODAY).checks_pass  # readable
+
+
 def test_a_name_character_is_judged_among_the_letters_its_place_allows():
     """A name's letter read at 0.65 with the digit ``0`` at 0.3 next: no digit may stand in a
     name (Doc 9303), so it is 0.93 sure among what may, and the zone reads. The same 0.65 with
