@@ -145,6 +145,21 @@ def test_an_unsure_unchecked_character_leaves_the_zone_unreadable_its_check_digi
     assert not judge(Format.TD3, reads(TD3), "passport", TODAY).checks_pass  # readable
 
 
+def test_a_digit_left_in_a_name_is_not_sure():
+    """A name's character read as ``0`` at 0.93 with no letter among the recogniser's
+    alternatives: the type correction has nothing to take, so the ``0`` stays, and it is 0
+    sure (a name holds no digit, Doc 9303 part 3), so the zone is MRZ_UNREADABLE. Before, the
+    bound divided it by itself: 1.0 sure, and the zone valid with a digit in a name."""
+    from processors.card.mrz.read import typed_confidence
+
+    alts = {(0, 10): (("0", 0.93), ("8", 0.04), ("6", 0.02))}
+    rs = reads(TD3, alts)
+    chars = [list(r.text) for r in rs]
+    assert typed_confidence(Format.TD3, chars, rs)[0][10] == 0.0
+    r = judge(Format.TD3, rs, "passport", TODAY)
+    assert r.reasons == (ReasonCode.MRZ_UNREADABLE,) and not r.valid
+
+
 def test_a_name_character_is_judged_among_the_letters_its_place_allows():
     """A name's letter read at 0.65 with the digit ``0`` at 0.3 next: no digit may stand in a
     name (Doc 9303), so it is 0.93 sure among what may, and the zone reads. The same 0.65 with
@@ -477,6 +492,12 @@ def test_a_phase_shift_is_taken_for_the_whole_zone_only_where_it_reads_every_lin
     assert _in_phase(plain, []) == plain
     steady = [line(a, 0.995), line(b, 0.995)]  # already surer than the shift
     assert _in_phase(steady, [sure, sure]) == steady
+    # every line sure on the mean, two characters unsure (a fresh user's bold print moved
+    # 0.35 pitch: a document number two characters wrong, passing its check digits): plain
+    shaky = [line(a, 0.99), Read(text=b, alts=tuple(((c, 0.56 if i < 2 else 0.99),)
+                                                    for i, c in enumerate(b)))]
+    assert shaky[1].confidence >= PHASE_MIN
+    assert _in_phase(plain, [shaky, half]) == plain
     # already sure, a shift reads a hair more confidently (doc_20261205_0028): plain
     kept = [line(a, 1.0), line(b, 0.985)]
     assert _in_phase(kept, [[line(a, 0.999), line(b[:-1] + "7", 0.987)], half]) == kept

@@ -46,6 +46,7 @@ from processors.card.mrz import icao
 from processors.card.mrz.icao import ALLOWED, SHAPE, Format, Mrz
 from processors.card.mrz.locate import BAND_PX_PER_MM, Line, find_run, line_crops, spanned_lines
 from processors.card.mrz.recognise import (
+    PHASE_CHAR_MIN,
     PHASE_MIN,
     PHASE_SHIFTS,
     Read,
@@ -356,13 +357,20 @@ def typed_confidence(fmt: Format, chars: list[list[str]], reads: list[Read]) -> 
     Only the recogniser's best :data:`~processors.card.mrz.recognise.ALTERNATIVES` are known,
     so the forbidden mass is at least their forbidden share and the figure is a lower bound of
     the true conditional probability. An ``O`` read at 0.85 against ``0`` at 0.14 in a name is
-    0.99 sure: the digit cannot stand there, and the type correction would not take it."""
+    0.99 sure: the digit cannot stand there, and the type correction would not take it. A
+    character the type forbids, kept because the recogniser offered nothing the type allows
+    (a ``0`` in a name with no letter among its alternatives), is 0 sure: before, the bound
+    divided it by itself and called it 1.0 (a fresh user's bold print read a secondary name
+    ``BRQQHX0``, the zone valid)."""
     kinds = icao.position_kinds(fmt)
     out = []
     for li, r in enumerate(reads):
         row = []
         for i, alts in enumerate(r.alts):
             allowed = ALLOWED[kinds[li][i]]
+            if chars[li][i] not in allowed:  # no alternative the type allows: it cannot stand
+                row.append(0.0)
+                continue
             kept = next((p for a, p in alts if a == chars[li][i]), 0.0)
             forbidden = sum(p for a, p in alts if a not in allowed)
             row.append(kept / max(1.0 - forbidden, kept, 1e-6))
@@ -554,8 +562,8 @@ def _in_phase(plain: list[Read], shifted: list[list[Read]]) -> list[Read]:
     """A zone's line reads: ``plain`` (cut by the lines' ends), or, where a line of it reads
     under :data:`recognise.PHASE_MIN`, the reads of the phase shift (``shifted``, one list of
     line reads per :data:`recognise.PHASE_SHIFTS`) whose every line reads at least
-    :data:`recognise.PHASE_MIN`, the most confident such, where it reads more confidently
-    than ``plain``. A printer's phase is the whole zone's, so one shift is taken for all its
+    :data:`recognise.PHASE_MIN` and every character at least :data:`recognise.PHASE_CHAR_MIN`,
+    the most confident such, where it reads more confidently than ``plain``. A printer's phase is the whole zone's, so one shift is taken for all its
     lines, and only where it reads them surely: a line read a little more surely a quarter
     pitch over, beside one read unsurely either way (a thumb over the zone, a zone cut in
     perspective), keeps its plain read (``doc_20261204_0196``: one line's read rising from
@@ -566,7 +574,8 @@ def _in_phase(plain: list[Read], shifted: list[list[Read]]) -> list[Read]:
     if min(r.confidence for r in plain) >= PHASE_MIN:
         return plain
     mean = float(np.mean([r.confidence for r in plain]))
-    sure = [rs for rs in shifted if min(r.confidence for r in rs) >= PHASE_MIN]
+    sure = [rs for rs in shifted if min(r.confidence for r in rs) >= PHASE_MIN
+            and min(a[0][1] for r in rs for a in r.alts) >= PHASE_CHAR_MIN]
     if not sure:
         return plain
     top = max(sure, key=lambda rs: float(np.mean([r.confidence for r in rs])))

@@ -75,6 +75,13 @@ under this by its ends and every line reads at least this with the shift. Not tu
 wrong-but-valid read a per-line choice made on the 600 evaluation photos
 (``doc_20261204_0196``) paired a line at 0.99 with one at 0.87, and a shift taken over sure
 reads lost a tuning photo's last character under glare (``doc_20261205_0028``)."""
+PHASE_CHAR_MIN = 0.9
+"""The least probability every character of a zone must read at with a phase shift for the
+shift to stand for the zone (``read._in_phase``; the reader's ``UNCHECKED_MIN``, at which it
+trusts a character no check digit covers). A fresh user's bold print moved 0.30-0.35 pitch
+(a TD2 scan, seed 8181 #1) read 0.992 and 0.971 a quarter pitch over, with two characters at
+0.56 and 0.59: a document number two characters wrong whose check digit and composite both
+passed. ``100_pass-hrv`` reads its least sure character at 0.97 in phase."""
 ALTERNATIVES = 3
 """Alternatives kept per character (best first)."""
 PAD_PX = 0.5 * LINE_INPUT_H / CROP_SCALE
