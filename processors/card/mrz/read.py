@@ -563,14 +563,16 @@ def _in_phase(plain: list[Read], shifted: list[list[Read]]) -> list[Read]:
     under :data:`recognise.PHASE_MIN`, the reads of the phase shift (``shifted``, one list of
     line reads per :data:`recognise.PHASE_SHIFTS`) whose every line reads at least
     :data:`recognise.PHASE_MIN` and every character at least :data:`recognise.PHASE_CHAR_MIN`,
-    the most confident such, where it reads more confidently than ``plain``. A printer's phase is the whole zone's, so one shift is taken for all its
-    lines, and only where it reads them surely: a line read a little more surely a quarter
-    pitch over, beside one read unsurely either way (a thumb over the zone, a zone cut in
-    perspective), keeps its plain read (``doc_20261204_0196``: one line's read rising from
-    0.93 to 0.99 made a read with three wrong characters in a document number, passing its
-    check digit, the zone's most confident). Plain reads already sure stay
-    (``doc_20261205_0028``: 1.0 and 0.985, exact, against 0.999 and 0.987 a quarter pitch
-    over with glare on the last character)."""
+    the most confident such, where it reads more confidently than ``plain``. A printer's
+    phase is the whole zone's, so one shift is taken for all its lines, and only where it
+    reads them surely: a line read a little more surely a quarter pitch over, beside one read
+    unsurely either way (a thumb over the zone, a zone cut in perspective), keeps its plain
+    read (``doc_20261204_0196``: one line's read rising from 0.93 to 0.99 made a read with
+    three wrong characters in a document number, passing its check digit, the zone's most
+    confident); so does a zone whose shifted lines are sure on the mean but hold unsure
+    characters (a fresh user's bold print: two at 0.56-0.59, a document number two characters
+    wrong, passing). Plain reads already sure stay (``doc_20261205_0028``: 1.0 and 0.985,
+    exact, against 0.999 and 0.987 a quarter pitch over with glare on the last character)."""
     if min(r.confidence for r in plain) >= PHASE_MIN:
         return plain
     mean = float(np.mean([r.confidence for r in plain]))
