@@ -84,7 +84,8 @@ zone printed off its pitch's phase is also read with its cells a quarter pitch o
 shift taken for the whole zone where every line reads surely,
 :func:`processors.card.mrz.recognise.phase_variants`; ``geo26``: a page only a zone vouches
 for is also vouched for by a zone unreadable only for an unsure unchecked character, every
-check digit passing, :func:`_zone_vouches`)."""
+check digit passing, :func:`_zone_vouches`, a phase shift stands only where every character
+reads surely, and a character its position's type forbids is not sure)."""
 INNER_INSET_PX = 2
 """:meth:`CardProcessor._inner_page` judges the card's quad warped upright less this many
 working px on each side: the quad's own edge, blurred, is no lid's."""
