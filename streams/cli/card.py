@@ -38,6 +38,18 @@ VIEW = View(columns=("quad", "confidence", "doc_type", "rectified", "quality", "
 """A ``card`` row: the card payload's fields, ``rectified`` the file written."""
 
 
+def _values_withheld(given: Mapping[str, Any], section: CardSettings) -> None:
+    """Say on stderr (a JSON log line, ``mrz_values_withheld``) that ``--mrz-values`` was asked
+    where the setting CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED withholds the values: the
+    rows carry no ``values`` then, as the results topic does, and a user should not have to
+    guess why."""
+    import structlog
+
+    if given.get("mrz_values") and not section.verify.mrz_values_allowed:
+        structlog.get_logger("cardstream.cli").warning(
+            "mrz_values_withheld", setting="CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED")
+
+
 def card(
     images: list[Path] = typer.Argument(..., metavar="IMAGE",
                                         help="Image files (JPEG, PNG, WebP, HEIC...)."),
@@ -84,7 +96,8 @@ def card(
 
     run_command("card", VIEW, images, {"doc_type": doc_type and str(doc_type),
                                         "profile": profile, "mrz_values": mrz_values or None},
-                out=out, as_json=as_json, device=device, batch=batch, model=model)
+                out=out, as_json=as_json, device=device, batch=batch, model=model,
+                check=_values_withheld)
 
 
 @eval_app.command("card")

@@ -109,8 +109,9 @@ def run_command(task: str, view: View, images: list[Path], options: Mapping[str,
         device, batch: ``--device`` and ``--batch`` (:func:`runtime_for`).
         model: ``--model``: an ONNX file instead of the task's pinned model.
         check: the processor's own check of ``options`` against the task's settings section,
-            raising ``ValueError`` or ``ProcessorError`` for options it refuses (before the
-            model loads).
+            raising ``ValueError`` or ``ProcessorError`` for options it refuses, or saying on
+            stderr what it will not do (``card``: MRZ values the setting withholds), before the
+            model loads.
 
     Raises:
         typer.BadParameter: bad options, device, batch, ``--out`` or model file (exit 2).

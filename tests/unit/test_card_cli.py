@@ -90,6 +90,14 @@ def test_card_shows_the_mrz_and_its_values_only_when_asked_and_allowed(app, tmp_
     shown = mrz("--mrz-values", env=allowed)
     assert shown["valid"] and shown["values"]["document_number"]
     assert "values" not in mrz("--mrz-values")  # asked, not allowed
+    withheld = CliRunner().invoke(app, ["card", "--json", "--mrz-values", img])
+    said = [json.loads(line) for line in withheld.stderr.splitlines() if line.startswith("{")]
+    assert [d["setting"] for d in said if d.get("event") == "mrz_values_withheld"] == [
+        "CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED"]  # and why, on stderr
+    assert not any(d.get("event") == "mrz_values_withheld" for d in (
+        json.loads(line) for line in CliRunner().invoke(
+            app, ["card", "--json", "--mrz-values", img], env=allowed).stderr.splitlines()
+        if line.startswith("{")))
     assert "values" not in mrz(env=allowed)  # allowed, not asked
     text = CliRunner().invoke(app, ["card", img]).output
     assert f" mrz={shown['format']}:valid" in text
