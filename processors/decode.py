@@ -59,6 +59,7 @@ import io
 import math
 import re
 import struct
+import warnings
 from dataclasses import dataclass
 
 import cv2
@@ -82,6 +83,11 @@ _JUNK_BEFORE_EOI = re.compile(r"extraneous bytes before marker 0xd9\b")
 # Pillow's default (89 478 485 px, error above twice that) as a second line behind max_pixels.
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 pillow_heif.register_heif_opener()
+# Between Pillow's limit and twice it (89-179 MP) Image.open warns (DecompressionBombWarning) as
+# a raw text line on stderr among the JSON log lines; max_pixels refuses such a header right
+# after (IMAGE_TOO_LARGE), so the warning says nothing the result does not. Once, process-wide
+# (warnings.catch_warnings is not thread-safe, and headers are probed in a thread pool).
+warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
 
 
 class DecodeSettings(BaseModel):

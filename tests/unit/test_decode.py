@@ -262,6 +262,32 @@ def test_bomb_png_header_refused_before_decoding() -> None:
         decode_image(data, DEFAULT)
 
 
+def test_a_header_over_pillows_warning_limit_is_refused_without_a_raw_warning() -> None:
+    """A PNG header declaring 12000 x 9000 (108 MP: over Pillow's 89 MP warning limit, under
+    its 179 MP error) is IMAGE_TOO_LARGE by ``max_pixels``, and Pillow's
+    DecompressionBombWarning, a raw text line on stderr among the JSON logs (a fresh user's
+    trial), is not written. In a child process: Python's own warning filters, not pytest's."""
+    import subprocess
+    import sys
+
+    code = (
+        "import struct, zlib\n"
+        "from processors.decode import DecodeError, DecodeSettings, probe_image\n"
+        "def chunk(t, b):\n"
+        "    return struct.pack('>I', len(b)) + t + b + struct.pack('>I', zlib.crc32(t + b))\n"
+        "ihdr = struct.pack('>IIBBBBB', 12000, 9000, 8, 2, 0, 0, 0)\n"
+        "data = (b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', ihdr)\n"
+        "        + chunk(b'IDAT', zlib.compress(b'\\x00' * 64)) + chunk(b'IEND', b''))\n"
+        "try:\n"
+        "    probe_image(data, DecodeSettings())\n"
+        "except DecodeError as e:\n"
+        "    print(e.reason.value)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "IMAGE_TOO_LARGE"
+    assert "DecompressionBomb" not in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize(("frame_w", "frame_h"), [(60_000, 60_000), (8000, 5001)])
 def test_gif_frame_larger_than_screen_refused(frame_w: int, frame_h: int) -> None:
     # 64x64 logical screen, first frame descriptor claims frame_w x frame_h: Pillow grows the canvas
