@@ -60,6 +60,26 @@ def test_type_correction_needs_the_alternative():
     assert ReasonCode.MRZ_CHECK_DIGIT in r.reasons
 
 
+def test_a_digit_in_a_name_takes_its_look_alike_letter_among_the_alternatives():
+    """Real print (PassportEye's ``100_pass-fin``) reads a name's ``O`` as ``0`` at 0.98 with
+    ``O`` at 0.018, under ``TYPE_ALT_MIN``: the look-alike ``O`` is taken, and it is sure among
+    the letters (0.018 of the 0.0186 the letters leave). Where another letter weighs as much
+    (``B`` at 0.0019 beside ``O`` at 0.0017, PassportEye's ``25_pass-uto``), the name's
+    character is unsure: MRZ_UNREADABLE, never a letter guessed. Without the look-alike among
+    the alternatives the ``0`` stays and is 0 sure."""
+    i = TD3[0].index("ERIKSSON") + 6  # the second O of ERIKSSON
+    took = judge(Format.TD3, reads(TD3, {(0, i): (("0", 0.9813), ("O", 0.0184), ("1", 1e-4))}),
+                 "passport", TODAY)
+    assert took.valid and took.corrected and took.mrz is not None
+    assert took.mrz.lines == tuple(TD3)
+    both = judge(Format.TD3, reads(TD3, {(0, i): (("0", 0.9918), ("B", 0.0019), ("O", 0.0017))}),
+                 "passport", TODAY)
+    assert both.reasons == (ReasonCode.MRZ_UNREADABLE,) and both.mrz is None
+    none = judge(Format.TD3, reads(TD3, {(0, i): (("0", 0.99), ("8", 0.005), ("6", 0.004))}),
+                 "passport", TODAY)
+    assert none.reasons == (ReasonCode.MRZ_UNREADABLE,)
+
+
 def test_check_digit_correction_unique_alternative():
     # document number 'L898902C3': its 8 read as B (alnum field, so no type fix) with 8 second
     r = judge(Format.TD3, reads(TD3, {(1, 1): (("B", 0.55), ("8", 0.4))}), "passport", TODAY)

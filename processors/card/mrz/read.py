@@ -59,6 +59,14 @@ from schemas.reasons import ReasonCode
 
 TYPE_ALT_MIN = 0.02
 """Smallest probability of an alternative taken for a type correction."""
+LOOK_ALIKE = {"0": "O", "O": "0", "1": "I", "I": "1", "5": "S", "S": "5", "8": "B", "B": "8",
+              "2": "Z", "Z": "2"}
+"""OCR-B's letter and digit look-alikes (the pairs Doc 9303 part 3's type rules tell apart): a
+character its position's type forbids takes its look-alike where the recogniser offers it
+among its alternatives at any probability and no allowed alternative reaches
+:data:`TYPE_ALT_MIN`; :func:`typed_confidence` then judges it among what the type allows.
+Real print reads OCR-B's ``O`` as ``0`` at 0.98 with ``O`` at 0.018 (PassportEye's
+``100_pass-fin``: ``MARIA 0LIVIA``)."""
 CHECK_ALT_MIN = 0.05
 """Smallest probability of an alternative taken for a check-digit correction."""
 CHECK_TOP_MAX = 0.97
@@ -271,7 +279,11 @@ def _type_correct(fmt: Format, reads: list[Read]) -> tuple[list[list[str]], bool
             allowed = ALLOWED[kinds[li][i]]
             if c in allowed:
                 continue
-            alt = next((a for a, p in r.alts[i] if a in allowed and p >= TYPE_ALT_MIN), None)
+            alt = next((a for a, p in r.alts[i] if a in allowed and p >= TYPE_ALT_MIN),
+                       None)
+            look = LOOK_ALIKE.get(c, "")
+            if alt is None and look and look in allowed:
+                alt = next((a for a, _ in r.alts[i] if a == look), None)
             if alt is not None:
                 chars[i], changed = alt, True
         out.append(chars)
