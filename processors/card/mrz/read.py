@@ -6,16 +6,19 @@ character cells at the pitch of every format its line count allows (3 lines: TD1
 the last 2 lines: TD3, 44, and TD2, 36), and, for the formats that fit the document's type, also
 a quarter pitch to either side (a printer's phase, :func:`_in_phase`); every cell of the whole
 batch goes to the recogniser in one batched call; each document takes the format it reads most
-confidently, is corrected where
-the recogniser itself offered the character and the field's type or a check digit asks for it,
-parsed (ICAO Doc 9303) and judged.
+confidently, is corrected where the recogniser itself offered the character and the field's type
+or a check digit asks for it, parsed (ICAO Doc 9303) and judged.
 
 Corrections (``corrected`` in the result), and no others:
 
 1. *Type*: a position that may only hold digits (dates, check digits) read as a letter, or one
    that may only hold letters (codes, names) read as a digit, takes the best of the
    recogniser's own alternatives for that character that its type allows (``O`` -> ``0``,
-   ``1`` -> ``I`` ...), when that alternative has probability at least :data:`TYPE_ALT_MIN`.
+   ``1`` -> ``I`` ...), when that alternative has probability at least :data:`TYPE_ALT_MIN`;
+   where none has, the character's OCR-B look-alike (:data:`LOOK_ALIKE`) if the recogniser
+   offers it among its alternatives at all. Either is then judged by its probability among
+   what the type allows (:func:`typed_confidence`); a character the type forbids, left for
+   want of one, is unsure.
 2. *Check digit*: a field whose check digit fails may have **one** character replaced by one of
    the recogniser's alternatives for it (probability at least :data:`CHECK_ALT_MIN`, the
    character's own best below :data:`CHECK_TOP_MAX`, allowed by the position's type) when that
@@ -61,7 +64,7 @@ TYPE_ALT_MIN = 0.02
 """Smallest probability of an alternative taken for a type correction."""
 LOOK_ALIKE = {"0": "O", "O": "0", "1": "I", "I": "1", "5": "S", "S": "5", "8": "B", "B": "8",
               "2": "Z", "Z": "2"}
-"""OCR-B's letter and digit look-alikes (the pairs Doc 9303 part 3's type rules tell apart): a
+"""OCR-B's letter and digit look-alikes (the confusions a zone's position types resolve): a
 character its position's type forbids takes its look-alike where the recogniser offers it
 among its alternatives at any probability and no allowed alternative reaches
 :data:`TYPE_ALT_MIN`; :func:`typed_confidence` then judges it among what the type allows.
@@ -279,8 +282,7 @@ def _type_correct(fmt: Format, reads: list[Read]) -> tuple[list[list[str]], bool
             allowed = ALLOWED[kinds[li][i]]
             if c in allowed:
                 continue
-            alt = next((a for a, p in r.alts[i] if a in allowed and p >= TYPE_ALT_MIN),
-                       None)
+            alt = next((a for a, p in r.alts[i] if a in allowed and p >= TYPE_ALT_MIN), None)
             look = LOOK_ALIKE.get(c, "")
             if alt is None and look and look in allowed:
                 alt = next((a for a, _ in r.alts[i] if a == look), None)
@@ -561,8 +563,8 @@ def _cuts(crop: np.ndarray, n: int, insets: bool, phases: bool
     """A line's cell variants (:func:`recognise.cell_variants`), each with ``None``, then, with
     ``phases``, its phase variants (:func:`recognise.phase_variants`), each with its shift
     (pitches). A format that does not fit the view's document type (TD3 or TD2 on the last two
-    lines of an ID-1 card's zone) gets none: its read counts only where no fitting format's
-    reads as confidently (:meth:`MrzReader._judge`), and without them the 600 evaluation
+    lines of an ID-1 card's zone) gets none: its read counts only where no format that fits
+    was read (:meth:`MrzReader._judge` ranks those first), and without them the 600 evaluation
     photos send the recogniser 723 cells a document instead of 840 (445 with no phase
     variants)."""
     return ([(None, c) for c in cell_variants(crop, n, insets=insets)]
