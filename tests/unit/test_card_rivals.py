@@ -71,6 +71,19 @@ def _scan_crop(seed: int, fmt: str, spoiled: bool = False) -> tuple[np.ndarray, 
     return np.ascontiguousarray(img[y0:y1, x0:x1]), q - [x0, y0]
 
 
+def _card_path_finds_nothing(proc, monkeypatch) -> None:
+    """Make ``proc``'s card path find no card (NO_CARD, as on PassportEye's Czech specimen page);
+    the model still runs, the rest of the path is real."""
+    real = proc.locate
+
+    def none_found(images):
+        dets, ms, greys = real(images)
+        return [replace(d, quad=None, confidence=0.0, second_quad=None, runner_up=None)
+                for d in dets], ms, greys
+
+    monkeypatch.setattr(proc, "locate", none_found)
+
+
 def _card_path_finds(proc, monkeypatch, quad: np.ndarray, confidence: float,
                      runner_up: np.ndarray | None = None) -> None:
     """Make ``proc``'s card path find ``quad`` (upload px; the uploads here decode at full size)
@@ -239,14 +252,7 @@ def test_a_page_under_security_print_that_the_card_path_misses_is_vouched_for_by
     and ground, no characters): NO_CARD, as the page with its zone was before ``busy_page``."""
     raw, page = _scan_crop(1, "TD3")
     img = guilloche(raw, 16.0, 30.0)
-    real = proc.locate
-
-    def none_found(images):
-        dets, ms, greys = real(images)
-        return [replace(d, quad=None, confidence=0.0, second_quad=None, runner_up=None)
-                for d in dets], ms, greys
-
-    monkeypatch.setattr(proc, "locate", none_found)
+    _card_path_finds_nothing(proc, monkeypatch)
     (o,) = proc.process_batch([_item(img)])
     assert o.status is Status.ACCEPTED, o.reasons
     assert quad_iou(o.payload["quad"], page) >= 0.95 and o.payload["mrz"]["valid"]
@@ -269,14 +275,7 @@ def test_a_busy_page_is_vouched_for_by_a_zone_whose_check_digits_pass_though_it_
     Printed with a wrong check digit, the same page is NO_CARD."""
     from processors.card.mrz import read
 
-    real = proc.locate
-
-    def none_found(images):
-        dets, ms, greys = real(images)
-        return [replace(d, quad=None, confidence=0.0, second_quad=None, runner_up=None)
-                for d in dets], ms, greys
-
-    monkeypatch.setattr(proc, "locate", none_found)
+    _card_path_finds_nothing(proc, monkeypatch)
     monkeypatch.setattr(read, "UNCHECKED_MIN", 1.01)
     raw, page = _scan_crop(1, "TD3")
     (o,) = proc.process_batch([_item(guilloche(raw, 16.0, 30.0))])
