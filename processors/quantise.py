@@ -15,6 +15,8 @@ pinned there too (``precision: int8``, ``quantised_from``) and committed in the 
 3. **Quantise** (``quantize_static``): QDQ format, weights int8 symmetric per output channel,
    activations uint8 asymmetric per tensor: the form ONNX Runtime fuses into ``QLinearConv``
    for its x86 u8s8 kernels (AVX-512 VNNI / AVX2). The recipe's ``keep_float`` nodes stay fp32.
+   On CPUs without VNNI those kernels saturate for weights outside [-64, 63]; the runtime's
+   sessions ask for exact products there (:data:`processors.runtime.X64_PRECISION_KEY`).
 4. **Pin**: the file's SHA-256 goes into ``models.json``; ``--check`` rebuilds and compares.
 
 Which nodes stay float comes from the per-node sensitivity pass (:func:`trace`): the fully

@@ -38,6 +38,14 @@ SPINNING_KEY = "session.intra_op.allow_spinning"
 #: ONNX Runtime's run option that gives an arena's free memory back at the end of a run
 #: (``onnxruntime_run_options_config_keys.h``: ``kOrtRunOptionsConfigEnableMemoryArenaShrinkage``).
 SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
+#: ONNX Runtime's session option that computes int8 (U8S8) matrix products exactly on x86-64 CPUs
+#: without VNNI (``onnxruntime_session_options_config_keys.h``:
+#: ``kOrtSessionOptionsAvx2PrecisionMode``): there the fast U8S8 kernels add pairs of products in
+#: 16 bits (``VPMADDUBSW``), which saturate for weights outside [-64, 63], and the int8 card
+#: model's quad moved (the real photo ``cardwarp_emerson-allen_3`` of ``shared/cases``: IoU
+#: 0.864 against 0.974 in fp32, on an AVX2-only AMD EPYC). With it, ORT converts such operators to
+#: U8U8 on those CPUs only; on CPUs with VNNI it changes nothing.
+X64_PRECISION_KEY = "session.x64quantprecision"
 log = structlog.get_logger("cardstream.runtime")
 _SHARED: dict[tuple, BatchedModel] = {}
 _SHARED_LOCK = threading.Lock()
@@ -372,6 +380,7 @@ class BatchedModel:
         if on_cpu:
             so.enable_cpu_mem_arena = settings.cpu_arena
             so.add_session_config_entry(SPINNING_KEY, "1" if settings.intra_op_spinning else "0")
+            so.add_session_config_entry(X64_PRECISION_KEY, "1")  # int8 exact without VNNI
         precision = model_precision(settings)
         trt = None
         try:

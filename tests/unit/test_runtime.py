@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 from processors.errors import ModelError, ProviderError
 from processors.runtime import (
     SPINNING_KEY,
+    X64_PRECISION_KEY,
     BatchedModel,
     RuntimeSettings,
     model_precision,
@@ -162,6 +163,42 @@ def test_model_precision_resolves_auto_by_provider(monkeypatch: pytest.MonkeyPat
     else:
         assert model_precision(on_gpu) == gpu
     assert RuntimeSettings().precision == "auto"
+
+
+def _int8_conv(path: Path, channels: int = 4) -> Path:
+    """A QDQ int8 1x1 convolution over ``(1, channels, 2, 2)`` float32 (activations uint8 at
+    scale 1, weights int8 all 127, the sum quantised at scale 1000), as ``quantize_static``
+    writes the card model: ONNX Runtime runs it as one U8S8 QLinearConv."""
+    num = onnx.numpy_helper.from_array
+    inits = [num(np.array(1.0, np.float32), "s1"), num(np.array(0, np.uint8), "z1"),
+             num(np.full((1, channels, 1, 1), 127, np.int8), "w"),
+             num(np.array(1.0, np.float32), "sw"), num(np.array(0, np.int8), "zw"),
+             num(np.array(1000.0, np.float32), "so"), num(np.array(0, np.uint8), "zo")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z1"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s1", "z1"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"]),
+             helper.make_node("Conv", ["xd", "wd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "so", "zo"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "so", "zo"], ["y"])]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def test_int8_products_are_exact_on_cpus_without_vnni(tmp_path: Path) -> None:
+    """255 x 127 twice is 64770, past int16: the U8S8 kernels of x86-64 CPUs without VNNI add
+    such pairs in 16 bits and saturate (66000 here on an AVX2-only AMD EPYC, not 130000) unless
+    the session asks for exact products (``X64_PRECISION_KEY``, set on every CPU session). On a
+    CPU with VNNI both ways are exact, and so is this."""
+    bm = BatchedModel(_int8_conv(tmp_path / "q.onnx"), None, RuntimeSettings(device="cpu"), "t",
+                      make_batch_symbolic=True)
+    assert bm.session.get_session_options().get_session_config_entry(X64_PRECISION_KEY) == "1"
+    (y,) = bm.run(np.full((3, 4, 2, 2), 255.0, np.float32))
+    np.testing.assert_array_equal(y, np.full((3, 1, 2, 2), round(4 * 255 * 127 / 1000) * 1000.0))
 
 
 def test_cpu_sessions_do_not_spin_by_default_and_give_the_same_outputs(tmp_path: Path) -> None:
