@@ -43,6 +43,7 @@ class ReasonCode(StrEnum):
     GLARE_ON_MRZ = "GLARE_ON_MRZ"
     # card: machine-readable zone (processors/card/mrz/, ICAO Doc 9303)
     MRZ_UNREADABLE = "MRZ_UNREADABLE"
+    MRZ_MISSING = "MRZ_MISSING"  # an ID-3 page (passport, visa page) shows no zone at all
     MRZ_CHECK_DIGIT = "MRZ_CHECK_DIGIT"
     DOCUMENT_EXPIRED = "DOCUMENT_EXPIRED"
     # id_photo

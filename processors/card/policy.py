@@ -22,6 +22,9 @@ Bounds, and where they come from:
 - ``max_glare_mrz`` (GLARE_ON_MRZ): saturated share of the MRZ band.
 - NO_PORTRAIT: no face found in the portrait zone of a document that carries one (an ID-3 page,
   an ID-1 front; not the back of an ID-1 card, which carries a TD1 zone).
+- MRZ_MISSING: no zone found on a document that must carry one, an ID-3 page (ICAO Annex 9 has
+  every passport issued since 1 April 2010 machine-readable; Doc 9303 parts 4-5 place the zone).
+  ID-1 cards are not asked: many carry no zone, or carry it on the side not photographed.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from schemas.reasons import ReasonCode
 QUALITY_CODES = (ReasonCode.LOW_RESOLUTION, ReasonCode.TOO_OBLIQUE, ReasonCode.TOO_DARK,
                  ReasonCode.TOO_BRIGHT, ReasonCode.PHOTOCOPY, ReasonCode.NO_PORTRAIT,
                  ReasonCode.GLARE_ON_MRZ)
-MRZ_CODES = (ReasonCode.MRZ_UNREADABLE, ReasonCode.MRZ_CHECK_DIGIT, ReasonCode.DOCUMENT_EXPIRED)
+MRZ_CODES = (ReasonCode.MRZ_UNREADABLE, ReasonCode.MRZ_MISSING, ReasonCode.MRZ_CHECK_DIGIT,
+             ReasonCode.DOCUMENT_EXPIRED)
 
 
 class Profile(BaseModel):

@@ -95,13 +95,16 @@ class Verification:
     def reasons(self, profile: Profile) -> list[ReasonCode]:
         """The codes this card earns under ``profile`` (quality first, then the MRZ's). Glare
         over the MRZ band counts where a zone was found, or where the document must carry one
-        (an ID-3 data page), found or not."""
+        (an ID-3 data page), found or not; such a page on which the reader found no zone earns
+        ``MRZ_MISSING``."""
         out: list[ReasonCode] = []
         if self.quality is not None:
             zone = self.zone_expected or (self.mrz is not None and self.mrz.found)
             out += profile.findings(self.quality, zone)
         if self.mrz is not None:
             out += list(self.mrz.reasons)
+            if self.zone_expected and not self.mrz.found:
+                out.append(ReasonCode.MRZ_MISSING)
         return out
 
     def payload(self, profile_name: str, profile: Profile, values: bool) -> dict[str, Any]:

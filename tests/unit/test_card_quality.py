@@ -6,6 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
+from processors.card.mrz.icao import Format
+from processors.card.mrz.read import NOT_FOUND, MrzRead
 from processors.card.policy import PROFILES, VerifySettings
 from processors.card.quality import (
     PORTRAIT_ZONE,
@@ -18,6 +20,7 @@ from processors.card.quality import (
 )
 from processors.card.rectify import glare_threshold, saturated_fraction
 from processors.card.training.documents import camera_quad
+from processors.card.verify import Verification
 from schemas.reasons import ReasonCode
 
 ID3 = (125.0, 88.0)
@@ -211,6 +214,21 @@ def test_profiles_judge_each_measure(kw, code):
 
 def test_glare_on_mrz_only_counts_where_there_is_a_zone():
     assert PROFILES["normal"].findings(_q(glare_mrz=0.5), mrz_zone=False) == []
+
+
+def test_a_page_that_must_carry_a_zone_and_shows_none_is_mrz_missing():
+    """An ID-3 page (``zone_expected``) with no zone found earns MRZ_MISSING (annotating under
+    ``normal``, rejecting under ``strict``); an ID-1 card with none, or a page whose zone was
+    found but did not read, does not."""
+    unread = MrzRead(found=True, format=Format.TD3, reasons=(ReasonCode.MRZ_UNREADABLE,))
+    page = Verification(_q(), NOT_FOUND, zone_expected=True)
+    assert page.reasons(PROFILES["normal"]) == [ReasonCode.MRZ_MISSING]
+    assert ReasonCode.MRZ_MISSING in PROFILES["strict"].reject
+    assert ReasonCode.MRZ_MISSING not in PROFILES["normal"].reject
+    assert Verification(_q(), NOT_FOUND, zone_expected=False).reasons(PROFILES["normal"]) == []
+    assert Verification(_q(), unread, zone_expected=True).reasons(PROFILES["normal"]) == [
+        ReasonCode.MRZ_UNREADABLE]
+    assert Verification(_q(), None, zone_expected=True).reasons(PROFILES["normal"]) == []
 
 
 def test_profile_bounds_tighten_from_relaxed_to_strict():

@@ -122,6 +122,9 @@ def test_bad_input_gets_a_code_or_no_mrz(results, name):
     codes = {str(r) for r in o.reasons}
     mrz_codes = {"MRZ_UNREADABLE", "MRZ_CHECK_DIGIT"}
     assert (not m["found"]) or (codes & mrz_codes), (name, m, codes)
+    # no zone at all: MRZ_MISSING on an ID-3 page, which must carry one, never on an ID-1 card
+    assert ("MRZ_MISSING" in codes) is (not m["found"] and o.payload["doc_type"] == "passport"), (
+        name, m, codes)
     if "reason" in want:
         assert want["reason"] in codes, (name, codes)
     if name == "td3_on_id1":  # an unreadable zone on the fallback view leaves the quad's type
