@@ -14,7 +14,11 @@ The exact rate is also given apart by what covers the zone in the photo (the set
 ``glare`` (``glare_on_mrz``: a spot saturates at least 10 % of the MRZ band), ``hand``
 (``hand_on_mrz``: the holding thumb covers at least 3 % of it), both, or ``clear``. Print under
 a saturated spot or a thumb is gone from the photo, so such a zone reads only where the cover
-misses every character. CPU:
+misses every character. Where the set's truth counts the characters the photo lost
+(``mrz_chars_hidden``: at least half a character's ink saturated by the glare, or a third of
+its cell under the thumb; sets written since 2026-12-06), the exact rate is also given for
+the documents whose every character the photo kept (``visible``) and the others (``hidden``),
+and the share of ``visible`` documents: what a perfect reader could read exactly. CPU:
 process CPU time per document of the whole pipeline, and of the MRZ step alone.
 
 Quality (``quality_summary``): DPI within 5 % of the DPI rendered, tilt within 2 degrees of the
@@ -147,6 +151,7 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
     fields = dict.fromkeys((*FIELDS, "format", "checks"), 0)
     by_format: dict[str, list[int]] = {}
     by_cover: dict[str, list[int]] = {}
+    by_print: dict[str, list[int]] = {}
     rows = []
     for d, o in zip(docs, outs, strict=True):
         t, m = d["truth"], _mrz(o)
@@ -166,11 +171,16 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
         wbv += wrong_valid
         expired_ok += m.get("expired") == t["expired"]
         cover = "+".join(k for k in ("glare", "hand") if t.get(f"{k}_on_mrz")) or "clear"
-        for group, key in ((by_format, t["format"]), (by_cover, cover)):
+        hidden = t.get("mrz_chars_hidden")
+        groups = [(by_format, t["format"]), (by_cover, cover)]
+        if hidden is not None:
+            groups.append((by_print, "hidden" if hidden else "visible"))
+        for group, key in groups:
             group.setdefault(key, [0, 0])
             group[key][0] += 1
             group[key][1] += right
-        rows.append({"file": d["file"], "format": t["format"], "cover": cover, "exact": right,
+        rows.append({"file": d["file"], "format": t["format"], "cover": cover,
+                     "chars_hidden": hidden, "exact": right,
                      "found": bool(m.get("found")), "readable": bool(m.get("readable")),
                      "valid": bool(m.get("valid")), "wrong_but_valid": wrong_valid,
                      "corrected": bool(m.get("corrected")),
@@ -185,6 +195,8 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
                           for f, v in sorted(by_format.items())},
             "by_cover": {f: {"n": v[0], "exact": v[1] / v[0]}
                          for f, v in sorted(by_cover.items())},
+            "by_print": {f: {"n": v[0], "exact": v[1] / v[0]}
+                         for f, v in sorted(by_print.items(), reverse=True)},
             "rows": rows}
 
 
@@ -332,6 +344,13 @@ def table(what: str, r: dict[str, Any]) -> str:
                  + "  ".join(f"{k} {v['exact']:.3f} (n={v['n']})"
                              for k, v in r["by_cover"].items()),
                  "fields: " + "  ".join(f"{k} {v:.3f}" for k, v in r["fields"].items())]
+        if r["by_print"]:
+            seen = r["by_print"].get("visible", {"n": 0})["n"]
+            lines.insert(3, "by what the photo kept of the print (hidden: a character with half "
+                         "its ink saturated or a third of its cell under the thumb): "
+                         + "  ".join(f"{k} {v['exact']:.3f} (n={v['n']})"
+                                     for k, v in r["by_print"].items())
+                         + f"; every character visible on {seen / r['documents']:.3f} of the set")
     else:
         lines = [f"documents {r['documents']} (measured {r['measured']}): DPI within 5 % "
                  f"{r['dpi_within_5pct']:.3f}  tilt within 2 deg {r['tilt_within_2deg']:.3f}",

@@ -32,6 +32,10 @@ def test_eval_mrz_and_quality_on_a_tiny_set(tmp_path):
         sum(v["n"] * v["exact"] for v in res["by_cover"].values()) / 2)
     rows = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]
     assert [x["cover"] for x in rows] == covers
+    hidden = [d["truth"]["mrz_chars_hidden"] for d in truth]
+    assert [x["chars_hidden"] for x in rows] == hidden and all(h >= 0 for h in hidden)
+    assert sum(v["n"] for v in res["by_print"].values()) == 2
+    assert res["by_print"].get("visible", {"n": 0})["n"] == hidden.count(0)
     q = CliRunner().invoke(app, ["eval", "quality", "--set", str(tmp_path), "--json"])
     assert q.exit_code == 0, q.output
     # the pipeline's card_warm_up log line is on stderr; no grey copy among 2: recall is null
@@ -112,3 +116,47 @@ def test_eval_mrz_refuses_a_malformed_manifest(tmp_path, edit, given):
     assert r.exit_code == 2, r.output
     assert "--set" in r.output and "Traceback" not in r.output
 
+
+
+def test_characters_the_photo_lost_are_counted_without_changing_the_photo():
+    """``mrz_chars_hidden``: a character whose ink is saturated, or whose cell lies under the
+    thumb, is lost; one whose paper alone is saturated is not. Measuring draws nothing from the
+    generator's stream: the same seed gives the same photo with or without it."""
+    import cv2
+    import numpy as np
+
+    from processors.card.mrz.icao import Format, compose
+    from processors.card.training.documents import (
+        DocTruth,
+        chars_hidden,
+        photograph,
+        render_document,
+    )
+
+    lit = np.full((40, 100, 3), 200.0, np.float32)
+    for j in range(5):  # five characters, 20 px cells, a dark bar of ink in each
+        lit[10:30, 20 * j + 8:20 * j + 12] = 30.0
+    sat = np.zeros((40, 100), np.uint8)
+    sat[:, 0:20] = 255  # cell 0: ink and paper saturated
+    sat[:, 20:28] = 255  # cell 1: the paper beside its ink only
+    sat[:, 32:40] = 255
+    hand = np.zeros((40, 100), np.uint8)
+    hand[:, 60:80] = 1  # cell 3 under the thumb
+    assert chars_hidden(lit, sat, hand, np.eye(3), [([0, 0, 100, 40], "AB<CD")]) == 2
+    assert chars_hidden(lit, sat * 0, None, np.eye(3), [([0, 0, 100, 40], "AB<CD")]) == 0
+
+    lines = compose(Format.TD1, document_code="I", issuing_state="UTO",
+                    document_number="D23145890", optional_data="", birth_date="740812",
+                    sex="F", expiry_date="120415", nationality="UTO", primary_name="ERIKSSON",
+                    secondary_name="ANNA MARIA", optional_data_2="")
+    face, alpha, boxes, _ = render_document(np.random.default_rng(1), Format.TD1, lines)
+    shots = []
+    for measured in (False, True):
+        t = DocTruth(format="TD1", lines=list(lines), fields={}, checks={}, all_valid=True,
+                     expired=False, doc_type="id_card", doc_mm=(85.6, 53.98))
+        spots = list(zip(boxes, lines, strict=True)) if measured else []
+        img = photograph(np.random.default_rng(5), face, alpha, t, 245.0, (800, 600),
+                         glare_share=1.0, lines=spots)
+        shots.append((img, t.mrz_chars_hidden))
+    assert shots[0][1] is None and isinstance(shots[1][1], int)
+    assert cv2.norm(shots[0][0], shots[1][0], cv2.NORM_INF) == 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import string
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -73,6 +74,14 @@ REFERENCE_DATE = dt.date(2026, 12, 4)
 """Default date a set's expiry truth is judged at (``--today``)."""
 
 
+HIDDEN_INK_SHARE = 0.5
+"""A character's print is lost to glare (:attr:`DocTruth.mrz_chars_hidden`) where at least this
+share of its ink is saturated in the photo (all three channels at 250 or more, as
+``glare_on_mrz`` counts): a saturated pixel holds nothing of what was under it. On the 600
+evaluation photos (seed 20261204) any share from 0.1 to 0.5 finds the same documents."""
+HIDDEN_HAND_SHARE = 0.3
+"""A character's print is lost to the holding thumb where it covers at least this share of the
+character's cell (0.1 to 0.5 finds the same documents of that set but one)."""
 HAND_ON_MRZ_SHARE = 0.03
 """Share of the MRZ band a hand must cover for ``hand_on_mrz``: a thumb across the band's
 height over 3 % of its width hides one or two characters of each line of a TD3 zone (44 across)."""
@@ -102,6 +111,11 @@ class DocTruth:
             least :data:`HAND_ON_MRZ_SHARE` of the MRZ band.
         low_light: the light was scaled by this factor (1 = normal).
         has_portrait: the face carries a portrait photo.
+        mrz_chars_hidden: MRZ characters whose print the photo lost, before blur, noise and
+            JPEG: at least :data:`HIDDEN_INK_SHARE` of the character's ink saturated by the
+            glare spot, or at least :data:`HIDDEN_HAND_SHARE` of its cell under the thumb. No
+            reader can read such a character; a zone with one reads exactly only by chance.
+            None: not measured (scans, and sets written before 2026-12-06).
         capture: ``photo`` (:func:`photograph`) or ``scan`` (:func:`scan`: a flatbed scan or a
             phone app's crop, issue 44).
     """
@@ -125,6 +139,7 @@ class DocTruth:
     low_light: float = 1.0
     has_portrait: bool = False
     capture: str = "photo"
+    mrz_chars_hidden: int | None = None
 
 
 def _word(rng: np.random.Generator, lo: int, hi: int) -> str:
@@ -318,8 +333,10 @@ _SIZES = ((1600, 1200), (1200, 1600), (1920, 1080), (1280, 960))
 def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, truth: DocTruth,
                band_px: float, size: tuple[int, int] | None = None,
                glare_share: float = 0.15, grey_share: float = 0.1,
-               hand_share: float = 0.15) -> np.ndarray:
-    """Photograph a document face (``truth`` is filled in: quad, DPI, tilt, light, glare).
+               hand_share: float = 0.15,
+               lines: Sequence[tuple[Sequence[float], str]] = ()) -> np.ndarray:
+    """Photograph a document face (``truth`` is filled in: quad, DPI, tilt, light, glare, and
+    with ``lines`` the MRZ characters the photo lost).
 
     Args:
         face, alpha: the face (BGR) and its alpha.
@@ -331,6 +348,9 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         grey_share: share of grey photocopies.
         hand_share: share of photos with the document held in a hand
             (:func:`processors.card.training.synth.holding_hand`).
+        lines: each MRZ line's box ``[x0, y0, x1, y1]`` (face px, :func:`draw_mrz`) and its
+            text, for :attr:`DocTruth.mrz_chars_hidden` (empty: not measured).
+            Measuring draws nothing from ``rng``: the photo is the same either way.
 
     Returns:
         The photo, ``(H, W, 3) uint8`` BGR (JPEG-compressed once).
@@ -374,6 +394,7 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     fh, fw = face.shape[:2]
     hom = cv2.getPerspectiveTransform(np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32),
                                       quad.astype(np.float32))
+    lit = out.copy() if lines else None  # before the glare, for mrz_chars_hidden
     if rng.random() < glare_share:
         on_mrz = rng.random() < 0.4
         fx = rng.uniform(0.15, 0.85) * fw
@@ -392,12 +413,63 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
     truth.glare_on_mrz = cv2.countNonZero(cv2.bitwise_and(sat, sat, mask=band)) / n_band >= 0.1
     truth.hand_on_mrz = (hand is not None and cv2.countNonZero(hand & band) / n_band
                          >= HAND_ON_MRZ_SHARE)
+    if lit is not None:
+        truth.mrz_chars_hidden = chars_hidden(lit, sat, hand, hom, lines)
     if rng.random() < 0.6:
         out = cv2.GaussianBlur(out, (0, 0), rng.uniform(0.3, 1.2))
     noise = rng.uniform(1, 5) * (2.0 if light < 0.6 else 1.0)
     if rng.random() < 0.7:
         out = np.clip(out + rng.normal(0, noise, out.shape), 0, 255).astype(np.uint8)
     return jpeg_round_trip(out, int(rng.integers(60, 96)))
+
+
+def chars_hidden(lit: np.ndarray, sat: np.ndarray, hand: np.ndarray | None, hom: np.ndarray,
+                 lines: Sequence[tuple[Sequence[float], str]]) -> int:
+    """How many MRZ characters a photo lost (:attr:`DocTruth.mrz_chars_hidden`).
+
+    Args:
+        lit: ``(H, W, 3) float32`` the photo before the glare spot (after light and the hand).
+        sat: ``(H, W) uint8`` the photo's saturated pixels after the glare (non-zero: saturated).
+        hand: ``(H, W) uint8`` the thumb's pixels (non-zero), or None.
+        hom: ``(3, 3)`` face px -> photo px.
+        lines: each line's box ``[x0, y0, x1, y1]`` (face px) and text; character ``j``'s cell
+            is the box's ``j``-th of ``len(text)`` equal parts.
+
+    Returns:
+        The characters whose ink (the cell's pixels darker than the middle of its 5th and 95th
+        grey percentiles before the glare; the darkest quarter of that range for a filler
+        ``<``'s faint chevron too) is at least :data:`HIDDEN_INK_SHARE` saturated, or whose
+        cell is at least :data:`HIDDEN_HAND_SHARE` under the thumb.
+    """
+    grey = cv2.cvtColor(np.clip(lit, 0, 255).astype(np.uint8), cv2.COLOR_BGR2GRAY)
+    H, W = grey.shape
+    lost = 0
+    for (x0, y0, x1, y1), text in lines:
+        p = (x1 - x0) / max(len(text), 1)
+        for j, ch in enumerate(text):
+            cell = np.array([[[x0 + j * p, y0], [x0 + (j + 1) * p, y0],
+                              [x0 + (j + 1) * p, y1], [x0 + j * p, y1]]], np.float32)
+            poly = np.round(cv2.perspectiveTransform(cell, hom)[0]).astype(np.int32)
+            bx, by, bw, bh = cv2.boundingRect(poly)
+            bx0, by0 = max(bx, 0), max(by, 0)
+            bx1, by1 = min(bx + bw, W), min(by + bh, H)
+            if bx1 - bx0 < 2 or by1 - by0 < 2:
+                continue  # outside the photo: the card's quad is always inside it
+            m = np.zeros((by1 - by0, bx1 - bx0), np.uint8)
+            cv2.fillPoly(m, [poly - [bx0, by0]], 1)
+            inside = m.astype(bool)
+            if inside.sum() < 4:
+                continue
+            if hand is not None and (
+                    float((hand[by0:by1, bx0:bx1][inside] > 0).mean()) >= HIDDEN_HAND_SHARE):
+                lost += 1  # under the thumb, whose skin may leave no ink to find below
+                continue
+            g = grey[by0:by1, bx0:bx1][inside].astype(np.float32)
+            lo, hi = np.percentile(g, 5), np.percentile(g, 95)
+            ink = g < (lo + (hi - lo) * (0.25 if ch == "<" else 0.5))
+            if ink.any():
+                lost += float((sat[by0:by1, bx0:bx1][inside][ink] > 0).mean()) >= HIDDEN_INK_SHARE
+    return lost
 
 
 def scan(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
@@ -442,12 +514,13 @@ def document(rng: np.random.Generator, fmt: Format | None = None,
                      checks=mrz.checks.as_dict(), all_valid=mrz.checks.all_valid,
                      expired=bool(mrz.expired(today)), doc_type=DOC_TYPE[fmt],
                      doc_mm=DOC_MM[fmt])
-    face, alpha, _, has_portrait = render_document(rng, fmt, lines)
+    face, alpha, boxes, has_portrait = render_document(rng, fmt, lines)
     truth.has_portrait = has_portrait
     if capture == "scan":
         return scan(rng, face, alpha, truth), truth
     img = photograph(rng, face, alpha, truth, MRZ_BAND_MM[fmt] * FACE_PX_PER_MM, size,
-                     glare_share, grey_share, hand_share)
+                     glare_share, grey_share, hand_share,
+                     lines=list(zip(boxes, lines, strict=True)))
     return img, truth
 
 
