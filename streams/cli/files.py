@@ -5,14 +5,16 @@ output is built from the task's payload model (:class:`View`).
 Each command module gives its task, its options and its :class:`View`; everything else is the
 same for both: JSON log lines on stderr (stdout carries only the rows), options checked and
 ``--out`` made before the model loads, the processor built through the task registry, files
-probed as the worker probes uploads, one model call per bucket, nothing written without
-``--out``, exit status 0 when every file is accepted, 1 otherwise, 2 for bad options.
+probed as the worker probes uploads, one model call per batch of ``--batch`` files that pass
+the probe, each batch's rows printed as soon as it is done (memory held: one batch), nothing
+written without ``--out``, exit status 0 when every file is accepted, 1 otherwise, 2 for bad
+options.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,8 +98,8 @@ def run_command(task: str, view: View, images: list[Path], options: Mapping[str,
                 model: Path | None = None,
                 check: Callable[[Mapping[str, Any], Any], object] | None = None) -> None:
     """A processor command, whole: settings and logging, options, ``--out``, the processor
-    (:func:`processors.registry.build_processor`), the rows (:func:`run_files`) printed
-    (:func:`print_rows`).
+    (:func:`processors.registry.build_processor`), the rows (:func:`run_files`) printed batch
+    by batch as each batch is done (:func:`print_rows`).
 
     Args:
         task: a registered task.
@@ -183,60 +185,90 @@ def output_path(out_dir: Path, src: Path, tail: str, taken: set[Path]) -> Path:
     return path
 
 
-def probe_files(files: list[Path], dec: DecodeSettings
-                ) -> tuple[list[tuple[int, EncodedImage]], dict[int, tuple[str, str]]]:
-    """Read image files for the processor commands and probe their headers as the worker does
-    (the processor decodes the pixels).
+def probe_file(file: Path, dec: DecodeSettings) -> EncodedImage | tuple[str, str]:
+    """Read an image file for the processor commands and probe its header as the worker probes
+    an upload (the processor decodes the pixels).
 
     Args:
-        files: image paths, in command-line order.
+        file: an image path.
         dec: decode limits (``Settings.decode``).
 
     Returns:
-        ``(probed, refused)``: ``(index, EncodedImage)`` per accepted file, and per refused
-        index ``(reason code, error)``: the probe's reason (``UNSUPPORTED_FORMAT``,
-        ``CORRUPT_IMAGE``...) with its message (e.g. ``empty input (0 bytes); ...``), or
-        ``OBJECT_NOT_FOUND`` for a file that cannot be read, as the stream says for a missing
-        claim-check object, with the ``OSError`` class name and its text (``FileNotFoundError:
-        No such file or directory``; ``not a regular file`` for a folder, FIFO or device, which
-        is not opened). Pixel data that then fails to decode is the processor's ``rejected``
-        outcome (``CORRUPT_IMAGE``).
+        The :class:`EncodedImage` of an accepted file, or ``(reason code, error)`` for a refused
+        one: the probe's reason (``UNSUPPORTED_FORMAT``, ``CORRUPT_IMAGE``...) with its message
+        (e.g. ``empty input (0 bytes); ...``), or ``OBJECT_NOT_FOUND`` for a file that cannot be
+        read, as the stream says for a missing claim-check object, with the ``OSError`` class
+        name and its text (``FileNotFoundError: No such file or directory``; ``not a regular
+        file`` for a folder, FIFO or device, which is not opened). Pixel data that then fails to
+        decode is the processor's ``rejected`` outcome (``CORRUPT_IMAGE``).
     """
     from processors.decode import probe_image
     from processors.errors import DecodeError
 
-    probed: list[tuple[int, EncodedImage]] = []
-    refused: dict[int, tuple[str, str]] = {}
-    for i, f in enumerate(files):
-        if f.exists() and not f.is_file():  # a folder, FIFO or device: reading may never end
-            refused[i] = ("OBJECT_NOT_FOUND", "not a regular file")
-            continue
-        try:
-            probed.append((i, probe_image(f.read_bytes(), dec)))
-        except DecodeError as e:
-            refused[i] = (str(e.reason), str(e))
-        except OSError as e:
-            refused[i] = ("OBJECT_NOT_FOUND", f"{type(e).__name__}: {e.strerror or e}")
-    return probed, refused
+    if file.exists() and not file.is_file():  # a folder, FIFO or device: reading may never end
+        return "OBJECT_NOT_FOUND", "not a regular file"
+    try:
+        return probe_image(file.read_bytes(), dec)
+    except DecodeError as e:
+        return str(e.reason), str(e)
+    except OSError as e:
+        return "OBJECT_NOT_FOUND", f"{type(e).__name__}: {e.strerror or e}"
 
 
 def run_files(task: TaskSpec, view: View, proc: Processor, files: list[Path],
               options: Mapping[str, Any], dec: DecodeSettings, batch: int,
-              out_dir: Path | None) -> list[dict[str, Any]]:
-    """The processor commands' work: probe ``files``, process them in buckets of ``batch``
-    (one model call each), write each main artifact into ``out_dir`` (None: write nothing),
-    and each other artifact whose name is one of the view's columns (the print sheet).
+              out_dir: Path | None) -> Iterator[dict[str, Any]]:
+    """The processor commands' work, batch by batch: read and probe ``files`` in order
+    (:func:`probe_file`) until ``batch`` of them pass the probe (or the files end), process
+    those in one model call, write each main artifact into ``out_dir`` (None: write nothing)
+    and each other artifact whose name is one of the view's columns (the print sheet), and
+    yield the batch's rows before the next batch's files are read. Only one batch's bytes,
+    decoded images and outcomes are held at a time; output names stay unique over the whole
+    run (:func:`output_path`).
 
-    Returns:
-        One row per file, in order (:meth:`View.row`, :meth:`View.refused`).
+    Yields:
+        One row per file, in the order of ``files`` (:meth:`View.row`, :meth:`View.refused`);
+        a file refused by the probe before any file of its batch passed it comes at once.
+
+    Raises:
+        ProcessorError: as ``process_batch`` (a broken model); the earlier batches' rows have
+            been yielded.
     """
-    from processors.base import Item, process_in_buckets
+    from processors.decode import EncodedImage
 
-    probed, refused = probe_files(files, dec)
-    rows = {i: view.refused(files[i], code, err) for i, (code, err) in refused.items()}
-    items = [Item(upload_id=f"cli-{i}", image=img, options=dict(options)) for i, img in probed]
     taken: set[Path] = set()
-    for (i, _), o in zip(probed, process_in_buckets(proc, items, batch), strict=True):
+    pending: list[tuple[int, EncodedImage | tuple[str, str]]] = []
+    probed = 0
+    for i, f in enumerate(files):
+        pending.append((i, probe_file(f, dec)))
+        probed += isinstance(pending[-1][1], EncodedImage)
+        if probed in (0, batch) or i == len(files) - 1:
+            rows = _batch_rows(task, view, proc, files, pending, options, out_dir, taken)
+            pending, probed = [], 0  # this batch's bytes go before its rows are shown
+            yield from rows
+
+
+def _batch_rows(task: TaskSpec, view: View, proc: Processor, files: list[Path],
+                pending: list[tuple[int, EncodedImage | tuple[str, str]]],
+                options: Mapping[str, Any], out_dir: Path | None,
+                taken: set[Path]) -> list[dict[str, Any]]:
+    """The rows of one batch of :func:`run_files`: ``pending`` holds ``(index into files,
+    probe result)`` in order; the probed images go to ``proc`` in one ``process_batch`` call
+    (none when every file was refused), their artifacts are written (``taken``: the output
+    paths of the run so far, added to)."""
+    from processors.base import Item, process_in_buckets
+    from processors.decode import EncodedImage
+
+    probed = [(i, p) for i, p in pending if isinstance(p, EncodedImage)]
+    items = [Item(upload_id=f"cli-{i}", image=img, options=dict(options)) for i, img in probed]
+    done = dict(zip((i for i, _ in probed), process_in_buckets(proc, items, len(items)),
+                    strict=True))
+    rows: list[dict[str, Any]] = []
+    for i, p in pending:
+        if not isinstance(p, EncodedImage):
+            rows.append(view.refused(files[i], *p))
+            continue
+        o = done[i]
         main = next((a for a in o.artifacts if a.name == task.main_artifact), None)
         written = None
         others: dict[str, Path] = {}
@@ -248,14 +280,16 @@ def run_files(task: TaskSpec, view: View, proc: Processor, files: list[Path],
                 others[a.name] = output_path(out_dir, files[i], view.file_tail(o, a, main=False),
                                              taken)
                 others[a.name].write_bytes(a.data)
-        rows[i] = view.row(task, files[i], o, written, others)
-    return [rows[i] for i in range(len(files))]
+        rows.append(view.row(task, files[i], o, written, others))
+    return rows
 
 
-def print_rows(view: View, rows: list[dict[str, Any]], as_json: bool) -> None:
-    """Print the rows of :func:`run_files`, one JSON object per line or one text line each
-    (``FILE: STATUS[ REASON,REASON]``, the task's part, `` (error)``); exit 1 when any file
-    is not accepted."""
+def print_rows(view: View, rows: Iterable[dict[str, Any]], as_json: bool) -> None:
+    """Print the rows of :func:`run_files` as they come, one JSON object per line or one text
+    line each (``FILE: STATUS[ REASON,REASON]``, the task's part, `` (error)``), each flushed
+    (``typer.echo``) so that a long run shows its progress batch by batch; exit 1 when any file
+    is not accepted (after the last row)."""
+    refused = False
     for r in rows:
         if as_json:
             typer.echo(json.dumps(r))
@@ -263,5 +297,6 @@ def print_rows(view: View, rows: list[dict[str, Any]], as_json: bool) -> None:
             reasons = f" {','.join(r['reasons'])}" if r["reasons"] else ""
             error = f" ({r['error']})" if r.get("error") else ""
             typer.echo(f"{r['file']}: {r['status']}{reasons}{view.text(r)}{error}")
-    if any(r["status"] != "accepted" for r in rows):
+        refused |= r["status"] != "accepted"
+    if refused:
         raise typer.Exit(1)

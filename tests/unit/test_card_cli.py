@@ -314,3 +314,55 @@ def test_pixel_data_that_fails_to_decode_says_why(app, tmp_path, command):
     assert row["error"] == "jpeg data undecodable: Premature end of JPEG file"
     text = CliRunner().invoke(app, [command, str(cut)])
     assert text.output.rstrip().endswith("(jpeg data undecodable: Premature end of JPEG file)")
+
+
+def test_rows_are_printed_batch_by_batch_and_output_names_stay_unique(tmp_path, capsys):
+    """Each batch's rows are out (flushed) before the next batch is processed, so a run over
+    hundreds of files shows its progress and holds one batch; a file refused by the probe ahead
+    of any probed file is shown at once; ``-2`` still tells two inputs of one name apart when
+    they fall in different batches. The sleep stand-in serves the card task: no model."""
+    import typer
+
+    from processors import registry
+    from processors.decode import DecodeSettings
+    from streams.cli.card import VIEW
+    from streams.cli.files import print_rows, run_files
+
+    def image(path: Path, grey: int) -> Path:
+        path.parent.mkdir(exist_ok=True)
+        cv2.imwrite(str(path), np.full((48, 64, 3), grey, np.uint8))
+        return path
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not an image")
+    files = [notes, image(tmp_path / "a" / "card.png", 40), tmp_path / "gone.png",
+             image(tmp_path / "b" / "card.png", 80), image(tmp_path / "b" / "c.png", 120),
+             image(tmp_path / "c" / "card.png", 160)]
+    proc = registry.stand_in("card", call_ms=0.0, item_ms=0.0)
+    process_batch = proc.process_batch
+    shown: list[str] = []  # stdout lines, as they came
+    calls: list[tuple[list[str], list[str]]] = []  # (items' upload ids, files shown before)
+
+    def recording(items):
+        shown.extend(capsys.readouterr().out.splitlines())
+        calls.append(([it.upload_id for it in items], [s.split(": ")[0] for s in shown]))
+        return process_batch(items)
+
+    proc.process_batch = recording
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(typer.Exit) as e:
+        print_rows(VIEW, run_files(registry.spec("card"), VIEW, proc, files, {},
+                                   DecodeSettings(), 2, out), as_json=False)
+    assert e.value.exit_code == 1  # notes.txt and gone.png are rejected
+    shown.extend(capsys.readouterr().out.splitlines())
+    assert calls == [(["cli-1", "cli-3"], [str(notes)]),
+                     (["cli-4", "cli-5"], [str(f) for f in files[:4]])]
+    assert [s.split(": ")[0] for s in shown] == [str(f) for f in files]
+    assert shown[2] == f"{files[2]}: rejected OBJECT_NOT_FOUND doc_type=unknown conf=- " \
+                       "(FileNotFoundError: No such file or directory)"
+    assert shown[5] == (f"{files[5]}: accepted doc_type=id_card conf=1.0 -> "
+                        f"{out / 'card-png-3.rectified.png'}")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "c-png.rectified.png", "card-png-2.rectified.png", "card-png-3.rectified.png",
+        "card-png.rectified.png"]
