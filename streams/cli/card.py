@@ -22,7 +22,11 @@ _MODEL_HELP = ("ONNX file to use instead of the pinned card model, e.g. the outp
 
 def _text(row: Mapping[str, Any]) -> str:
     """`` doc_type=id_card conf=0.97 mrz=TD1:valid -> FILE`` (``mrz=`` where a card was
-    judged: its format and ``valid``, ``invalid`` or ``unreadable``, or ``none``)."""
+    judged: its format and ``valid``, ``invalid`` or ``unreadable``, or ``none``), with the
+    zone's printed fields after it where the row's mrz carries them (``--mrz-values``, where
+    allowed): `` values={document_code=P, issuing_state=UTO, ..., secondary_name=ANNA MARIA}``,
+    the fields of ``values`` in their order and under their JSON names, blank ones left out
+    (the MRZ alphabet has no comma or brace: the list reads back unambiguously)."""
     conf = "-" if row["confidence"] is None else row["confidence"]
     done = f" -> {row['rectified']}" if row["rectified"] else ""
     m = row.get("mrz")
@@ -30,6 +34,9 @@ def _text(row: Mapping[str, Any]) -> str:
     if m:
         verdict = ("valid" if m["valid"] else "invalid") if m["readable"] else "unreadable"
         zone = f" mrz={m['format']}:{verdict}" if m["found"] else " mrz=none"
+        if m.get("values"):
+            fields = (f"{k}={v}" for k, v in m["values"].items() if v)
+            zone += f" values={{{', '.join(fields)}}}"
     return f" doc_type={row['doc_type']} conf={conf}{zone}{done}"
 
 

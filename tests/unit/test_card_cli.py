@@ -99,8 +99,32 @@ def test_card_shows_the_mrz_and_its_values_only_when_asked_and_allowed(app, tmp_
             app, ["card", "--json", "--mrz-values", img], env=allowed).stderr.splitlines()
         if line.startswith("{")))
     assert "values" not in mrz(env=allowed)  # allowed, not asked
-    text = CliRunner().invoke(app, ["card", img]).output
-    assert f" mrz={shown['format']}:valid" in text
+    text = CliRunner().invoke(app, ["card", "--mrz-values", img]).output
+    assert f" mrz={shown['format']}:valid" in text and "values=" not in text  # withheld
+    text = CliRunner().invoke(app, ["card", "--mrz-values", img], env=allowed).output
+    assert f" mrz={shown['format']}:valid values={{document_code=" in text
+    assert f", document_number={shown['values']['document_number']}," in text
+
+
+def test_text_line_shows_the_mrz_values_a_row_carries():
+    from streams.cli.card import VIEW
+
+    mrz = {"found": True, "format": "TD3", "readable": True, "valid": True, "checks": None,
+           "expired": False, "corrected": False,
+           "values": {"document_code": "P", "issuing_state": "UTO",
+                      "document_number": "L898902C3", "nationality": "UTO",
+                      "birth_date": "740812", "sex": "F", "expiry_date": "120415",
+                      "primary_name": "ERIKSSON", "secondary_name": "ANNA MARIA",
+                      "optional_data": ""}}
+    row = {"confidence": 0.97, "doc_type": "passport", "rectified": "out/p-jpg.rectified.jpg",
+           "mrz": mrz}
+    assert VIEW.text(row) == (
+        " doc_type=passport conf=0.97 mrz=TD3:valid values={document_code=P, issuing_state=UTO,"
+        " document_number=L898902C3, nationality=UTO, birth_date=740812, sex=F,"
+        " expiry_date=120415, primary_name=ERIKSSON, secondary_name=ANNA MARIA}"
+        " -> out/p-jpg.rectified.jpg")  # the blank optional_data left out
+    assert VIEW.text({**row, "mrz": {**mrz, "values": None}}) == (
+        " doc_type=passport conf=0.97 mrz=TD3:valid -> out/p-jpg.rectified.jpg")
 
 
 def test_eval_card_prints_per_kind_summary(app, tmp_path):
