@@ -45,16 +45,24 @@ VIEW = View(columns=("quad", "confidence", "doc_type", "rectified", "quality", "
 """A ``card`` row: the card payload's fields, ``rectified`` the file written."""
 
 
+_VALUES_ALLOWED = "CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED"
+"""The setting that lets MRZ values into a result (``CardSettings.verify.mrz_values_allowed``)."""
+
+
 def _values_withheld(given: Mapping[str, Any], section: CardSettings) -> None:
     """Say on stderr (a JSON log line, ``mrz_values_withheld``) that ``--mrz-values`` was asked
     where the setting CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED withholds the values: the
     rows carry no ``values`` then, as the results topic does, and a user should not have to
-    guess why."""
+    guess why. The line names the setting (``setting``), the value it has (``value``: false)
+    and what lets the values in (``allow``: ``CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED=true``
+    in the environment)."""
     import structlog
 
-    if given.get("mrz_values") and not section.verify.mrz_values_allowed:
+    allowed = section.verify.mrz_values_allowed
+    if given.get("mrz_values") and not allowed:
         structlog.get_logger("cardstream.cli").warning(
-            "mrz_values_withheld", setting="CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED")
+            "mrz_values_withheld", setting=_VALUES_ALLOWED, value=allowed,
+            allow=f"{_VALUES_ALLOWED}=true")
 
 
 def card(

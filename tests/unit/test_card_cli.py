@@ -92,8 +92,14 @@ def test_card_shows_the_mrz_and_its_values_only_when_asked_and_allowed(app, tmp_
     assert "values" not in mrz("--mrz-values")  # asked, not allowed
     withheld = CliRunner().invoke(app, ["card", "--json", "--mrz-values", img])
     said = [json.loads(line) for line in withheld.stderr.splitlines() if line.startswith("{")]
-    assert [d["setting"] for d in said if d.get("event") == "mrz_values_withheld"] == [
-        "CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED"]  # and why, on stderr
+    assert [(d["setting"], d["value"], d["allow"]) for d in said
+            if d.get("event") == "mrz_values_withheld"] == [
+        ("CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED", False,
+         "CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED=true")]  # and why, on stderr
+    denied = CliRunner().invoke(app, ["card", "--json", "--mrz-values", img],
+                                env={"CARDSTREAM_CARD__VERIFY__MRZ_VALUES_ALLOWED": "false"})
+    assert [json.loads(line)["value"] for line in denied.stderr.splitlines()
+            if '"mrz_values_withheld"' in line] == [False]  # said off explicitly: the same
     assert not any(d.get("event") == "mrz_values_withheld" for d in (
         json.loads(line) for line in CliRunner().invoke(
             app, ["card", "--json", "--mrz-values", img], env=allowed).stderr.splitlines()
