@@ -16,6 +16,7 @@ from streams.cli.files import View
 eval_app = typer.Typer(help="Evaluate a processor on a labelled image set.", no_args_is_help=True)
 
 
+_DEFAULTS = CardSettings()
 _MODEL_HELP = ("ONNX file to use instead of the pinned card model, e.g. the output of a new "
                "training run (not checked against a SHA-256).")
 
@@ -75,13 +76,15 @@ def card(
                                  "short text line per image)."),
     doc_type: DocTypeHint | None = typer.Option(
         None, help="id_card | passport | auto (by aspect ratio); default: the setting "
-        f"CARDSTREAM_CARD__DOC_TYPE ({CardSettings().doc_type})."),
+        f"CARDSTREAM_CARD__DOC_TYPE ({_DEFAULTS.doc_type})."),
     profile: ProfileName | None = typer.Option(
         None, help="strict | normal | relaxed: which capture-quality and MRZ findings reject "
-        "(the upload option profile); default: the setting (below)."),
+        "(the upload option profile); default: the setting named above "
+        f"({_DEFAULTS.verify.profile} unless set)."),
     mrz_values: bool = typer.Option(
         False, "--mrz-values", help="Put the MRZ's field values (names, numbers, dates) into "
-        "the row's mrz (the upload option mrz_values), where the setting allows it (below)."),
+        "the row's mrz (the upload option mrz_values), where the setting named above allows "
+        f"it ({'on' if _DEFAULTS.verify.mrz_values_allowed else 'off'} unless set)."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto."),
     batch: int = typer.Option(8, help="Batch size of the localisation model call."),
     model: Path | None = typer.Option(None, "--model", help=_MODEL_HELP),

@@ -55,3 +55,11 @@ def test_help_wraps_at_the_terminal_width(path):
     for line, nxt in zip(prose, prose[1:], strict=False):
         if line.strip() and nxt.strip():
             assert len(line.rstrip()) + 1 + len(nxt.split()[0]) > 78, (line, nxt)
+
+
+def test_no_option_points_below_the_options():
+    """typer prints the command's description above its options: an option's help that sends
+    the reader "below" for a setting points at nothing (``card --profile`` did)."""
+    for path, cmd in _commands(get_command(app)):
+        for p in cmd.params:
+            assert "below" not in (getattr(p, "help", None) or ""), (path, p.name)
