@@ -437,8 +437,9 @@ class MrzInfo(_Model):
         valid: readable and every check digit valid.
         checks: each check digit (null when not readable).
         expired: the document had expired at the result's ``processed_at`` (null: unknown).
-        corrected: a character was corrected from the recogniser's own alternatives (by the
-            field's type or a check digit).
+        corrected: a character of the zone read was corrected from the recogniser's own
+            alternatives (by the field's type or a check digit); false where not readable
+            (no read is given).
         values: the printed fields, when asked and allowed.
     """
 

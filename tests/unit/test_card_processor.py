@@ -372,7 +372,7 @@ def test_demo_travel_documents_read_their_zone_with_every_check_digit_valid(proc
 @pytest.mark.parametrize(("mrz", "said"), [
     (None, ""),
     ({"found": False, "readable": False, "valid": False, "corrected": False}, "no MRZ"),
-    ({"found": True, "format": "TD2", "readable": False, "valid": False, "corrected": True},
+    ({"found": True, "format": "TD2", "readable": False, "valid": False, "corrected": False},
      "MRZ TD2 unreadable"),
     ({"found": True, "format": "TD3", "readable": True, "valid": False, "corrected": False,
       "expired": True}, "MRZ TD3 check digit, expired"),

@@ -141,6 +141,20 @@ def test_td3_zone_on_an_id1_card_is_unreadable():
     assert r.reasons == (ReasonCode.MRZ_UNREADABLE,)
 
 
+def test_a_correction_counts_only_in_a_zone_read_as_readable():
+    """The birth date's ``O`` takes the recogniser's own ``0`` (a type correction) in both
+    reads; on a passport the zone reads and ``corrected`` says the read stands on it, while the
+    same TD3 zone on an ID-1 card is MRZ_UNREADABLE and gives no read: ``corrected`` is false
+    there, as ``checks`` is null (it said true beside ``readable: false`` before)."""
+    fix = {(1, 15): (("O", 0.6), ("0", 0.38))}
+    read = judge(Format.TD3, reads(TD3, fix), "passport", TODAY)
+    assert read.readable and read.valid and read.payload()["corrected"] is True
+    refused = judge(Format.TD3, reads(TD3, fix), "id_card", TODAY)
+    assert refused.reasons == (ReasonCode.MRZ_UNREADABLE,)
+    assert (refused.payload()["readable"], refused.payload()["checks"],
+            refused.payload()["corrected"]) == (False, None, False)
+
+
 def test_many_uncertain_characters_are_unreadable():
     alts = {(0, i): (("A", 0.3), ("B", 0.25)) for i in range(10, 16)}
     r = judge(Format.TD3, reads(TD3, alts), "passport", TODAY)

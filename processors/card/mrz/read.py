@@ -9,7 +9,7 @@ batch goes to the recogniser in one batched call; each document takes the format
 confidently, is corrected where the recogniser itself offered the character and the field's type
 or a check digit asks for it, parsed (ICAO Doc 9303) and judged.
 
-Corrections (``corrected`` in the result), and no others:
+Corrections (``corrected`` in the result, for a zone judged readable), and no others:
 
 1. *Type*: a position that may only hold digits (dates, check digits) read as a letter, or one
    that may only hold letters (codes, names) read as a digit, takes the best of the
@@ -107,7 +107,8 @@ class MrzRead:
         format: its format (None when not found or no format fits the reads).
         readable: the reads fit the format and the document, with few uncertain characters.
         mrz: the parsed zone (None unless readable). Holds personal data: never logged.
-        corrected: a character was corrected (type or check digit).
+        corrected: a character of the read was corrected (type or check digit); False where
+            not readable (no read is given, so there is no corrected character to stand on).
         expired: the document had expired at ``today`` (None: not readable, or the expiry's
             check digit fails).
         turned: the zone was found in the top band turned (the document read upside down).
@@ -406,8 +407,7 @@ def judge(fmt: Format, reads: list[Read], doc_type: str, today: dt.date) -> MrzR
                            for i, p in enumerate(row) if (li, i) not in covered)
     fits_type = fmt in FORMATS_FOR.get(doc_type, tuple(Format))
     if unsure > MAX_UNSURE or unchecked_unsure or not fits_type:
-        return MrzRead(found=True, format=fmt, corrected=typed or fixed,
-                       reasons=(ReasonCode.MRZ_UNREADABLE,),
+        return MrzRead(found=True, format=fmt, reasons=(ReasonCode.MRZ_UNREADABLE,),
                        checks_pass=(fits_type and unsure <= MAX_UNSURE
                                     and icao.parse(lines).checks.all_valid))
     mrz = icao.parse(lines)
