@@ -59,7 +59,7 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
         ValueError: no ``manifest.json`` with ``documents`` (not a documents set).
         EvalSetError: the manifest lists no document, or a document that is not an object with
             a ``file`` (a name in the set's folder, listed once) and a ``truth`` object with
-            the fields scored.
+            the fields scored, or whose ``mrz_chars_hidden`` is neither null nor a count.
     """
     try:
         man = json.loads((Path(set_dir) / "manifest.json").read_text())
@@ -85,9 +85,17 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
                 or np.asarray(truth["quad"], dtype=object).shape != (4, 2)):
             raise EvalSetError(f"the manifest's {name} has no truth with "
                                + ", ".join(TRUTH_FIELDS) + " (a quad of 4 corners)")
+        hidden = truth.get("mrz_chars_hidden")
+        if hidden is not None and (type(hidden) is not int or hidden < 0):
+            raise EvalSetError(f"the manifest's {name} has mrz_chars_hidden {hidden!r}: a count "
+                               "of characters (0 or more) or null")
     return docs, today
 
 
+PRINT_GROUPS = ("visible", "hidden", "unmeasured")
+"""``by_print``'s groups: documents whose every MRZ character the photo kept, those that lost
+one or more (``mrz_chars_hidden``), and those whose truth does not count them (a scan, a set
+written before the count); empty where no document's truth counts them."""
 TRUTH_FIELDS = ("format", "doc_type", "fields", "checks", "expired", "quad", "dpi", "tilt_deg",
                 "grey_copy")
 """What each document's truth must hold to be scored (:func:`mrz_summary`,
@@ -172,9 +180,9 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
         expired_ok += m.get("expired") == t["expired"]
         cover = "+".join(k for k in ("glare", "hand") if t.get(f"{k}_on_mrz")) or "clear"
         hidden = t.get("mrz_chars_hidden")
-        groups = [(by_format, t["format"]), (by_cover, cover)]
-        if hidden is not None:
-            groups.append((by_print, "hidden" if hidden else "visible"))
+        groups = [(by_format, t["format"]), (by_cover, cover),
+                  (by_print, "unmeasured" if hidden is None else "hidden" if hidden
+                   else "visible")]
         for group, key in groups:
             group.setdefault(key, [0, 0])
             group[key][0] += 1
@@ -195,8 +203,9 @@ def mrz_summary(docs: Sequence[dict[str, Any]], outs: Sequence[Outcome | None]
                           for f, v in sorted(by_format.items())},
             "by_cover": {f: {"n": v[0], "exact": v[1] / v[0]}
                          for f, v in sorted(by_cover.items())},
-            "by_print": {f: {"n": v[0], "exact": v[1] / v[0]}
-                         for f, v in sorted(by_print.items(), reverse=True)},
+            "by_print": ({f: {"n": v[0], "exact": v[1] / v[0]} for f in PRINT_GROUPS
+                          if (v := by_print.get(f))}
+                         if set(by_print) != {"unmeasured"} else {}),
             "rows": rows}
 
 
@@ -346,11 +355,16 @@ def table(what: str, r: dict[str, Any]) -> str:
                  "fields: " + "  ".join(f"{k} {v:.3f}" for k, v in r["fields"].items())]
         if r["by_print"]:
             seen = r["by_print"].get("visible", {"n": 0})["n"]
+            counted = r["documents"] - r["by_print"].get("unmeasured", {"n": 0})["n"]
             lines.insert(3, "by what the photo kept of the print (hidden: a character with half "
                          "its ink saturated or a third of its cell under the thumb): "
                          + "  ".join(f"{k} {v['exact']:.3f} (n={v['n']})"
                                      for k, v in r["by_print"].items())
-                         + f"; every character visible on {seen / r['documents']:.3f} of the set")
+                         + f"; every character visible on {seen / counted:.3f} of the "
+                         + ("set" if counted == r["documents"] else f"{counted} measured"))
+        else:
+            lines.insert(3, "by what the photo kept of the print: not counted by this set's "
+                         "truth (no mrz_chars_hidden: scans, or a set written before 2026-12-06)")
     else:
         lines = [f"documents {r['documents']} (measured {r['measured']}): DPI within 5 % "
                  f"{r['dpi_within_5pct']:.3f}  tilt within 2 deg {r['tilt_within_2deg']:.3f}",

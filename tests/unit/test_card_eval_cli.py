@@ -118,6 +118,39 @@ def test_eval_mrz_refuses_a_malformed_manifest(tmp_path, edit, given):
 
 
 
+@pytest.mark.parametrize("bad", [-3, "many", 1.5, True, "0"])
+def test_eval_mrz_refuses_a_count_of_hidden_characters_that_is_none(tmp_path, bad):
+    """``mrz_chars_hidden`` is a count or null: anything else is a usage error (exit 2), not a
+    document silently counted as hidden (a fresh user's trial)."""
+    write_set(tmp_path, 2, seed=7)
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    man["documents"][1]["truth"]["mrz_chars_hidden"] = bad
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path), "--given-quads"])
+    assert r.exit_code == 2, r.output
+    assert "mrz_chars_hidden" in " ".join(r.output.replace("│", " ").split())
+
+
+def test_eval_mrz_shows_documents_whose_hidden_characters_were_not_counted(tmp_path):
+    """A set where some truths count the hidden characters and others do not (null) shows the
+    others as ``unmeasured`` and takes the visible share of the measured ones; a set where none
+    does says so."""
+    write_set(tmp_path, 2, seed=7)
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    man["documents"][0]["truth"]["mrz_chars_hidden"] = None
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    args = ["eval", "mrz", "--set", str(tmp_path), "--given-quads"]
+    res = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert res["by_print"]["unmeasured"]["n"] == 1
+    assert sum(v["n"] for k, v in res["by_print"].items() if k != "unmeasured") == 1
+    assert "of the 1 measured" in CliRunner().invoke(app, args).stdout
+    man["documents"][1]["truth"].pop("mrz_chars_hidden")
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    res = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert res["by_print"] == {}
+    assert "not counted by this set's truth" in CliRunner().invoke(app, args).stdout
+
+
 def test_characters_the_photo_lost_are_counted_without_changing_the_photo():
     """``mrz_chars_hidden``: a character whose ink is saturated, or whose cell lies under the
     thumb, is lost; one whose paper alone is saturated is not. Measuring draws nothing from the
