@@ -43,19 +43,19 @@ def idphoto(
     images: Annotated[list[Path], typer.Argument(metavar="IMAGE",
                                                  help="Image files (JPEG, PNG, WebP, HEIC...).")],
     size: Annotated[str | None, typer.Option(
-        help=f"{_SIZES} (processors/idphoto/specs.json); default: the setting "
-             f"CARDSTREAM_IDPHOTO__DEFAULT_SIZE ({_DEFAULTS.default_size}).")] = None,
+        help=f"{_SIZES} (the sizes in processors/idphoto, specs.json); default: the setting "
+             f"named above ({_DEFAULTS.default_size} unless set).")] = None,
     background: Annotated[str | None, typer.Option(
-        help="white | blue | red | #RRGGBB; default: the setting "
-             f"CARDSTREAM_IDPHOTO__DEFAULT_BACKGROUND ({_DEFAULTS.default_background}).")
+        help="white | blue | red | #RRGGBB; default: the setting named above "
+             f"({_DEFAULTS.default_background} unless set).")
     ] = None,
     alpha_matting: Annotated[bool | None, typer.Option(
         "--alpha-matting/--no-alpha-matting",
         help="Refine the matte edge (default: off for one_inch, on for larger sizes).")] = None,
     mode: Annotated[str | None, typer.Option(
         help="retouch (a new background) | validate (crop and frame only, the photo's own "
-             "background kept and checked); default: the setting CARDSTREAM_IDPHOTO__DEFAULT_MODE "
-             f"({_DEFAULTS.default_mode}).")] = None,
+             "background kept and checked); default: the setting named above "
+             f"({_DEFAULTS.default_mode} unless set).")] = None,
     dpi: Annotated[int | None, typer.Option(
         help="The photo's resolution and its JPEG's density, 72..1200 (default: the size's, "
              "300).")] = None,
@@ -94,7 +94,9 @@ def idphoto(
     ``"error"`` (the decoder's message, or the ``OSError`` class and text) when refused before
     processing (the header probe); a file whose pixels do not decode after its header passed
     carries only the reason. Exit status 0 when every image is accepted, 1 otherwise, 2 for
-    bad options (as the other processor commands).
+    bad options (as the other processor commands). The defaults of --size, --background and
+    --mode are the settings CARDSTREAM_IDPHOTO__DEFAULT_SIZE, CARDSTREAM_IDPHOTO__DEFAULT_BACKGROUND
+    and CARDSTREAM_IDPHOTO__DEFAULT_MODE.
     """
     from processors.idphoto.processor import parse_options
     from streams.cli.files import run_command

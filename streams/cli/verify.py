@@ -12,8 +12,8 @@ import typer
 from streams.cli.card import eval_app
 
 SetDir = Annotated[Path, typer.Option(
-    "--set", help="Folder written by `python -m processors.card.training.documents --out DIR` "
-                  "(photos and manifest.json with each document's truth).")]
+    "--set", help="Folder written by the documents generator (named above): photos and "
+                  "manifest.json with each document's truth.")]
 Batch = Annotated[int, typer.Option(min=1, help="Uploads per batch (the worker's batch sizes).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")]
 
@@ -46,7 +46,8 @@ def eval_mrz(set_dir: SetDir, batch: Batch = 8, as_json: AsJson = False,
     digit yet differs from the document) and CPU ms per document (whole pipeline, MRZ step).
     A folder that is not a documents set, or one whose manifest lists a file that is missing or
     no image, or that lists no document, is a usage error (exit 2), as is a `--rows` path that
-    cannot be written or is a file of the set (checked before the run)."""
+    cannot be written or is a file of the set (checked before the run). The documents
+    generator writes a set: `python -m processors.card.training.documents --out DIR`."""
     from processors.card.evaluation import table
 
     made = rows is not None and _writable_rows(rows, set_dir)
@@ -91,7 +92,8 @@ def eval_quality(set_dir: SetDir, batch: Batch = 8, as_json: AsJson = False,
     """The capture-quality measures through the whole card pipeline against the set's truth:
     DPI within 5 % of the DPI rendered, tilt within 2 degrees, PHOTOCOPY recall on the grey
     copies and false positives on the colour documents (and on ``--real`` cards), CPU ms of
-    the measures per card."""
+    the measures per card. The documents generator writes a set:
+    `python -m processors.card.training.documents --out DIR`."""
     from processors.card.evaluation import table
 
     r = _evaluate("quality", set_dir, batch, real)

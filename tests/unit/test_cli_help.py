@@ -42,7 +42,8 @@ def test_every_command_is_reflowed():
         assert "``" not in (cmd.help or ""), path
 
 
-@pytest.mark.parametrize("path", [("card",), ("eval", "card")], ids=" ".join)
+@pytest.mark.parametrize("path", [("card",), ("eval", "card"), ("idphoto",), ("eval", "mrz"),
+                                  ("eval", "quality")], ids=" ".join)
 def test_help_wraps_at_the_terminal_width(path):
     r = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
     assert r.exit_code == 0, r.output
