@@ -114,7 +114,8 @@ class DocTruth:
         mrz_chars_hidden: MRZ characters whose print the photo lost, before blur, noise and
             JPEG: at least :data:`HIDDEN_INK_SHARE` of the character's ink saturated by the
             glare spot, or at least :data:`HIDDEN_HAND_SHARE` of its cell under the thumb. No
-            reader can read such a character; a zone with one reads exactly only by chance.
+            reader can read such a character; a zone with one reads exactly only where the
+            format fixes what was lost (a filler at a line's end) or by chance.
             None: not measured (scans, and sets written before 2026-12-06).
         capture: ``photo`` (:func:`photograph`) or ``scan`` (:func:`scan`: a flatbed scan or a
             phone app's crop, issue 44).
@@ -436,10 +437,10 @@ def chars_hidden(lit: np.ndarray, sat: np.ndarray, hand: np.ndarray | None, hom:
             is the box's ``j``-th of ``len(text)`` equal parts.
 
     Returns:
-        The characters whose ink (the cell's pixels darker than the middle of its 5th and 95th
-        grey percentiles before the glare; the darkest quarter of that range for a filler
-        ``<``'s faint chevron too) is at least :data:`HIDDEN_INK_SHARE` saturated, or whose
-        cell is at least :data:`HIDDEN_HAND_SHARE` under the thumb.
+        The characters whose cell is at least :data:`HIDDEN_HAND_SHARE` under the thumb, or
+        whose ink is at least :data:`HIDDEN_INK_SHARE` saturated; a cell's ink: its pixels
+        darker, before the glare, than the middle of its 5th and 95th grey percentiles (than
+        the lowest quarter of that range for a filler ``<``, whose chevron is thin).
     """
     grey = cv2.cvtColor(np.clip(lit, 0, 255).astype(np.uint8), cv2.COLOR_BGR2GRAY)
     H, W = grey.shape
