@@ -72,7 +72,13 @@ import numpy as np
 from processors.errors import ModelError
 from processors.models import manifest, model_path
 from processors.pixels import jpeg_bytes
-from processors.runtime import ModelCall, RuntimeSettings, recorded_calls, symbolic_batch
+from processors.runtime import (
+    X64_PRECISION_KEY,
+    ModelCall,
+    RuntimeSettings,
+    recorded_calls,
+    symbolic_batch,
+)
 
 #: Opset the prepared graph is raised to (per-channel DequantizeLinear's ``axis``: opset 13).
 OPSET = 13
@@ -346,7 +352,9 @@ def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
 
 def _session(path: Path, tensors: Sequence[str]):  # noqa: ANN202 (onnxruntime's session)
     """A CPU session of the graph at ``path`` that returns ``tensors`` (those it has), and
-    their names."""
+    their names; int8 products exact, as the runtime's sessions compute them
+    (:data:`processors.runtime.X64_PRECISION_KEY`), so the sensitivity pass measures the
+    quantisation and not a CPU's saturating kernels."""
     import onnx
     import onnxruntime as ort
 
@@ -355,7 +363,10 @@ def _session(path: Path, tensors: Sequence[str]):  # noqa: ANN202 (onnxruntime's
     fetch = [t for t in tensors if t in known]
     del m.graph.output[:]
     m.graph.output.extend(onnx.ValueInfoProto(name=t) for t in fetch)
-    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]), fetch
+    so = ort.SessionOptions()
+    so.add_session_config_entry(X64_PRECISION_KEY, "1")
+    return ort.InferenceSession(m.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"]), fetch
 
 
 def tensor_snr(ref_path: Path, got_path: Path, tensors: Sequence[str],

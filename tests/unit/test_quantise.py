@@ -167,3 +167,14 @@ def test_gpu_sessions_keep_the_float_files(monkeypatch: pytest.MonkeyPatch) -> N
     assert pinned_model("u2netp", runtime=rt) == pinned_model("u2netp")
     assert file_precision(pinned_model("u2netp", runtime=rt)[0], rt) == "fp32"
     assert pinned_model("u2netp", Path("x.onnx"), rt) == (Path("x.onnx"), None)
+
+
+def test_the_sensitivity_pass_runs_int8_exactly(tmp_path: Path) -> None:
+    """The sensitivity pass's sessions compute int8 products as the runtime's do (exactly, on
+    x86 CPUs without VNNI too), so they measure the quantisation and not saturation."""
+    from processors.quantise import _session
+    from processors.runtime import X64_PRECISION_KEY
+
+    sess, fetch = _session(_graph(tmp_path), ["a1", "not_there"])
+    assert sess.get_session_options().get_session_config_entry(X64_PRECISION_KEY) == "1"
+    assert fetch == ["a1"]
