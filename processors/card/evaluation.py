@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from processors.base import Item, Outcome, process_in_buckets
+from processors.card.mrz.icao import Format
 from processors.decode import DecodeSettings, probe_image
 from processors.errors import DecodeError, EvalSetError
 
@@ -59,7 +60,8 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
         ValueError: no ``manifest.json`` with ``documents`` (not a documents set).
         EvalSetError: the manifest lists no document, or a document that is not an object with
             a ``file`` (a name in the set's folder, listed once) and a ``truth`` object with
-            the fields scored, or whose ``mrz_chars_hidden`` is neither null nor a count.
+            the fields scored, whose format is no MRZ format, or whose ``mrz_chars_hidden`` is
+            neither null nor a count.
     """
     try:
         man = json.loads((Path(set_dir) / "manifest.json").read_text())
@@ -85,6 +87,9 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
                 or np.asarray(truth["quad"], dtype=object).shape != (4, 2)):
             raise EvalSetError(f"the manifest's {name} has no truth with "
                                + ", ".join(TRUTH_FIELDS) + " (a quad of 4 corners)")
+        if truth["format"] not in FORMAT_NAMES:
+            raise EvalSetError(f"the manifest's {name} has format {truth['format']!r}: one of "
+                               + ", ".join(FORMAT_NAMES) + " (ICAO Doc 9303 parts 4-7)")
         hidden = truth.get("mrz_chars_hidden")
         if hidden is not None and (type(hidden) is not int or hidden < 0):
             raise EvalSetError(f"the manifest's {name} has mrz_chars_hidden {hidden!r}: a count "
@@ -96,6 +101,8 @@ PRINT_GROUPS = ("visible", "hidden", "unmeasured")
 """``by_print``'s groups: documents whose every MRZ character the photo kept, those that lost
 one or more (``mrz_chars_hidden``), and those whose truth does not count them (a scan, a set
 written before the count); empty where no document's truth counts them."""
+FORMAT_NAMES = tuple(f.value for f in Format)
+"""The MRZ formats a document's truth may name (:class:`processors.card.mrz.icao.Format`)."""
 TRUTH_FIELDS = ("format", "doc_type", "fields", "checks", "expired", "quad", "dpi", "tilt_deg",
                 "grey_copy")
 """What each document's truth must hold to be scored (:func:`mrz_summary`,

@@ -107,8 +107,10 @@ def _manifest(tmp_path, edit):
     lambda m: m["documents"][0].pop("truth"),
     lambda m: m["documents"][0].update(truth=None),
     lambda m: m["documents"][0]["truth"].update(quad=[[0, 0], [1, 1]]),
+    lambda m: m["documents"][1]["truth"].update(format="TD9"),
+    lambda m: m["documents"][0]["truth"].update(format=None),
 ], ids=["none", "not-a-list", "no-file", "file-42", "outside", "empty-name", "listed-twice",
-        "no-truth", "truth-null", "two-corners"])
+        "no-truth", "truth-null", "two-corners", "format-td9", "format-null"])
 @pytest.mark.parametrize("given", [[], ["--given-quads"]])
 def test_eval_mrz_refuses_a_malformed_manifest(tmp_path, edit, given):
     _manifest(tmp_path, edit)
