@@ -176,8 +176,10 @@ def output_path(out_dir: Path, src: Path, tail: str, taken: set[Path]) -> Path:
     ``out_dir/<stem>-<ext>.<tail>`` (``me.jpg`` → ``me-jpg.<tail>``: the source extension
     keeps ``me.jpg`` and ``me.webp`` apart), or ``<stem>-<ext>-2.<tail>``, ``-3``... when an
     earlier output of the same command took that path (two inputs of the same name from
-    different folders must not overwrite each other). The path is added to ``taken``."""
-    stem = f"{src.stem}{src.suffix.replace('.', '-')}"
+    different folders must not overwrite each other). The path is added to ``taken``. A name
+    that starts with a dot loses it (``.jpg`` → ``jpg.<tail>``), so no output is hidden; a name
+    of dots only becomes ``image``."""
+    stem = f"{src.stem}{src.suffix.replace('.', '-')}".lstrip(".") or "image"
     path, k = out_dir / f"{stem}.{tail}", 2
     while path in taken:
         path, k = out_dir / f"{stem}-{k}.{tail}", k + 1

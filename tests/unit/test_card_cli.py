@@ -211,6 +211,19 @@ def test_inputs_with_the_same_name_do_not_overwrite_each_other(app, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in paths)
 
 
+@pytest.mark.parametrize(("name", "written"), [
+    (".jpg", "jpg.rectified.jpg"), (".hidden.png", "hidden-png.rectified.jpg"),
+    ("...", "image.rectified.jpg"), ("me.jpg", "me-jpg.rectified.jpg")])
+def test_an_input_named_with_a_leading_dot_writes_no_hidden_output(tmp_path, name, written):
+    """A trial's ``.jpg`` wrote ``.jpg.rectified.jpg``, which ``ls`` does not show."""
+    from streams.cli.files import output_path
+
+    taken: set[Path] = set()
+    assert output_path(tmp_path, tmp_path / "in" / name, "rectified.jpg", taken).name == written
+    assert output_path(tmp_path, Path(name), "rectified.jpg", taken).name == \
+        written.replace(".rectified", "-2.rectified")
+
+
 @pytest.mark.parametrize("command", [["card", "IMG"], ["eval", "card", "--set", "SET"]])
 def test_a_model_file_that_is_not_onnx_is_a_usage_error(app, tmp_path, command):
     bad = tmp_path / "model.onnx"
