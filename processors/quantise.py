@@ -16,7 +16,7 @@ pinned there too (``precision: int8``, ``quantised_from``) and committed in the 
    activations uint8 asymmetric per tensor: the form ONNX Runtime fuses into ``QLinearConv``
    for its x86 u8s8 kernels (AVX-512 VNNI / AVX2). The recipe's ``keep_float`` nodes stay fp32.
    On CPUs without VNNI those kernels saturate for weights outside [-64, 63]; the runtime's
-   sessions ask for exact products there (:data:`processors.runtime.X64_PRECISION_KEY`).
+   sessions ask for exact products there (:func:`processors.runtime.exact_int8`).
 4. **Pin**: the file's SHA-256 goes into ``models.json``; ``--check`` rebuilds and compares.
 
 Which nodes stay float comes from the per-node sensitivity pass (:func:`trace`): the fully
@@ -73,9 +73,9 @@ from processors.errors import ModelError
 from processors.models import manifest, model_path
 from processors.pixels import jpeg_bytes
 from processors.runtime import (
-    X64_PRECISION_KEY,
     ModelCall,
     RuntimeSettings,
+    exact_int8,
     recorded_calls,
     symbolic_batch,
 )
@@ -353,7 +353,7 @@ def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
 def _session(path: Path, tensors: Sequence[str]):  # noqa: ANN202 (onnxruntime's session)
     """A CPU session of the graph at ``path`` that returns ``tensors`` (those it has), and
     their names; int8 products exact, as the runtime's sessions compute them
-    (:data:`processors.runtime.X64_PRECISION_KEY`), so the sensitivity pass measures the
+    (:func:`processors.runtime.exact_int8`), so the sensitivity pass measures the
     quantisation and not a CPU's saturating kernels."""
     import onnx
     import onnxruntime as ort
@@ -363,9 +363,7 @@ def _session(path: Path, tensors: Sequence[str]):  # noqa: ANN202 (onnxruntime's
     fetch = [t for t in tensors if t in known]
     del m.graph.output[:]
     m.graph.output.extend(onnx.ValueInfoProto(name=t) for t in fetch)
-    so = ort.SessionOptions()
-    so.add_session_config_entry(X64_PRECISION_KEY, "1")
-    return ort.InferenceSession(m.SerializeToString(), so,
+    return ort.InferenceSession(m.SerializeToString(), exact_int8(ort.SessionOptions()),
                                 providers=["CPUExecutionProvider"]), fetch
 
 

@@ -43,12 +43,80 @@ SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
 #: ``kOrtSessionOptionsAvx2PrecisionMode``): there the fast U8S8 kernels add pairs of products in
 #: 16 bits (``VPMADDUBSW``), which saturate for weights outside [-64, 63], and the int8 card
 #: model's quad moved (the real photo ``cardwarp_emerson-allen_3`` of ``shared/cases``: IoU
-#: 0.864 against 0.974 in fp32, on an AVX2-only AMD EPYC). With it, ORT converts such operators to
-#: U8U8 on those CPUs only; on CPUs with VNNI it changes nothing.
+#: 0.864 against 0.974 in fp32, on an AVX2-only AMD EPYC). ORT applies it on every x86 CPU with
+#: AVX2 (``MlasPlatformU8S8Overflow``), VNNI or not, and converts the weights to U8U8, which is
+#: slow where the fast kernels were exact: on an Intel Xeon with AVX-512 VNNI and AMX the int8
+#: card model took 0.70 s of CPU per image with it against 0.25 s without, bit-identical
+#: outputs. So it is set only where :func:`int8_saturates` finds the fast kernels saturating.
 X64_PRECISION_KEY = "session.x64quantprecision"
 log = structlog.get_logger("cardstream.runtime")
 _SHARED: dict[tuple, BatchedModel] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def _saturation_probe(channels: int = 4) -> bytes:
+    """A QDQ int8 1x1 convolution over ``(1, channels, 2, 2)`` float32 (activations uint8 at
+    scale 1, weights int8 all 127, the sum quantised at scale 1000), as ``quantize_static`` writes
+    the int8 models: ONNX Runtime runs it as one U8S8 QLinearConv. At 255 everywhere the exact sum
+    is ``channels * 255 * 127`` (129540 for 4); kernels that add pairs of products in 16 bits
+    give 2 * 32767 per pair (66000 after the output's rounding)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    num = onnx.numpy_helper.from_array
+    inits = [num(np.array(1.0, np.float32), "s1"), num(np.array(0, np.uint8), "z1"),
+             num(np.full((1, channels, 1, 1), 127, np.int8), "w"),
+             num(np.array(1.0, np.float32), "sw"), num(np.array(0, np.int8), "zw"),
+             num(np.array(1000.0, np.float32), "so"), num(np.array(0, np.uint8), "zo")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z1"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s1", "z1"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"]),
+             helper.make_node("Conv", ["xd", "wd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "so", "zo"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "so", "zo"], ["y"])]
+    g = helper.make_graph(
+        nodes, "saturation_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", channels, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1, 2, 2])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+_SATURATES: list[bool] = []
+_PROBE_LOCK = threading.Lock()
+
+
+def int8_saturates() -> bool:
+    """Whether this CPU's fast int8 kernels in ONNX Runtime saturate (x86-64 without VNNI: pairs
+    of U8S8 products summed in 16 bits), found once per process by running
+    :func:`_saturation_probe` at 255 without :data:`X64_PRECISION_KEY`. True also where the
+    probe cannot run (then every CPU session asks for exact products, slower but right);
+    False on CPUs with VNNI or AMX and off x86, where ORT's fast kernels are exact."""
+    with _PROBE_LOCK:
+        if not _SATURATES:
+            try:
+                so = ort.SessionOptions()
+                so.log_severity_level = 3
+                sess = ort.InferenceSession(_saturation_probe(), so,
+                                            providers=["CPUExecutionProvider"])
+                (y,) = sess.run(None, {"x": np.full((1, 4, 2, 2), 255.0, np.float32)})
+                saturates = bool(np.any(y != round(4 * 255 * 127 / 1000) * 1000.0))
+            except Exception as e:  # noqa: BLE001 (ORT raises its own untyped errors)
+                log.warning("int8_probe_failed", error=type(e).__name__)
+                saturates = True
+            _SATURATES.append(saturates)
+            log.info("int8_products", saturating_kernels=saturates,
+                     exact_products_asked=saturates)
+        return _SATURATES[0]
+
+
+def exact_int8(so: ort.SessionOptions) -> ort.SessionOptions:
+    """``so`` (CPU session options), asking ONNX Runtime for exact int8 products
+    (:data:`X64_PRECISION_KEY`) where :func:`int8_saturates` and only there."""
+    if int8_saturates():
+        so.add_session_config_entry(X64_PRECISION_KEY, "1")
+    return so
 
 
 class RuntimeSettings(BaseModel):
@@ -380,7 +448,7 @@ class BatchedModel:
         if on_cpu:
             so.enable_cpu_mem_arena = settings.cpu_arena
             so.add_session_config_entry(SPINNING_KEY, "1" if settings.intra_op_spinning else "0")
-            so.add_session_config_entry(X64_PRECISION_KEY, "1")  # int8 exact without VNNI
+            exact_int8(so)  # int8 exact on CPUs without VNNI, fast elsewhere
         precision = model_precision(settings)
         trt = None
         try:

@@ -169,12 +169,21 @@ def test_gpu_sessions_keep_the_float_files(monkeypatch: pytest.MonkeyPatch) -> N
     assert pinned_model("u2netp", Path("x.onnx"), rt) == (Path("x.onnx"), None)
 
 
-def test_the_sensitivity_pass_runs_int8_exactly(tmp_path: Path) -> None:
-    """The sensitivity pass's sessions compute int8 products as the runtime's do (exactly, on
-    x86 CPUs without VNNI too), so they measure the quantisation and not saturation."""
+def test_the_sensitivity_pass_runs_int8_exactly(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sensitivity pass's sessions compute int8 products as the runtime's do (exact
+    products asked where the CPU's fast kernels saturate, x86 without VNNI, and only there), so
+    they measure the quantisation and not saturation."""
+    import processors.runtime as rt
     from processors.quantise import _session
-    from processors.runtime import X64_PRECISION_KEY
 
-    sess, fetch = _session(_graph(tmp_path), ["a1", "not_there"])
-    assert sess.get_session_options().get_session_config_entry(X64_PRECISION_KEY) == "1"
-    assert fetch == ["a1"]
+    for saturates in (True, False):
+        monkeypatch.setattr(rt, "_SATURATES", [saturates])
+        sess, fetch = _session(_graph(tmp_path), ["a1", "not_there"])
+        try:
+            asked = sess.get_session_options().get_session_config_entry(
+                rt.X64_PRECISION_KEY) == "1"
+        except RuntimeError:  # ORT: no such key
+            asked = False
+        assert asked is saturates
+        assert fetch == ["a1"]

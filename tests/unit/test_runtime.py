@@ -16,6 +16,8 @@ from processors.runtime import (
     X64_PRECISION_KEY,
     BatchedModel,
     RuntimeSettings,
+    _saturation_probe,
+    int8_saturates,
     model_precision,
     sha256_file,
 )
@@ -165,40 +167,50 @@ def test_model_precision_resolves_auto_by_provider(monkeypatch: pytest.MonkeyPat
     assert RuntimeSettings().precision == "auto"
 
 
-def _int8_conv(path: Path, channels: int = 4) -> Path:
-    """A QDQ int8 1x1 convolution over ``(1, channels, 2, 2)`` float32 (activations uint8 at
-    scale 1, weights int8 all 127, the sum quantised at scale 1000), as ``quantize_static``
-    writes the card model: ONNX Runtime runs it as one U8S8 QLinearConv."""
-    num = onnx.numpy_helper.from_array
-    inits = [num(np.array(1.0, np.float32), "s1"), num(np.array(0, np.uint8), "z1"),
-             num(np.full((1, channels, 1, 1), 127, np.int8), "w"),
-             num(np.array(1.0, np.float32), "sw"), num(np.array(0, np.int8), "zw"),
-             num(np.array(1000.0, np.float32), "so"), num(np.array(0, np.uint8), "zo")]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z1"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "s1", "z1"], ["xd"]),
-             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"]),
-             helper.make_node("Conv", ["xd", "wd"], ["c"]),
-             helper.make_node("QuantizeLinear", ["c", "so", "zo"], ["cq"]),
-             helper.make_node("DequantizeLinear", ["cq", "so", "zo"], ["y"])]
-    g = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 2, 2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.save(m, path)
-    return path
+def _asks_exact(sess) -> bool:  # noqa: ANN001 (an onnxruntime session)
+    """Whether ``sess`` was built with :data:`X64_PRECISION_KEY` set."""
+    try:
+        return sess.get_session_options().get_session_config_entry(X64_PRECISION_KEY) == "1"
+    except RuntimeError:  # ORT: "SessionOptions does not have configuration with key"
+        return False
 
 
-def test_int8_products_are_exact_on_cpus_without_vnni(tmp_path: Path) -> None:
+def test_int8_products_are_exact_on_every_cpu(tmp_path: Path) -> None:
     """255 x 127 twice is 64770, past int16: the U8S8 kernels of x86-64 CPUs without VNNI add
-    such pairs in 16 bits and saturate (66000 here on an AVX2-only AMD EPYC, not 130000) unless
-    the session asks for exact products (``X64_PRECISION_KEY``, set on every CPU session). On a
-    CPU with VNNI both ways are exact, and so is this."""
-    bm = BatchedModel(_int8_conv(tmp_path / "q.onnx"), None, RuntimeSettings(device="cpu"), "t",
-                      make_batch_symbolic=True)
-    assert bm.session.get_session_options().get_session_config_entry(X64_PRECISION_KEY) == "1"
+    such pairs in 16 bits and saturate (66000 here on an AVX2-only AMD EPYC, not 130000), so the
+    runtime's sessions ask for exact products there (``X64_PRECISION_KEY``) and only there (on
+    an Intel Xeon with VNNI and AMX the key made the int8 card model 2.8 x slower, same bits).
+    Either way the model computes the exact sum."""
+    import onnxruntime as ort
+
+    path = tmp_path / "q.onnx"
+    path.write_bytes(_saturation_probe())
+    bm = BatchedModel(path, None, RuntimeSettings(device="cpu"), "t", make_batch_symbolic=True)
+    exact = round(4 * 255 * 127 / 1000) * 1000.0
     (y,) = bm.run(np.full((3, 4, 2, 2), 255.0, np.float32))
-    np.testing.assert_array_equal(y, np.full((3, 1, 2, 2), round(4 * 255 * 127 / 1000) * 1000.0))
+    np.testing.assert_array_equal(y, np.full((3, 1, 2, 2), exact))
+    # the probe's verdict is this CPU's: a session that never asks saturates exactly when it says
+    plain = ort.InferenceSession(path.read_bytes(), providers=["CPUExecutionProvider"])
+    (raw,) = plain.run(None, {"x": np.full((1, 4, 2, 2), 255.0, np.float32)})
+    assert bool(np.any(raw != exact)) is int8_saturates()
+    assert _asks_exact(bm.session) is int8_saturates()
+
+
+@pytest.mark.parametrize("saturates", [True, False])
+def test_exact_products_are_asked_only_where_the_kernels_saturate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, saturates: bool) -> None:
+    """A CPU session carries the key where the probe found saturating kernels, and no key
+    elsewhere (where ORT's U8U8 rewrite would only slow exact kernels down); a probe that cannot
+    run counts as saturating (exact and slower rather than fast and wrong)."""
+    import processors.runtime as rt
+
+    monkeypatch.setattr(rt, "_SATURATES", [saturates])
+    bm = BatchedModel(_model(tmp_path / "m.onnx"), None, RuntimeSettings(device="cpu"), "t",
+                      make_batch_symbolic=True)
+    assert _asks_exact(bm.session) is saturates
+    monkeypatch.setattr(rt, "_SATURATES", [])
+    monkeypatch.setattr(rt, "_saturation_probe", lambda: b"not an onnx model")
+    assert rt.int8_saturates() is True
 
 
 def test_cpu_sessions_do_not_spin_by_default_and_give_the_same_outputs(tmp_path: Path) -> None:
