@@ -106,8 +106,7 @@ def int8_saturates() -> bool:
                 log.warning("int8_probe_failed", error=type(e).__name__)
                 saturates = True
             _SATURATES.append(saturates)
-            log.info("int8_products", saturating_kernels=saturates,
-                     exact_products_asked=saturates)
+            log.debug("int8_products", saturating_kernels=saturates)
         return _SATURATES[0]
 
 

@@ -49,7 +49,7 @@ from confluent_kafka.admin import NewTopic
 
 from processors import registry
 from processors.base import Processor
-from processors.runtime import RuntimeSettings
+from processors.runtime import RuntimeSettings, int8_saturates
 from streams.backfill import YieldGate
 from streams.errors import ProcessorUnavailable, StorageUnavailable, StoreRefused
 from streams.health import Health
@@ -151,13 +151,18 @@ class Worker:
 
     def warm_up(self) -> None:
         """Load every model and run every batch bucket once (before subscribing), the shadow
-        version's too."""
+        version's too. Each model's ``warmed_up`` log line names its provider and bucket, and
+        on the CPU whether its int8 products are computed exactly by ONNX Runtime's slower
+        kernels because this CPU's fast ones saturate (``exact_int8_products``,
+        :func:`processors.runtime.int8_saturates`)."""
         shadow = {"shadow": self.shadow.processor} if self.shadow is not None else {}
         for task, p in {**self.compute.processors, **shadow}.items():
             t0 = time.perf_counter()
             p.warm_up()
+            on_cpu = p.model.provider == "CPUExecutionProvider"
             log.info("warmed_up", task=task, model=p.model.name, provider=p.model.provider,
-                     bucket=p.bucket, ms=round((time.perf_counter() - t0) * 1000, 1))
+                     bucket=p.bucket, ms=round((time.perf_counter() - t0) * 1000, 1),
+                     exact_int8_products=int8_saturates() if on_cpu else None)
 
     def start(self) -> None:
         """Build the producer and the consumer, and subscribe (after :meth:`warm_up`); with a
