@@ -29,7 +29,9 @@ Bounds, and where they come from:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from processors.card.quality import Quality
 from schemas.models import ProfileName
@@ -101,7 +103,9 @@ class VerifySettings(BaseModel):
         mrz: read the machine-readable zone (one recogniser call per batch).
         portrait: look for the portrait (one batched face-detector call per batch).
         profile: the default profile (an upload's ``profile`` option overrides it).
-        profiles: the profiles by name (the three shipped; override bounds here).
+        profiles: the profiles by name, always the three shipped; a value given here (e.g.
+            ``CARDSTREAM_CARD__VERIFY__PROFILES__STRICT__MIN_DPI=250``) overrides those bounds
+            of that profile and keeps the rest of it (:meth:`_merged`).
         mrz_values_allowed: whether an upload's ``mrz_values: true`` may put the MRZ's field
             values (names, numbers, dates: personal data) into its result; off by default.
     """
@@ -114,6 +118,27 @@ class VerifySettings(BaseModel):
     profile: ProfileName = "normal"
     profiles: dict[str, Profile] = Field(default_factory=lambda: dict(PROFILES))
     mrz_values_allowed: bool = False
+
+    @field_validator("profiles", mode="before")
+    @classmethod
+    def _merged(cls, given: Any) -> Any:
+        """The shipped profiles with ``given``'s overrides, bound by bound: a partial override
+        (one bound of one profile, from the environment) once replaced the whole dict, so the
+        other profiles were missing and every found card failed with INTERNAL_ERROR.
+
+        Raises:
+            ValueError: a profile name that is not shipped (an upload can name only those).
+        """
+        if not isinstance(given, dict):
+            return given  # pydantic refuses it with its own message
+        unknown = sorted(str(k) for k in given if k not in PROFILES)
+        if unknown:
+            raise ValueError(f"unknown profile {', '.join(unknown)}: the profiles are "
+                             + ", ".join(PROFILES))
+        return {name: (given[name] if isinstance(given.get(name), Profile)
+                       else {**base.model_dump(), **given[name]}
+                       if isinstance(given.get(name), dict) else given.get(name, base))
+                for name, base in PROFILES.items()}
 
     def profile_for(self, requested: str | None) -> tuple[str, Profile]:
         """``(name, profile)`` for an upload's ``profile`` option (None: the default)."""

@@ -212,6 +212,37 @@ def test_profiles_judge_each_measure(kw, code):
     assert not normal.reject and not PROFILES["relaxed"].reject
 
 
+@pytest.mark.parametrize("env", [
+    {"CARDSTREAM_CARD__VERIFY__PROFILES__STRICT__MIN_DPI": "250"},
+    {"CARDSTREAM_CARD__VERIFY__PROFILES": '{"strict": {"min_dpi": 250}}'}])
+def test_one_overridden_bound_keeps_the_rest_of_the_profiles(monkeypatch, env):
+    """A fresh user's override of one bound replaced the whole dict: ``normal`` and ``relaxed``
+    were gone (every found card then failed with INTERNAL_ERROR) and ``strict`` rejected
+    nothing. The override now changes that bound only."""
+    from streams.settings import load_settings
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    verify = load_settings().card.verify
+    assert set(verify.profiles) == set(PROFILES)
+    assert verify.profiles["strict"] == PROFILES["strict"].model_copy(update={"min_dpi": 250.0})
+    assert verify.profiles["strict"].reject == PROFILES["strict"].reject
+    for name in PROFILES:
+        assert verify.profile_for(name) == (name, verify.profiles[name])
+    assert verify.profile_for(None) == ("normal", PROFILES["normal"])
+
+
+@pytest.mark.parametrize(("value", "said"), [('{"lax": {"min_dpi": 1}}', "unknown profile lax"),
+                                             ('{"strict": 7}', "valid dictionary")])
+def test_a_profile_that_is_not_shipped_is_refused_at_start_up(monkeypatch, value, said):
+    from streams.errors import SettingsError
+    from streams.settings import load_settings
+
+    monkeypatch.setenv("CARDSTREAM_CARD__VERIFY__PROFILES", value)
+    with pytest.raises(SettingsError, match=said):
+        load_settings()
+
+
 def test_glare_on_mrz_only_counts_where_there_is_a_zone():
     assert PROFILES["normal"].findings(_q(glare_mrz=0.5), mrz_zone=False) == []
 
