@@ -60,8 +60,9 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
         ValueError: no ``manifest.json`` with ``documents`` (not a documents set).
         EvalSetError: the manifest lists no document, or a document that is not an object with
             a ``file`` (a name in the set's folder, listed once) and a ``truth`` object with
-            the fields scored, whose format is no MRZ format, or whose ``mrz_chars_hidden`` is
-            neither null nor a count.
+            the fields scored, whose format is no MRZ format, whose scored fields have the wrong
+            type (:func:`_wrongly_typed`), whose ``mrz_chars_hidden`` is neither null nor a
+            count, or a file that is a symbolic link.
     """
     try:
         man = json.loads((Path(set_dir) / "manifest.json").read_text())
@@ -90,11 +91,42 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
         if truth["format"] not in FORMAT_NAMES:
             raise EvalSetError(f"the manifest's {name} has format {truth['format']!r}: one of "
                                + ", ".join(FORMAT_NAMES) + " (ICAO Doc 9303 parts 4-7)")
+        wrong = _wrongly_typed(truth)
+        if wrong:
+            raise EvalSetError(f"the manifest's {name} has a truth whose {wrong}")
+        if (Path(set_dir) / name).is_symlink():
+            raise EvalSetError(f"the manifest's {name} is a symbolic link: a set's images are "
+                               "its own files")
         hidden = truth.get("mrz_chars_hidden")
         if hidden is not None and (type(hidden) is not int or hidden < 0):
             raise EvalSetError(f"the manifest's {name} has mrz_chars_hidden {hidden!r}: a count "
                                "of characters (0 or more) or null")
     return docs, today
+
+
+def _wrongly_typed(truth: dict[str, Any]) -> str | None:
+    """What of a document's ``truth`` has the wrong type, as the end of a sentence, or None: the
+    MRZ ``fields`` (every one of :data:`FIELDS`, a string), ``checks`` (each true, false or
+    null), ``expired`` (true, false or null), ``grey_copy`` (true or false), ``dpi`` and
+    ``tilt_deg`` (finite numbers). A string ``"no"`` there was scored as true, a missing field as
+    read wrong (a fresh user's trial)."""
+    fields = truth["fields"]
+    missing = [f for f in FIELDS if not isinstance(fields.get(f), str)]
+    if missing:
+        return "fields lack " + ", ".join(missing) + " (strings)"
+    checks = truth["checks"]
+    if not isinstance(checks, dict) or any(v is not None and type(v) is not bool
+                                           for v in checks.values()):
+        return "checks are not an object of true, false or null"
+    if truth["expired"] is not None and type(truth["expired"]) is not bool:
+        return "expired is not true, false or null"
+    if type(truth["grey_copy"]) is not bool:
+        return "grey_copy is not true or false"
+    for key in ("dpi", "tilt_deg"):
+        v = truth[key]
+        if type(v) not in (int, float) or not np.isfinite(v):
+            return f"{key} is not a finite number"
+    return None
 
 
 PRINT_GROUPS = ("visible", "hidden", "unmeasured")

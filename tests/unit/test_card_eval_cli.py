@@ -109,14 +109,38 @@ def _manifest(tmp_path, edit):
     lambda m: m["documents"][0]["truth"].update(quad=[[0, 0], [1, 1]]),
     lambda m: m["documents"][1]["truth"].update(format="TD9"),
     lambda m: m["documents"][0]["truth"].update(format=None),
+    lambda m: m["documents"][1]["truth"].update(checks="yes"),
+    lambda m: m["documents"][1]["truth"]["checks"].update(composite="no"),
+    lambda m: m["documents"][0]["truth"].update(expired="no"),
+    lambda m: m["documents"][0]["truth"].update(grey_copy="false"),
+    lambda m: m["documents"][1]["truth"]["fields"].pop("birth_date"),
+    lambda m: m["documents"][1]["truth"]["fields"].update(sex=1),
+    lambda m: m["documents"][0]["truth"].update(dpi="high"),
+    lambda m: m["documents"][0]["truth"].update(dpi=float("nan")),
+    lambda m: m["documents"][0]["truth"].update(tilt_deg=True),
 ], ids=["none", "not-a-list", "no-file", "file-42", "outside", "empty-name", "listed-twice",
-        "no-truth", "truth-null", "two-corners", "format-td9", "format-null"])
-@pytest.mark.parametrize("given", [[], ["--given-quads"]])
+        "no-truth", "truth-null", "two-corners", "format-td9", "format-null", "checks-yes",
+        "check-no", "expired-no", "grey-copy-string", "field-missing", "field-number",
+        "dpi-string", "dpi-nan", "tilt-bool"])
+@pytest.mark.parametrize("given", [["mrz"], ["mrz", "--given-quads"], ["quality"]])
 def test_eval_mrz_refuses_a_malformed_manifest(tmp_path, edit, given):
     _manifest(tmp_path, edit)
-    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path), *given])
+    r = CliRunner().invoke(app, ["eval", given[0], "--set", str(tmp_path), *given[1:]])
     assert r.exit_code == 2, r.output
     assert "--set" in r.output and "Traceback" not in r.output
+
+
+def test_eval_refuses_an_image_that_is_a_link_out_of_the_set(tmp_path):
+    """A set's images are its own files: a link to a file elsewhere was followed and scored."""
+    s = tmp_path / "set"
+    write_set(s, 2, seed=7)
+    name = json.loads((s / "manifest.json").read_text())["documents"][1]["file"]
+    (tmp_path / "elsewhere.jpg").write_bytes((s / name).read_bytes())
+    (s / name).unlink()
+    (s / name).symlink_to(tmp_path / "elsewhere.jpg")
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(s), "--given-quads"])
+    assert r.exit_code == 2, r.output
+    assert "symbolic link" in " ".join(r.output.replace("│", " ").split())
 
 
 
