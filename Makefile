@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q -e ".[$(EXTRA),dev]" || { echo "make: pip install failed (package registry reachable?)" >&2; exit 1; }
+	@echo "make: compiling pymatting's numba kernels once (about a minute on 2 cores; cached in $(VENV))"
+	$(VENV)/bin/python -c "import rembg.bg"
 	@touch $(STAMP)
 
 setup: $(STAMP) ## .venv with the project (cpu extra) and dev tools; fast when nothing changed

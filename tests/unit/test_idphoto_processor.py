@@ -366,3 +366,31 @@ def test_the_default_size_and_background_settings_take_effect(proc, monkeypatch)
     assert photo.shape == (579, 413, 3)
     r, _, b = photo[3, 3]
     assert b > 200 and r < 60  # blue, not white
+
+
+def test_warm_up_runs_alpha_matting_once(proc, monkeypatch):
+    """pymatting compiles its kernels on first use (about a minute on a fresh virtualenv): the
+    warm-up pays it, with the settings' trimap, on a crop that keeps a definite foreground after
+    the erosion, so no upload does (a fresh user's first two-inch photo took 57.7 s)."""
+    import processors.idphoto.processor as mod
+    from processors.idphoto.framing import alpha_matting_rgba
+
+    seen = []
+
+    def spy(rgb, mask, fg, bg, erode):  # noqa: ANN001, ANN202
+        seen.append((rgb.shape, int(mask.max()), fg, bg, erode))
+        return alpha_matting_rgba(rgb, mask, fg, bg, erode)
+
+    monkeypatch.setattr(mod, "alpha_matting_rgba", spy)
+    proc.warm_up()
+    s = proc.settings
+    assert seen == [((96, 96, 3), 255, s.alpha_matting_foreground_threshold,
+                     s.alpha_matting_background_threshold, s.alpha_matting_erode_size)]
+    rgb = np.random.default_rng(0).integers(0, 256, (96, 96, 3), dtype=np.uint8)
+    matte = np.zeros((96, 96), np.uint8)
+    matte[19:-19, 19:-19] = 255
+    _, alpha = alpha_matting_rgba(rgb, matte, s.alpha_matting_foreground_threshold,
+                                  s.alpha_matting_background_threshold, s.alpha_matting_erode_size)
+    # pymatting solved it: a soft band between the trimap's parts (its ValueError fallback would
+    # return the binary matte)
+    assert alpha[48, 48] == 255 and alpha[2, 2] == 0 and np.any((alpha > 0) & (alpha < 255))
