@@ -78,16 +78,20 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
     for k, d in enumerate(docs):
         name = d.get("file") if isinstance(d, dict) else None
         if (not isinstance(name, str) or not name or Path(name).name != name
-                or name in (".", "..") or name in seen):
+                or name in (".", "..")):
             raise EvalSetError(f"document {k} of the manifest has no file name of the set's own "
-                               "folder, or one listed before")
+                               "folder (a name, no path)")
+        if name in seen:
+            raise EvalSetError(f"document {k} of the manifest lists {name} again")
         seen.add(name)
         truth = d.get("truth")
-        if (not isinstance(truth, dict) or not all(f in truth for f in TRUTH_FIELDS)
-                or not isinstance(truth["fields"], dict)
+        lacking = ([f for f in TRUTH_FIELDS if f not in truth] if isinstance(truth, dict)
+                   else ["truth"])
+        if (lacking or not isinstance(truth["fields"], dict)
                 or np.asarray(truth["quad"], dtype=object).shape != (4, 2)):
             raise EvalSetError(f"the manifest's {name} has no truth with "
-                               + ", ".join(TRUTH_FIELDS) + " (a quad of 4 corners)")
+                               + ", ".join(TRUTH_FIELDS) + " (a quad of 4 corners, fields an "
+                               "object)" + (f": {', '.join(lacking)} missing" if lacking else ""))
         if truth["format"] not in FORMAT_NAMES:
             raise EvalSetError(f"the manifest's {name} has format {truth['format']!r}: one of "
                                + ", ".join(FORMAT_NAMES) + " (ICAO Doc 9303 parts 4-7)")

@@ -219,3 +219,17 @@ def test_characters_the_photo_lost_are_counted_without_changing_the_photo():
         shots.append((img, t.mrz_chars_hidden))
     assert shots[0][1] is None and isinstance(shots[1][1], int)
     assert cv2.norm(shots[0][0], shots[1][0], cv2.NORM_INF) == 0
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda m: m["documents"][1].update(file=m["documents"][0]["file"]), "lists {file} again"),
+    (lambda m: m["documents"][0].update(file="../x.jpg"), "(a name, no path)"),
+    (lambda m: m["documents"][0]["truth"].pop("dpi"), "dpi missing")])
+def test_eval_says_which_part_of_the_manifest_is_wrong(tmp_path, edit, said):
+    """A file listed twice and a path out of the folder had one message, and a missing truth key
+    was not named (a fresh user's trial)."""
+    _manifest(tmp_path, edit)
+    first = json.loads((tmp_path / "manifest.json").read_text())["documents"][0]["file"]
+    r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert said.format(file=first) in " ".join(r.output.replace("│", " ").split())
