@@ -558,9 +558,11 @@ def load_settings(**overrides: Any) -> Settings:
     Raises:
         SettingsError: a value is refused; the message names each variable
             (``CARDSTREAM_RUNTIME__PRECISION: Input should be 'auto', ...``), one line. A trial's
-            bad value printed a 50-line traceback before.
+            bad value printed a 50-line traceback before; so did an object or list setting
+            that is not JSON (``CARDSTREAM_KAFKA__CONFIG='{bad'``), now named too.
     """
     from pydantic import ValidationError
+    from pydantic_settings.exceptions import SettingsError as PydanticSettingsError
 
     from schemas.errors import field_errors
     from streams.errors import SettingsError
@@ -569,6 +571,26 @@ def load_settings(**overrides: Any) -> Settings:
     nested = Settings.model_config.get("env_nested_delimiter") or "__"
     try:
         return Settings(**overrides)
+    except PydanticSettingsError as e:  # a complex value (an object, a list) is not JSON
+        import json
+        import os
+
+        def parses(v: str) -> bool:
+            try:
+                json.loads(v)
+            except ValueError:
+                return False
+            return True
+
+        bad = sorted(k for k, v in os.environ.items()
+                     if k.upper().startswith(prefix.upper()) and not parses(v)
+                     and v.lstrip()[:1] in "[{")
+        why = type(e.__cause__).__name__ if e.__cause__ else "unreadable"
+        field = str(e).split('"')[1] if str(e).count('"') >= 2 else ""
+        where = f"a {prefix}{field.upper()}{nested}* setting" if field else f"a {prefix}* setting"
+        raise SettingsError(f"{', '.join(bad) or where}: not a JSON object "
+                            f"or list ({why}; the value is not shown: it may be a secret); "
+                            f"{e}") from None
     except ValidationError as e:
         raise SettingsError("; ".join(
             f"{prefix}{nested.join(str(x) for x in f.loc).upper()}: {f.msg}" if f.loc

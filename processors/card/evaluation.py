@@ -111,9 +111,10 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
 def _wrongly_typed(truth: dict[str, Any]) -> str | None:
     """What of a document's ``truth`` has the wrong type, as the end of a sentence, or None: the
     MRZ ``fields`` (every one of :data:`FIELDS`, a string), ``checks`` (each true, false or
-    null), ``expired`` (true, false or null), ``grey_copy`` (true or false), ``dpi`` and
-    ``tilt_deg`` (finite numbers). A string ``"no"`` there was scored as true, a missing field as
-    read wrong (a fresh user's trial)."""
+    null), ``expired`` (true, false or null), ``grey_copy`` (true or false), ``doc_type``
+    (``id_card`` or ``passport``), ``dpi`` (above 0), ``tilt_deg`` (0-90 degrees) and the
+    ``quad``'s corners (finite numbers). A string ``"no"`` there was scored as true, a missing
+    field as read wrong, a dpi of 0 divided by zero (fresh users' trials)."""
     fields = truth["fields"]
     missing = [f for f in FIELDS if not isinstance(fields.get(f), str)]
     if missing:
@@ -126,10 +127,16 @@ def _wrongly_typed(truth: dict[str, Any]) -> str | None:
         return "expired is not true, false or null"
     if type(truth["grey_copy"]) is not bool:
         return "grey_copy is not true or false"
-    for key in ("dpi", "tilt_deg"):
-        v = truth[key]
-        if type(v) not in (int, float) or not np.isfinite(v):
-            return f"{key} is not a finite number"
+    if truth["doc_type"] not in ("id_card", "passport"):
+        return "doc_type is neither id_card nor passport"
+    dpi, tilt = truth["dpi"], truth["tilt_deg"]
+    if type(dpi) not in (int, float) or not np.isfinite(dpi) or dpi <= 0:
+        return "dpi is not a finite number above 0"
+    if type(tilt) not in (int, float) or not 0 <= tilt <= 90:
+        return "tilt_deg is not a number of degrees in [0, 90]"
+    corners = [c for row in truth["quad"] for c in (row if isinstance(row, list) else [row])]
+    if any(type(c) not in (int, float) or not np.isfinite(c) for c in corners):
+        return "quad has a corner that is not two finite numbers"
     return None
 
 

@@ -118,10 +118,16 @@ def _manifest(tmp_path, edit):
     lambda m: m["documents"][0]["truth"].update(dpi="high"),
     lambda m: m["documents"][0]["truth"].update(dpi=float("nan")),
     lambda m: m["documents"][0]["truth"].update(tilt_deg=True),
+    lambda m: m["documents"][0]["truth"].update(doc_type="banana"),
+    lambda m: m["documents"][0]["truth"].update(dpi=0),
+    lambda m: m["documents"][0]["truth"].update(dpi=-3),
+    lambda m: m["documents"][0]["truth"]["quad"][1].__setitem__(0, float("nan")),
+    lambda m: m["documents"][0]["truth"]["quad"][2].__setitem__(1, "a"),
 ], ids=["none", "not-a-list", "no-file", "file-42", "outside", "empty-name", "listed-twice",
         "no-truth", "truth-null", "two-corners", "format-td9", "format-null", "checks-yes",
         "check-no", "expired-no", "grey-copy-string", "field-missing", "field-number",
-        "dpi-string", "dpi-nan", "tilt-bool"])
+        "dpi-string", "dpi-nan", "tilt-bool", "doc-type-banana", "dpi-zero", "dpi-negative",
+        "quad-nan", "quad-string"])
 @pytest.mark.parametrize("given", [["mrz"], ["mrz", "--given-quads"], ["quality"]])
 def test_eval_mrz_refuses_a_malformed_manifest(tmp_path, edit, given):
     _manifest(tmp_path, edit)

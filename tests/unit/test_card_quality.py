@@ -232,8 +232,10 @@ def test_one_overridden_bound_keeps_the_rest_of_the_profiles(monkeypatch, env):
     assert verify.profile_for(None) == ("normal", PROFILES["normal"])
 
 
-@pytest.mark.parametrize(("value", "said"), [('{"lax": {"min_dpi": 1}}', "unknown profile lax"),
-                                             ('{"strict": 7}', "valid dictionary")])
+@pytest.mark.parametrize(("value", "said"), [
+    ('{"lax": {"min_dpi": 1}}', "unknown profile lax"), ('{"strict": 7}', "valid dictionary"),
+    ('{"strict": {"min_dpi": 250}', "CARDSTREAM_CARD__VERIFY__PROFILES: not a JSON object"),
+    ("nope", "a CARDSTREAM_CARD__\\* setting: not a JSON object")])
 def test_a_profile_that_is_not_shipped_is_refused_at_start_up(monkeypatch, value, said):
     from streams.errors import SettingsError
     from streams.settings import load_settings
