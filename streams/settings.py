@@ -584,7 +584,7 @@ def load_settings(**overrides: Any) -> Settings:
 
         bad = sorted(k for k, v in os.environ.items()
                      if k.upper().startswith(prefix.upper()) and not parses(v)
-                     and v.lstrip()[:1] in "[{")
+                     and v.lstrip()[:1] in ("[", "{"))
         why = type(e.__cause__).__name__ if e.__cause__ else "unreadable"
         field = str(e).split('"')[1] if str(e).count('"') >= 2 else ""
         where = f"a {prefix}{field.upper()}{nested}* setting" if field else f"a {prefix}* setting"
