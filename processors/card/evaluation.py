@@ -60,9 +60,9 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
         ValueError: no ``manifest.json`` with ``documents`` (not a documents set).
         EvalSetError: the manifest lists no document, or a document that is not an object with
             a ``file`` (a name in the set's folder, listed once) and a ``truth`` object with
-            the fields scored, whose format is no MRZ format, whose scored fields have the wrong
-            type (:func:`_wrongly_typed`), whose ``mrz_chars_hidden`` is neither null nor a
-            count, or a file that is a symbolic link.
+            the fields scored, whose scored fields have the wrong type or value
+            (:func:`_wrongly_typed`: the format, ``mrz_chars_hidden``, ...), or a file that is a
+            symbolic link.
     """
     try:
         man = json.loads((Path(set_dir) / "manifest.json").read_text())
@@ -92,29 +92,29 @@ def load_set(set_dir: Path) -> tuple[list[dict[str, Any]], dt.date]:
             raise EvalSetError(f"the manifest's {name} has no truth with "
                                + ", ".join(TRUTH_FIELDS) + " (a quad of 4 corners, fields an "
                                "object)" + (f": {', '.join(lacking)} missing" if lacking else ""))
-        if truth["format"] not in FORMAT_NAMES:
-            raise EvalSetError(f"the manifest's {name} has format {truth['format']!r}: one of "
-                               + ", ".join(FORMAT_NAMES) + " (ICAO Doc 9303 parts 4-7)")
         wrong = _wrongly_typed(truth)
         if wrong:
             raise EvalSetError(f"the manifest's {name} has a truth whose {wrong}")
         if (Path(set_dir) / name).is_symlink():
             raise EvalSetError(f"the manifest's {name} is a symbolic link: a set's images are "
                                "its own files")
-        hidden = truth.get("mrz_chars_hidden")
-        if hidden is not None and (type(hidden) is not int or hidden < 0):
-            raise EvalSetError(f"the manifest's {name} has mrz_chars_hidden {hidden!r}: a count "
-                               "of characters (0 or more) or null")
     return docs, today
 
 
 def _wrongly_typed(truth: dict[str, Any]) -> str | None:
-    """What of a document's ``truth`` has the wrong type, as the end of a sentence, or None: the
-    MRZ ``fields`` (every one of :data:`FIELDS`, a string), ``checks`` (each true, false or
-    null), ``expired`` (true, false or null), ``grey_copy`` (true or false), ``doc_type``
+    """What of a document's ``truth`` has the wrong type, as the end of a sentence, or None: its
+    ``format`` (one of :data:`FORMAT_NAMES`), ``mrz_chars_hidden`` (a count or null, where
+    present), the MRZ ``fields`` (every one of :data:`FIELDS`, a string), ``checks`` (each true,
+    false or null), ``expired`` (true, false or null), ``grey_copy`` (true or false), ``doc_type``
     (``id_card`` or ``passport``), ``dpi`` (above 0), ``tilt_deg`` (0-90 degrees) and the
     ``quad``'s corners (finite numbers). A string ``"no"`` there was scored as true, a missing
     field as read wrong, a dpi of 0 divided by zero (fresh users' trials)."""
+    if truth["format"] not in FORMAT_NAMES:
+        return (f"format {truth['format']!r} is none of " + ", ".join(FORMAT_NAMES)
+                + " (ICAO Doc 9303 parts 4-7)")
+    hidden = truth.get("mrz_chars_hidden")
+    if hidden is not None and (type(hidden) is not int or hidden < 0):
+        return f"mrz_chars_hidden {hidden!r} is no count of characters (0 or more) or null"
     fields = truth["fields"]
     missing = [f for f in FIELDS if not isinstance(fields.get(f), str)]
     if missing:
@@ -134,7 +134,7 @@ def _wrongly_typed(truth: dict[str, Any]) -> str | None:
         return "dpi is not a finite number above 0"
     if type(tilt) not in (int, float) or not 0 <= tilt <= 90:
         return "tilt_deg is not a number of degrees in [0, 90]"
-    corners = [c for row in truth["quad"] for c in (row if isinstance(row, list) else [row])]
+    corners = np.asarray(truth["quad"], dtype=object).ravel()  # (4, 2): checked by load_set
     if any(type(c) not in (int, float) or not np.isfinite(c) for c in corners):
         return "quad has a corner that is not two finite numbers"
     return None

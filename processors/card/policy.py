@@ -135,10 +135,12 @@ class VerifySettings(BaseModel):
         if unknown:
             raise ValueError(f"unknown profile {', '.join(unknown)}: the profiles are "
                              + ", ".join(PROFILES))
-        return {name: (given[name] if isinstance(given.get(name), Profile)
-                       else {**base.model_dump(), **given[name]}
-                       if isinstance(given.get(name), dict) else given.get(name, base))
-                for name, base in PROFILES.items()}
+        merged: dict[str, Any] = dict(PROFILES)
+        for name, value in given.items():
+            # a dict of bounds is laid over the shipped profile; anything else is pydantic's
+            merged[name] = {**PROFILES[name].model_dump(), **value} if isinstance(value, dict) \
+                else value
+        return merged
 
     def profile_for(self, requested: str | None) -> tuple[str, Profile]:
         """``(name, profile)`` for an upload's ``profile`` option (None: the default)."""
