@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from processors.card.quality import Quality
 from schemas.models import ProfileName
@@ -45,9 +45,12 @@ MRZ_CODES = (ReasonCode.MRZ_UNREADABLE, ReasonCode.MRZ_MISSING, ReasonCode.MRZ_C
 
 
 class Profile(BaseModel):
-    """Bounds and rejecting codes (module doc)."""
+    """Bounds and rejecting codes (module doc). A bound it does not know (a misspelt
+    ``CARDSTREAM_CARD__VERIFY__PROFILES__STRICT__MIN_DIP``), one that is no finite number, and a
+    brightness range that is empty are refused at start-up (``ValidationError``): each used to
+    be taken, silently ignored or leaving every card TOO_DARK or TOO_BRIGHT."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     min_dpi: float = Field(150.0, ge=0.0)
     max_tilt_deg: float = Field(35.0, ge=0.0, le=90.0)
@@ -56,6 +59,13 @@ class Profile(BaseModel):
     min_colourfulness: float = Field(3.0, ge=0.0)
     max_glare_mrz: float = Field(0.03, ge=0.0, le=1.0)
     reject: frozenset[ReasonCode] = frozenset()
+
+    @model_validator(mode="after")
+    def _brightness_range(self) -> Profile:
+        if self.min_brightness > self.max_brightness:
+            raise ValueError(f"min_brightness {self.min_brightness} is above max_brightness "
+                             f"{self.max_brightness}: every card would be TOO_DARK or TOO_BRIGHT")
+        return self
 
     def bounds(self) -> dict[str, float]:
         """The bounds as the result shows them."""

@@ -245,6 +245,31 @@ def test_a_profile_that_is_not_shipped_is_refused_at_start_up(monkeypatch, value
         load_settings()
 
 
+@pytest.mark.parametrize(("env", "said"), [
+    ({"CARDSTREAM_CARD__VERIFY__PROFILES__STRICT__MIN_DIP": "250"},
+     "(?i)PROFILES__STRICT__MIN_DIP: Extra inputs are not permitted"),
+    ({"CARDSTREAM_CARD__VERIFY__PROFILES__NORMAL__MIN_DPI": "inf"},
+     "(?i)NORMAL__MIN_DPI: Input should be a finite number"),
+    ({"CARDSTREAM_CARD__VERIFY__PROFILES__RELAXED__MAX_TILT_DEG": "nan"},
+     "(?i)RELAXED__MAX_TILT_DEG: Input should be a finite number"),
+    ({"CARDSTREAM_CARD__VERIFY__PROFILES__NORMAL__MIN_BRIGHTNESS": "240"},
+     "min_brightness 240.0 is above max_brightness 230.0"),
+    ({"CARDSTREAM_CARD__VERIFY__PROFILES": '{"strict": {"max_brightness": 50}}'},
+     "min_brightness 60.0 is above max_brightness 50.0")])
+def test_a_bound_misspelt_not_finite_or_an_empty_brightness_range_is_refused(monkeypatch, env,
+                                                                            said):
+    """A second fresh user's trial: a misspelt bound was ignored (the shipped one stayed), an
+    infinite ``min_dpi`` took every card for LOW_RESOLUTION, and a ``min_brightness`` above
+    ``max_brightness`` made every card TOO_DARK or TOO_BRIGHT; all were taken at start-up."""
+    from streams.errors import SettingsError
+    from streams.settings import load_settings
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SettingsError, match=said):
+        load_settings()
+
+
 def test_glare_on_mrz_only_counts_where_there_is_a_zone():
     assert PROFILES["normal"].findings(_q(glare_mrz=0.5), mrz_zone=False) == []
 
