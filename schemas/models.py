@@ -441,6 +441,9 @@ class MrzInfo(_Model):
             alternatives (by the field's type or a check digit); false where not readable
             (no read is given).
         values: the printed fields, when asked and allowed.
+        values_withheld: ``true`` when the upload asked for the values and the worker's
+            setting does not allow them (absent otherwise; added in v1), so that a platform
+            can tell a refusal from a zone without values.
     """
 
     found: Flag
@@ -451,6 +454,7 @@ class MrzInfo(_Model):
     expired: Flag | None = None
     corrected: Flag
     values: MrzValues | None = None
+    values_withheld: Flag | None = None
 
 
 class CardPayload(_Model):

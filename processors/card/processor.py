@@ -473,8 +473,9 @@ class CardProcessor:
             found = ver.reasons(profile)
             reasons += [r for r in found if r not in reasons]
             rejected = rejected or any(r in profile.reject for r in found)
-            values = bool(item.options.get("mrz_values")) and s.verify.mrz_values_allowed
-            payload.update(ver.payload(name, profile, values))
+            asked = bool(item.options.get("mrz_values"))
+            allowed = s.verify.mrz_values_allowed
+            payload.update(ver.payload(name, profile, asked and allowed, asked and not allowed))
         status = Status.REJECTED if rejected else Status.ACCEPTED
         return Outcome(upload_id=item.upload_id, status=status, reasons=tuple(reasons),
                        payload=payload, inference_ms=inference_ms), not rejected

@@ -107,14 +107,16 @@ class Verification:
                 out.append(ReasonCode.MRZ_MISSING)
         return out
 
-    def payload(self, profile_name: str, profile: Profile, values: bool) -> dict[str, Any]:
-        """The result's ``quality`` and ``mrz`` objects (absent when not measured / read)."""
+    def payload(self, profile_name: str, profile: Profile, values: bool,
+                withheld: bool = False) -> dict[str, Any]:
+        """The result's ``quality`` and ``mrz`` objects (absent when not measured / read);
+        ``values`` / ``withheld``: :meth:`MrzRead.payload`'s."""
         out: dict[str, Any] = {}
         if self.quality is not None:
             out["quality"] = {**self.quality.as_dict(), "profile": profile_name,
                               "bounds": profile.bounds()}
         if self.mrz is not None:
-            out["mrz"] = self.mrz.payload(values)
+            out["mrz"] = self.mrz.payload(values, withheld)
         return out
 
 

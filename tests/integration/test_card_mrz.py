@@ -57,6 +57,7 @@ def test_passport_mrz_values_off_and_on(settings: Settings, capfd: pytest.Captur
     assert off.mrz is not None and off.mrz.found and off.mrz.format == "TD3"
     assert off.mrz.valid and off.mrz.checks.composite and off.mrz.expired is False
     assert off.mrz.values is None
+    assert off.mrz.values_withheld is None and on.mrz.values_withheld is None
     assert on.mrz.values is not None
     assert on.mrz.values.document_number == fields["document_number"]
     assert on.mrz.values.primary_name == fields["primary_name"]
@@ -82,3 +83,4 @@ def test_values_need_the_setting(settings: Settings) -> None:
     th.join(60)
     assert r.card.mrz is not None and r.card.mrz.found
     assert r.card.mrz.values is None
+    assert r.card.mrz.values_withheld is True  # the platform can tell why

@@ -405,11 +405,14 @@ def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
             said = {name: page.evaluate("(r) => Object.fromEntries(describe(r))", json.loads(
                 (ROOT / "schemas" / "examples" / f"verification_result.valid.{name}.json")
                 .read_text())) for name in ("card_passport_mrz_values", "card_visa_mrva",
+                                            "card_passport_mrz_values_withheld",
                                             "id_photo_validate_rejected", "card_rejected_no_card",
                                             "card_cache_hit")}
             assert said["card_passport_mrz_values"]["machine-readable zone"] == (
                 "TD3, every check digit valid")
             assert said["card_passport_mrz_values"]["capture"].startswith("225 dpi, tilt 6°")
+            assert said["card_passport_mrz_values_withheld"]["machine-readable zone"] == (
+                "TD3, every check digit valid; its values withheld by the worker's setting")
             assert said["card_visa_mrva"]["machine-readable zone"] == (
                 "MRVA, every check digit valid")
             assert said["id_photo_validate_rejected"]["compliance"].startswith("fails the ")

@@ -142,5 +142,8 @@ def test_values_only_when_asked_and_allowed():
         proc = CardProcessor(settings, RuntimeSettings(device="cpu"), clock=lambda: TODAY)
         (o,) = proc.process_batch([Item.from_array("p", img, opts)])
         assert ("values" in o.payload["mrz"]) is has
+        # asked and not allowed says so; not asked, or allowed, says nothing
+        withheld = bool(opts) and not settings.verify.mrz_values_allowed
+        assert o.payload["mrz"].get("values_withheld") is (True if withheld else None)
         if has:
             assert o.payload["mrz"]["values"]["document_number"] == td3[1][:9].replace("<", "")

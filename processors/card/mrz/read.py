@@ -139,10 +139,11 @@ class MrzRead:
         """Readable, and every check digit valid."""
         return self.mrz is not None and self.mrz.checks.all_valid
 
-    def payload(self, values: bool = False) -> dict[str, Any]:
+    def payload(self, values: bool = False, withheld: bool = False) -> dict[str, Any]:
         """The result's ``mrz`` object (``schemas``): ``found``, ``format``, ``readable``,
         ``valid``, ``checks``, ``expired``, ``corrected``; ``values`` (the printed fields)
-        only when ``values`` is True."""
+        only when ``values`` is True; ``values_withheld: true`` when ``withheld`` (the upload
+        asked for the values and the worker's setting does not allow them)."""
         out: dict[str, Any] = {
             "found": self.found, "format": self.format.value if self.format else None,
             "readable": self.readable, "valid": self.valid,
@@ -150,6 +151,8 @@ class MrzRead:
             "expired": self.expired, "corrected": self.corrected}
         if values and self.mrz is not None:
             out["values"] = self.mrz.values()
+        if withheld:
+            out["values_withheld"] = True
         return out
 
 
