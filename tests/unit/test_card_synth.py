@@ -130,3 +130,55 @@ def test_write_set_extra_kinds_leave_the_first_n_unchanged(tmp_path) -> None:
 def test_write_set_refuses_an_unknown_kind(tmp_path) -> None:
     with pytest.raises(ValueError, match="unknown extra kinds"):
         synth.write_set(tmp_path, 1, seed=1, extra={"selfie": 1})
+
+
+def test_webcam_handheld_puts_a_person_behind_and_may_colour_the_band_like_it(monkeypatch) -> None:
+    """The webcam variant of the hand-held class: a person behind the card (the torso drawn by
+    ``person_backdrop``), the card inside the frame, and the header band, when coloured like
+    the surroundings, within a few grey levels of the ring around the card in the backdrop."""
+    bands: list[tuple | None] = []
+    backdrops: list[np.ndarray] = []
+    real_face, real_person = synth.render_face, synth.person_backdrop
+
+    def face_spy(rng, doc_type="id_card", **kw):
+        bands.append(kw.get("band_bgr"))
+        return real_face(rng, doc_type, **kw)
+
+    def person_spy(bg, rng):
+        out = real_person(bg, rng)
+        backdrops.append(out)
+        return out
+
+    monkeypatch.setattr(synth, "render_face", face_spy)
+    monkeypatch.setattr(synth, "person_backdrop", person_spy)
+    coloured = 0
+    for seed in range(10):
+        bands.clear()
+        backdrops.clear()
+        s = synth.handheld_sample(np.random.default_rng(seed), size=(640, 480), effects=False,
+                                  webcam=True)
+        assert s.kind == "webcam_handheld" and len(backdrops) == 1
+        assert (s.quad >= 0).all() and (s.quad[:, 0] < 640).all() and (s.quad[:, 1] < 480).all()
+        band = bands[0]  # the held card's face comes first
+        if band is None:
+            continue
+        coloured += 1
+        card = _inside(s.quad, (480, 640)).astype(np.uint8)
+        ring = cv2.dilate(card, np.ones((77, 77), np.uint8)) > card  # 0.08 of 480 px each side
+        near = np.median(backdrops[0][ring], axis=0)
+        assert np.abs(np.array(band) - near).max() <= 4 * 12, (seed, band, near)
+    assert 3 <= coloured <= 9  # 60 % of the draws
+
+
+def test_webcam_kind_leaves_the_other_kinds_of_a_set_unchanged(tmp_path) -> None:
+    import json
+
+    base = {"scan": 2, "handheld": 2, "frame_negative": 1}
+    a = synth.write_set(tmp_path / "a", 0, seed=6, extra=base)
+    b = synth.write_set(tmp_path / "b", 0, seed=6, extra={**base, "webcam_handheld": 2})
+    ia, ib = json.loads(a.read_text())["images"], json.loads(b.read_text())["images"]
+    assert [c["file"] for c in ib[:5]] == [c["file"] for c in ia]
+    for c in ia:
+        a_bytes = (tmp_path / "a" / c["file"]).read_bytes()
+        assert a_bytes == (tmp_path / "b" / c["file"]).read_bytes()
+    assert [c["expect"]["kind"] for c in ib[5:]] == ["webcam_handheld"] * 2

@@ -177,3 +177,28 @@ def test_handheld_share_draws_hand_held_scenes_with_the_card_as_target():
     # the stream differs from the plain one (the hand-held scenes were drawn)
     x0, _ = train.draw_batch(np.random.default_rng(5), 3, 64)
     assert not np.allclose(x, x0)
+
+
+def test_handheld_webcam_ft_is_handheld_ft_with_half_its_hand_held_scenes_held_up(stages,
+                                                                                 tmp_path):
+    first, second = _two_recipes(stages, tmp_path, "handheld_ft", "handheld_webcam_ft")
+    (plain,), (webcam,) = first, second
+    assert webcam.webcam_share == 0.5 and plain.webcam_share == 0.0
+    same = ("init", "steps", "side", "lr", "frozen_convs", "freeze_stage1d", "handheld_share",
+            "cut_share", "blur_share", "seed")
+    assert [getattr(webcam, k) for k in same] == [getattr(plain, k) for k in same]
+
+
+def test_webcam_share_changes_only_the_hand_held_scenes():
+    import numpy as np
+
+    # with no hand-held scenes the share draws nothing: the stream is the plain one
+    x0, _ = train.draw_batch(np.random.default_rng(8), 3, 64)
+    x1, _ = train.draw_batch(np.random.default_rng(8), 3, 64, webcam_share=1.0)
+    assert np.array_equal(x0, x1)
+    h0, y0 = train.draw_batch(np.random.default_rng(8), 3, 64, handheld_share=1.0)
+    h1, y1 = train.draw_batch(np.random.default_rng(8), 3, 64, handheld_share=1.0,
+                              webcam_share=1.0)
+    assert not np.allclose(h0, h1)
+    share = y1.reshape(3, -1).mean(axis=1)  # still one held card per scene
+    assert ((share > 0.03) & (share < 0.6)).all()

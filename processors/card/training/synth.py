@@ -16,6 +16,8 @@ Command line (writes images + ``manifest.json`` in the ``shared/cases`` format):
     # with the classes of issue 44 after the 500 (the 500 unchanged):
     python -m processors.card.training.synth --out DIR --n 500 --seed 20261129 \
         --scans 80 --handhelds 80 --frame-negatives 40
+    # the hand-held card held up to a camera, a person behind it (session 63)
+    python -m processors.card.training.synth --out DIR --n 0 --seed 20261129 --webcam-handhelds 80
 """
 
 from __future__ import annotations
@@ -805,7 +807,8 @@ def _paint_skin(img: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
 
 
 def handheld_sample(rng: np.random.Generator, doc_type: str | None = None,
-                    size: tuple[int, int] | None = None, effects: bool = True) -> Sample:
+                    size: tuple[int, int] | None = None, effects: bool = True,
+                    webcam: bool = False) -> Sample:
     """A document held in a hand over a textured table, with the hand's fingers over its edges
     and often a second document partly in view.
 
@@ -817,24 +820,36 @@ def handheld_sample(rng: np.random.Generator, doc_type: str | None = None,
     fingers over a neighbouring edge (skin-toned capsules 12-20 mm wide reaching 3-18 mm over
     the card, with nails and shading; ID-1's short side is 53.98 mm). Then :func:`degrade`.
 
+    ``webcam`` draws the other common capture instead of the table top: the card held up to a
+    webcam or a phone's front camera, with the person behind it (:func:`background` under
+    :func:`person_backdrop`, a desk's edge across the bottom 60 % of the time), and the card's
+    header band coloured like what lies around the card 60 % of the time (the median of a ring
+    around the quad, +-12 grey levels), so that the band's edge against a shirt of its own
+    colour is no edge. The hand and the second document follow as above.
+
     Args:
         rng: random generator (the only source of randomness).
         doc_type: ``id_card`` / ``passport`` (None: 70 / 30).
         size: ``(width, height)`` px (None: one of the phone-like sizes).
         effects: apply :func:`degrade` (off: the drawn scene, e.g. to test it).
+        webcam: the person behind the card instead of a table top (above). Off: the random
+            stream is the one the held-out sets of kind ``handheld`` were drawn from.
 
     Returns:
-        A :class:`Sample` of kind ``handheld``; ``quad`` is the held card's corners (amodal: the
-        fingers over it are still card).
+        A :class:`Sample` of kind ``handheld`` (``webcam_handheld`` with ``webcam``); ``quad`` is
+        the held card's corners (amodal: the fingers over it are still card).
     """
     W, H = size or _SIZES[int(rng.integers(0, len(_SIZES)))]
     doc_type = doc_type or ("id_card" if rng.random() < 0.7 else "passport")
-    img = table_texture(rng, W, H)
-    face, alpha = render_face(rng, doc_type, width=int(rng.choice([700, 856, 1100])),
-                              blank=False)
-    aspect = face.shape[1] / face.shape[0]
-    rot = float(rng.uniform(-30, 30) if rng.random() < 0.85 else rng.uniform(-180, 180))
-    quad = random_quad(rng, W, H, aspect, rot, margin=0.05)
+    if webcam:
+        img, face, alpha, rot, quad = _webcam_scene(rng, W, H, doc_type)
+    else:
+        img = table_texture(rng, W, H)
+        face, alpha = render_face(rng, doc_type, width=int(rng.choice([700, 856, 1100])),
+                                  blank=False)
+        aspect = face.shape[1] / face.shape[0]
+        rot = float(rng.uniform(-30, 30) if rng.random() < 0.85 else rng.uniform(-180, 180))
+        quad = random_quad(rng, W, H, aspect, rot, margin=0.05)
     short_px = float(min(np.linalg.norm(quad[1] - quad[0]), np.linalg.norm(quad[2] - quad[1])))
     px_per_mm = short_px / (ID1_MM[1] if doc_type == "id_card" else ID3_MM[1])
     if rng.random() < 0.55:  # a second document, partly outside the frame
@@ -901,7 +916,39 @@ def handheld_sample(rng: np.random.Generator, doc_type: str | None = None,
     img = _paint_skin(img, front, rng, tips, finger_w)
     if effects:
         img = degrade(img, rng, quad)
-    return Sample(image=img, quad=quad, kind="handheld", rotation_deg=rot, doc_type=doc_type)
+    return Sample(image=img, quad=quad, kind="webcam_handheld" if webcam else "handheld",
+                  rotation_deg=rot, doc_type=doc_type)
+
+
+def _webcam_scene(rng: np.random.Generator, W: int, H: int, doc_type: str
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
+    """The scene behind a card held up to a camera (:func:`handheld_sample` with ``webcam``):
+    ``(backdrop (H, W, 3) uint8, face, alpha, rotation_deg, quad (4, 2) float64 px)``, the face
+    not yet composited. The card's rotation stays within +-20 degrees 90 % of the time (held
+    up, not lying about)."""
+    img = person_backdrop(background(rng, W, H), rng)
+    if rng.random() < 0.6:  # a desk's edge across the bottom
+        y0 = H * rng.uniform(0.6, 0.9)
+        slope = rng.uniform(-0.08, 0.08)
+        ys = y0 + slope * (np.arange(W, dtype=np.float32) - W / 2)
+        desk = np.arange(H, dtype=np.float32)[:, None] > ys[None, :]
+        img[desk] = table_texture(rng, W, H)[desk]
+    width = int(rng.choice([700, 856, 1100]))
+    mm = ID1_MM if doc_type == "id_card" else ID3_MM
+    aspect = width / int(round(width * mm[1] / mm[0]))  # render_face's face shape
+    rot = float(rng.uniform(-20, 20) if rng.random() < 0.9 else rng.uniform(-180, 180))
+    quad = random_quad(rng, W, H, aspect, rot, margin=0.05)
+    band: tuple[int, int, int] | None = None
+    if rng.random() < 0.6:
+        inside = np.zeros((H, W), np.uint8)
+        cv2.fillConvexPoly(inside, np.round(quad).astype(np.int32), 1)
+        reach = max(3, int(0.08 * min(W, H)))
+        ring = cv2.dilate(inside, np.ones((2 * reach + 1, 2 * reach + 1), np.uint8)) > inside
+        near = np.median(img[ring], axis=0) + rng.normal(0, 12, 3)
+        b, g, r = (int(c) for c in np.clip(near, 0, 255))
+        band = (b, g, r)
+    face, alpha = render_face(rng, doc_type, width=width, blank=False, band_bgr=band)
+    return img, face, alpha, rot, quad
 
 
 def frame_negative(rng: np.random.Generator) -> Sample:
@@ -922,10 +969,17 @@ def frame_negative(rng: np.random.Generator) -> Sample:
     return Sample(image=degrade(bg, rng), quad=None, kind="none")
 
 
+def webcam_handheld_sample(rng: np.random.Generator) -> Sample:
+    """:func:`handheld_sample` with ``webcam``: a card held up to the camera, a person behind."""
+    return handheld_sample(rng, webcam=True)
+
+
 EXTRA_KINDS: dict[str, Callable[[np.random.Generator], Sample]] = {
-    "scan": scan_sample, "handheld": handheld_sample, "frame_negative": frame_negative}
+    "scan": scan_sample, "handheld": handheld_sample, "frame_negative": frame_negative,
+    "webcam_handheld": webcam_handheld_sample}
 """The classes :func:`write_set` can add after its ``n`` photos (issue 44), each drawn by its
-function from the set's second stream."""
+function from the set's second stream, in the order of their names (``webcam_handheld`` sorts
+last, so a set drawn without it keeps every image it had)."""
 
 
 def write_set(out: Path, n: int, seed: int, negative_share: float = 0.1,

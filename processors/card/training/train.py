@@ -91,7 +91,8 @@ def quad_mask(quad: np.ndarray | None, shape_hw: tuple[int, int], side: int) -> 
 def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0.0,
                blur_share: float = 0.0, hard_share: float = 0.0,
                grey_share: float = 0.0,
-               handheld_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+               handheld_share: float = 0.0,
+               webcam_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` synthetic samples → inputs ``(n, 3, side, side) float32`` and targets
     ``(n, 1, side, side) float32`` in [0, 1]. ``cut_share`` of the cards run past the frame
     (the target is their visible part), ``blur_share`` of the photos get a strong blur,
@@ -99,14 +100,17 @@ def draw_batch(rng: np.random.Generator, n: int, side: int, cut_share: float = 0
     bands like the background), ``grey_share`` are turned to grey (a black-and-white photo or
     photocopy; the three channels equal), ``handheld_share`` are :func:`synth.handheld_sample`
     scenes (a card held in a hand over a table, fingers over its edges, a second document partly
-    in view; issue 44); with all five at 0 no extra random draws are made (the first run's data
-    stream), and with ``hard_share``, ``grey_share`` and ``handheld_share`` 0 the stream of runs
-    2-6."""
+    in view; issue 44), ``webcam_share`` of those hand-held scenes have a person behind the card
+    instead of a table (``handheld_sample``'s ``webcam``); with all five at 0 no extra random
+    draws are made (the first run's data stream), with ``hard_share``, ``grey_share`` and
+    ``handheld_share`` 0 the stream of runs 2-6, and with ``webcam_share`` 0 the stream of
+    ``handheld_ft``."""
     xs, ys = [], []
     for _ in range(n):
         size = TRAIN_SIZES[int(rng.integers(0, len(TRAIN_SIZES)))]
         if handheld_share and rng.random() < handheld_share:
-            s = synth.handheld_sample(rng, size=size)
+            webcam = bool(webcam_share and rng.random() < webcam_share)
+            s = synth.handheld_sample(rng, size=size, webcam=webcam)
             xs.append(preprocess(s.image, side))
             ys.append(quad_mask(s.quad, s.image.shape[:2], side)[None])
             continue
@@ -279,7 +283,16 @@ with decoder stage 1 out of the backward pass, 60 steps of 8, 35 % of them hand-
 it raised the synthetic hand-held photos (mean IoU 0.704 -> 0.787) and lost a real hand-held
 photo of ``../shared/cases`` (0.974 -> 0.860), so it is not shipped (MODEL.md, *Hand-held*)."""
 
-RECIPE_STARTS: dict[str, str] = {"handheld_ft": "card_u2netp"}
+HANDHELD_WEBCAM_FT_RECIPE: tuple[tuple[str, ...], ...] = (
+    HANDHELD_FT_RECIPE[0] + ("--webcam-share", "0.5"),
+)
+""":data:`HANDHELD_FT_RECIPE` with half of its hand-held scenes held up to the camera, a person
+behind the card and its header band often coloured like its surroundings
+(``synth.handheld_sample``'s ``webcam``): the data MODEL.md named after the first run's real
+photo fell (its corner went onto the shirt above the card's dark header)."""
+
+RECIPE_STARTS: dict[str, str] = {"handheld_ft": "card_u2netp",
+                                 "handheld_webcam_ft": "card_u2netp"}
 """Recipes that continue a shipped model (``processors/models.json`` entry) instead of starting
 from the pinned u2netp."""
 
@@ -291,7 +304,8 @@ RECIPES: dict[str, tuple[tuple[str, ...], ...]] = {"run4": RUN4_RECIPE,
                                                    "stage1d_late": STAGE1D_LATE_RECIPE,
                                                    "stage1d_224": STAGE1D_224_RECIPE,
                                                    "stage1d_long": STAGE1D_LONG_RECIPE,
-                                                   "handheld_ft": HANDHELD_FT_RECIPE}
+                                                   "handheld_ft": HANDHELD_FT_RECIPE,
+                                                   "handheld_webcam_ft": HANDHELD_WEBCAM_FT_RECIPE}
 """The named recipes of ``--recipe``; ``shipped`` is :data:`SHIPPED`."""
 
 SHIPPED = "run4"
@@ -300,7 +314,7 @@ SHIPPED = "run4"
 
 RECIPE_OPTIONS = ("steps", "batch", "side", "lr", "l2sp", "seed", "frozen_convs", "freeze_stage1d",
                   "cut_share", "blur_share", "hard_share", "grey_share", "handheld_share",
-                  "average_from")
+                  "webcam_share", "average_from")
 """Options each stage of a recipe sets itself (refused beside ``--recipe``)."""
 
 
@@ -407,6 +421,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--handheld-share", type=float, default=0.0,
                     help="share of hand-held scenes (synth.handheld_sample: fingers over the "
                          "card's edges, a textured table, a second document partly in view)")
+    ap.add_argument("--webcam-share", type=float, default=0.0,
+                    help="share of the hand-held scenes held up to the camera with a person "
+                         "behind the card (synth.handheld_sample's webcam)")
     ap.add_argument("--recipe", choices=["shipped", *RECIPES], default=None,
                     help="run a named chain of runs in one command, each stage starting from the "
                          "one before (shipped: the one that made the committed model; the other "
@@ -570,7 +587,7 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
     running = 0.0
     for step in range(1, a.steps + 1):
         x, y = draw_batch(rng, a.batch // world, a.side, a.cut_share, a.blur_share, a.hard_share,
-                          a.grey_share, a.handheld_share)
+                          a.grey_share, a.handheld_share, a.webcam_share)
         xt, yt = torch.from_numpy(x).contiguous(memory_format=fmt), torch.from_numpy(y)
         outs = net(xt)
         loss = torch.stack([F.binary_cross_entropy(o.clamp(1e-6, 1 - 1e-6), yt)
