@@ -43,7 +43,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo26"
+POSTPROCESS_REVISION = "geo27"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -85,7 +85,9 @@ shift taken for the whole zone where every line reads surely,
 :func:`processors.card.mrz.recognise.phase_variants`; ``geo26``: a page only a zone vouches
 for is also vouched for by a zone unreadable only for an unsure unchecked character, every
 check digit passing, :func:`_zone_vouches`, a phase shift stands only where every character
-reads surely, and a character its position's type forbids is not sure)."""
+reads surely, and a character its position's type forbids is not sure; ``geo27``: the portrait
+zone's lightness equalised before the face detector,
+:data:`processors.card.verify.PORTRAIT_CLAHE`)."""
 INNER_INSET_PX = 2
 """:meth:`CardProcessor._inner_page` judges the card's quad warped upright less this many
 working px on each side: the quad's own edge, blurred, is no lid's."""

@@ -5,6 +5,7 @@ the good ones untouched (real models: card_u2netp, card_orient, mrz_char, MTCNN)
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -147,3 +148,40 @@ def test_values_only_when_asked_and_allowed():
         assert o.payload["mrz"].get("values_withheld") is (True if withheld else None)
         if has:
             assert o.payload["mrz"]["values"]["document_number"] == td3[1][:9].replace("<", "")
+
+
+CASES = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
+
+
+@pytest.mark.skipif(not (CASES / "manifest.json").is_file(),
+                    reason="../shared/cases is absent (external check set); skipping")
+def test_the_portrait_of_a_real_webcam_photo_of_an_id_card_is_found():
+    """The three real ID cards of ``../shared/cases`` (a webcam's washed-out photos of one card,
+    a portrait on its left) came out NO_PORTRAIT: the face scored under MTCNN's R-Net threshold.
+    With the zone's lightness equalised (``PORTRAIT_CLAHE``) all three are found."""
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"))
+    names = [f"cardwarp_emerson-allen_{k}.jpg" for k in (1, 2, 3)]
+    items = [Item.from_array(n, cv2.imread(str(CASES / "real" / n)), {}) for n in names]
+    for n, o in zip(names, proc.process_batch(items), strict=True):
+        assert o.payload["quality"]["portrait"] is True, (n, o.reasons)
+        assert "NO_PORTRAIT" not in {str(r) for r in o.reasons}, n
+
+
+def test_a_washed_out_portrait_is_found_and_a_card_without_one_stays_without():
+    """Card faces with the generator's photo portrait, their contrast cut to a fifth (a
+    washed-out webcam photo): all ten found (without the equalisation, ``PORTRAIT_CLAHE``, 4 of
+    10); six card faces without a portrait: none found."""
+    from processors.card.verify import PORTRAIT_CANVAS, Verifier, portrait_canvas
+
+    def thumb(seed: int, portrait: str) -> np.ndarray:
+        face, _ = render_face(np.random.default_rng(seed), "id_card", width=856,
+                              portrait=portrait, blank=False)
+        return cv2.resize(face, (512, 323), interpolation=cv2.INTER_AREA)
+
+    washed = [np.clip(thumb(seed, "photo") * 0.2 + 163, 0, 255).astype(np.uint8)
+              for seed in range(10)]
+    c = portrait_canvas(washed[0][:250, :185])
+    assert max(c.shape[:2]) == PORTRAIT_CANVAS and c.shape[2] == 3 and c.dtype == np.uint8
+    verifier = Verifier(CardSettings().verify, RuntimeSettings(device="cpu"))
+    assert verifier._portraits(washed) == [True] * 10
+    assert verifier._portraits([thumb(seed, "none") for seed in range(6)]) == [False] * 6
