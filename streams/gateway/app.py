@@ -181,7 +181,8 @@ class Gateway:
 
         Raises:
             Refused: ``BODY_TOO_LARGE``, ``BODY_TIMEOUT``, ``BODY_INCOMPLETE`` (the sender
-                closed before ``Content-Length`` bytes), ``BAD_MULTIPART``,
+                closed before ``Content-Length`` bytes), ``BAD_REQUEST`` (a body that does not
+                inflate as its ``Content-Encoding`` says), ``BAD_MULTIPART``,
                 ``TOO_MANY_PARTS`` (more than ``max_parts``: refused at the first part past
                 it), ``AMBIGUOUS_FIELD`` (a part twice, or a form field that the query gives
                 otherwise).
@@ -193,6 +194,11 @@ class Gateway:
         except TimeoutError:
             raise Refused(GatewayCode.BODY_TIMEOUT, f"the body did not arrive within "
                           f"{g.body_timeout_s:g} s") from None
+        except web.RequestPayloadError:
+            # a body marked gzip or deflate that does not inflate: aiohttp's decompressor
+            # raises this (it answered 500 INTERNAL_ERROR and logged two errors before)
+            raise Refused(GatewayCode.BAD_REQUEST, "the body does not decode as its "
+                          "Content-Encoding says") from None
         except (HttpProcessingError, ConnectionError, asyncio.IncompleteReadError):
             raise Refused(GatewayCode.BODY_INCOMPLETE, "the body ended before its "
                           "Content-Length") from None

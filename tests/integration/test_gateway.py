@@ -254,6 +254,12 @@ BAD = {
     # was read as a body that ended early (BODY_INCOMPLETE) before
     "multipart_part_header_flood": ("POST", "/v1/uploads", "MULTIPART_HEADER_FLOOD", "alice", {},
                                     400, "BAD_MULTIPART"),
+    # a body marked compressed that is not: aiohttp's decompressor raised RequestPayloadError,
+    # answered 500 INTERNAL_ERROR with two error log lines (a fresh user's trial, session 63)
+    "gzip_body_not_gzip": ("POST", "/v1/uploads?task=card", "IMG", "alice",
+                           {"Content-Encoding": "gzip"}, 400, "BAD_REQUEST"),
+    "deflate_body_not_deflate": ("POST", "/v1/uploads?task=card", "IMG", "alice",
+                                 {"Content-Encoding": "deflate"}, 400, "BAD_REQUEST"),
 }
 
 
