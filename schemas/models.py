@@ -442,8 +442,10 @@ class MrzInfo(_Model):
             (no read is given).
         values: the printed fields, when asked and allowed.
         values_withheld: ``true`` when the upload asked for the values and the worker's
-            setting does not allow them (absent otherwise; added in v1), so that a platform
-            can tell a refusal from a zone without values.
+            setting does not allow them (absent otherwise, never ``false``, never beside
+            ``values``; added in v1), so that a platform can tell a refusal from a zone
+            without values (or from no zone: it says only that values were asked and not
+            allowed).
     """
 
     found: Flag
@@ -454,7 +456,13 @@ class MrzInfo(_Model):
     expired: Flag | None = None
     corrected: Flag
     values: MrzValues | None = None
-    values_withheld: Flag | None = None
+    values_withheld: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _values_or_withheld(self) -> MrzInfo:
+        if self.values is not None and self.values_withheld:
+            raise ValueError("mrz has both values and values_withheld")
+        return self
 
 
 class CardPayload(_Model):
