@@ -46,6 +46,8 @@ class ReasonCode(StrEnum):
     MRZ_MISSING = "MRZ_MISSING"  # an ID-3 page (passport, visa page) shows no zone at all
     MRZ_CHECK_DIGIT = "MRZ_CHECK_DIGIT"
     DOCUMENT_EXPIRED = "DOCUMENT_EXPIRED"
+    # card: the upload's doc_type option against the document's measured shape
+    DOC_TYPE_MISMATCH = "DOC_TYPE_MISMATCH"
     # id_photo
     NO_FACE = "NO_FACE"
     MULTIPLE_FACES = "MULTIPLE_FACES"

@@ -42,6 +42,9 @@ QUALITY_CODES = (ReasonCode.LOW_RESOLUTION, ReasonCode.TOO_OBLIQUE, ReasonCode.T
                  ReasonCode.GLARE_ON_MRZ)
 MRZ_CODES = (ReasonCode.MRZ_UNREADABLE, ReasonCode.MRZ_MISSING, ReasonCode.MRZ_CHECK_DIGIT,
              ReasonCode.DOCUMENT_EXPIRED)
+TYPE_CODES = (ReasonCode.DOC_TYPE_MISMATCH,)
+"""The upload's ``doc_type`` against the document's measured shape
+(:meth:`processors.card.processor.CardProcessor._plan`)."""
 
 
 class Profile(BaseModel):
@@ -97,7 +100,7 @@ class Profile(BaseModel):
 PROFILES: dict[str, Profile] = {
     "strict": Profile(min_dpi=200.0, max_tilt_deg=25.0, min_brightness=60.0,
                       max_brightness=220.0, min_colourfulness=3.5, max_glare_mrz=0.01,
-                      reject=frozenset(QUALITY_CODES + MRZ_CODES)),
+                      reject=frozenset(QUALITY_CODES + MRZ_CODES + TYPE_CODES)),
     "normal": Profile(),
     "relaxed": Profile(min_dpi=110.0, max_tilt_deg=45.0, min_brightness=30.0,
                        max_brightness=240.0, min_colourfulness=2.5, max_glare_mrz=0.08),

@@ -185,3 +185,25 @@ def test_a_washed_out_portrait_is_found_and_a_card_without_one_stays_without():
     verifier = Verifier(CardSettings().verify, RuntimeSettings(device="cpu"))
     assert verifier._portraits(washed) == [True] * 10
     assert verifier._portraits([thumb(seed, "none") for seed in range(6)]) == [False] * 6
+
+
+def test_a_document_of_the_other_type_than_the_upload_named_is_doc_type_mismatch():
+    """A passport page sent with ``doc_type: id_card`` came out accepted as an ID card with no
+    zone and no reason (a fresh user's trial, session 62). Where the shape says the other type
+    without doubt it now carries DOC_TYPE_MISMATCH: an annotation under ``normal``, a rejection
+    under ``strict``; naming the right type, or ``auto``, gives none."""
+    face3, alpha3, _ = _document(1, Format.TD3)
+    face1, alpha1, _ = _document(2, Format.TD1)
+    page, card = _photo(face3, alpha3), _photo(face1, alpha1, -4.0)
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    asked = [(page, {"doc_type": "id_card"}), (card, {"doc_type": "passport"}),
+             (page, {"doc_type": "id_card", "profile": "strict"}),
+             (page, {"doc_type": "passport"}), (card, {"doc_type": "id_card"}),
+             (page, {}), (card, {"doc_type": "auto"})]
+    outs = proc.process_batch([Item.from_array(f"u{k}", img, opts)
+                               for k, (img, opts) in enumerate(asked)])
+    flagged = ["DOC_TYPE_MISMATCH" in {str(r) for r in o.reasons} for o in outs]
+    assert flagged == [True, True, True, False, False, False, False]
+    assert [str(o.status) for o in outs[:3]] == ["accepted", "accepted", "rejected"]
+    assert [o.payload["doc_type"] for o in outs[:2]] == ["id_card", "passport"]  # as named
+    assert [o.payload["doc_type"] for o in outs[5:]] == ["passport", "id_card"]
