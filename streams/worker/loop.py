@@ -151,10 +151,10 @@ class Worker:
 
     def warm_up(self) -> None:
         """Load every model and run every batch bucket once (before subscribing), the shadow
-        version's too. Each model's ``warmed_up`` log line names its provider and bucket, and
-        on the CPU whether its int8 products are computed exactly by ONNX Runtime's slower
-        kernels because this CPU's fast ones saturate (``exact_int8_products``,
-        :func:`processors.runtime.int8_saturates`)."""
+        version's too. One ``warmed_up`` log line per task names the task's main model, its
+        provider and bucket, and on the CPU whether its int8 products are computed exactly by
+        ONNX Runtime's slower kernels because this CPU's fast ones saturate
+        (``exact_int8_products``, :func:`processors.runtime.int8_saturates`)."""
         shadow = {"shadow": self.shadow.processor} if self.shadow is not None else {}
         for task, p in {**self.compute.processors, **shadow}.items():
             t0 = time.perf_counter()
