@@ -91,6 +91,16 @@ zone's lightness equalised before the face detector,
 :data:`processors.card.verify.PORTRAIT_CLAHE`; ``geo28``: a ``doc_type`` the upload names that
 the quad's metric aspect ratio, out of doubt, says is the other type is DOC_TYPE_MISMATCH,
 :attr:`_Card.mismatch`)."""
+MISMATCH_MIN_SHORT_PX = 300.0
+"""Shortest card (px, its short side) whose shape may contradict the type an upload names
+(DOC_TYPE_MISMATCH). The one real ID card of ``../shared/cases`` (640 x 480 webcam photos, a
+short side of 115-260 px) measured 1.25-1.41 for ID-1's 1.586 at scales 0.5-1.0: its corners
+under a thumb and rounded, a few px off, move the ratio across the split. (MODEL.md, *The type
+the upload names*.)"""
+MISMATCH_CORNER_PX = 6.0
+"""Corner error (px) allowed for besides: the measured ratio must lie further from
+``auto_aspect_split`` than two such errors over the card's short side would move it (at 300 px,
+4 %; at 600 px, 2 %)."""
 INNER_INSET_PX = 2
 """:meth:`CardProcessor._inner_page` judges the card's quad warped upright less this many
 working px on each side: the quad's own edge, blurred, is no lid's."""
@@ -413,8 +423,14 @@ class CardProcessor:
         doubt = (aspect.straddles(split)
                  or (geo.approx_aspect(quad) >= split) != (aspect.value >= split))
         by_print = auto and doubt
-        # a type named by the upload that the shape, without doubt, says is the other one
-        mismatch = (not auto and not doubt
+        # a type named by the upload that the shape, without doubt, says is the other one; on a
+        # small card a few px of corner error move the ratio too (a real ID card of 640 x 480
+        # webcam photos, scaled 0.5-1.0: its quads measured 1.25-1.41 for ID-1's 1.586)
+        sides = geo.side_lengths(quad)
+        short = min(sides[0] + sides[2], sides[1] + sides[3]) / 2.0
+        gap = min(abs(aspect.low - split), abs(aspect.high - split)) / split
+        mismatch = (not auto and not doubt and short >= MISMATCH_MIN_SHORT_PX
+                    and gap >= 2 * MISMATCH_CORNER_PX / short
                     and choose_doc_type("auto", aspect.value, split) != doc_type)
         return _Card(det, quad, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
                      by_print, auto, mismatch=mismatch)

@@ -207,3 +207,22 @@ def test_a_document_of_the_other_type_than_the_upload_named_is_doc_type_mismatch
     assert [str(o.status) for o in outs[:3]] == ["accepted", "accepted", "rejected"]
     assert [o.payload["doc_type"] for o in outs[:2]] == ["id_card", "passport"]  # as named
     assert [o.payload["doc_type"] for o in outs[5:]] == ["passport", "id_card"]
+
+
+@pytest.mark.skipif(not (CASES / "manifest.json").is_file(),
+                    reason="../shared/cases is absent (external check set); skipping")
+def test_a_small_real_card_named_id_card_is_no_mismatch_for_its_corner_error():
+    """A second fresh user's trial: a real ID card photo scaled to 0.6 (384 x 288 px; the card
+    about 230 px long, its top corners found 13-19 px high) measured 1.34-1.39 and, named
+    ``id_card``, came out DOC_TYPE_MISMATCH. A card this small has no say by its shape
+    (``MISMATCH_MIN_SHORT_PX``); the passport page of the test above is still flagged."""
+    img = cv2.imread(str(CASES / "real" / "cardwarp_emerson-allen_3.jpg"))
+    small = cv2.resize(img, None, fx=0.6, fy=0.6, interpolation=cv2.INTER_AREA)
+    face3, alpha3, _ = _document(1, Format.TD3)
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    card, page = proc.process_batch([
+        Item.from_array("small", small, {"doc_type": "id_card"}),
+        Item.from_array("page", _photo(face3, alpha3), {"doc_type": "id_card"})])
+    assert card.payload["doc_type"] == "id_card" and card.payload["quad"] is not None
+    assert "DOC_TYPE_MISMATCH" not in {str(r) for r in card.reasons}
+    assert "DOC_TYPE_MISMATCH" in {str(r) for r in page.reasons}
