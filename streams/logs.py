@@ -46,21 +46,35 @@ def _warning_as_json(message: Warning | str, category: type[Warning], filename: 
                 where=f"{filename.rsplit('/', 1)[-1]}:{lineno}")
 
 
+CLIENT_ERRORS = frozenset({"RequestPayloadError"})
+"""Exception classes a library logs that a client's request caused and that carry no HTTP
+status: aiohttp's ``RequestPayloadError`` (a body marked gzip or deflate that does not inflate;
+the gateway answers it 400 BAD_REQUEST)."""
+
+
 class _LibraryRecordAsJson(logging.Handler):
     """A library's stdlib log record as one JSON line (``library_log``): its logger, level,
     the place in the library's code, and the exception's class and HTTP status when it has
     them; never the record's message nor a traceback (aiohttp's say what a request held: the
-    bytes of an image past its ``Content-Length``, a header's value)."""
+    bytes of an image past its ``Content-Length``, a header's value). A record above warning
+    whose exception is the client's (:data:`CLIENT_ERRORS`, or an HTTP status 400-499) is
+    written at warning: a client sending a request that does not parse, or a body that does not
+    inflate, is no error of the service's, and must not page whoever alerts on errors."""
 
     def emit(self, record: logging.LogRecord) -> None:
         extra: dict[str, object] = {}
+        level = record.levelno
         exc = record.exc_info[1] if record.exc_info else None
         if exc is not None:
             extra["error"] = type(exc).__name__
             status = getattr(exc, "status", None) or getattr(exc, "code", None)
             if isinstance(status, int):
                 extra["status"] = status
-        log.log(record.levelno, "library_log", logger=record.name,
+            clients = (isinstance(status, int) and 400 <= status < 500
+                       or type(exc).__name__ in CLIENT_ERRORS)
+            if clients and level > logging.WARNING:
+                level = logging.WARNING
+        log.log(level, "library_log", logger=record.name,
                 where=f"{record.module}:{record.lineno}", **extra)
 
 

@@ -319,7 +319,8 @@ def test_aiohttp_log_records_become_one_json_line_without_their_message(
         capsys: pytest.CaptureFixture[str]) -> None:
     """aiohttp logs a parse error's message (which quotes the request's bytes) with a
     traceback; routed through library_logs_as_json it is one JSON line: logger, place, error
-    class and status."""
+    class and status, at warning (the client's error, not the service's: a second fresh user's
+    trial found every refused compressed body writing an error line)."""
     import logging
 
     from aiohttp.http_exceptions import BadHttpMethod
@@ -341,8 +342,36 @@ def test_aiohttp_log_records_become_one_json_line_without_their_message(
     (line,) = capsys.readouterr().err.splitlines()
     got = json.loads(line)
     assert (got["event"], got["logger"], got["error"], got["status"], got["level"]) == (
-        "library_log", "aiohttp.server", "BadHttpMethod", 400, "error")
+        "library_log", "aiohttp.server", "BadHttpMethod", 400, "warning")
     assert "secret" not in line and "10.0.0.7" not in line and "xff" not in line
+
+
+def test_a_library_error_the_client_caused_is_a_warning_and_the_service_s_an_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """aiohttp's RequestPayloadError (a body marked gzip that does not inflate; no status) is
+    written at warning; an exception of the service's own stays an error."""
+    import logging
+
+    from aiohttp.web import RequestPayloadError
+
+    from streams.logs import configure_logging, library_logs_as_json
+
+    configure_logging()
+    lg = logging.getLogger("aiohttp")
+    kept = lg.handlers[:], lg.propagate
+    library_logs_as_json("aiohttp")
+    capsys.readouterr()
+    try:
+        for exc in (RequestPayloadError("bad gzip"), RuntimeError("a bug")):
+            try:
+                raise exc
+            except Exception:
+                logging.getLogger("aiohttp.server").exception("Error handling request")
+    finally:
+        lg.handlers[:], lg.propagate = kept
+    got = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(g["error"], g["level"]) for g in got] == [("RequestPayloadError", "warning"),
+                                                        ("RuntimeError", "error")]
 
 
 @pytest.mark.parametrize(("raw", "ms"), [
