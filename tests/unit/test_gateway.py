@@ -315,15 +315,11 @@ def test_a_probe_code_added_later_is_a_422_not_a_crash() -> None:
     assert Refused(GatewayCode.RATE_LIMITED, "x", retry_after_s=1).status == 429
 
 
-def test_aiohttp_log_records_become_one_json_line_without_their_message(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """aiohttp logs a parse error's message (which quotes the request's bytes) with a
-    traceback; routed through library_logs_as_json it is one JSON line: logger, place, error
-    class and status, at warning (the client's error, not the service's: a second fresh user's
-    trial found every refused compressed body writing an error line)."""
+@pytest.fixture
+def aiohttp_json_logs(capsys: pytest.CaptureFixture[str]):
+    """aiohttp's loggers routed through ``library_logs_as_json`` for one test (restored after
+    it); yields the ``aiohttp.server`` logger, with stderr read so far discarded."""
     import logging
-
-    from aiohttp.http_exceptions import BadHttpMethod
 
     from streams.logs import configure_logging, library_logs_as_json
 
@@ -333,12 +329,23 @@ def test_aiohttp_log_records_become_one_json_line_without_their_message(
     library_logs_as_json("aiohttp")
     capsys.readouterr()
     try:
-        raise BadHttpMethod(b"\xff\xd8\xff\xe0JFIF secret-bytes".decode("latin-1"))
-    except BadHttpMethod:
-        logging.getLogger("aiohttp.server").exception("Error handling request from %s",
-                                                      "10.0.0.7")
+        yield logging.getLogger("aiohttp.server")
     finally:
         lg.handlers[:], lg.propagate = kept
+
+
+def test_aiohttp_log_records_become_one_json_line_without_their_message(
+        aiohttp_json_logs, capsys: pytest.CaptureFixture[str]) -> None:
+    """aiohttp logs a parse error's message (which quotes the request's bytes) with a
+    traceback; routed through library_logs_as_json it is one JSON line: logger, place, error
+    class and status, at warning (the client's error, not the service's: a second fresh user's
+    trial found every refused compressed body writing an error line)."""
+    from aiohttp.http_exceptions import BadHttpMethod
+
+    try:
+        raise BadHttpMethod(b"\xff\xd8\xff\xe0JFIF secret-bytes".decode("latin-1"))
+    except BadHttpMethod:
+        aiohttp_json_logs.exception("Error handling request from %s", "10.0.0.7")
     (line,) = capsys.readouterr().err.splitlines()
     got = json.loads(line)
     assert (got["event"], got["logger"], got["error"], got["status"], got["level"]) == (
@@ -347,28 +354,16 @@ def test_aiohttp_log_records_become_one_json_line_without_their_message(
 
 
 def test_a_library_error_the_client_caused_is_a_warning_and_the_service_s_an_error(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        aiohttp_json_logs, capsys: pytest.CaptureFixture[str]) -> None:
     """aiohttp's RequestPayloadError (a body marked gzip that does not inflate; no status) is
     written at warning; an exception of the service's own stays an error."""
-    import logging
-
     from aiohttp.web import RequestPayloadError
 
-    from streams.logs import configure_logging, library_logs_as_json
-
-    configure_logging()
-    lg = logging.getLogger("aiohttp")
-    kept = lg.handlers[:], lg.propagate
-    library_logs_as_json("aiohttp")
-    capsys.readouterr()
-    try:
-        for exc in (RequestPayloadError("bad gzip"), RuntimeError("a bug")):
-            try:
-                raise exc
-            except Exception:
-                logging.getLogger("aiohttp.server").exception("Error handling request")
-    finally:
-        lg.handlers[:], lg.propagate = kept
+    for exc in (RequestPayloadError("bad gzip"), RuntimeError("a bug")):
+        try:
+            raise exc
+        except Exception:
+            aiohttp_json_logs.exception("Error handling request")
     got = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     assert [(g["error"], g["level"]) for g in got] == [("RequestPayloadError", "warning"),
                                                         ("RuntimeError", "error")]
