@@ -154,8 +154,11 @@ def find_run(grey: np.ndarray, denoise: bool = False) -> list[Line]:
     up to 3 candidates whose left ends or right ends agree within 4 % of the band's width with
     those of a line already in the run (the zone's lines have one length and start at one
     margin; one end may be lost under glare or a finger, or run on into the card's edge) and
-    whose spacing is even (:data:`LINE_GAP` line heights); one lone candidate is returned
-    alone (the reader decides what it is); none: no zone.
+    whose spacing is even (:data:`LINE_GAP` line heights). A lowest candidate that starts no
+    such run does not hide one above it: a document's edge or the scanner's shadow along it,
+    joined into one band-wide line under the zone (a real scanned UK specimen page, its data
+    page cut from the open booklet), is passed over. Where no candidate starts a run, the
+    lowest one is returned alone (the reader decides what it is); none: no zone.
 
     Args:
         grey: ``(h, w) uint8`` band at :data:`BAND_PX_PER_MM`.
@@ -169,18 +172,21 @@ def find_run(grey: np.ndarray, denoise: bool = False) -> list[Line]:
     if not cands:
         return []
     w = grey.shape[1]
-    run = [cands[-1]]
-    for ln in reversed(cands[:-1]):
-        ref = run[-1]
-        gap = ref.yc - ln.yc
-        hh = max(ref.height, ln.height)
-        if (len(run) < 3 and LINE_GAP[0] * hh <= gap <= LINE_GAP[1] * hh
-                and any(abs(ln.x0 - r.x0) <= 0.04 * w or abs(ln.x1 - r.x1) <= 0.04 * w
-                        for r in run)):
-            run.append(ln)
-        else:
-            break
-    return run[::-1]
+    for start in range(len(cands) - 1, -1, -1):
+        run = [cands[start]]
+        for ln in reversed(cands[:start]):
+            ref = run[-1]
+            gap = ref.yc - ln.yc
+            hh = max(ref.height, ln.height)
+            if (len(run) < 3 and LINE_GAP[0] * hh <= gap <= LINE_GAP[1] * hh
+                    and any(abs(ln.x0 - r.x0) <= 0.04 * w or abs(ln.x1 - r.x1) <= 0.04 * w
+                            for r in run)):
+                run.append(ln)
+            else:
+                break
+        if len(run) >= 2:
+            return run[::-1]
+    return [cands[-1]]
 
 
 def spanned_lines(run: list[Line], widest: bool = True) -> list[Line]:
