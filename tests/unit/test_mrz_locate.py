@@ -14,6 +14,7 @@ from processors.card.mrz.read import locate_zone, locate_zones
 from processors.card.training.documents import (
     DOC_TYPE,
     REFERENCE_DATE,
+    booklet_face,
     document,
     random_fields,
     render_document,
@@ -93,6 +94,44 @@ def test_generated_documents_are_seeded_and_truthful():
     assert m.values() == a.fields and m.checks.as_dict() == a.checks
     assert a.doc_type == DOC_TYPE[Format(a.format)]
     assert 100 < a.dpi < 600 and 0 <= a.tilt_deg <= 35
+
+
+def test_a_booklets_truth_is_its_data_pages():
+    """An open booklet (``booklet=True``): the quad and DPI of the truth are the data page's,
+    half the spread (the facing page above it), so the zone lies in the quad's bottom band."""
+    img, t = document(np.random.default_rng(13), booklet=True, glare_share=0.0, hand_share=0.0)
+    assert t.booklet and t.format == "TD3" and t.doc_mm == (125.0, 88.0)
+    q = np.asarray(t.quad, np.float32)
+    hom = cv2.getPerspectiveTransform(np.float32([[0, 0], [1250, 0], [1250, 880], [0, 880]]), q)
+    page = cv2.warpPerspective(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), hom, (1250, 880),
+                               flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+    bands = [cv2.warpPerspective(page, a, size, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+             for a, size in band_maps("passport", (1250, 880))]
+    zone = locate_zone(bands)
+    assert zone is not None and zone.band == 0 and len(zone.lines) == 2
+    face = np.full((880, 1250, 3), 200, np.uint8)
+    spread, alpha, box, mm = booklet_face(np.random.default_rng(1), face,
+                                          np.full((880, 1250), 255, np.uint8), 10.0)
+    x0, y0, x1, y1 = box
+    assert (x1 - x0, y1 - y0) == (1250, 880) and y0 >= 880  # the data page below the facing one
+    assert spread.shape[:2] == alpha.shape and abs(mm[1] / mm[0] - 176 / 125) < 0.05
+
+
+def test_a_line_along_the_pages_edge_below_the_zone_does_not_hide_it():
+    """A real UK specimen page cut from its scanned booklet: the page's edge (a thin, slightly
+    curved dark line, joined into one band-wide candidate under the zone) was the band's lowest
+    line; it starts no run, and the zone above it was not found (MRZ_UNREADABLE on the ID-1
+    fallback view instead of a valid TD3 read)."""
+    rng = np.random.default_rng(3)
+    lines = compose(Format.TD3, **random_fields(rng, Format.TD3, REFERENCE_DATE))
+    face, _, _, _ = render_document(rng, Format.TD3, lines, px_per_mm=10.0)
+    h, w = face.shape[:2]
+    xs = np.arange(0, w, 10)
+    ys = h - 35 + 15.0 * (1 - ((xs - w / 2) / (w / 2)) ** 2)  # sagging 1.5 mm
+    cv2.polylines(face, [np.stack([xs, ys], 1).astype(np.int32)], False, (60, 60, 60), 8)
+    found = find_lines(_bands(face, "passport")[0])
+    assert len(found) == 2 and all(ln.x1 - ln.x0 > 1000 for ln in found)
+    assert found[1].yc < 230  # the zone's lines, not the edge (about 255)
 
 
 def test_a_hand_over_the_zone_is_in_the_truth():

@@ -119,6 +119,8 @@ class DocTruth:
             None: not measured (scans, and sets written before 2026-12-06).
         capture: ``photo`` (:func:`photograph`) or ``scan`` (:func:`scan`: a flatbed scan or a
             phone app's crop, issue 44).
+        booklet: the data page was captured in its open booklet, the facing page above it
+            (:func:`booklet_face`); ``quad``, ``dpi`` and the MRZ truth are the data page's.
     """
 
     format: str
@@ -141,6 +143,7 @@ class DocTruth:
     has_portrait: bool = False
     capture: str = "photo"
     mrz_chars_hidden: int | None = None
+    booklet: bool = False
 
 
 def _word(rng: np.random.Generator, lo: int, hi: int) -> str:
@@ -289,6 +292,52 @@ def render_document(rng: np.random.Generator, fmt: Format, lines: tuple[str, ...
     return face, alpha, boxes, portrait != "none"
 
 
+BOOKLET_COVER_MM = (1.0, 3.0)
+"""How far an open booklet's cover shows beyond its pages (mm), where it shows
+(:func:`booklet_face`)."""
+
+
+def booklet_face(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
+                 px_per_mm: float = FACE_PX_PER_MM
+                 ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int], tuple[float, float]]:
+    """An ID-3 data page (``face``, ``alpha``: ``(h, w, 3)`` BGR and ``(h, w)`` uint8) in its
+    open booklet: the facing page above it (a page of the same size with print and tint, no
+    portrait and no zone, as :func:`synth.render_face` draws one), the fold between them
+    shaded, and 60 % of the time the cover showing beyond the pages
+    (:data:`BOOKLET_COVER_MM`, a dark cloth colour). ICAO Doc 9303 part 4: the data page is an
+    ID-3 page (125 x 88 mm), so the open booklet is 125 x 176 mm.
+
+    Returns:
+        ``(face, alpha, page_box, face_mm)``: the spread ``(H, W, 3) uint8`` BGR and its alpha,
+        the data page's box ``(x0, y0, x1, y1)`` in the spread's px, and the spread's size (mm).
+    """
+    h, w = face.shape[:2]
+    facing, facing_alpha = render_face(rng, "passport", w, portrait="none", blank=False,
+                                       fake_mrz=False)
+    facing = cv2.resize(facing, (w, h), interpolation=cv2.INTER_AREA)
+    facing_alpha = cv2.resize(facing_alpha, (w, h), interpolation=cv2.INTER_NEAREST)
+    spread = np.concatenate([facing, face]).astype(np.float32)
+    spread_alpha = np.concatenate([facing_alpha, alpha])
+    # the fold: a soft shadow a few mm either side of the pages' join
+    ys = np.arange(2 * h, dtype=np.float32)
+    width = rng.uniform(1.5, 5.0) * px_per_mm
+    spread *= (1.0 - rng.uniform(0.1, 0.35) * np.exp(-((ys - h) / width) ** 2))[:, None, None]
+    spread_alpha[h - 2:h + 2] = 255  # the pages' rounded corners meet at the fold
+    spread = np.clip(spread, 0, 255).astype(np.uint8)
+    cover = int(round(rng.uniform(*BOOKLET_COVER_MM) * px_per_mm)) if rng.random() < 0.6 else 0
+    if cover:
+        colour = rng.integers(10, 90, 3).astype(np.uint8)
+        big = np.empty((2 * h + 2 * cover, w + 2 * cover, 3), np.uint8)
+        big[:] = colour
+        inside = big[cover:cover + 2 * h, cover:cover + w]
+        m = (spread_alpha > 127)[..., None]
+        inside[:] = np.where(m, spread, inside)
+        spread, spread_alpha = big, np.full(big.shape[:2], 255, np.uint8)
+    box = (cover, cover + h, cover + w, cover + 2 * h)
+    mm = (spread.shape[1] / px_per_mm, spread.shape[0] / px_per_mm)
+    return spread, spread_alpha, box, mm
+
+
 def camera_quad(rng: np.random.Generator, size: tuple[int, int], doc_mm: tuple[float, float],
                 fill: float, tilt_deg: float, rotation_deg: float, focal_px: float,
                 margin: float = 0.02) -> np.ndarray | None:
@@ -335,7 +384,9 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
                band_px: float, size: tuple[int, int] | None = None,
                glare_share: float = 0.15, grey_share: float = 0.1,
                hand_share: float = 0.15,
-               lines: Sequence[tuple[Sequence[float], str]] = ()) -> np.ndarray:
+               lines: Sequence[tuple[Sequence[float], str]] = (),
+               page: tuple[tuple[int, int, int, int], tuple[float, float]] | None = None
+               ) -> np.ndarray:
     """Photograph a document face (``truth`` is filled in: quad, DPI, tilt, light, glare, and
     with ``lines`` the MRZ characters the photo lost).
 
@@ -352,12 +403,15 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         lines: each MRZ line's box ``[x0, y0, x1, y1]`` (face px, :func:`draw_mrz`) and its
             text, for :attr:`DocTruth.mrz_chars_hidden` (empty: not measured).
             Measuring draws nothing from ``rng``: the photo is the same either way.
+        page: where ``face`` is more than the document (an open booklet, :func:`booklet_face`):
+            the document's box in face px and the face's size (mm); ``truth``'s quad and DPI
+            are then the document's, and ``band_px`` is measured from the box's bottom.
 
     Returns:
         The photo, ``(H, W, 3) uint8`` BGR (JPEG-compressed once).
     """
     W, H = size or _SIZES[int(rng.integers(0, len(_SIZES)))]
-    doc_mm = truth.doc_mm
+    doc_mm = page[1] if page is not None else truth.doc_mm
     if rng.random() < grey_share:
         g = cv2.cvtColor(face, cv2.COLOR_BGR2GRAY).astype(np.float32)
         g = np.clip((g - 128) * rng.uniform(1.1, 1.5) + 140, 0, 255)  # copier contrast
@@ -372,7 +426,16 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         quad = camera_quad(rng, (W, H), doc_mm, fill, tilt, rot, focal)
     truth.quad, truth.tilt_deg, truth.rotation_deg, truth.focal_px = (
         np.round(quad, 2).tolist(), round(tilt, 3), round(rot, 3), round(focal, 1))
-    truth.dpi = round(effective_dpi(quad, doc_mm), 2)
+    fh, fw = face.shape[:2]
+    hom = cv2.getPerspectiveTransform(np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32),
+                                      quad.astype(np.float32))
+    x0, y0, x1, y1 = page[0] if page is not None else (0, 0, fw, fh)
+    doc_quad = quad
+    if page is not None:  # the document's own corners
+        corners = np.array([[[x0, y0], [x1, y0], [x1, y1], [x0, y1]]], np.float32)
+        doc_quad = cv2.perspectiveTransform(corners, hom)[0].astype(np.float64)
+        truth.quad = np.round(doc_quad, 2).tolist()
+    truth.dpi = round(effective_dpi(doc_quad, truth.doc_mm), 2)
     bg = background(rng, W, H)
     img = composite(bg, face, alpha, quad)
     hand = None
@@ -392,22 +455,20 @@ def photograph(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray, tr
         light = float(rng.uniform(1.25, 1.5))
     out *= light
     truth.low_light = round(light, 3)
-    fh, fw = face.shape[:2]
-    hom = cv2.getPerspectiveTransform(np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32),
-                                      quad.astype(np.float32))
     lit = out.copy() if lines else None  # before the glare, for mrz_chars_hidden
     if rng.random() < glare_share:
         on_mrz = rng.random() < 0.4
-        fx = rng.uniform(0.15, 0.85) * fw
-        fy = rng.uniform(fh - band_px, fh - 0.2 * band_px) if on_mrz else rng.uniform(0.1, 0.6) * fh
+        fx = x0 + rng.uniform(0.15, 0.85) * (x1 - x0)
+        fy = (rng.uniform(y1 - band_px, y1 - 0.2 * band_px) if on_mrz
+              else y0 + rng.uniform(0.1, 0.6) * (y1 - y0))
         c = cv2.perspectiveTransform(np.array([[[fx, fy]]], np.float32), hom)[0, 0]
         r = rng.uniform(0.06, 0.16) * float(np.min(quad.max(0) - quad.min(0)))
         out += rng.uniform(250, 450) * np.exp(-(((gx - c[0]) ** 2 + (gy - c[1]) ** 2)
                                                 / (2 * r * r)))[..., None]
     out = np.clip(out, 0, 255).astype(np.uint8)
     band = np.zeros((H, W), np.uint8)
-    poly = cv2.perspectiveTransform(np.array([[[0, fh - band_px], [fw, fh - band_px],
-                                               [fw, fh], [0, fh]]], np.float32), hom)
+    poly = cv2.perspectiveTransform(np.array([[[x0, y1 - band_px], [x1, y1 - band_px],
+                                               [x1, y1], [x0, y1]]], np.float32), hom)
     cv2.fillPoly(band, [np.round(poly[0]).astype(np.int32)], 1)
     sat = cv2.inRange(out, (250, 250, 250), (255, 255, 255))
     n_band = max(cv2.countNonZero(band), 1)
@@ -474,18 +535,28 @@ def chars_hidden(lit: np.ndarray, sat: np.ndarray, hand: np.ndarray | None, hom:
 
 
 def scan(rng: np.random.Generator, face: np.ndarray, alpha: np.ndarray,
-         truth: DocTruth) -> np.ndarray:
+         truth: DocTruth,
+         page: tuple[tuple[int, int, int, int], tuple[float, float]] | None = None
+         ) -> np.ndarray:
     """Scan a document face (``truth`` is filled in: quad, DPI, rotation): a flatbed scan at
     150-300 dpi (60 %) or a phone app's crop 640-1200 px wide (40 %), as
     :func:`processors.card.training.synth.scan_of` makes them (thin plain margins or none, no
-    perspective, no glare). Returns the upload, ``(H, W, 3) uint8`` BGR."""
+    perspective, no glare); ``page`` as :func:`photograph`'s (an open booklet: the quad and
+    DPI are the data page's). Returns the upload, ``(H, W, 3) uint8`` BGR."""
     flatbed = rng.random() < 0.6
-    width = (truth.doc_mm[0] / 25.4 * rng.uniform(150, 300) if flatbed
+    face_mm = page[1] if page is not None else truth.doc_mm
+    width = (face_mm[0] / 25.4 * rng.uniform(150, 300) if flatbed
              else float(rng.choice([640, 800, 1000, 1200])))
-    h = int(round(face.shape[0] * width / face.shape[1]))
+    fh, fw = face.shape[:2]
+    h = int(round(fh * width / fw))
     face = cv2.resize(face, (int(round(width)), h), interpolation=cv2.INTER_AREA)
     alpha = cv2.resize(alpha, (face.shape[1], h), interpolation=cv2.INTER_AREA)
     img, quad = scan_of(rng, face, alpha, "flatbed" if flatbed else "cropped")
+    if page is not None:  # the document's corners: the scan maps the face affinely
+        x0, y0, x1, y1 = page[0]
+        tl, tr, _, bl = quad
+        at = lambda u, v: tl + (tr - tl) * u / fw + (bl - tl) * v / fh  # noqa: E731
+        quad = np.array([at(x0, y0), at(x1, y0), at(x1, y1), at(x0, y1)], np.float64)
     top = quad[1] - quad[0]
     truth.quad, truth.rotation_deg = (np.round(quad, 2).tolist(),
                                       round(float(np.degrees(np.arctan2(top[1], top[0]))), 3))
@@ -498,12 +569,15 @@ def document(rng: np.random.Generator, fmt: Format | None = None,
              today: dt.date = REFERENCE_DATE, invalid_share: float = 0.05,
              expired_share: float = 0.2, size: tuple[int, int] | None = None,
              glare_share: float = 0.15, grey_share: float = 0.1, capture: str = "photo",
-             hand_share: float = 0.15, fields: dict[str, str] | None = None
-             ) -> tuple[np.ndarray, DocTruth]:
+             hand_share: float = 0.15, fields: dict[str, str] | None = None,
+             booklet: bool = False) -> tuple[np.ndarray, DocTruth]:
     """One photographed (``capture`` ``photo``) or scanned (``scan``, :func:`scan`) document
     and its truth (``fmt`` None: TD3 45 %, TD1 35 %, TD2 20 %), with ``fields``
     (:func:`processors.card.mrz.icao.compose`'s keyword arguments) or random ones
-    (:func:`random_fields`)."""
+    (:func:`random_fields`); with ``booklet``, a TD3 data page in its open booklet
+    (:func:`booklet_face`)."""
+    if booklet:
+        fmt = Format.TD3
     if fmt is None:
         u = rng.random()
         fmt = Format.TD3 if u < 0.45 else Format.TD1 if u < 0.8 else Format.TD2
@@ -517,20 +591,28 @@ def document(rng: np.random.Generator, fmt: Format | None = None,
                      doc_mm=DOC_MM[fmt])
     face, alpha, boxes, has_portrait = render_document(rng, fmt, lines)
     truth.has_portrait = has_portrait
+    page = None
+    if booklet:
+        face, alpha, box, face_mm = booklet_face(rng, face, alpha)
+        boxes = [[b[0] + box[0], b[1] + box[1], b[2] + box[0], b[3] + box[1]] for b in boxes]
+        page, truth.booklet = (box, face_mm), True
     if capture == "scan":
-        return scan(rng, face, alpha, truth), truth
+        return scan(rng, face, alpha, truth, page), truth
     img = photograph(rng, face, alpha, truth, MRZ_BAND_MM[fmt] * FACE_PX_PER_MM, size,
                      glare_share, grey_share, hand_share,
-                     lines=list(zip(boxes, lines, strict=True)))
+                     lines=list(zip(boxes, lines, strict=True)), page=page)
     return img, truth
 
 
 def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE,
-              scans: int = 0, formats: tuple[Format, ...] | None = None) -> Path:
+              scans: int = 0, formats: tuple[Format, ...] | None = None,
+              booklets: int = 0) -> Path:
     """Write ``n`` photographed documents (JPEG quality 95) and ``manifest.json``, then
-    ``scans`` scanned ones (:func:`scan`) from a second stream ``default_rng([seed, 44])``, so
-    the first ``n`` are the same with or without them. ``formats``: the documents' formats in
-    turn (None: :func:`document`'s mix).
+    ``scans`` scanned ones (:func:`scan`) from a second stream ``default_rng([seed, 44])``,
+    then ``booklets`` TD3 data pages in their open booklets (:func:`booklet_face`), photographed
+    and scanned in turn, from a third stream ``default_rng([seed, 45])``, so the first ``n``
+    (and the scans) are the same with or without the later ones. ``formats``: the documents'
+    formats in turn (None: :func:`document`'s mix).
 
     The manifest: ``{"seed", "today", "documents": [{"file", "truth": DocTruth}]}``; the
     ``images`` list of the ``shared/cases`` format is included too (``quad_approx``, ``kind``),
@@ -543,12 +625,16 @@ def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE,
     rng = np.random.default_rng(seed)
     docs, images = [], []
     rng2 = np.random.default_rng([seed, 44])
-    for i in range(n + scans):
-        scanned = i >= n
-        img, truth = document(rng2 if scanned else rng,
+    rng3 = np.random.default_rng([seed, 45])
+    for i in range(n + scans + booklets):
+        scanned, opened = n <= i < n + scans, i >= n + scans
+        b = i - n - scans
+        img, truth = document(rng3 if opened else rng2 if scanned else rng,
                               formats[i % len(formats)] if formats else None, today=today,
-                              capture="scan" if scanned else "photo")
-        name = f"scan_doc_{seed}_{i - n:04d}.jpg" if scanned else f"doc_{seed}_{i:04d}.jpg"
+                              capture="scan" if scanned or (opened and b % 2) else "photo",
+                              booklet=opened)
+        name = (f"booklet_doc_{seed}_{b:04d}.jpg" if opened
+                else f"scan_doc_{seed}_{i - n:04d}.jpg" if scanned else f"doc_{seed}_{i:04d}.jpg")
         cv2.imwrite(str(out / name), img, [cv2.IMWRITE_JPEG_QUALITY, 95])
         docs.append({"file": name, "truth": asdict(truth)})
         images.append({"file": name, "expect": {"kind": truth.doc_type, "quad_approx": truth.quad,
@@ -575,8 +661,11 @@ def main() -> None:
     ap.add_argument("--formats", type=lambda v: tuple(Format(x) for x in v.split(",")),
                     default=None, help="comma-separated formats in turn, e.g. MRVA,MRVB "
                                        "(default: TD3 45 %%, TD1 35 %%, TD2 20 %%)")
+    ap.add_argument("--booklets", type=int, default=0,
+                    help="also write this many TD3 data pages in their open booklets, "
+                         "photographed and scanned in turn (a third stream)")
     a = ap.parse_args()
-    print(write_set(a.out, a.n, a.seed, a.today, a.scans, a.formats))
+    print(write_set(a.out, a.n, a.seed, a.today, a.scans, a.formats, a.booklets))
 
 
 if __name__ == "__main__":
