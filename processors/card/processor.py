@@ -44,7 +44,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo28"
+POSTPROCESS_REVISION = "geo29"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -90,7 +90,22 @@ reads surely, and a character its position's type forbids is not sure; ``geo27``
 zone's lightness equalised before the face detector,
 :data:`processors.card.verify.PORTRAIT_CLAHE`; ``geo28``: a ``doc_type`` the upload names that
 the quad's metric aspect ratio, out of doubt, says is the other type is DOC_TYPE_MISMATCH,
-:attr:`_Card.mismatch`)."""
+:attr:`_Card.mismatch`; ``geo29``: an open passport booklet, its spread taken whole, read on its
+pages, :meth:`CardProcessor._booklet_pages`, :meth:`CardProcessor._frame_pages` and
+:meth:`CardProcessor._spread_page`, and a zone above a page's edge line no longer hidden by it,
+:func:`processors.card.mrz.locate.find_run`)."""
+BOOKLET_ASPECT = 176.0 / 125.0
+"""Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
+125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
+BOOKLET_ASPECT_TOL = 0.04
+"""Relative distance from :data:`BOOKLET_ASPECT` within which an upload's frame may be a
+booklet's spread cropped edge to edge (:meth:`CardProcessor._frame_pages`): a crop a few mm
+off the booklet's edges, or with its cover's edge showing."""
+SPREAD_PAGE_IOU = 0.85
+"""IoU with a half of the upload's frame from which a card-path quad on the frame is a page of
+a booklet's spread cropped edge to edge (:meth:`CardProcessor._spread_page`): the cover
+showing 1-3 mm around the pages and the page's rounded corners keep the quad inside the half
+(0.9-0.97 on generated crops)."""
 MISMATCH_MIN_SHORT_PX = 300.0
 """Shortest card (px, its short side) whose shape may contradict the type an upload names
 (DOC_TYPE_MISMATCH). The one real ID card of ``../shared/cases`` (640 x 480 webcam photos, a
@@ -315,11 +330,19 @@ class CardProcessor:
                 or direction_detail_ratio(image, s.quality_width) < s.blur_min_direction_ratio)
 
     def _partial(self, quad: np.ndarray, shape: tuple[int, ...]) -> bool:
+        """Whether a corner of ``quad`` (``(4, 2)`` px) lies within the partial margin of the
+        frame of ``shape`` (``(h, w)``): the card may be cut by the frame (PARTIAL_CARD)."""
+        return any(self._frame_sides(quad, shape))
+
+    def _frame_sides(self, quad: np.ndarray, shape: tuple[int, ...]) -> tuple[bool, ...]:
+        """Per side of the frame of ``shape`` (top, right, bottom, left): a corner of ``quad``
+        lies within the partial margin of it (``partial_margin_px``, ``partial_margin_frac``
+        of the shorter side)."""
         h, w = shape[:2]
         m = max(self.settings.partial_margin_px, self.settings.partial_margin_frac * min(h, w))
         x, y = quad[:, 0], quad[:, 1]
-        return bool(np.any(x < m) or np.any(y < m) or np.any(x > w - 1 - m)
-                    or np.any(y > h - 1 - m))
+        return (bool(np.any(y < m)), bool(np.any(x > w - 1 - m)), bool(np.any(y > h - 1 - m)),
+                bool(np.any(x < m)))
 
     @staticmethod
     def _unread(item: Item, det: Detection, reasons: tuple[ReasonCode, ...],
@@ -343,19 +366,26 @@ class CardProcessor:
         quad = det.quad
         if quad is None or self._no_card(det):
             whole = self._as_scan(item, image, grey, outlined=True, inference_ms=inference_ms)
-            if whole is not None:
+            if whole is not None and whole.unzoned is None:
                 return whole
-            if quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
-                return self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
-            blurred = self._blurry(grey)
-            return self._unread(item, det, (ReasonCode.NO_CARD,)
-                                + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
+            if whole is not None and whole.unzoned is not None:
+                unread = whole.unzoned
+            elif quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
+                unread = self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
+            else:
+                blurred = self._blurry(grey)
+                unread = self._unread(item, det, (ReasonCode.NO_CARD,)
+                                      + ((ReasonCode.BLURRY,) if blurred else ()), inference_ms)
+            return _with_pages(whole, self._frame_pages(item, image, unread)) or unread
         if _long_side(quad) < s.min_card_px:
             small = self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
+            if det.second_quad is not None:
+                return small
             # a scan whose card path took a small part of it (the portrait, a panel): the
             # document stands in only where its zone reads valid, else CARD_TOO_SMALL stays
-            page = None if det.second_quad is not None else self._as_scan(item, image, grey)
-            return small if page is None else replace(page, unzoned=small)
+            page = self._as_scan(item, image, grey)
+            page = None if page is None else replace(page, unzoned=small)
+            return _with_pages(page, self._frame_pages(item, image, small)) or small
         doc: _Card | None = None
         suspect = det.second_quad is None and scan.inner_suspect(det)
         if suspect:
@@ -378,8 +408,13 @@ class CardProcessor:
                 doc = self._as_scan(item, image, grey)
             if doc is not None and doc.unzoned is None:
                 return doc
+            rival = doc or self._runner_up(item, det, shape, partial=True)
+            if self._spread_page(quad, shape):
+                # one page of a booklet's spread cropped edge to edge: the frame is its edge
+                cut = self._unread(item, det, (ReasonCode.PARTIAL_CARD,), inference_ms)
+                return replace(self._plan(item, det, quad, shape, []), unzoned=cut, rival=rival)
             return replace(self._plan(item, det, quad, shape, [ReasonCode.PARTIAL_CARD]),
-                           rival=doc or self._runner_up(item, det, shape, partial=True))
+                           rival=rival)
         # a suspect card the scan path's document did not replace, or the detector's runner-up:
         # the zone decides (_rivals)
         return replace(self._plan(item, det, quad, shape, []),
@@ -641,8 +676,16 @@ class CardProcessor:
         for j, (k, d, c) in enumerate(cards):
             if _zone_valid(vers[j]):
                 continue
-            for rival in (c.rival, *pages.get(j, ())):
-                if rival is not None and (rival.scanned or _zone_found(vers[j])):
+            halves = (self._booklet_pages(items[k], d, c) if _spread_suspect(c, vers[j])
+                      else ())
+            if halves:  # only a page whose zone the locator finds is read
+                found = Verifier.zones_located(
+                    [(d, h.homography(d, h.size), h.doc_type, h.size) for h in halves],
+                    self.pixels)
+                halves = tuple(h for h, f in zip(halves, found, strict=True) if f)
+            for rival in (c.rival, *pages.get(j, ()), *c.pages, *halves):
+                if rival is not None and (rival.scanned or rival.booklet
+                                          or _zone_found(vers[j])):
                     want.append((j, (k, d, rival)))
         if not want:
             return
@@ -651,11 +694,83 @@ class CardProcessor:
         swapped: set[int] = set()
         for i, (j, (_, _, rival)) in enumerate(want):
             if j not in swapped and (_zone_valid(r_vers[i]) or (
-                    rival.scanned and rival.unzoned is None and not _zone_found(vers[j])
+                    (rival.scanned or rival.booklet) and rival.unzoned is None
+                    and cards[j][2].unzoned is None and not _zone_found(vers[j])
                     and _zone_readable(r_vers[i]))):
                 cards[j], thumbs[j], vers[j] = sub[i], r_thumbs[i], r_vers[i]
                 turned[j] = r_turned[i]
                 swapped.add(j)
+
+    @staticmethod
+    def _spread_page(quad: np.ndarray, shape: tuple[int, int]) -> bool:
+        """Whether ``quad`` (upload px) is one page of an open booklet whose spread is the
+        upload's frame (``shape`` ``(h, w)``, :data:`BOOKLET_ASPECT` within
+        :data:`BOOKLET_ASPECT_TOL`): it covers one half of the frame across its long side (IoU
+        at least :data:`SPREAD_PAGE_IOU`; the cover showing around the pages keeps it a few px
+        inside). A scanner app's crop of the spread puts the page's three outer sides on the
+        frame, which the card path takes for a cut (PARTIAL_CARD), and the scan path takes no
+        such frame for a document (its print is small for a page of the frame's size); the page
+        stands where its zone vouches for it (:attr:`_Card.unzoned`), else PARTIAL_CARD stays."""
+        return _spread_shaped(shape) and any(quad_iou(quad, half) >= SPREAD_PAGE_IOU
+                                             for half in _halves(_frame_quad(shape)))
+
+    def _frame_pages(self, item: Item, image: Decoded, unread: Outcome) -> tuple[_Card, ...]:
+        """The two pages of an open passport booklet whose spread is the upload's whole frame
+        (scanned or cropped edge to edge: neither the card path nor the scan path takes it for
+        a document, its print small for a page of its size), where the frame has the spread's
+        shape (:data:`BOOKLET_ASPECT` within :data:`BOOKLET_ASPECT_TOL`, either way up) and the
+        upload names no ID-1 card: each half of the frame across its long side, planned as a
+        passport page (:attr:`_Card.booklet`) that stands only where its zone reads valid, the
+        upload getting ``unread`` (NO_CARD or CARD_TOO_SMALL, :attr:`_Card.unzoned`) otherwise.
+        Empty where the frame has another shape or a page would be under ``min_card_px``."""
+        h, w = shape = _upload_shape(item, image)
+        if (not _spread_shaped(shape)
+                or str(item.options.get("doc_type") or self.settings.doc_type) == "id_card"):
+            return ()
+        pages = []
+        for half in _halves(_frame_quad(shape)):
+            if _long_side(half) < self.settings.min_card_px:
+                return ()
+            aspect = geo.metric_aspect(half, (w, h)).value
+            det = Detection(quad=half, confidence=1.0, area_frac=0.5,
+                            aspect=geo.approx_aspect(half), metric_aspect=aspect)
+            card = self._plan(item, det, half, (h, w), [])
+            pages.append(replace(card, doc_type="passport", by_print=False,
+                                 size=canonical_size("passport", self.settings.dpi),
+                                 unzoned=unread, booklet=True))
+        return tuple(pages)
+
+    def _booklet_pages(self, item: Item, image: Decoded, card: _Card) -> tuple[_Card, ...]:
+        """The two pages of an open passport booklet whose whole spread ``card``'s quad took:
+        the quad cut across its long sides at their midpoints, perspective kept (the middle of
+        the spread as the card's homography maps it), each half planned as a card of its own.
+        ICAO Doc 9303 part 4's ID-3 page is 125 x 88 mm, so the open booklet is 125 x 176 mm,
+        1.41: ID-3's own shape within 1 %, and the card path takes the spread for a page
+        turned on its side, whose zone (printed along the spread's short side) no band holds
+        (a real UK specimen booklet, scanned open, and the same photographed on a table).
+        Asked by :meth:`_rivals` for a card that may be a spread (:func:`_spread_suspect`); a
+        page stands in where its zone reads (:attr:`_Card.booklet`). A page not convex or under
+        ``min_card_px`` is left out."""
+        q = np.asarray(card.quad, np.float64)
+        shape = _upload_shape(item, image)
+        h, w = shape
+        cropped = all(self._frame_sides(q, shape))
+        out = []
+        for half in _halves(q):
+            if not geo.is_convex(half) or _long_side(half) < self.settings.min_card_px:
+                continue
+            det = replace(card.det, quad=half, runner_up=None, second_quad=None,
+                          area_frac=geo.polygon_area(half) / float(h * w),
+                          aspect=geo.approx_aspect(half),
+                          metric_aspect=geo.metric_aspect(half, (w, h)).value)
+            # a page lies inside the spread: cut by the frame only where the spread is, and
+            # a spread on all four sides of the frame is a crop of it (a scanner app's), whose
+            # edges are the frame's, as a scan's are (_as_scan)
+            cut = ([ReasonCode.PARTIAL_CARD]
+                   if ReasonCode.PARTIAL_CARD in card.reasons and not cropped
+                   and self._partial(half, shape) else [])
+            out.append(replace(self._plan(item, det, half, shape, cut), booklet=True))
+        return tuple(out)
 
     def _late_pages(self, item: Item, image: Decoded, grey: np.ndarray, card: _Card
                     ) -> tuple[_Card, ...]:
@@ -807,6 +922,13 @@ class _Card:
         mismatch: the upload named the document type and the quad's metric aspect ratio, out
             of doubt, is the other type's (``DOC_TYPE_MISMATCH``; the card is rectified to the
             type named).
+        booklet: one page of an open passport booklet whose whole spread another card's quad
+            took (:meth:`CardProcessor._booklet_pages`): a rival of that card, which takes its
+            place where the page's zone reads valid, or reads (check digits valid or not)
+            where the spread showed no zone and needs none to vouch for it
+            (:attr:`unzoned`).
+        pages: the pages of an open booklet whose spread is the upload's frame
+            (:meth:`CardProcessor._frame_pages`), rivals of this card as :attr:`rival` is.
     """
 
     det: Detection
@@ -821,6 +943,8 @@ class _Card:
     scanned: bool = False
     rival: _Card | None = None
     mismatch: bool = False
+    booklet: bool = False
+    pages: tuple[_Card, ...] = ()
 
     def turns(self, turned: bool) -> int:
         """Quarter turns from the TL-first reading to the upright output (0-3)."""
@@ -913,6 +1037,64 @@ def _zone_readable(ver: Verification | None) -> bool:
     sure and whose format fits the document (:attr:`processors.card.mrz.read.MrzRead.readable`),
     its check digits valid or not."""
     return ver is not None and ver.mrz is not None and ver.mrz.readable
+
+
+def _spread_shaped(shape: tuple[int, int]) -> bool:
+    """Whether a frame of ``shape`` (``(h, w)`` px) has an open booklet's shape
+    (:data:`BOOKLET_ASPECT` within :data:`BOOKLET_ASPECT_TOL`, either way up)."""
+    h, w = shape
+    return abs(max(h, w) / min(h, w) / BOOKLET_ASPECT - 1.0) <= BOOKLET_ASPECT_TOL
+
+
+def _frame_quad(shape: tuple[int, int]) -> np.ndarray:
+    """The corners TL, TR, BR, BL (px centres, ``(4, 2) float64``) of a frame of ``shape``
+    (``(h, w)``)."""
+    h, w = shape
+    return np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float64)
+
+
+def _halves(quad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``quad`` (``(4, 2) float64``, TL, TR, BR, BL) cut in two across its long sides at their
+    midpoints as the quad's homography maps them (perspective kept: the middle of the document,
+    not of its image): ``(first, second)``, each ``(4, 2)`` in the same corner order."""
+    unit = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], np.float32)
+    to_quad = cv2.getPerspectiveTransform(unit, quad.astype(np.float32))
+
+    def at(u: float, v: float) -> np.ndarray:
+        x, y, w = to_quad @ np.array([u, v, 1.0])
+        return np.array([x / w, y / w])
+
+    tl, tr, br, bl = quad
+    sides = geo.side_lengths(quad)  # top, right, bottom, left
+    if sides[0] + sides[2] >= sides[1] + sides[3]:  # top and bottom are the long sides
+        mt, mb = at(0.5, 0.0), at(0.5, 1.0)
+        return np.array([tl, mt, mb, bl]), np.array([mt, tr, br, mb])
+    ml, mr = at(0.0, 0.5), at(1.0, 0.5)
+    return np.array([tl, tr, mr, ml]), np.array([ml, mr, br, bl])
+
+
+def _with_pages(card: _Card | None, pages: tuple[_Card, ...]) -> _Card | None:
+    """``card`` with a booklet's ``pages`` as its :attr:`_Card.pages`; without ``card``, the
+    first page with the other as its; None with neither."""
+    if card is not None:
+        return replace(card, pages=pages)
+    return replace(pages[0], pages=pages[1:]) if pages else None
+
+
+def _spread_suspect(card: _Card, ver: Verification | None) -> bool:
+    """Whether ``card`` may be an open passport booklet's whole spread
+    (:meth:`CardProcessor._booklet_pages`): its verification read no zone, and it is typed
+    ``passport`` (the spread has ID-3's shape), or typed ``id_card`` by ``auto`` with no
+    portrait found where an ID-1 front carries one (a spread photographed at a slant can
+    measure ID-1's ratio, and its page's portrait then lies outside an ID-1 front's portrait
+    zone). An ID-1 front whose portrait is found, and a card the upload named ``id_card``,
+    never pay for the pages' reads."""
+    if _zone_readable(ver) or card.booklet:
+        return False
+    if card.doc_type == "passport":
+        return True
+    return (card.auto and ver is not None and ver.quality is not None
+            and ver.quality.portrait is False)
 
 
 def _zone_found(ver: Verification | None) -> bool:

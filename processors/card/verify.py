@@ -28,7 +28,7 @@ import numpy as np
 
 from processors.card.mrz.icao import Format
 from processors.card.mrz.locate import band_maps
-from processors.card.mrz.read import MrzRead, MrzReader, View
+from processors.card.mrz.read import MrzRead, MrzReader, View, locate_zones
 from processors.card.mrz.recognise import Recogniser
 from processors.card.policy import Profile, VerifySettings
 from processors.card.quality import Quality, measure, portrait_crop
@@ -207,18 +207,7 @@ class Verifier:
         processor's pixel backend; a fallback view's bands only when the reader first looks at
         them (:class:`_LazyBands`), which most cards never need."""
         def warp(jobs: Sequence[tuple[CardView, np.ndarray, list]]) -> list[list[np.ndarray]]:
-            if not jobs:
-                return []
-            hs = np.stack([h @ a for _, h, m in jobs for a, _ in m])
-            imgs = [c.image for c, _, m in jobs for _ in m]
-            sizes = [s for _, _, m in jobs for _, s in m]
-            grey = [cv2.cvtColor(w, cv2.COLOR_BGR2GRAY)
-                    for w in pixels.to_host(pixels.warp(imgs, hs, sizes))]
-            out, k = [], 0
-            for _, _, m in jobs:
-                out.append(grey[k:k + len(m)])
-                k += len(m)
-            return out
+            return _warp_bands([(c.image, h, m) for c, h, m in jobs], pixels)
 
         plans = []  # per card: (doc_type, card, homography, band maps, fallback) per view
         for c in cards:
@@ -232,6 +221,23 @@ class Verifier:
 
         return [[View(t, _LazyBands(partial(one, c, h, m)) if f else next(now), fallback=f)
                  for t, c, h, m, f in p] for p in plans]
+
+    @staticmethod
+    def zones_located(docs: Sequence[tuple[Decoded, np.ndarray, str, tuple[int, int]]],
+                      pixels: PixelBackend) -> list[bool]:
+        """Whether the MRZ locator finds a zone (:func:`processors.card.mrz.read.locate_zones`)
+        in either band of each document, without reading it: the bands warped in one call of
+        the pixel backend, then the locator's morphology alone (a few ms a document, against
+        the tens a verification costs).
+
+        Args:
+            docs: per document, the decoded image, the ``(3, 3)`` map from px of the upright
+                document at ``size`` to the decoded px, its type (``id_card`` or ``passport``)
+                and ``size`` (``(width, height)`` px).
+            pixels: the pixel backend the images were decoded by.
+        """
+        bands = _warp_bands([(d, h, band_maps(t, size)) for d, h, t, size in docs], pixels)
+        return [bool(locate_zones(b)) for b in bands]
 
     def verify(self, cards: Sequence[CardView], today: dt.date, pixels: PixelBackend
                ) -> list[Verification]:
@@ -292,6 +298,25 @@ class Verifier:
         canvas = [portrait_canvas(portrait_crop(t)) for t in thumbs]
         assert self.faces is not None
         return [len(f) > 0 for f in self.faces.detect(canvas)]
+
+
+def _warp_bands(jobs: Sequence[tuple[Decoded, np.ndarray, list]], pixels: PixelBackend
+                ) -> list[list[np.ndarray]]:
+    """The MRZ bands of each job (the decoded image, the map from its document's upright px to
+    decoded px, and the band maps of :func:`processors.card.mrz.locate.band_maps`), grey
+    ``uint8``, warped in one call of ``pixels``: one list of bands per job."""
+    if not jobs:
+        return []
+    hs = np.stack([h @ a for _, h, m in jobs for a, _ in m])
+    imgs = [d for d, _, m in jobs for _ in m]
+    sizes = [s for _, _, m in jobs for _, s in m]
+    grey = [cv2.cvtColor(w, cv2.COLOR_BGR2GRAY)
+            for w in pixels.to_host(pixels.warp(imgs, hs, sizes))]
+    out, k = [], 0
+    for _, _, m in jobs:
+        out.append(grey[k:k + len(m)])
+        k += len(m)
+    return out
 
 
 def _carries_portrait(doc_type: str, read: MrzRead | None) -> bool:

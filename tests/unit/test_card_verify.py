@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 
 from processors.base import Item
+from processors.card.metrics import quad_iou
 from processors.card.mrz.icao import Format, compose
 from processors.card.processor import CardProcessor
 from processors.card.settings import CardSettings
 from processors.card.training.documents import (
     MRZ_BAND_MM,
     REFERENCE_DATE,
+    booklet_face,
     draw_mrz,
     random_fields,
     render_document,
@@ -226,3 +228,65 @@ def test_a_small_real_card_named_id_card_is_no_mismatch_for_its_corner_error():
     assert card.payload["doc_type"] == "id_card" and card.payload["quad"] is not None
     assert "DOC_TYPE_MISMATCH" not in {str(r) for r in card.reasons}
     assert "DOC_TYPE_MISMATCH" in {str(r) for r in page.reasons}
+
+
+def test_a_data_page_in_its_open_booklet_is_read_on_its_page():
+    """An open passport booklet has ID-3's shape (125 x 176 mm against 125 x 88), so the card
+    path took the whole spread for a page on its side, and its zone, printed along the spread's
+    short side, lay in no band: a real UK specimen photographed on a table came out accepted
+    with MRZ_MISSING, and scanned edge to edge CARD_TOO_SMALL (its portrait taken for the card).
+    The spread's two pages are now read as rivals; the data page, whose zone reads valid, takes
+    its place."""
+    face, alpha, _ = _document(1, Format.TD3)
+    spread, spread_alpha, box, _ = booklet_face(np.random.default_rng(7), face, alpha,
+                                                PX_PER_MM)
+    photo = _photo(spread, spread_alpha, rotation=4.0, size=(1400, 1600))
+    # the data page's corners in the photo (_photo's placement, the box's share of the spread)
+    W, H = 1400, 1600
+    fh, fw = spread.shape[:2]
+    sc = 0.7 * min(W / fw, H / fh)
+    a = np.radians(4.0)
+    rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    x0, y0, x1, y1 = box
+    page = (np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float64)
+            - [fw / 2, fh / 2]) * sc @ rot.T + [W / 2, H / 2]
+    # the spread cropped edge to edge, as a phone's scanner app exports it
+    ground = np.full_like(spread, 235)
+    crop = np.where(spread_alpha[..., None] > 127, spread, ground)
+    crop = cv2.resize(crop, None, fx=0.7, fy=0.7, interpolation=cv2.INTER_AREA)
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    outs = proc.process_batch([Item.from_array("photo", photo, {}),
+                               Item.from_array("crop", crop, {})])
+    for o in outs:
+        assert str(o.status) == "accepted", (o.upload_id, o.reasons)
+        assert o.payload["doc_type"] == "passport"
+        m = o.payload["mrz"]
+        assert m["format"] == "TD3" and m["valid"], (o.upload_id, m)
+    assert quad_iou(np.asarray(outs[0].payload["quad"]), page) > 0.9
+    q = np.asarray(outs[1].payload["quad"])  # the lower half of the crop
+    assert q[:, 1].min() > 0.4 * crop.shape[0]
+
+
+def test_a_spread_cropped_edge_to_edge_stands_in_where_the_card_path_finds_none(monkeypatch):
+    """The real UK specimen booklet, scanned open and cropped to its edges, had its portrait
+    taken for the card (CARD_TOO_SMALL), and the scan path takes no such frame for a document:
+    its print is small for a page of the frame's size. A frame of the spread's shape is now
+    read as a booklet (``_frame_booklet``): its data page stands in where the zone reads valid,
+    and the upload keeps its verdict otherwise. The card path's miss is forced here (every
+    detection judged no card), for the spread and for a plain page of the same shape."""
+    face, alpha, _ = _document(1, Format.TD3)
+    spread, spread_alpha, _, _ = booklet_face(np.random.default_rng(7), face, alpha, PX_PER_MM)
+    crop = np.where(spread_alpha[..., None] > 127, spread, np.full_like(spread, 235))
+    crop = cv2.resize(crop, None, fx=0.7, fy=0.7, interpolation=cv2.INTER_AREA)
+    letter = np.full_like(crop, 240)  # a blank page of A4's shape, 1.414: no zone to vouch
+    monkeypatch.setattr(CardProcessor, "_no_card", lambda self, det, min_area_frac=None: True)
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    page, blank = proc.process_batch([Item.from_array("crop", crop, {}),
+                                      Item.from_array("letter", letter, {})])
+    assert str(page.status) == "accepted", page.reasons
+    assert page.payload["mrz"]["valid"] and page.payload["doc_type"] == "passport"
+    q = np.asarray(page.payload["quad"])  # the frame's lower half
+    assert abs(q[:, 1].min() - crop.shape[0] / 2) < 2 and q[:, 1].max() > crop.shape[0] - 2
+    # as before: NO_CARD (and BLURRY: a blank frame has no detail), no quad, no type
+    assert str(blank.status) == "rejected" and str(blank.reasons[0]) == "NO_CARD"
+    assert blank.payload["quad"] is None and blank.payload["doc_type"] is None
