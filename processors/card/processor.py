@@ -409,16 +409,18 @@ class CardProcessor:
             if doc is not None and doc.unzoned is None:
                 return doc
             rival = doc or self._runner_up(item, det, shape, partial=True)
+            pages = self._frame_pages(item, image)
             if self._spread_page(quad, shape):
                 # one page of a booklet's spread cropped edge to edge: the frame is its edge
-                cut = self._unread(item, det, (ReasonCode.PARTIAL_CARD,), inference_ms)
-                return replace(self._plan(item, det, quad, shape, []), unzoned=cut, rival=rival)
+                return replace(self._plan(item, det, quad, shape, []), cut_unless_zone=True,
+                               rival=rival, pages=pages)
             return replace(self._plan(item, det, quad, shape, [ReasonCode.PARTIAL_CARD]),
-                           rival=rival)
+                           rival=rival, pages=pages)
         # a suspect card the scan path's document did not replace, or the detector's runner-up:
         # the zone decides (_rivals)
         return replace(self._plan(item, det, quad, shape, []),
-                       rival=doc or self._runner_up(item, det, shape, partial=False))
+                       rival=doc or self._runner_up(item, det, shape, partial=False),
+                       pages=self._frame_pages(item, image))
 
     def _runner_up(self, item: Item, det: Detection, shape: tuple[int, int],
                    partial: bool) -> _Card | None:
@@ -508,6 +510,8 @@ class CardProcessor:
             # place of a card too small without one
             return card.unzoned, False
         reasons = list(card.reasons)
+        if card.cut_unless_zone and not _zone_vouches(ver):
+            reasons.insert(0, ReasonCode.PARTIAL_CARD)
         if self._blurry(thumb):
             reasons.append(ReasonCode.BLURRY)
         # the verification measured the same thumbnail's glare (turned or not) at the same level
@@ -676,14 +680,14 @@ class CardProcessor:
         for j, (k, d, c) in enumerate(cards):
             if _zone_valid(vers[j]):
                 continue
-            halves = (self._booklet_pages(items[k], d, c) if _spread_suspect(c, vers[j])
-                      else ())
+            halves = c.pages + (self._booklet_pages(items[k], d, c)
+                                if _spread_suspect(c, vers[j]) else ())
             if halves:  # only a page whose zone the locator finds is read
                 found = Verifier.zones_located(
                     [(d, h.homography(d, h.size), h.doc_type, h.size) for h in halves],
                     self.pixels)
                 halves = tuple(h for h, f in zip(halves, found, strict=True) if f)
-            for rival in (c.rival, *pages.get(j, ()), *c.pages, *halves):
+            for rival in (c.rival, *pages.get(j, ()), *halves):
                 if rival is not None and (rival.scanned or rival.booklet
                                           or _zone_found(vers[j])):
                     want.append((j, (k, d, rival)))
@@ -710,19 +714,24 @@ class CardProcessor:
         inside). A scanner app's crop of the spread puts the page's three outer sides on the
         frame, which the card path takes for a cut (PARTIAL_CARD), and the scan path takes no
         such frame for a document (its print is small for a page of the frame's size); the page
-        stands where its zone vouches for it (:attr:`_Card.unzoned`), else PARTIAL_CARD stays."""
+        is PARTIAL_CARD only where its zone does not vouch for it
+        (:attr:`_Card.cut_unless_zone`)."""
         return _spread_shaped(shape) and any(quad_iou(quad, half) >= SPREAD_PAGE_IOU
                                              for half in _halves(_frame_quad(shape)))
 
-    def _frame_pages(self, item: Item, image: Decoded, unread: Outcome) -> tuple[_Card, ...]:
+    def _frame_pages(self, item: Item, image: Decoded, unread: Outcome | None = None
+                     ) -> tuple[_Card, ...]:
         """The two pages of an open passport booklet whose spread is the upload's whole frame
-        (scanned or cropped edge to edge: neither the card path nor the scan path takes it for
-        a document, its print small for a page of its size), where the frame has the spread's
-        shape (:data:`BOOKLET_ASPECT` within :data:`BOOKLET_ASPECT_TOL`, either way up) and the
-        upload names no ID-1 card: each half of the frame across its long side, planned as a
-        passport page (:attr:`_Card.booklet`) that stands only where its zone reads valid, the
-        upload getting ``unread`` (NO_CARD or CARD_TOO_SMALL, :attr:`_Card.unzoned`) otherwise.
-        Empty where the frame has another shape or a page would be under ``min_card_px``."""
+        (scanned or cropped edge to edge: the scan path takes no such frame for a document, its
+        print small for a page of its size, and the card path may take a part of it: the
+        portrait, the data page less its zone, the spread's outline a few px off), where the
+        frame has the spread's shape (:data:`BOOKLET_ASPECT` within
+        :data:`BOOKLET_ASPECT_TOL`, either way up) and the upload names no ID-1 card: each half
+        of the frame across its long side, planned as a passport page (:attr:`_Card.booklet`),
+        a rival of the card the upload has (:attr:`_Card.pages`), or the card itself where it
+        has none, standing then only where its zone reads valid, the upload getting ``unread``
+        (NO_CARD or CARD_TOO_SMALL, :attr:`_Card.unzoned`) otherwise. Empty where the frame has
+        another shape or a page would be under ``min_card_px``."""
         h, w = shape = _upload_shape(item, image)
         if (not _spread_shaped(shape)
                 or str(item.options.get("doc_type") or self.settings.doc_type) == "id_card"):
@@ -929,6 +938,9 @@ class _Card:
             (:attr:`unzoned`).
         pages: the pages of an open booklet whose spread is the upload's frame
             (:meth:`CardProcessor._frame_pages`), rivals of this card as :attr:`rival` is.
+        cut_unless_zone: a page of a spread cropped edge to edge, its outer sides on the frame
+            (:meth:`CardProcessor._spread_page`): PARTIAL_CARD unless its zone vouches for it
+            (:func:`_zone_vouches`), as a card on the frame is.
     """
 
     det: Detection
@@ -945,6 +957,7 @@ class _Card:
     mismatch: bool = False
     booklet: bool = False
     pages: tuple[_Card, ...] = ()
+    cut_unless_zone: bool = False
 
     def turns(self, turned: bool) -> int:
         """Quarter turns from the TL-first reading to the upright output (0-3)."""
@@ -1083,18 +1096,15 @@ def _with_pages(card: _Card | None, pages: tuple[_Card, ...]) -> _Card | None:
 
 def _spread_suspect(card: _Card, ver: Verification | None) -> bool:
     """Whether ``card`` may be an open passport booklet's whole spread
-    (:meth:`CardProcessor._booklet_pages`): its verification read no zone, and it is typed
-    ``passport`` (the spread has ID-3's shape), or typed ``id_card`` by ``auto`` with no
-    portrait found where an ID-1 front carries one (a spread photographed at a slant can
-    measure ID-1's ratio, and its page's portrait then lies outside an ID-1 front's portrait
-    zone). An ID-1 front whose portrait is found, and a card the upload named ``id_card``,
-    never pay for the pages' reads."""
+    (:meth:`CardProcessor._booklet_pages`): its verification read no zone, it is no page of
+    a spread itself, and it is typed ``passport`` (the spread has ID-3's shape) or typed by
+    ``auto`` (a spread photographed at a slant, or scanned, can measure ID-1's ratio, its
+    page's portrait found in an ID-1 front's portrait zone or not). A card the upload named
+    ``id_card`` is taken at its word. The pages are read only where the locator finds a zone
+    on them (:meth:`Verifier.zones_located`, about 1.5 ms a card)."""
     if _zone_readable(ver) or card.booklet:
         return False
-    if card.doc_type == "passport":
-        return True
-    return (card.auto and ver is not None and ver.quality is not None
-            and ver.quality.portrait is False)
+    return card.doc_type == "passport" or card.auto
 
 
 def _zone_found(ver: Verification | None) -> bool:
