@@ -191,6 +191,12 @@ class CardProcessor:
     or not: a zone read vouches for the page against a quad showing none); a card path's quad under
     ``min_card_px`` gives way to the scan path's page where the page reads a valid zone, and
     stays CARD_TOO_SMALL otherwise.
+    Open booklets (``geo29``): the spread of an open passport booklet has ID-3's shape, so a
+    card without a readable zone (typed ``passport``, or by ``auto``) has its two halves as
+    rivals (:meth:`_booklet_pages`, read where the locator finds a zone on them), and a frame
+    of the spread's shape has its halves as rivals of whatever the card path found, or as the
+    card where it found none (:meth:`_frame_pages`); a page of a spread cropped edge to edge is
+    PARTIAL_CARD only where its zone does not vouch for it (:meth:`_spread_page`).
     Verification (:mod:`processors.card.verify`, ``settings.verify``) of every card that got
     this far: capture-quality measures, the portrait and the MRZ, one batched call each for the
     batch; their codes (``LOW_RESOLUTION`` ... ``DOCUMENT_EXPIRED``) reject the result when the
