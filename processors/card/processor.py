@@ -883,7 +883,8 @@ class CardProcessor:
                 size = canonical_size(other, self.settings.dpi)
                 alt = (other, c.homography(d, size, bool(turned[j])), size)
             views.append(CardView(image=d, homography=c.homography(d, c.size, bool(turned[j])),
-                                  size=c.size, doc_type=c.doc_type, quad=c.quad,
+                                  size=c.size, doc_type=c.doc_type,
+                                  quad=np.roll(c.quad, -c.turns(bool(turned[j])), axis=0),
                                   upload_size=(w, h), thumb=thumb, alternative=alt,
                                   in_doubt=c.by_print))
         return self.verifier.verify(views, self.clock().date(), self.pixels)

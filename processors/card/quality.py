@@ -73,8 +73,12 @@ def tilt_degrees(quad: np.ndarray, doc_mm: tuple[float, float], size: tuple[int,
     """Angle (degrees) between the document's normal and the camera's optical axis.
 
     Args:
-        quad: ``(4, 2)`` corners TL, TR, BR, BL of the document (px of a ``size`` photo).
-        doc_mm: the document's width and height (mm); which side is which does not matter.
+        quad: ``(4, 2)`` corners TL, TR, BR, BL of the document (px of a ``size`` photo), its
+            first side (TL to TR) the document's width: a quad read from another corner is
+            fitted to a rectangle of the wrong shape, and the angle comes out wrong (a
+            fresh user's trial: 29 degrees read 49 with the photo turned a quarter).
+        doc_mm: the document's width and height (mm); under a half turn (TL and BR swapped)
+            the angle is the same.
         size: ``(width, height)`` of the photo (px); the principal point is its centre.
 
     Returns:
@@ -202,7 +206,9 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
     it, and with it the portrait zone's part in ``colourfulness``).
 
     Args:
-        quad: ``(4, 2)`` corners TL, TR, BR, BL in the upload's px (any start corner).
+        quad: ``(4, 2)`` corners TL, TR, BR, BL in the upload's px, as the rectified card
+            reads them (its first side the document's width, ``doc_mm[0]``; the tilt depends
+            on it, the other measures do not).
         size: the upload's ``(width, height)`` px.
         doc_mm: the document's size (mm).
         doc_type: ``id_card`` / ``passport`` (where the MRZ band lies).

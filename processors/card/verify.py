@@ -91,7 +91,9 @@ class CardView:
         homography: ``(3, 3)`` map from px of the upright card at ``size`` to the decoded px.
         size: ``(width, height)`` px of the upright card (the canonical ISO/IEC 7810 size).
         doc_type: ``id_card`` or ``passport``.
-        quad: ``(4, 2)`` the card's corners in the upload's px.
+        quad: ``(4, 2)`` the card's corners in the upload's px, TL first as the rectified card
+            reads them (:func:`processors.card.quality.measure`: its first side is the
+            document's width).
         upload_size: ``(width, height)`` of the upload (px).
         thumb: the upright card, ``(h, w, 3) uint8`` BGR at ``quality_width``.
         alternative: when the document type is ``auto``, the other one's ``(doc_type,

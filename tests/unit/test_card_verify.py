@@ -20,6 +20,7 @@ from processors.card.training.documents import (
     MRZ_BAND_MM,
     REFERENCE_DATE,
     booklet_face,
+    document,
     draw_mrz,
     random_fields,
     render_document,
@@ -319,3 +320,20 @@ def test_a_spread_cropped_edge_to_edge_stands_in_where_the_card_path_finds_none(
     # as before: NO_CARD (and BLURRY: a blank frame has no detail), no quad, no type
     assert str(blank.status) == "rejected" and str(blank.reasons[0]) == "NO_CARD"
     assert blank.payload["quad"] is None and blank.payload["doc_type"] is None
+
+
+def test_the_tilt_does_not_depend_on_how_the_photo_is_turned():
+    """A fresh user's trial (session 64): a document photographed at a tilt of 29 degrees read
+    49 with the photo turned a quarter (a phone held upright), TOO_OBLIQUE: the tilt was fitted
+    to the quad read from its top-left corner in the photo, whose first side was then the
+    document's height. The quad is now read as the rectified card reads it."""
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    for seed in (0, 4):  # a TD1 card and a TD2 page, tilted 31.5 and 28.6 degrees
+        img, truth = document(np.random.default_rng(seed), glare_share=0.0, hand_share=0.0,
+                              grey_share=0.0)
+        outs = proc.process_batch([Item.from_array("as-is", img, {}),
+                                   Item.from_array("quarter", np.ascontiguousarray(np.rot90(img)),
+                                                   {})])
+        tilts = [o.payload["quality"]["tilt_deg"] for o in outs]
+        assert abs(tilts[0] - truth.tilt_deg) < 2.0, (seed, tilts, truth.tilt_deg)
+        assert abs(tilts[1] - tilts[0]) < 1.0, (seed, tilts)
