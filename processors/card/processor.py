@@ -442,11 +442,8 @@ class CardProcessor:
         cut = self._partial(r, shape)
         if cut and not partial:
             return None
-        h, w = shape
-        rdet = replace(det, quad=r, runner_up=None,
-                       area_frac=geo.polygon_area(r) / float(h * w), aspect=geo.approx_aspect(r),
-                       metric_aspect=geo.metric_aspect(r, (w, h)).value)
-        return self._plan(item, rdet, r, shape, [ReasonCode.PARTIAL_CARD] if cut else [])
+        return self._plan(item, _det_at(det, r, shape), r, shape,
+                          [ReasonCode.PARTIAL_CARD] if cut else [])
 
     def _plan(self, item: Item, det: Detection, quad: np.ndarray, shape: tuple[int, int],
               reasons: list[ReasonCode]) -> _Card:
@@ -738,7 +735,7 @@ class CardProcessor:
         has none, standing then only where its zone reads valid, the upload getting ``unread``
         (NO_CARD or CARD_TOO_SMALL, :attr:`_Card.unzoned`) otherwise. Empty where the frame has
         another shape or a page would be under ``min_card_px``."""
-        h, w = shape = _upload_shape(item, image)
+        shape = _upload_shape(item, image)
         if (not _spread_shaped(shape)
                 or str(item.options.get("doc_type") or self.settings.doc_type) == "id_card"):
             return ()
@@ -746,10 +743,8 @@ class CardProcessor:
         for half in _halves(_frame_quad(shape)):
             if _long_side(half) < self.settings.min_card_px:
                 return ()
-            aspect = geo.metric_aspect(half, (w, h)).value
-            det = Detection(quad=half, confidence=1.0, area_frac=0.5,
-                            aspect=geo.approx_aspect(half), metric_aspect=aspect)
-            card = self._plan(item, det, half, (h, w), [])
+            det = _det_at(Detection(quad=None, confidence=1.0), half, shape)
+            card = self._plan(item, det, half, shape, [])
             pages.append(replace(card, doc_type="passport", by_print=False,
                                  size=canonical_size("passport", self.settings.dpi),
                                  unzoned=unread, booklet=True))
@@ -768,16 +763,12 @@ class CardProcessor:
         ``min_card_px`` is left out."""
         q = np.asarray(card.quad, np.float64)
         shape = _upload_shape(item, image)
-        h, w = shape
         cropped = all(self._frame_sides(q, shape))
         out = []
         for half in _halves(q):
             if not geo.is_convex(half) or _long_side(half) < self.settings.min_card_px:
                 continue
-            det = replace(card.det, quad=half, runner_up=None, second_quad=None,
-                          area_frac=geo.polygon_area(half) / float(h * w),
-                          aspect=geo.approx_aspect(half),
-                          metric_aspect=geo.metric_aspect(half, (w, h)).value)
+            det = _det_at(card.det, half, shape)
             # a page lies inside the spread: cut by the frame only where the spread is, and
             # a spread on all four sides of the frame is a crop of it (a scanner app's), whose
             # edges are the frame's, as a scan's are (_as_scan)
@@ -1059,6 +1050,16 @@ def _zone_readable(ver: Verification | None) -> bool:
     return ver is not None and ver.mrz is not None and ver.mrz.readable
 
 
+def _det_at(det: Detection, quad: np.ndarray, shape: tuple[int, int]) -> Detection:
+    """``det`` moved to ``quad`` (``(4, 2)`` upload px; ``shape`` the upload's ``(height,
+    width)``): its area share and aspect ratios measured anew, no runner-up or second card."""
+    h, w = shape
+    return replace(det, quad=quad, runner_up=None, second_quad=None,
+                   area_frac=geo.polygon_area(quad) / float(h * w),
+                   aspect=geo.approx_aspect(quad),
+                   metric_aspect=geo.metric_aspect(quad, (w, h)).value)
+
+
 def _spread_shaped(shape: tuple[int, int]) -> bool:
     """Whether a frame of ``shape`` (``(h, w)`` px) has an open booklet's shape
     (:data:`BOOKLET_ASPECT` within :data:`BOOKLET_ASPECT_TOL`, either way up)."""
@@ -1077,8 +1078,7 @@ def _halves(quad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``quad`` (``(4, 2) float64``, TL, TR, BR, BL) cut in two across its long sides at their
     midpoints as the quad's homography maps them (perspective kept: the middle of the document,
     not of its image): ``(first, second)``, each ``(4, 2)`` in the same corner order."""
-    unit = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], np.float32)
-    to_quad = cv2.getPerspectiveTransform(unit, quad.astype(np.float32))
+    to_quad = homography(quad, (2, 2))  # the unit square's corners onto the quad's
 
     def at(u: float, v: float) -> np.ndarray:
         x, y, w = to_quad @ np.array([u, v, 1.0])
