@@ -44,7 +44,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo29"
+POSTPROCESS_REVISION = "geo30"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -93,7 +93,10 @@ the quad's metric aspect ratio, out of doubt, says is the other type is DOC_TYPE
 :attr:`_Card.mismatch`; ``geo29``: an open passport booklet, its spread taken whole, read on its
 pages, :meth:`CardProcessor._booklet_pages`, :meth:`CardProcessor._frame_pages` and
 :meth:`CardProcessor._spread_page`, and a zone above a page's edge line no longer hidden by it,
-:func:`processors.card.mrz.locate.find_run`)."""
+:func:`processors.card.mrz.locate.find_run`; ``geo30``: the whole frame is the document where
+its zone reads valid, whatever format its shape suggests, as the card where the card path found
+none and as a rival of the card it found, :meth:`CardProcessor._whole_frame`, and a rare
+alternative's probability is kept to 1e-7, :func:`processors.card.mrz.recognise.read_line`)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -197,6 +200,11 @@ class CardProcessor:
     of the spread's shape has its halves as rivals of whatever the card path found, or as the
     card where it found none (:meth:`_frame_pages`); a page of a spread cropped edge to edge is
     PARTIAL_CARD only where its zone does not vouch for it (:meth:`_spread_page`).
+    Crops (``geo30``): the whole frame is a document only its zone can vouch for, read with
+    every format as fitting its shape (:meth:`_whole_frame`): the card where the card path and
+    the scan path found none (a crop that cut the page's header off, or kept a caption strip
+    under it), and a rival of the card the card path found, standing where its zone reads
+    valid and the card's does not.
     Verification (:mod:`processors.card.verify`, ``settings.verify``) of every card that got
     this far: capture-quality measures, the portrait and the MRZ, one batched call each for the
     batch; their codes (``LOW_RESOLUTION`` ... ``DOCUMENT_EXPIRED``) reject the result when the
@@ -724,31 +732,65 @@ class CardProcessor:
 
     def _frame_pages(self, item: Item, image: Decoded, unread: Outcome | None = None
                      ) -> tuple[_Card, ...]:
-        """The two pages of an open passport booklet whose spread is the upload's whole frame
-        (scanned or cropped edge to edge: the scan path takes no such frame for a document, its
-        print small for a page of its size, and the card path may take a part of it: the
-        portrait, the data page less its zone, the spread's outline a few px off), where the
-        frame has the spread's shape (:data:`BOOKLET_ASPECT` within
-        :data:`BOOKLET_ASPECT_TOL`, either way up) and the upload names no ID-1 card: each half
-        of the frame across its long side, planned as a passport page (:attr:`_Card.booklet`),
-        a rival of the card the upload has (:attr:`_Card.pages`), or the card itself where it
-        has none, standing then only where its zone reads valid, the upload getting ``unread``
-        (NO_CARD or CARD_TOO_SMALL, :attr:`_Card.unzoned`) otherwise. Empty where the frame has
-        another shape or a page would be under ``min_card_px``."""
+        """The documents the upload's whole frame may be where only a zone can tell: a crop of
+        the document that cut it or kept something with it, and an open booklet's pages.
+
+        1. The whole frame (:meth:`_whole_frame`): the card path's quad may be a part of a
+           crop (its portrait, a panel, the page less its zone), or the card path may have
+           found nothing in it.
+        2. The two pages of an open passport booklet whose spread is the frame (scanned or
+           cropped edge to edge: the scan path takes no such frame for a document, its print
+           small for a page of its size, and the card path may take a part of it: the
+           portrait, the data page less its zone, the spread's outline a few px off), where the
+           frame has the spread's shape (:data:`BOOKLET_ASPECT` within
+           :data:`BOOKLET_ASPECT_TOL`, either way up) and the upload names no ID-1 card: each
+           half of the frame across its long side, planned as a passport page
+           (:attr:`_Card.booklet`).
+
+        They are rivals of the card the upload has (:attr:`_Card.pages`, read where the
+        locator finds a zone on them), or, with ``unread`` (the card path found no card, or one
+        under ``min_card_px``: NO_CARD or CARD_TOO_SMALL), the first of them is the card and
+        the rest its rivals, each standing then only where its zone vouches for it, the upload
+        getting ``unread`` otherwise (:attr:`_Card.unzoned`); the whole frame stands as a rival
+        only where its zone reads valid. Empty where the frame's long side is under
+        ``min_card_px``; no halves where one would be."""
+        whole = self._whole_frame(item, image, unread)
+        if whole is None:
+            return ()
         shape = _upload_shape(item, image)
         if (not _spread_shaped(shape)
                 or str(item.options.get("doc_type") or self.settings.doc_type) == "id_card"):
-            return ()
-        pages = []
+            return (whole,)
+        pages = [whole]
         for half in _halves(_frame_quad(shape)):
             if _long_side(half) < self.settings.min_card_px:
-                return ()
+                return (whole,)
             det = _det_at(Detection(quad=None, confidence=1.0), half, shape)
             card = self._plan(item, det, half, shape, [])
             pages.append(replace(card, doc_type="passport", by_print=False,
                                  size=canonical_size("passport", self.settings.dpi),
                                  unzoned=unread, booklet=True))
         return tuple(pages)
+
+    def _whole_frame(self, item: Item, image: Decoded, unread: Outcome | None = None
+                     ) -> _Card | None:
+        """The upload's whole frame planned as the document (its type named, else by the
+        frame's shape, the other type's view the zone's fallback: :attr:`_Card.auto`;
+        ``scanned``: its sides are the frame's, not a cut), standing only where its zone
+        vouches for it (:attr:`_Card.unzoned`: ``unread``, or NO_CARD). A phone's crop of a
+        data page that cut its header off (a 16:9 crop of a real Australian specimen) or kept
+        a caption strip under it (a stock photo's banner) has no document's shape, so the
+        scan path refuses it, and the card path finds no page edge in it; its zone finds it.
+        None where the frame's long side is under ``min_card_px``."""
+        shape = _upload_shape(item, image)
+        quad = _frame_quad(shape)
+        if _long_side(quad) < self.settings.min_card_px:
+            return None
+        det = _det_at(Detection(quad=None, confidence=1.0), quad, shape)
+        if unread is None:
+            unread = self._unread(item, det, (ReasonCode.NO_CARD,), 0.0)
+        return replace(self._plan(item, det, quad, shape, []), scanned=True, unzoned=unread,
+                       framed=True, by_print=False, mismatch=False)
 
     def _booklet_pages(self, item: Item, image: Decoded, card: _Card) -> tuple[_Card, ...]:
         """The two pages of an open passport booklet whose whole spread ``card``'s quad took:
@@ -877,7 +919,7 @@ class CardProcessor:
                                   size=c.size, doc_type=c.doc_type,
                                   quad=np.roll(c.quad, -c.turns(bool(turned[j])), axis=0),
                                   upload_size=(w, h), thumb=thumb, alternative=alt,
-                                  in_doubt=c.by_print))
+                                  in_doubt=c.by_print, any_format=c.framed))
         return self.verifier.verify(views, self.clock().date(), self.pixels)
 
 
@@ -939,6 +981,10 @@ class _Card:
         cut_unless_zone: a page of a spread cropped edge to edge, its outer sides on the frame
             (:meth:`CardProcessor._spread_page`): PARTIAL_CARD unless its zone vouches for it
             (:func:`_zone_vouches`), as a card on the frame is.
+        framed: the upload's whole frame taken for the document
+            (:meth:`CardProcessor._whole_frame`): its shape says nothing of the document's
+            format, so every format is read on it and a readable zone's format decides the
+            type (:attr:`processors.card.verify.CardView.any_format`).
     """
 
     det: Detection
@@ -956,6 +1002,7 @@ class _Card:
     booklet: bool = False
     pages: tuple[_Card, ...] = ()
     cut_unless_zone: bool = False
+    framed: bool = False
 
     def turns(self, turned: bool) -> int:
         """Quarter turns from the TL-first reading to the upright output (0-3)."""
@@ -1104,12 +1151,14 @@ def _with_pages(card: _Card | None, pages: tuple[_Card, ...]) -> _Card | None:
 def _spread_suspect(card: _Card, ver: Verification | None) -> bool:
     """Whether ``card`` may be an open passport booklet's whole spread
     (:meth:`CardProcessor._booklet_pages`): its verification read no zone, it is no page of
-    a spread itself, and it is typed ``passport`` (the spread has ID-3's shape) or typed by
+    a spread itself nor the whole frame (whose halves are the frame's own pages where the
+    frame has the spread's shape, :meth:`CardProcessor._frame_pages`), and it is typed
+    ``passport`` (the spread has ID-3's shape) or typed by
     ``auto`` (a spread photographed at a slant, or scanned, can measure ID-1's ratio, its
     page's portrait found in an ID-1 front's portrait zone or not). A card the upload named
     ``id_card`` is taken at its word. The pages are read only where the locator finds a zone
     on them (:meth:`Verifier.zones_located`, about 1.5 ms a card)."""
-    if _zone_readable(ver) or card.booklet:
+    if _zone_readable(ver) or card.booklet or card.framed:
         return False
     return card.doc_type == "passport" or card.auto
 

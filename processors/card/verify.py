@@ -103,6 +103,8 @@ class CardView:
             alternative is a fallback, searched only when the card's own rectification shows
             no zone whose line count fits its type (a passport page whose quad took in some
             background reads as an ID-1 card with a two-line zone).
+        any_format: the quad's shape says nothing of the document's format (the whole frame
+            of a crop): :attr:`processors.card.mrz.read.View.any_format` on every view.
     """
 
     image: Decoded
@@ -114,6 +116,7 @@ class CardView:
     thumb: np.ndarray
     alternative: tuple[str, np.ndarray, tuple[int, int]] | None = None
     in_doubt: bool = True
+    any_format: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +229,8 @@ class Verifier:
         def one(c: CardView, h: np.ndarray, m: list) -> list[np.ndarray]:
             return warp([(c, h, m)])[0]
 
-        return [[View(t, _LazyBands(partial(one, c, h, m)) if f else next(now), fallback=f)
+        return [[View(t, _LazyBands(partial(one, c, h, m)) if f else next(now), fallback=f,
+                      any_format=c.any_format)
                  for t, c, h, m, f in p] for p in plans]
 
     @staticmethod

@@ -59,6 +59,12 @@ def _item(image: np.ndarray) -> Item:
     return Item(upload_id="u", image=probe_image(buf.tobytes(), DecodeSettings()))
 
 
+def _frame(img: np.ndarray) -> np.ndarray:
+    """The corners TL, TR, BR, BL of ``img``'s whole frame, ``(4, 2) float64`` px."""
+    h, w = img.shape[:2]
+    return np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float64)
+
+
 def _scan_crop(seed: int, fmt: str, spoiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """A scanned document cropped to its page, as a phone app's crop leaves it (no margins),
     printed with one wrong check digit where ``spoiled``: ``(BGR uint8 image, the page's
@@ -221,8 +227,9 @@ def test_a_card_that_left_out_a_strip_of_the_page_gives_way_to_the_page_asked_la
     and top tenth, as it left out a scan's dark end stripe and header band (scan seed 20261210
     #30). Its zone is found and its lines start characters late: no valid zone; there is no
     runner-up. The scan path, asked then (``_late_pages``), gives the page, whose zone reads
-    valid: the page is the result. Where the scan path fails then, or without the late page,
-    the card stays, its zone found and not valid."""
+    valid: the page is the result. Where the scan path fails then, the whole frame, whose zone
+    reads valid too, takes the card's place (``geo30``); without the late page and the whole
+    frame, the card stays, its zone found and not valid."""
     img, page = _page_on_lid()
     part = _less_left_top(page, 0.1, 0.1)
     _card_path_finds(proc, monkeypatch, part, 1.0)
@@ -235,9 +242,11 @@ def test_a_card_that_left_out_a_strip_of_the_page_gives_way_to_the_page_asked_la
         raise RuntimeError("scan path")
 
     monkeypatch.setattr(type(proc), "_as_scan", broken)  # asked only late here
-    (failed,) = proc.process_batch([_item(img)])  # the card keeps its own outcome
-    assert quad_iou(failed.payload["quad"], part) > 0.99 and failed.status is not Status.FAILED
+    (failed,) = proc.process_batch([_item(img)])  # the whole frame, not a failure
+    assert quad_iou(failed.payload["quad"], _frame(img)) > 0.99
+    assert failed.status is not Status.FAILED and failed.payload["mrz"]["valid"]
     monkeypatch.setattr(type(proc), "_late_pages", lambda *a: ())
+    monkeypatch.setattr(type(proc), "_whole_frame", lambda *a: None)
     (before,) = proc.process_batch([_item(img)])
     assert quad_iou(before.payload["quad"], part) > 0.99
     assert before.payload["mrz"]["found"] and not before.payload["mrz"]["valid"]
@@ -249,7 +258,8 @@ def test_a_page_under_security_print_that_the_card_path_misses_is_vouched_for_by
     under ``scan_min_ground``), which the card path misses (NO_CARD, as on PassportEye's Czech
     specimen page): the frame is a page only a valid zone vouches for (``scan.busy_page``).
     Its zone reads valid: accepted, the page's quad. With the zone mirrored (the same print
-    and ground, no characters): NO_CARD, as the page with its zone was before ``busy_page``."""
+    and ground, no characters): NO_CARD. Without ``busy_page`` the page with its zone was
+    NO_CARD; since ``geo30`` the whole frame, this crop's page, stands on its zone there too."""
     raw, page = _scan_crop(1, "TD3")
     img = guilloche(raw, 16.0, 30.0)
     _card_path_finds_nothing(proc, monkeypatch)
@@ -261,7 +271,11 @@ def test_a_page_under_security_print_that_the_card_path_misses_is_vouched_for_by
     mirrored[zone] = img[zone, ::-1]  # the same print and ground, no characters
     (o,) = proc.process_batch([_item(mirrored)])
     assert o.status is Status.REJECTED and o.reasons == (ReasonCode.NO_CARD,)
-    monkeypatch.setattr(scan, "busy_page", lambda *a: None)  # the processor before
+    monkeypatch.setattr(scan, "busy_page", lambda *a: None)  # no busy page: the whole frame
+    (o,) = proc.process_batch([_item(img)])
+    assert o.status is Status.ACCEPTED and o.payload["mrz"]["valid"], o.reasons
+    assert quad_iou(o.payload["quad"], _frame(img)) > 0.99
+    monkeypatch.setattr(type(proc), "_whole_frame", lambda *a: None)  # the processor before
     (o,) = proc.process_batch([_item(img)])
     assert o.reasons == (ReasonCode.NO_CARD,)
 
@@ -292,7 +306,8 @@ def test_a_portrait_taken_for_the_card_on_a_page_under_security_print_gives_way_
     overprinted pages: accepted as a passport with no zone, NO_PORTRAIT). The card is suspect,
     and the scan path's frame is a page of busy print: it cannot replace the card by shape, but
     as the card's rival it takes its place where its zone reads valid. Without ``busy_page``
-    the portrait stays, its zone not found."""
+    the whole frame does (``geo30``), and without either the portrait stays, its zone not
+    found."""
     raw, page = _scan_crop(1, "TD3")
     img = guilloche(raw, 16.0, 30.0)
     h, w = img.shape[:2]
@@ -302,6 +317,10 @@ def test_a_portrait_taken_for_the_card_on_a_page_under_security_print_gives_way_
     assert o.status is Status.ACCEPTED, o.reasons
     assert quad_iou(o.payload["quad"], page) >= 0.95 and o.payload["mrz"]["valid"]
     monkeypatch.setattr(scan, "busy_page", lambda *a: None)
+    (o,) = proc.process_batch([_item(img)])
+    assert o.status is Status.ACCEPTED and o.payload["mrz"]["valid"], o.reasons
+    assert quad_iou(o.payload["quad"], _frame(img)) > 0.99
+    monkeypatch.setattr(type(proc), "_whole_frame", lambda *a: None)
     (before,) = proc.process_batch([_item(img)])
     assert quad_iou(before.payload["quad"], face) > 0.99
     assert not before.payload["mrz"]["found"]
@@ -312,7 +331,8 @@ def test_a_card_whose_runner_up_does_not_read_either_asks_the_late_page(proc,
     """The page on a lid of the late-page test, its card path's quad leaving out the page's left
     and top tenth, and a runner-up leaving out its left 15 % and top 2 %: neither reads a
     valid zone (a fresh user's scan, seed 9394 #33, green strip left
-    out). The late page is asked as well, and it is the result."""
+    out). The late page is asked as well, and it is the result (without it and the whole
+    frame, the card stays)."""
     img, page = _page_on_lid()
     part = _less_left_top(page, 0.1, 0.1)
     second = _less_left_top(page, 0.15, 0.02)
@@ -321,6 +341,7 @@ def test_a_card_whose_runner_up_does_not_read_either_asks_the_late_page(proc,
     assert o.status is Status.ACCEPTED, o.reasons
     assert quad_iou(o.payload["quad"], page) >= 0.95 and o.payload["mrz"]["valid"]
     monkeypatch.setattr(type(proc), "_late_pages", lambda *a: ())
+    monkeypatch.setattr(type(proc), "_whole_frame", lambda *a: None)
     (before,) = proc.process_batch([_item(img)])
     assert quad_iou(before.payload["quad"], page) < 0.95
     assert before.payload["mrz"]["found"] and not before.payload["mrz"]["valid"]

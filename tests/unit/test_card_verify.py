@@ -322,6 +322,44 @@ def test_a_spread_cropped_edge_to_edge_stands_in_where_the_card_path_finds_none(
     assert blank.payload["quad"] is None and blank.payload["doc_type"] is None
 
 
+def test_a_crop_inside_the_document_is_read_on_the_whole_frame():
+    """A phone's crop of a data page that cut its header off and ran inside its other edges (a
+    16:9 crop of a real Australian specimen, a stock photo's banner under a Czech one) has no
+    document's shape and no page edge: the card path found no card, or a part of the page on
+    the frame (PARTIAL_CARD), and the scan path no document, so the real crops came out NO_CARD
+    or PARTIAL_CARD with their zones unread. The whole frame is now the document where its zone
+    reads valid, whatever format its shape suggests (a TD2 page cut to 1.84 reads on the ID-1
+    view and is a passport), the right way up or turned a half; a crop whose zone is painted
+    over keeps NO_CARD."""
+    items, truth = [], {}
+    for seed, fmt in ((1, Format.TD3), (2, Format.TD1), (5, Format.TD2)):
+        face, _, lines = _document(seed, fmt)
+        h, w = face.shape[:2]
+        inner = face[int(0.25 * h):h - int(0.01 * h), int(0.02 * w):w - int(0.02 * w)]
+        for name, img in ((f"{fmt}", inner), (f"{fmt}-turned", inner[::-1, ::-1])):
+            items.append(Item.from_array(name, np.ascontiguousarray(img), {}))
+            truth[name] = (lines, "id_card" if fmt is Format.TD1 else "passport", img.shape)
+    face, _, _ = _document(1, Format.TD3)
+    h, w = face.shape[:2]
+    bare = face[int(0.25 * h):h - int(0.01 * h), int(0.02 * w):w - int(0.02 * w)].copy()
+    bare[-int(MRZ_BAND_MM[Format.TD3] * PX_PER_MM):] = bare[int(10 * PX_PER_MM)]
+    items.append(Item.from_array("bare", bare, {}))
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    outs = proc.process_batch(items)
+    blank = outs.pop()
+    assert str(blank.status) == "rejected" and [str(r) for r in blank.reasons] == ["NO_CARD"]
+    assert blank.payload["quad"] is None
+    for o in outs:
+        lines, doc_type, (hh, ww, _) = truth[o.upload_id]
+        assert str(o.status) == "accepted", (o.upload_id, o.reasons)
+        assert o.payload["doc_type"] == doc_type and o.payload["mrz"]["valid"], o.upload_id
+        assert o.payload["mrz"]["format"] == (o.upload_id.split("-")[0]), o.upload_id
+        q = np.asarray(o.payload["quad"])  # the frame, read from the corner the output starts
+        assert sorted(map(tuple, q.round())) == [(0, 0), (0, hh - 1), (ww - 1, 0), (ww - 1, hh - 1)]
+        turned = o.upload_id.endswith("turned")
+        assert tuple(q[0].round()) == ((ww - 1, hh - 1) if turned else (0, 0)), o.upload_id
+
+
 def test_the_tilt_does_not_depend_on_how_the_photo_is_turned():
     """A fresh user's trial (session 64): a document photographed at a tilt of 29 degrees read
     49 with the photo turned a quarter (a phone held upright), TOO_OBLIQUE: the tilt was fitted

@@ -337,6 +337,57 @@ def test_read_line_keeps_the_alternatives():
     assert r.confidence == pytest.approx((0.6 + 0.95) / 2, abs=1e-3)
 
 
+def test_read_line_keeps_a_rare_alternatives_probability_to_a_ten_millionth():
+    """PassportEye's ``100_pass-isl``: a name's ``O`` read as ``0`` at 0.9996086, ``O`` at
+    0.0003447 and ``1`` at 0.0000147. Among the letters the ``O`` is 0.92 sure (its share of
+    the 0.0003767 the digits leave); rounded to 1e-4 the same alternatives gave 0.0003 of
+    0.0004, 0.75, and the zone, every check digit valid, came out MRZ_UNREADABLE."""
+    p = np.zeros((1, len(CLASSES)), np.float32)
+    p[0, CLASSES.index("0")], p[0, CLASSES.index("O")] = 0.9996086, 0.0003447
+    p[0, CLASSES.index("1")] = 0.0000147  # the remaining 2e-6 spread too thin to show
+    r = read_line(p)
+    assert [a for a, _ in r.alts[0]] == ["0", "O", "1"]
+    assert r.alts[0][1][1] == pytest.approx(0.0003447, abs=1e-7)
+    i = TD3[0].index("ERIKSSON") + 6  # the second O of ERIKSSON
+    got = judge(Format.TD3, reads(TD3, {(0, i): r.alts[0]}), "passport", TODAY)
+    assert got.valid and got.corrected and got.mrz is not None
+    assert got.mrz.lines == tuple(TD3)
+
+
+def test_a_view_of_any_format_judges_every_format_and_takes_its_type_from_the_read():
+    """The whole frame of a crop (``View.any_format``): its shape says nothing of the format.
+    A TD2 zone read on its ID-1 view, where no TD2 fits an ID-1 card, counts there and makes
+    the document a passport (ID-2); a more confident format that fits the view still comes
+    first, and where it does not read valid, a valid read of another format counts. On an
+    ordinary ID-1 view the same TD2 read stays MRZ_UNREADABLE."""
+    td2 = compose(Format.TD2, document_code="I", issuing_state="UTO", document_number="D23145890",
+                  nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
+                  primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="")
+    td1 = compose(Format.TD1, document_code="I", issuing_state="UTO", document_number="D23145890",
+                  nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
+                  primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="")
+    spoilt = [td1[0][:5] + ("1" if td1[0][5] != "1" else "2") + td1[0][6:], td1[1], td1[2]]
+
+    def at(lines, p):
+        return [Read(text=line, alts=tuple(((c, p),) for c in line)) for line in lines]
+
+    zones = [Zone(0, [], [])]
+    r = MrzReader._judge({(0, Format.TD2): at(td2, 0.99)}, zones,
+                         [View("id_card", [], any_format=True)], TODAY)
+    assert (r.format, r.doc_type, r.valid) == (Format.TD2, "passport", True)
+    r = MrzReader._judge({(0, Format.TD2): at(td2, 0.99)}, zones, [View("id_card", [])], TODAY)
+    assert r.reasons == (ReasonCode.MRZ_UNREADABLE,) and r.doc_type == "id_card"
+    # a fitting format read valid comes first, however confident the other
+    views = [View("id_card", [], any_format=True)]
+    r = MrzReader._judge({(0, Format.TD1): at(td1, 0.95), (0, Format.TD2): at(td2, 0.99)},
+                         zones, views, TODAY)
+    assert (r.format, r.doc_type) == (Format.TD1, "id_card")
+    # the fitting one read with a wrong check digit: the other format's valid read counts
+    r = MrzReader._judge({(0, Format.TD1): at(spoilt, 0.99), (0, Format.TD2): at(td2, 0.9)},
+                         zones, views, TODAY)
+    assert (r.format, r.doc_type, r.valid) == (Format.TD2, "passport", True)
+
+
 @pytest.mark.parametrize("n", [44, 36])
 def test_all_filler_lines_are_not_valid(n):
     lines = ("<" * n, "<" * n)

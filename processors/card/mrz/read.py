@@ -96,6 +96,10 @@ FORMATS_FOR: dict[str, tuple[Format, ...]] = {
 ID-2, which has ID-3's aspect ratio; the visas of Doc 9303 part 7: MRV-B is ID-2, MRV-A's
 120 x 80 mm (1.5) lies on the split between ID-1 (1.586) and ID-3 (1.42), so a visa sticker
 photographed alone may be rectified as either)."""
+TYPE_OF: dict[Format, str] = {Format.TD1: "id_card", Format.TD2: "passport",
+                              Format.TD3: "passport", Format.MRVB: "passport"}
+"""The document type a format's size decides on a view whose shape says nothing of it
+(:attr:`View.any_format`; MRV-A fits both, :data:`FORMATS_FOR`, and leaves the view's type)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,11 +175,23 @@ class View:
             that view's document type (:func:`fits`): the other type's rectification of a card
             whose quad chose its type, in case the quad was wrong. It decides the type only
             with a readable zone.
+        any_format: the quad's shape says nothing of the document's format (the whole frame
+            of a crop that cut the document or kept something with it): every format is
+            judged on this view as fitting it (the formats that fit its type are still read
+            first, :meth:`MrzReader._judge`, and any other read counts where it is valid), and
+            a readable read decides the type by its format (:data:`TYPE_OF`).
     """
 
     doc_type: str
     bands: Sequence[np.ndarray]
     fallback: bool = False
+    any_format: bool = False
+
+    @property
+    def formats(self) -> tuple[Format, ...]:
+        """The formats read on this view as fitting it (:data:`FORMATS_FOR` its type's, or all
+        with :attr:`any_format`)."""
+        return tuple(Format) if self.any_format else FORMATS_FOR.get(self.doc_type, tuple(Format))
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,9 +412,10 @@ def typed_confidence(fmt: Format, chars: list[list[str]], reads: list[Read]) -> 
     return out
 
 
-def judge(fmt: Format, reads: list[Read], doc_type: str, today: dt.date) -> MrzRead:
+def judge(fmt: Format, reads: list[Read], doc_type: str | None, today: dt.date) -> MrzRead:
     """Correct, parse and judge one document's reads of ``fmt``'s shape (a visa's where the
-    first line opens with ``V``: :func:`icao.of_shape`)."""
+    first line opens with ``V``: :func:`icao.of_shape`) on a document of ``doc_type`` (None:
+    of any type, :attr:`View.any_format`)."""
     fmt = icao.of_shape(fmt, reads[0].text if reads else "")
     chars, typed = _type_correct(fmt, reads)
     fixed = _check_correct(fmt, chars, reads)
@@ -408,7 +425,7 @@ def judge(fmt: Format, reads: list[Read], doc_type: str, today: dt.date) -> MrzR
     covered = {p for data, check in _checked(fmt).values() for p in (*data, check)}
     unchecked_unsure = any(p < UNCHECKED_MIN for li, row in enumerate(sure)
                            for i, p in enumerate(row) if (li, i) not in covered)
-    fits_type = fmt in FORMATS_FOR.get(doc_type, tuple(Format))
+    fits_type = doc_type is None or fmt in FORMATS_FOR.get(doc_type, tuple(Format))
     if unsure > MAX_UNSURE or unchecked_unsure or not fits_type:
         return MrzRead(found=True, format=fmt, reasons=(ReasonCode.MRZ_UNREADABLE,),
                        checks_pass=(fits_type and unsure <= MAX_UNSURE
@@ -470,8 +487,7 @@ class MrzReader:
                          for li in range(first, len(z.crops))
                          for shift, c in _cuts(z.crops[li], SHAPE[fmt][1],
                                                insets=not seen[vi].fallback,
-                                               phases=fmt in FORMATS_FOR.get(seen[vi].doc_type,
-                                                                         tuple(Format)))]
+                                               phases=fmt in seen[vi].formats)]
             except Exception as e:  # noqa: BLE001 - this document fails alone
                 zones.append(e)
                 searched.append(list(views))
@@ -530,13 +546,22 @@ class MrzReader:
             (vi, fmt), reads = kv
             if np.mean([r.confidence for r in reads]) < MIN_CONFIDENCE:
                 return NOT_FOUND
-            return MrzReader._typed(judge(fmt, reads, views[vi].doc_type, today),
-                                    zones[vi], views, vi)
+            v = views[vi]
+            return MrzReader._typed(judge(fmt, reads, None if v.any_format else v.doc_type,
+                                          today), zones[vi], views, vi)
 
         first = [kv for kv in tried.items() if not _second(zones[kv[0][0]])]
         got = judged(max(first, key=key)) if first else NOT_FOUND
         if got.valid:
             return got
+        # a view whose shape says nothing of the format (View.any_format): its other reads
+        # count with every check digit valid (a TD2 zone read on a crop's ID-1 view, its
+        # passport view stretched out of the locator's line heights)
+        for kv in sorted((kv for kv in first if views[kv[0][0]].any_format), key=key,
+                         reverse=True):
+            other = judged(kv)
+            if other.valid:
+                return other
         # a band's second reading counts only with a valid read (Zone.second)
         for kv in sorted((kv for kv in tried.items() if _second(zones[kv[0][0]])),
                          key=key, reverse=True):
@@ -558,6 +583,8 @@ class MrzReader:
         decides = not v.fallback or (got.readable and not (v.doc_type == "id_card"
                                                            and got.format is Format.MRVA))
         doc = v.doc_type if decides else views[0].doc_type
+        if v.any_format and got.readable and got.format is not None:
+            doc = TYPE_OF.get(got.format, doc)
         return replace(got, turned=zone.band == 1, doc_type=doc)
 
 

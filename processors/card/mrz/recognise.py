@@ -248,7 +248,7 @@ class Read:
 def read_line(probs: np.ndarray) -> Read:
     """A line from its cells' probabilities ``(n, 37)``."""
     top = np.argsort(-probs, axis=1)[:, :ALTERNATIVES]
-    alts = tuple(tuple((CLASSES[k], round(float(p[k]), 4)) for k in row)
+    alts = tuple(tuple((CLASSES[k], round(float(p[k]), 7)) for k in row)
                  for p, row in zip(probs, top, strict=True))
     return Read("".join(a[0][0] for a in alts), alts)
 
