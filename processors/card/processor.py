@@ -44,7 +44,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo30"
+POSTPROCESS_REVISION = "geo31"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -96,7 +96,9 @@ pages, :meth:`CardProcessor._booklet_pages`, :meth:`CardProcessor._frame_pages` 
 :func:`processors.card.mrz.locate.find_run`; ``geo30``: the whole frame is the document where
 its zone reads valid, whatever format its shape suggests, as the card where the card path found
 none and as a rival of the card it found, :meth:`CardProcessor._whole_frame`, and a rare
-alternative's probability is kept to 1e-7, :func:`processors.card.mrz.recognise.read_line`)."""
+alternative's probability is kept to 1e-7, :func:`processors.card.mrz.recognise.read_line`;
+``geo31``: a zone read valid in the other type's format is DOC_TYPE_MISMATCH where the upload
+named the type, :func:`_zone_of_other_type`)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -535,7 +537,8 @@ class CardProcessor:
             # portrait nor zone: a letter, a certificate, a form (A4's 1.414, ID-3's 1.42)
             return self._unread(item, card.det, (ReasonCode.NO_CARD,), inference_ms), False
         rejected = bool(reasons)
-        if card.mismatch and not _zone_fits(ver, card.doc_type):
+        if (card.mismatch and not _zone_fits(ver, card.doc_type)) or (
+                not card.auto and _zone_of_other_type(ver, card.doc_type)):
             # annotates; a profile may reject it (strict does)
             reasons.append(ReasonCode.DOC_TYPE_MISMATCH)
         w, h = card.size
@@ -970,7 +973,8 @@ class _Card:
             no data page (:func:`_no_data_page`).
         mismatch: the upload named the document type and the quad's metric aspect ratio, out
             of doubt, is the other type's (``DOC_TYPE_MISMATCH``; the card is rectified to the
-            type named).
+            type named). A zone read valid in the other type's format flags it too, in doubt
+            or not (:func:`_zone_of_other_type`).
         booklet: one page of an open passport booklet whose whole spread another card's quad
             took (:meth:`CardProcessor._booklet_pages`): a rival of that card, which takes its
             place where the page's zone reads valid, or reads (check digits valid or not)
@@ -1057,6 +1061,17 @@ def _zone_fits(ver: Verification | None, doc_type: str) -> bool:
     measured ID-1's ratio on 20 of the 600 documents of the MRZ set, seed 20261204)."""
     return (ver is not None and ver.mrz is not None and ver.mrz.readable
             and ver.mrz.format in FORMATS_FOR.get(doc_type, ()))
+
+
+def _zone_of_other_type(ver: Verification | None, doc_type: str) -> bool:
+    """The verification read, on a document rectified as ``doc_type``, a zone whose format
+    belongs to the other type with every check digit valid
+    (:attr:`processors.card.mrz.read.MrzRead.other_type`): a passport page's TD3 zone on a card
+    whose quad, in doubt, was rectified as the ID-1 card the upload named. The zone stays
+    MRZ_UNREADABLE there (no TD3 fits an ID-1 card), and is the evidence of the type the quad
+    could not give."""
+    return (ver is not None and ver.mrz is not None and ver.mrz.other_type is not None
+            and ver.mrz.other_type != doc_type)
 
 
 def _no_data_page(doc_type: str, ver: Verification | None, thumb: np.ndarray) -> bool:

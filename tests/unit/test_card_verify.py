@@ -5,6 +5,7 @@ the good ones untouched (real models: card_u2netp, card_orient, mrz_char, MTCNN)
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -227,6 +228,29 @@ def test_a_document_of_the_other_type_than_the_upload_named_is_doc_type_mismatch
     assert [str(o.status) for o in outs[:3]] == ["accepted", "accepted", "rejected"]
     assert [o.payload["doc_type"] for o in outs[:2]] == ["id_card", "passport"]  # as named
     assert [o.payload["doc_type"] for o in outs[5:]] == ["passport", "id_card"]
+
+
+def test_a_zone_of_the_other_types_format_is_doc_type_mismatch_where_the_shape_is_in_doubt(
+        monkeypatch):
+    """Session 64's trial: a passport photo named ``id_card`` whose quad's ratio is in doubt
+    came out accepted with MRZ_UNREADABLE and no DOC_TYPE_MISMATCH: no TD3 fits an ID-1 card, so
+    its zone, read with every check digit valid, was not taken as evidence of the type. The
+    doubt is forced here (the shape's own mismatch switched off): the zone now flags it, for a
+    TD3 and a TD2 page, and a TD1 card named ``id_card`` stays unflagged."""
+    plan = CardProcessor._plan
+    monkeypatch.setattr(CardProcessor, "_plan",
+                        lambda self, *a, **k: replace(plan(self, *a, **k), mismatch=False))
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    items = []
+    for seed, fmt, rot in ((1, Format.TD3, 6.0), (5, Format.TD2, 6.0), (2, Format.TD1, -4.0)):
+        face, alpha, _ = _document(seed, fmt)
+        items.append(Item.from_array(str(fmt), _photo(face, alpha, rot), {"doc_type": "id_card"}))
+    outs = proc.process_batch(items)
+    flagged = ["DOC_TYPE_MISMATCH" in {str(r) for r in o.reasons} for o in outs]
+    assert flagged == [True, True, False], [o.reasons for o in outs]
+    assert [o.payload["mrz"]["format"] for o in outs] == ["TD3", "TD2", "TD1"]
+    assert [o.payload["doc_type"] for o in outs] == ["id_card"] * 3  # as named
+    assert outs[2].payload["mrz"]["valid"]
 
 
 @pytest.mark.skipif(not (CASES / "manifest.json").is_file(),

@@ -136,9 +136,19 @@ def test_expired_document():
 
 
 def test_td3_zone_on_an_id1_card_is_unreadable():
+    """No TD3 fits an ID-1 card: MRZ_UNREADABLE, the values not given. Read with every check
+    digit valid, the zone says the document is a passport (``other_type``); not where a check
+    digit fails or a name's character is unsure."""
     r = judge(Format.TD3, reads(TD3), "id_card", TODAY)
     assert r.found and not r.readable and r.mrz is None
     assert r.reasons == (ReasonCode.MRZ_UNREADABLE,)
+    assert r.other_type == "passport" and not r.checks_pass
+    assert judge(Format.TD3, reads(TD3), "passport", TODAY).other_type is None
+    bad = [TD3[0], TD3[1][:9] + ("1" if TD3[1][9] != "1" else "2") + TD3[1][10:]]
+    assert judge(Format.TD3, reads(bad), "id_card", TODAY).other_type is None
+    i = TD3[0].index("ERIKSSON")
+    unsure = reads(TD3, {(0, i): (("E", 0.6), ("F", 0.39))})
+    assert judge(Format.TD3, unsure, "id_card", TODAY).other_type is None
 
 
 def test_a_correction_counts_only_in_a_zone_read_as_readable():

@@ -125,6 +125,11 @@ class MrzRead:
             document's zone, which vouches for its page (``CardProcessor``), though its
             values are not given (PassportEye's ``43_pass-fra``: one name character at 0.83,
             five check digits passing).
+        other_type: the document type whose format the zone was read in where that format
+            does not fit the document read on (a TD3 zone on an ID-1 rectification), read with
+            few unsure characters, every one no check digit covers sure, and every check digit
+            valid: the document is of that type (``CardProcessor``: DOC_TYPE_MISMATCH where
+            the upload named the other). None otherwise.
     """
 
     found: bool
@@ -137,6 +142,7 @@ class MrzRead:
     doc_type: str | None = None
     reasons: tuple[ReasonCode, ...] = ()
     checks_pass: bool = False
+    other_type: str | None = None
 
     @property
     def valid(self) -> bool:
@@ -427,9 +433,11 @@ def judge(fmt: Format, reads: list[Read], doc_type: str | None, today: dt.date) 
                            for i, p in enumerate(row) if (li, i) not in covered)
     fits_type = doc_type is None or fmt in FORMATS_FOR.get(doc_type, tuple(Format))
     if unsure > MAX_UNSURE or unchecked_unsure or not fits_type:
+        passes = unsure <= MAX_UNSURE and icao.parse(lines).checks.all_valid
+        other = (TYPE_OF.get(fmt) if not fits_type and passes and not unchecked_unsure
+                 else None)
         return MrzRead(found=True, format=fmt, reasons=(ReasonCode.MRZ_UNREADABLE,),
-                       checks_pass=(fits_type and unsure <= MAX_UNSURE
-                                    and icao.parse(lines).checks.all_valid))
+                       checks_pass=fits_type and passes, other_type=other)
     mrz = icao.parse(lines)
     reasons: list[ReasonCode] = []
     if not mrz.checks.all_valid:
