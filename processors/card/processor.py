@@ -537,8 +537,10 @@ class CardProcessor:
             # portrait nor zone: a letter, a certificate, a form (A4's 1.414, ID-3's 1.42)
             return self._unread(item, card.det, (ReasonCode.NO_CARD,), inference_ms), False
         rejected = bool(reasons)
-        if (card.mismatch and not _zone_fits(ver, card.doc_type)) or (
-                not card.auto and _zone_of_other_type(ver, card.doc_type)):
+        named = str(item.options.get("doc_type") or s.doc_type)
+        if (card.mismatch and not _zone_fits(ver, card.doc_type)) or (not card.auto and (
+                _zone_of_other_type(ver, card.doc_type) or card.doc_type != named)):
+            # (a whole frame's type is its zone's format's, named or not: _whole_frame)
             # annotates; a profile may reject it (strict does)
             reasons.append(ReasonCode.DOC_TYPE_MISMATCH)
         w, h = card.size
@@ -778,13 +780,14 @@ class CardProcessor:
     def _whole_frame(self, item: Item, image: Decoded, unread: Outcome | None = None
                      ) -> _Card | None:
         """The upload's whole frame planned as the document (its type named, else by the
-        frame's shape, the other type's view the zone's fallback: :attr:`_Card.auto`;
-        ``scanned``: its sides are the frame's, not a cut), standing only where its zone
-        vouches for it (:attr:`_Card.unzoned`: ``unread``, or NO_CARD). A phone's crop of a
-        data page that cut its header off (a 16:9 crop of a real Australian specimen) or kept
-        a caption strip under it (a stock photo's banner) has no document's shape, so the
-        scan path refuses it, and the card path finds no page edge in it; its zone finds it.
-        None where the frame's long side is under ``min_card_px``."""
+        frame's shape, the other type's view the zone's fallback either way, and a readable
+        zone's format setting the type, DOC_TYPE_MISMATCH where the upload named the other:
+        :attr:`_Card.framed`; ``scanned``: its sides are the frame's, not a cut), standing
+        only where its zone vouches for it (:attr:`_Card.unzoned`: ``unread``, or NO_CARD). A
+        phone's crop of a data page that cut its header off (a 16:9 crop of a real Australian
+        specimen) or kept a caption strip under it (a stock photo's banner) has no document's
+        shape, so the scan path refuses it, and the card path finds no page edge in it; its
+        zone finds it. None where the frame's long side is under ``min_card_px``."""
         shape = _upload_shape(item, image)
         quad = _frame_quad(shape)
         if _long_side(quad) < self.settings.min_card_px:
@@ -914,7 +917,8 @@ class CardProcessor:
             # the thumbnail was warped before the upright decision: turn it as the card turns
             thumb = np.ascontiguousarray(thumbs[j][::-1, ::-1]) if turned[j] else thumbs[j]
             alt = None
-            if c.auto:  # the zone's format may decide the type (a fallback unless in doubt)
+            if c.auto or c.framed:  # the zone's format may decide the type (a fallback
+                # unless in doubt; a whole frame's, named or not, since its shape cannot)
                 other = "passport" if c.doc_type == "id_card" else "id_card"
                 size = canonical_size(other, self.settings.dpi)
                 alt = (other, c.homography(d, size, bool(turned[j])), size)
@@ -987,8 +991,9 @@ class _Card:
             (:func:`_zone_vouches`), as a card on the frame is.
         framed: the upload's whole frame taken for the document
             (:meth:`CardProcessor._whole_frame`): its shape says nothing of the document's
-            format, so every format is read on it and a readable zone's format decides the
-            type (:attr:`processors.card.verify.CardView.any_format`).
+            format, so every format is read on it, on both types' views, and a readable zone's
+            format decides the type, named or not
+            (:attr:`processors.card.verify.CardView.any_format`).
     """
 
     det: Detection

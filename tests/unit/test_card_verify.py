@@ -354,12 +354,14 @@ def test_a_crop_inside_the_document_is_read_on_the_whole_frame():
     or PARTIAL_CARD with their zones unread. The whole frame is now the document where its zone
     reads valid, whatever format its shape suggests (a TD2 page cut to 1.84 reads on the ID-1
     view and is a passport), the right way up or turned a half; a crop whose zone is painted
-    over keeps NO_CARD."""
-    items, truth = [], {}
+    over keeps NO_CARD. Named the other type, a crop is read on both types' views too and takes
+    its zone's type, with DOC_TYPE_MISMATCH."""
+    items, truth, crops = [], {}, {}
     for seed, fmt in ((1, Format.TD3), (2, Format.TD1), (5, Format.TD2)):
         face, _, lines = _document(seed, fmt)
         h, w = face.shape[:2]
         inner = face[int(0.25 * h):h - int(0.01 * h), int(0.02 * w):w - int(0.02 * w)]
+        crops[str(fmt)] = inner
         for name, img in ((f"{fmt}", inner), (f"{fmt}-turned", inner[::-1, ::-1])):
             items.append(Item.from_array(name, np.ascontiguousarray(img), {}))
             truth[name] = (lines, "id_card" if fmt is Format.TD1 else "passport", img.shape)
@@ -369,6 +371,11 @@ def test_a_crop_inside_the_document_is_read_on_the_whole_frame():
     bare[-int(MRZ_BAND_MM[Format.TD3] * PX_PER_MM):] = bare[int(10 * PX_PER_MM)]
     items.append(Item.from_array("bare", bare, {}))
     proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    named = proc.process_batch([Item.from_array(f"{fmt}-named", crops[fmt], {"doc_type": other})
+                                for fmt, other in (("TD3", "id_card"), ("TD1", "passport"))])
+    assert [(str(o.status), o.payload["doc_type"], o.payload["mrz"]["valid"]) for o in named
+            ] == [("accepted", "passport", True), ("accepted", "id_card", True)]
+    assert all("DOC_TYPE_MISMATCH" in {str(r) for r in o.reasons} for o in named)
     outs = proc.process_batch(items)
     blank = outs.pop()
     assert str(blank.status) == "rejected" and [str(r) for r in blank.reasons] == ["NO_CARD"]
