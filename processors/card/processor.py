@@ -44,7 +44,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo31"
+POSTPROCESS_REVISION = "geo32"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -98,7 +98,10 @@ its zone reads valid, whatever format its shape suggests, as the card where the 
 none and as a rival of the card it found, :meth:`CardProcessor._whole_frame`, and a rare
 alternative's probability is kept to 1e-7, :func:`processors.card.mrz.recognise.read_line`;
 ``geo31``: a zone read valid in the other type's format is DOC_TYPE_MISMATCH where the upload
-named the type, :func:`_zone_of_other_type`)."""
+named the type, :func:`_zone_of_other_type`; ``geo32``: a white page with neither portrait nor
+a zone is no data page also where a zone that vouches for nothing was found on a sheet with no
+colour, and also where the card path found it with no document's edge around it,
+:func:`_no_data_page`, :func:`_edgeless`)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -512,10 +515,13 @@ class CardProcessor:
         return replace(card, scanned=True, unzoned=unzoned)
 
     def _finish(self, item: Item, card: _Card, thumb: np.ndarray, turned: bool,
-                inference_ms: float, ver: Verification | None = None) -> tuple[Outcome, bool]:
+                inference_ms: float, ver: Verification | None = None,
+                edgeless: Callable[[], bool] | None = None) -> tuple[Outcome, bool]:
         """The verdicts on the card's thumbnail (and its verification) and the payload:
         ``(outcome, to_encode)``; the artifact of an accepted card is added once the batch's
-        cards are warped."""
+        cards are warped. ``edgeless``: whether the card's quad shows no document's edge
+        (:func:`_edgeless`), asked only of a card the card path found that is no data page
+        by its print (:func:`_no_data_page`)."""
         s = self.settings
         if card.unzoned is not None and not _zone_vouches(ver):
             # an outline or a busy page with print and no zone whose check digits pass (a form,
@@ -532,9 +538,12 @@ class CardProcessor:
                  else glare_fraction(thumb, s.glare_level, s.quality_width))
         if glare > s.glare_max_fraction:
             reasons.append(ReasonCode.GLARE)
-        if not reasons and card.scanned and _no_data_page(card.doc_type, ver, thumb):
+        if (not reasons and _no_data_page(card.doc_type, ver, thumb)
+                and (card.scanned or (edgeless is not None and edgeless()))):
             # a sharp white page without glare, of an ID-3 data page's shape, with neither
-            # portrait nor zone: a letter, a certificate, a form (A4's 1.414, ID-3's 1.42)
+            # portrait nor zone: a letter, a certificate, a form (A4's 1.414, ID-3's 1.42); or
+            # the same found by the card path with no edge around it: a block of print on
+            # a page (a cut card or a page has its edge)
             return self._unread(item, card.det, (ReasonCode.NO_CARD,), inference_ms), False
         rejected = bool(reasons)
         named = str(item.options.get("doc_type") or s.doc_type)
@@ -606,7 +615,8 @@ class CardProcessor:
         self._rivals(items, cards, thumbs, turned, vers, greys)
         done = outcomes_per_item(
             lambda j: self._finish(items[cards[j][0]], cards[j][2], thumbs[j], bool(turned[j]), ms,
-                                   vers[j]),
+                                   vers[j], lambda: _edgeless(cards[j][2].quad, cards[j][1],
+                                                              greys[cards[j][0]])),
             [items[k] for k, _, _ in cards], self.threads, task=self.task, inference_ms=ms)
         keep: list[int] = []
         verdicts: dict[int, Outcome] = {}  # the kept cards' outcomes, by index in cards
@@ -1079,19 +1089,56 @@ def _zone_of_other_type(ver: Verification | None, doc_type: str) -> bool:
             and ver.mrz.other_type != doc_type)
 
 
+SHEET_MAX_COLOURFULNESS = 3.0
+"""Colourfulness (:func:`processors.card.quality.colourfulness`) under which a white page is a
+sheet with no colour at all (:func:`_no_data_page`): the ``normal`` profile's PHOTOCOPY bound
+(:class:`processors.card.policy.Profile`). The trial's OCR-B sheets measured 0.0."""
+
+
 def _no_data_page(doc_type: str, ver: Verification | None, thumb: np.ndarray) -> bool:
     """Whether a document of ``doc_type`` is shown by its verification ``ver`` and its rectified
     thumbnail ``thumb`` (BGR or grey ``uint8``) to be no passport data page: of the passport type, a
     page of white paper (:data:`PAPER_WHITE`) with neither a portrait in its portrait zone nor a
     machine-readable zone found (ICAO Doc 9303 part 4: an ID-3 data page carries both, on
-    security print). A letter, a certificate or a form scanned edge to edge has A4's 1.414,
-    ID-3's 125 / 88 = 1.42 within a few per cent. False where the zone or the portrait was not
+    security print), or, on a sheet with no colour (:data:`SHEET_MAX_COLOURFULNESS`), none that
+    vouches for it (:func:`_zone_vouches`). A letter, a certificate or a form scanned edge to
+    edge has A4's 1.414, ID-3's 125 / 88 = 1.42 within a few per cent; two lines of OCR-B on a
+    blank sheet read as a zone but pass no check digit (a fresh user's trial, session 65:
+    accepted with MRZ_UNREADABLE or MRZ_CHECK_DIGIT before), while a pale document's tint keeps
+    a zone that does not read from making it a sheet (a generated scan of the ``kinds`` set,
+    colourfulness 14.4, its portrait missed). False where the zone or the portrait was not
     measured."""
     if doc_type != "passport" or ver is None or ver.mrz is None or ver.quality is None:
         return False
-    if ver.mrz.found or ver.quality.portrait is not False:
+    if ver.quality.portrait is not False or _zone_vouches(ver):
+        return False
+    if ver.mrz.found and ver.quality.colourfulness >= SHEET_MAX_COLOURFULNESS:
         return False
     return median_grey(thumb, thumb.shape[1]) >= PAPER_WHITE
+
+
+EDGELESS_MAX_SIDES = 1
+"""A card the card path found with at most this many sides on an unbroken edge
+(:data:`processors.card.scan.EDGE_CONTINUITY` of 64 probes) shows no document's edge
+(:func:`_edgeless`). Measured (session 65, the working copy's gradients): a block of text on a
+white page that the card path took at 0.95 (PassportEye's ``tesseract-test1``), 0 sides
+(continuity 0.33-0.47); the 8 held-out cards (seed 20261129) that are white with neither
+portrait nor zone found, 3-4 sides (one side as low as 0.33); a letter photographed on a
+table, 4 sides at 1.0."""
+
+
+def _edgeless(quad: np.ndarray, image: Decoded, grey: np.ndarray) -> bool:
+    """Whether ``quad`` (``(4, 2)`` upload px) shows no document's edge on ``grey``, the
+    upload's working grey copy (``image``'s decoded px scaled to it): at most
+    :data:`EDGELESS_MAX_SIDES` of its sides run along an unbroken step of grey
+    (:func:`processors.card.scan.edge_continuity`). A card, a page or a sheet has its edge
+    against whatever it lies on; a block of print the card path took on a white page has
+    only its letters' broken strokes there."""
+    work = image.scale * max(grey.shape[:2]) / max(image.width, image.height)
+    q = (np.asarray(quad, np.float64) + 0.5) * work - 0.5
+    gx, gy = geo.gradients(grey)
+    on_edge = sum(scan.edge_continuity(gx, gy, q, i) >= scan.EDGE_CONTINUITY for i in range(4))
+    return on_edge <= EDGELESS_MAX_SIDES
 
 
 def _zone_valid(ver: Verification | None) -> bool:

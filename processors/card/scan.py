@@ -161,8 +161,10 @@ class FrameQuad:
     area_frac: float
 
 
-def _continuity(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, i: int) -> float:
-    """:data:`EDGE_CONTINUITY`'s measure for side ``i`` of ``quad`` (working px)."""
+def edge_continuity(gx: np.ndarray, gy: np.ndarray, quad: np.ndarray, i: int) -> float:
+    """:data:`EDGE_CONTINUITY`'s measure for side ``i`` of ``quad`` (working px; ``gx``, ``gy``
+    from :func:`processors.card.geometry.gradients`): the share of 64 probes along it whose
+    derivative across it has the side's mean polarity and at least half its mean strength."""
     d = geo.segment_derivatives(gx, gy, quad[i], quad[(i + 1) % 4], 64)
     mean = float(d.mean())
     if abs(mean) < 1e-9:
@@ -252,7 +254,7 @@ def frame_quad(grey: np.ndarray, settings: CardSettings, min_edges: int = 0) -> 
                     np.allclose(lines[i], o[0], atol=1e-3) for o in options[i]):
                 continue
             cand = geo.quad_from_lines([lines[k] if k == i else border[k] for k in range(4)])
-            if cand is None or _continuity(gx, gy, cand, i) < EDGE_CONTINUITY:
+            if cand is None or edge_continuity(gx, gy, cand, i) < EDGE_CONTINUITY:
                 continue
             busy, level = _strip(mag, grey, cand, i, frame)
             if busy <= settings.scan_busy_max:
