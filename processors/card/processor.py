@@ -99,8 +99,7 @@ none and as a rival of the card it found, :meth:`CardProcessor._whole_frame`, an
 alternative's probability is kept to 1e-7, :func:`processors.card.mrz.recognise.read_line`;
 ``geo31``: a zone read valid in the other type's format is DOC_TYPE_MISMATCH where the upload
 named the type, :func:`_zone_of_other_type`; ``geo32``: a white page with neither portrait nor
-a zone is no data page also where a zone that vouches for nothing was found on a sheet with no
-colour, and also where the card path found it with no document's edge around it,
+zone is no data page also where the card path found it with no document's edge around it,
 :func:`_no_data_page`, :func:`_edgeless`)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
@@ -1089,30 +1088,20 @@ def _zone_of_other_type(ver: Verification | None, doc_type: str) -> bool:
             and ver.mrz.other_type != doc_type)
 
 
-SHEET_MAX_COLOURFULNESS = 3.0
-"""Colourfulness (:func:`processors.card.quality.colourfulness`) under which a white page is a
-sheet with no colour at all (:func:`_no_data_page`): the ``normal`` profile's PHOTOCOPY bound
-(:class:`processors.card.policy.Profile`). The trial's OCR-B sheets measured 0.0."""
-
-
 def _no_data_page(doc_type: str, ver: Verification | None, thumb: np.ndarray) -> bool:
     """Whether a document of ``doc_type`` is shown by its verification ``ver`` and its rectified
     thumbnail ``thumb`` (BGR or grey ``uint8``) to be no passport data page: of the passport type, a
     page of white paper (:data:`PAPER_WHITE`) with neither a portrait in its portrait zone nor a
     machine-readable zone found (ICAO Doc 9303 part 4: an ID-3 data page carries both, on
-    security print), or, on a sheet with no colour (:data:`SHEET_MAX_COLOURFULNESS`), none that
-    vouches for it (:func:`_zone_vouches`). A letter, a certificate or a form scanned edge to
-    edge has A4's 1.414, ID-3's 125 / 88 = 1.42 within a few per cent; two lines of OCR-B on a
-    blank sheet read as a zone but pass no check digit (a fresh user's trial, session 65:
-    accepted with MRZ_UNREADABLE or MRZ_CHECK_DIGIT before), while a pale document's tint keeps
-    a zone that does not read from making it a sheet (a generated scan of the ``kinds`` set,
-    colourfulness 14.4, its portrait missed). False where the zone or the portrait was not
-    measured."""
+    security print). A letter, a certificate or a form scanned edge to edge has A4's 1.414,
+    ID-3's 125 / 88 = 1.42 within a few per cent. False where the zone or the portrait was not
+    measured. (A zone found that vouches for nothing is no evidence either way: two lines of
+    OCR-B on a blank sheet read as one, and so does a grey photocopy of an ID card whose
+    portrait the detector misses; session 65 tried the rule on colourless sheets and refused
+    five such photocopies, so it was taken back.)"""
     if doc_type != "passport" or ver is None or ver.mrz is None or ver.quality is None:
         return False
-    if ver.quality.portrait is not False or _zone_vouches(ver):
-        return False
-    if ver.mrz.found and ver.quality.colourfulness >= SHEET_MAX_COLOURFULNESS:
+    if ver.mrz.found or ver.quality.portrait is not False:
         return False
     return median_grey(thumb, thumb.shape[1]) >= PAPER_WHITE
 
