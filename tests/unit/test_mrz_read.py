@@ -27,6 +27,20 @@ TD3 = compose(Format.TD3, document_code="P", issuing_state="UTO", document_numbe
               nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
               primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="ZE184226B")
 
+TD1_LINES = compose(Format.TD1, document_code="I", issuing_state="UTO",
+                    document_number="D23145890", nationality="UTO", birth_date="740812", sex="F",
+                    expiry_date="310415", primary_name="ERIKSSON", secondary_name="ANNA MARIA",
+                    optional_data="")
+SPOILT_TD1 = [TD1_LINES[0][:5] + ("1" if TD1_LINES[0][5] != "1" else "2") + TD1_LINES[0][6:],
+              TD1_LINES[1], TD1_LINES[2]]
+"""The TD1 zone above with its document number's check digit wrong."""
+
+
+def _at(lines, p):
+    """Reads of ``lines`` with every character at probability ``p``."""
+    return [Read(text=line, alts=tuple(((c, p),) for c in line)) for line in lines]
+
+
 
 def reads(lines, alts=None):
     """Reads of ``lines`` read with 0.99 each, except ``alts[(line, i)]``."""
@@ -373,27 +387,20 @@ def test_a_view_of_any_format_judges_every_format_and_takes_its_type_from_the_re
     td2 = compose(Format.TD2, document_code="I", issuing_state="UTO", document_number="D23145890",
                   nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
                   primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="")
-    td1 = compose(Format.TD1, document_code="I", issuing_state="UTO", document_number="D23145890",
-                  nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
-                  primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="")
-    spoilt = [td1[0][:5] + ("1" if td1[0][5] != "1" else "2") + td1[0][6:], td1[1], td1[2]]
-
-    def at(lines, p):
-        return [Read(text=line, alts=tuple(((c, p),) for c in line)) for line in lines]
 
     zones = [Zone(0, [], [])]
-    r = MrzReader._judge({(0, Format.TD2): at(td2, 0.99)}, zones,
+    r = MrzReader._judge({(0, Format.TD2): _at(td2, 0.99)}, zones,
                          [View("id_card", [], any_format=True)], TODAY)
     assert (r.format, r.doc_type, r.valid) == (Format.TD2, "passport", True)
-    r = MrzReader._judge({(0, Format.TD2): at(td2, 0.99)}, zones, [View("id_card", [])], TODAY)
+    r = MrzReader._judge({(0, Format.TD2): _at(td2, 0.99)}, zones, [View("id_card", [])], TODAY)
     assert r.reasons == (ReasonCode.MRZ_UNREADABLE,) and r.doc_type == "id_card"
     # a fitting format read valid comes first, however confident the other
     views = [View("id_card", [], any_format=True)]
-    r = MrzReader._judge({(0, Format.TD1): at(td1, 0.95), (0, Format.TD2): at(td2, 0.99)},
+    r = MrzReader._judge({(0, Format.TD1): _at(TD1_LINES, 0.95), (0, Format.TD2): _at(td2, 0.99)},
                          zones, views, TODAY)
     assert (r.format, r.doc_type) == (Format.TD1, "id_card")
     # the fitting one read with a wrong check digit: the other format's valid read counts
-    r = MrzReader._judge({(0, Format.TD1): at(spoilt, 0.99), (0, Format.TD2): at(td2, 0.9)},
+    r = MrzReader._judge({(0, Format.TD1): _at(SPOILT_TD1, 0.99), (0, Format.TD2): _at(td2, 0.9)},
                          zones, views, TODAY)
     assert (r.format, r.doc_type, r.valid) == (Format.TD2, "passport", True)
 
@@ -413,22 +420,16 @@ def test_a_type_in_doubt_takes_the_rectification_whose_format_fits():
     view's document type wins over a more confident read that does not (a TD3 zone is not on
     an ID-1 card); among fitting ones the most confident; the read says which type it was
     read on."""
-    td1 = compose(Format.TD1, document_code="I", issuing_state="UTO", document_number="D23145890",
-                  nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
-                  primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="")
-
-    def at(lines, p):
-        return [Read(text=line, alts=tuple(((c, p),) for c in line)) for line in lines]
 
     views = [View("id_card", []), View("passport", [])]
     zones = [Zone(0, [], []), Zone(1, [], [])]
-    tried = {(0, Format.TD3): at(TD3, 0.99), (1, Format.TD3): at(TD3, 0.9)}
+    tried = {(0, Format.TD3): _at(TD3, 0.99), (1, Format.TD3): _at(TD3, 0.9)}
     r = MrzReader._judge(tried, zones, views, TODAY)
     assert (r.format, r.doc_type, r.turned, r.valid) == (Format.TD3, "passport", True, True)
-    tried = {(0, Format.TD1): at(td1, 0.97), (1, Format.TD3): at(TD3, 0.9)}
+    tried = {(0, Format.TD1): _at(TD1_LINES, 0.97), (1, Format.TD3): _at(TD3, 0.9)}
     r = MrzReader._judge(tried, zones, views, TODAY)
     assert (r.format, r.doc_type, r.turned, r.valid) == (Format.TD1, "id_card", False, True)
-    tried = {(0, Format.TD1): at(td1, 0.9), (1, Format.TD3): at(TD3, 0.97)}
+    tried = {(0, Format.TD1): _at(TD1_LINES, 0.9), (1, Format.TD3): _at(TD3, 0.97)}
     assert MrzReader._judge(tried, zones, views, TODAY).doc_type == "passport"
 
 
@@ -438,29 +439,22 @@ def test_a_bands_second_reading_counts_only_where_it_reads_valid():
     valid and it does, however confident; an invalid second reading never replaces the first
     (lines of ordinary print cut to one extent read as a zone, and a card without a zone would
     be told MRZ_UNREADABLE: 9 held-out cards before this rule)."""
-    td1 = compose(Format.TD1, document_code="I", issuing_state="UTO", document_number="D23145890",
-                  nationality="UTO", birth_date="740812", sex="F", expiry_date="310415",
-                  primary_name="ERIKSSON", secondary_name="ANNA MARIA", optional_data="")
-    spoilt = [td1[0][:5] + ("1" if td1[0][5] != "1" else "2") + td1[0][6:], td1[1], td1[2]]
-
-    def at(lines, p):
-        return [Read(text=line, alts=tuple(((c, p),) for c in line)) for line in lines]
 
     views = [View("id_card", []), View("id_card", [])]
     zones = [Zone(0, [], []), Zone(0, [], [], second=True)]
     # the first reads a wrong check digit, the second valid: the second
-    r = MrzReader._judge({(0, Format.TD1): at(spoilt, 0.99), (1, Format.TD1): at(td1, 0.95)},
-                         zones, views, TODAY)
-    assert r.valid and r.mrz is not None and r.mrz.lines == tuple(td1)
+    r = MrzReader._judge({(0, Format.TD1): _at(SPOILT_TD1, 0.99),
+                          (1, Format.TD1): _at(TD1_LINES, 0.95)}, zones, views, TODAY)
+    assert r.valid and r.mrz is not None and r.mrz.lines == tuple(TD1_LINES)
     # the first valid: the first, even where the second is more confident
-    r = MrzReader._judge({(0, Format.TD1): at(td1, 0.95), (1, Format.TD1): at(spoilt, 0.99)},
-                         zones, views, TODAY)
-    assert r.valid and r.mrz is not None and r.mrz.lines == tuple(td1)
+    r = MrzReader._judge({(0, Format.TD1): _at(TD1_LINES, 0.95),
+                          (1, Format.TD1): _at(SPOILT_TD1, 0.99)}, zones, views, TODAY)
+    assert r.valid and r.mrz is not None and r.mrz.lines == tuple(TD1_LINES)
     # neither valid: the first's verdict, not the more confident second's
-    r = MrzReader._judge({(0, Format.TD1): at(spoilt, 0.95), (1, Format.TD1): at(spoilt, 0.99)},
-                         zones, views, TODAY)
+    r = MrzReader._judge({(0, Format.TD1): _at(SPOILT_TD1, 0.95),
+                          (1, Format.TD1): _at(SPOILT_TD1, 0.99)}, zones, views, TODAY)
     assert not r.valid and r.found
-    r = MrzReader._judge({(1, Format.TD1): at(spoilt, 0.99)}, zones, views, TODAY)
+    r = MrzReader._judge({(1, Format.TD1): _at(SPOILT_TD1, 0.99)}, zones, views, TODAY)
     assert not r.found  # a second reading alone, not valid: no zone
 
 
@@ -528,13 +522,10 @@ def test_a_zone_of_td3_shape_opening_with_v_is_judged_as_a_visa():
     fail the composite) and with its optional data up to the end of the line; on an ID-1
     rectification too (a visa sticker's 1.5 lies on the split). Its TD2-shaped sibling is
     MRV-B."""
-    def at(lines, p):
-        return [Read(text=line, alts=tuple(((c, p),) for c in line)) for line in lines]
-
     as_td3 = judge(Format.TD3, reads(VISA), "passport", TODAY)
     assert (as_td3.format, as_td3.valid, as_td3.mrz.format) == (Format.MRVA, True, Format.MRVA)
     for doc_type in ("passport", "id_card"):
-        r = MrzReader._judge({(0, Format.TD3): at(VISA, 0.99)}, [Zone(0, [], [])],
+        r = MrzReader._judge({(0, Format.TD3): _at(VISA, 0.99)}, [Zone(0, [], [])],
                              [View(doc_type, [])], TODAY)
         assert (r.format, r.readable, r.valid, r.expired) == (Format.MRVA, True, True, False)
         assert r.payload()["checks"] == {"document_number": True, "birth_date": True,
@@ -544,21 +535,21 @@ def test_a_zone_of_td3_shape_opening_with_v_is_judged_as_a_visa():
     b = compose(Format.MRVB, document_code="V", issuing_state="UTO", document_number="L8988901C",
                 nationality="XXX", birth_date="400907", sex="F", expiry_date="310415",
                 primary_name="ERIKSSON", optional_data="6ZE1842")
-    r = MrzReader._judge({(0, Format.TD2): at(b, 0.99)}, [Zone(0, [], [])],
+    r = MrzReader._judge({(0, Format.TD2): _at(b, 0.99)}, [Zone(0, [], [])],
                          [View("passport", [])], TODAY)
     assert (r.format, r.valid) == (Format.MRVB, True)
-    r = MrzReader._judge({(0, Format.TD2): at(b, 0.99)}, [Zone(0, [], [])],
+    r = MrzReader._judge({(0, Format.TD2): _at(b, 0.99)}, [Zone(0, [], [])],
                          [View("id_card", [])], TODAY)
     assert r.format is Format.MRVB and not r.readable  # MRV-B is ID-2, never on an ID-1 card
     # a passport page (its quad chose ID-3) whose zone only its ID-1 fallback view read as a
     # visa stays a passport: a fallback ID-1 view never decides the type by an MRV-A zone (a
     # fresh user's off-spec visa pages were rectified as squeezed ID-1 cards)
-    r = MrzReader._judge({(1, Format.TD3): at(VISA, 0.99)}, [None, Zone(0, [], [])],
+    r = MrzReader._judge({(1, Format.TD3): _at(VISA, 0.99)}, [None, Zone(0, [], [])],
                          [View("passport", []), View("id_card", [], fallback=True)], TODAY)
     assert (r.format, r.valid, r.doc_type) == (Format.MRVA, True, "passport")
     # a visa's birth date with a wrong check digit is reported, not repaired
-    spoilt = (VISA[0], VISA[1][:19] + "1" + VISA[1][20:])
-    r = judge(Format.MRVA, reads(spoilt), "passport", TODAY)
+    SPOILT_TD1 = (VISA[0], VISA[1][:19] + "1" + VISA[1][20:])
+    r = judge(Format.MRVA, reads(SPOILT_TD1), "passport", TODAY)
     assert r.readable and not r.valid and r.reasons == (ReasonCode.MRZ_CHECK_DIGIT,)
 
 
