@@ -186,6 +186,25 @@ def sniff_format(data: bytes) -> str | None:
     return None
 
 
+def _unreadable_header(data: bytes, fmt: str, exc: Exception) -> str:
+    """The CORRUPT_IMAGE message for a header Pillow could not parse. Pillow's own text is often
+    no help (a ``KeyError`` of one byte for an unknown JPEG marker, "cannot identify image file"
+    for a frame of zero width): say what the file declares where we can read it, and how much
+    there was."""
+    if fmt == "jpeg":
+        size = jpeg_layout(data).size
+        if size is not None and 0 in size:  # X = 0 is forbidden, Y = 0 (DNL) unsupported: B.2.2
+            return (f"jpeg frame header declares {size[0]}x{size[1]} px: "
+                    "a frame with a zero side cannot be decoded")
+    if type(exc) in (OSError, SyntaxError) and str(exc):
+        detail = str(exc)
+    elif isinstance(exc, KeyError):
+        detail = "an unknown marker or chunk"
+    else:
+        detail = f"not a {fmt} header Pillow can parse"
+    return f"{fmt} header unreadable in {len(data)} bytes: truncated or damaged ({detail})"
+
+
 def _open_checked(data: bytes, fmt: str, settings: DecodeSettings) -> Image.Image:
     """Open lazily with the sniffed plugin and enforce the header limits; pixels not yet decoded."""
     try:
@@ -197,12 +216,7 @@ def _open_checked(data: bytes, fmt: str, settings: DecodeSettings) -> Image.Imag
         raise DecodeError(ReasonCode.IMAGE_TOO_LARGE,
                           f"{fmt} header {declares} > max_pixels {settings.max_pixels}") from None
     except Exception as exc:  # noqa: BLE001 - any header parser failure is a corrupt file
-        # Pillow's own text is often no help (a KeyError of one byte): say how much there was
-        detail = str(exc) if type(exc) is OSError and str(exc) else type(exc).__name__
-        raise DecodeError(
-            ReasonCode.CORRUPT_IMAGE,
-            f"{fmt} header unreadable in {len(data)} bytes: truncated or damaged ({detail})",
-        ) from None
+        raise DecodeError(ReasonCode.CORRUPT_IMAGE, _unreadable_header(data, fmt, exc)) from None
     width, height = im.size
     if width * height > settings.max_pixels:
         im.close()
@@ -549,11 +563,14 @@ class JpegLayout:
         sampling: ``(h, v)`` sampling factors per component of the frame header.
         scans: start-of-scan segments before the first EOI (bytes after it, e.g. an MPO's other
             pictures, are never decoded).
+        size: ``(width, height)`` in px that the first frame header declares, or ``None`` where
+            the walk met none.
     """
 
     progressive: bool
     sampling: tuple[tuple[int, int], ...]
     scans: int
+    size: tuple[int, int] | None = None
 
     def coefficient_bytes(self, width: int, height: int) -> int:
         """Bytes of libjpeg's whole-image coefficient arrays (``jdcoefct.c``: one 64 x 2-byte
@@ -579,6 +596,7 @@ def jpeg_layout(data: bytes) -> JpegLayout:
     pos, n, scans = 2, len(data), 0
     progressive = False
     sampling: tuple[tuple[int, int], ...] = ()
+    size: tuple[int, int] | None = None
     while pos < n:
         m = _JPEG_MARKER.search(data, pos)
         if m is None:
@@ -597,10 +615,12 @@ def jpeg_layout(data: bytes) -> JpegLayout:
             sampling = tuple((seg[7 + 3 * i] >> 4, seg[7 + 3 * i] & 15) for i in range(count)
                              if 7 + 3 * i < len(seg))
             progressive = marker in _JPEG_PROGRESSIVE
+            if len(seg) >= 5:  # P, Y (lines), X (samples per line): B.2.2
+                size = (struct.unpack_from(">H", seg, 3)[0], struct.unpack_from(">H", seg, 1)[0])
         elif marker == 0xDA:  # SOS
             scans += 1
         pos += max(length, 2)
-    return JpegLayout(progressive, sampling, scans)
+    return JpegLayout(progressive, sampling, scans, size)
 
 
 def _tiff_buffer_px(im: Image.Image, fmt: str) -> int:

@@ -592,7 +592,8 @@ def test_magic_then_garbage_is_corrupt(magic: bytes) -> None:
     assert _reason(magic + garbage) == ReasonCode.CORRUPT_IMAGE
 
 
-@pytest.mark.parametrize(("cut", "detail"), [(3, "KeyError"), (100, "Truncated File Read")])
+@pytest.mark.parametrize(("cut", "detail"),
+                         [(3, "an unknown marker or chunk"), (100, "Truncated File Read")])
 def test_a_header_cut_short_says_how_many_bytes_there_were(cut: int, detail: str) -> None:
     data = _encode(Image.fromarray(_texture()), "JPEG", quality=90)
     with pytest.raises(DecodeError) as err:
@@ -600,6 +601,28 @@ def test_a_header_cut_short_says_how_many_bytes_there_were(cut: int, detail: str
     assert err.value.reason == ReasonCode.CORRUPT_IMAGE
     assert (str(err.value)
             == f"jpeg header unreadable in {cut} bytes: truncated or damaged ({detail})")
+
+
+@pytest.mark.parametrize(("width", "height"), [(0, 0), (0, 64), (64, 0)])
+def test_a_jpeg_frame_with_a_zero_side_says_so(width: int, height: int) -> None:
+    data = bytearray(_encode(Image.fromarray(_texture()), "JPEG", quality=90))
+    sof = data.find(b"\xff\xc0")  # baseline frame header: length, P, Y, X (B.2.2)
+    data[sof + 5:sof + 9] = struct.pack(">HH", height, width)
+    with pytest.raises(DecodeError) as err:
+        decode_image(bytes(data), DEFAULT)
+    assert err.value.reason == ReasonCode.CORRUPT_IMAGE
+    assert str(err.value) == (f"jpeg frame header declares {width}x{height} px: "
+                              "a frame with a zero side cannot be decoded")
+
+
+def test_a_png_header_pillow_cannot_parse_names_the_format() -> None:
+    data = bytearray(_encode(Image.fromarray(_texture()), "PNG"))
+    data[16:24] = struct.pack(">II", 0, 0)  # IHDR width and height 0
+    with pytest.raises(DecodeError) as err:
+        decode_image(bytes(data), DEFAULT)
+    assert err.value.reason == ReasonCode.CORRUPT_IMAGE
+    assert str(err.value) == (f"png header unreadable in {len(data)} bytes: truncated or "
+                              "damaged (not a png header Pillow can parse)")
 
 
 # ----------------------------------------------------------------------------- fuzzing
