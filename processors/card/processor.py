@@ -44,7 +44,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo32"
+POSTPROCESS_REVISION = "geo33"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -100,7 +100,9 @@ alternative's probability is kept to 1e-7, :func:`processors.card.mrz.recognise.
 ``geo31``: a zone read valid in the other type's format is DOC_TYPE_MISMATCH where the upload
 named the type, :func:`_zone_of_other_type`; ``geo32``: a white page with neither portrait nor
 zone is no data page also where the card path found it with no document's edge around it,
-:func:`_no_data_page`, :func:`_edgeless`)."""
+:func:`_no_data_page`, :func:`_edgeless`; ``geo33``: a card named a type is read on the other
+type's view as well where its own shows no zone, and takes the type of a zone read there,
+DOC_TYPE_MISMATCH, :meth:`CardProcessor._verify`)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -925,12 +927,12 @@ class CardProcessor:
             h, w = _upload_shape(items[k], d)
             # the thumbnail was warped before the upright decision: turn it as the card turns
             thumb = np.ascontiguousarray(thumbs[j][::-1, ::-1]) if turned[j] else thumbs[j]
-            alt = None
-            if c.auto or c.framed:  # the zone's format may decide the type (a fallback
-                # unless in doubt; a whole frame's, named or not, since its shape cannot)
-                other = "passport" if c.doc_type == "id_card" else "id_card"
-                size = canonical_size(other, self.settings.dpi)
-                alt = (other, c.homography(d, size, bool(turned[j])), size)
+            # the zone's format may decide the type: a fallback view unless in doubt, named or
+            # not (a card named the other type is DOC_TYPE_MISMATCH where its zone reads on
+            # this view: _finish)
+            other = "passport" if c.doc_type == "id_card" else "id_card"
+            size = canonical_size(other, self.settings.dpi)
+            alt = (other, c.homography(d, size, bool(turned[j])), size)
             views.append(CardView(image=d, homography=c.homography(d, c.size, bool(turned[j])),
                                   size=c.size, doc_type=c.doc_type,
                                   quad=np.roll(c.quad, -c.turns(bool(turned[j])), axis=0),
@@ -986,8 +988,9 @@ class _Card:
             no data page (:func:`_no_data_page`).
         mismatch: the upload named the document type and the quad's metric aspect ratio, out
             of doubt, is the other type's (``DOC_TYPE_MISMATCH``; the card is rectified to the
-            type named). A zone read valid in the other type's format flags it too, in doubt
-            or not (:func:`_zone_of_other_type`).
+            type named unless its zone reads on the other type's view, whose type it then
+            takes). A zone read valid in the other type's format flags it too, in doubt or not
+            (:func:`_zone_of_other_type`), as does a zone read on the other type's view.
         booklet: one page of an open passport booklet whose whole spread another card's quad
             took (:meth:`CardProcessor._booklet_pages`): a rival of that card, which takes its
             place where the page's zone reads valid, or reads (check digits valid or not)

@@ -96,9 +96,9 @@ class CardView:
             document's width).
         upload_size: ``(width, height)`` of the upload (px).
         thumb: the upright card, ``(h, w, 3) uint8`` BGR at ``quality_width``.
-        alternative: when the document type is ``auto``, the other one's ``(doc_type,
-            homography, size)``: the format read decides (a TD1 zone is on an ID-1 card, TD2
-            and TD3 on ID-2 / ID-3 pages).
+        alternative: the other document type's ``(doc_type, homography, size)``: the format
+            read decides (a TD1 zone is on an ID-1 card, TD2 and TD3 on ID-2 / ID-3 pages),
+            whether the type was ``auto`` or named (a type named wrongly).
         in_doubt: the type is in doubt: the MRZ is searched on both rectifications. Else the
             alternative is a fallback, searched only when the card's own rectification shows
             no zone whose line count fits its type (a passport page whose quad took in some

@@ -212,7 +212,9 @@ def test_a_document_of_the_other_type_than_the_upload_named_is_doc_type_mismatch
     """A passport page sent with ``doc_type: id_card`` came out accepted as an ID card with no
     zone and no reason (a fresh user's trial, session 62). Where the shape says the other type
     without doubt it now carries DOC_TYPE_MISMATCH: an annotation under ``normal``, a rejection
-    under ``strict``; naming the right type, or ``auto``, gives none."""
+    under ``strict``; naming the right type, or ``auto``, gives none. Where the zone reads on
+    the other type's view, the card takes the zone's type (session 66: it was rectified as
+    named, the passport page squashed to ID-1's shape)."""
     face3, alpha3, _ = _document(1, Format.TD3)
     face1, alpha1, _ = _document(2, Format.TD1)
     page, card = _photo(face3, alpha3), _photo(face1, alpha1, -4.0)
@@ -226,7 +228,9 @@ def test_a_document_of_the_other_type_than_the_upload_named_is_doc_type_mismatch
     flagged = ["DOC_TYPE_MISMATCH" in {str(r) for r in o.reasons} for o in outs]
     assert flagged == [True, True, True, False, False, False, False]
     assert [str(o.status) for o in outs[:3]] == ["accepted", "accepted", "rejected"]
-    assert [o.payload["doc_type"] for o in outs[:2]] == ["id_card", "passport"]  # as named
+    assert [o.payload["doc_type"] for o in outs[:2]] == ["passport", "id_card"]  # the zone's
+    assert [(o.payload["mrz"]["format"], o.payload["mrz"]["valid"]) for o in outs[:2]] == [
+        ("TD3", True), ("TD1", True)]
     assert [o.payload["doc_type"] for o in outs[5:]] == ["passport", "id_card"]
 
 
@@ -236,7 +240,9 @@ def test_a_zone_of_the_other_types_format_is_doc_type_mismatch_where_the_shape_i
     came out accepted with MRZ_UNREADABLE and no DOC_TYPE_MISMATCH: no TD3 fits an ID-1 card, so
     its zone, read with every check digit valid, was not taken as evidence of the type. The
     doubt is forced here (the shape's own mismatch switched off): the zone now flags it, for a
-    TD3 and a TD2 page, and a TD1 card named ``id_card`` stays unflagged."""
+    TD3 and a TD2 page, and a TD1 card named ``id_card`` stays unflagged. Since session 66 a
+    card named a type is read on the other type's view too where its own shows no zone that
+    fits it: these pages' zones read valid there, and the pages take their zones' type."""
     plan = CardProcessor._plan
     monkeypatch.setattr(CardProcessor, "_plan",
                         lambda self, *a, **k: replace(plan(self, *a, **k), mismatch=False))
@@ -249,8 +255,36 @@ def test_a_zone_of_the_other_types_format_is_doc_type_mismatch_where_the_shape_i
     flagged = ["DOC_TYPE_MISMATCH" in {str(r) for r in o.reasons} for o in outs]
     assert flagged == [True, True, False], [o.reasons for o in outs]
     assert [o.payload["mrz"]["format"] for o in outs] == ["TD3", "TD2", "TD1"]
-    assert [o.payload["doc_type"] for o in outs] == ["id_card"] * 3  # as named
-    assert outs[2].payload["mrz"]["valid"]
+    assert [o.payload["doc_type"] for o in outs] == ["passport", "passport", "id_card"]
+    assert [o.payload["mrz"]["valid"] for o in outs] == [True] * 3
+
+
+def test_a_small_scan_named_the_other_type_reads_its_zone_and_says_mismatch():
+    """Session 66: a real ID card cropped to its edges (PassportEye's ``53_id-d``, 250 x 159 px)
+    named ``passport`` was NO_CARD: too small for its shape to contradict the type named, it was
+    rectified as a passport page, on which its three-line zone lay out of the band, and a white
+    page with neither portrait nor zone is no document. Every card is now read on the other
+    type's view too, where its own shows no zone: the zone's format decides its type and the
+    name is DOC_TYPE_MISMATCH. Named rightly, the same scans carry no such code."""
+    items = []
+    for seed, fmt, named, other in ((2, Format.TD1, "passport", "id_card"),
+                                    (1, Format.TD3, "id_card", "passport")):
+        face, alpha, _ = _document(seed, fmt)
+        ys, xs = np.nonzero(alpha > 127)
+        crop = face[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+        scan = cv2.resize(crop, (300, round(300 * crop.shape[0] / crop.shape[1])),
+                          interpolation=cv2.INTER_AREA)
+        items += [Item.from_array(f"{fmt}-{named}", scan, {"doc_type": named}),
+                  Item.from_array(f"{fmt}-{other}", scan, {"doc_type": other})]
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    outs = proc.process_batch(items)
+    got = [(str(o.status), "DOC_TYPE_MISMATCH" in {str(r) for r in o.reasons},
+            o.payload["doc_type"], o.payload["mrz"]["format"], o.payload["mrz"]["valid"])
+           for o in outs]
+    assert got == [("accepted", True, "id_card", "TD1", True),
+                   ("accepted", False, "id_card", "TD1", True),
+                   ("accepted", True, "passport", "TD3", True),
+                   ("accepted", False, "passport", "TD3", True)], got
 
 
 @pytest.mark.skipif(not (CASES / "manifest.json").is_file(),
