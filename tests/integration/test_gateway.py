@@ -4,6 +4,7 @@ code, with nothing stored and nothing produced; the page in a real headless Chro
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
 import json
@@ -171,6 +172,18 @@ def test_202_then_a_get_with_wait_on_the_other_instance(stack: Stack) -> None:
     assert ev.options.model_dump(exclude_none=True) == {"size": "two_inch", "background": "blue"}
 
 
+def test_an_x_gzip_body_is_the_image_it_inflates_to(stack: Stack) -> None:
+    """RFC 9110 8.4.1.3 (x-gzip is gzip): the body was answered 415 UNSUPPORTED_FORMAT, still
+    compressed at the header probe; the claim check is now the inflated image."""
+    a, _ = stack.gateways
+    img = stack.images[0]
+    r = call(a.port, "POST", "/v1/uploads?task=card", gzip.compress(img),
+             headers={"Content-Encoding": "x-gzip"})
+    assert r.status == 202, r.body
+    (ev,) = [e for e in stack.events() if e.upload_id == r.json()["upload_id"]]
+    assert ev.image.ref.sha256 == hashlib.sha256(img).hexdigest()
+
+
 def test_idempotency_key_replay_and_reuse_with_another_image(stack: Stack) -> None:
     a, b = stack.gateways
     key = {"Idempotency-Key": "order-4711-front"}
@@ -260,6 +273,8 @@ BAD = {
                            {"Content-Encoding": "gzip"}, 400, "BAD_REQUEST"),
     "deflate_body_not_deflate": ("POST", "/v1/uploads?task=card", "IMG", "alice",
                                  {"Content-Encoding": "deflate"}, 400, "BAD_REQUEST"),
+    "x_gzip_body_not_gzip": ("POST", "/v1/uploads?task=card", "IMG", "alice",
+                             {"Content-Encoding": "x-gzip"}, 400, "BAD_REQUEST"),
 }
 
 
