@@ -75,6 +75,10 @@ class Detection:
         runner_up: ``(4, 2) float64`` source px (refined as ``quad`` is) of the most confident
             other hypothesis of the same card (:func:`_runner_up`), or None: the processor reads
             the zone on it where the winner's zone is found and does not read valid.
+        pair: where no hypothesis reaches ``min_confidence``, two cards side by side whose
+            saliency merged into one component (:func:`_merged_pair`): the two halves' quads
+            in source px (coarse: not refined), else None. The processor says MULTIPLE_CARDS
+            for them where it would say NO_CARD.
     """
 
     quad: np.ndarray | None
@@ -88,6 +92,7 @@ class Detection:
     raw_max: float = 0.0
     second_quad: np.ndarray | None = None
     runner_up: np.ndarray | None = None
+    pair: tuple[np.ndarray, np.ndarray] | None = None
 
 
 SECOND_CARD_AREA = 0.4
@@ -365,8 +370,15 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
                                  _aspect_score(geo.approx_aspect(q)))
         hyps.append((conf, q, mq, contrast, edge, sides, lines, frame))
     best = max(hyps, key=lambda h_: h_[0]) if hyps else None
+
+    def pair() -> tuple[np.ndarray, np.ndarray] | None:
+        halves = _merged_pair(m, gx, gy, [(q0, mq) for _, _, q0, mq in cands], (ww, wh), scale,
+                              (w, h), mask_px, settings.min_confidence)
+        return None if halves is None else (
+            (halves[0] + 0.5) / scale - 0.5, (halves[1] + 0.5) / scale - 0.5)
+
     if best is None:
-        return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()))
+        return Detection(quad=None, confidence=0.0, raw_max=float(raw.max()), pair=pair())
     _, q, mq, contrast, edge, sides, lines, frame = best
     # hypotheses are ranked by the plain aspect ratio (a ranking by the metric one let a wrong
     # part of a hand-held card win); the winner's confidence counts the metric one too
@@ -434,6 +446,7 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
         raw_max=float(raw.max()),
         second_quad=None if second is None else (second + 0.5) / scale - 0.5,
         runner_up=None if runner is None else finish(*runner),
+        pair=pair() if conf < settings.min_confidence else None,
     )
 
 
@@ -444,6 +457,74 @@ def _sample_plane(plane: np.ndarray, points: np.ndarray) -> np.ndarray:
     out = cv2.remap(plane, flat[..., 0], flat[..., 1], cv2.INTER_LINEAR,
                     borderMode=cv2.BORDER_REPLICATE)
     return out.reshape(pts.shape[:-1])
+
+
+PAIR_ASPECTS = (2.0, 5.0)
+"""Long/short side ratio of a mask component :func:`_merged_pair` splits: two ID-1 cards side by
+side, long sides touching (2 x 1.586 = 3.17 with no gap, more with one), or two ID-3 pages
+(2.84); a single card's 1.42-1.59 and a stack of two ID-1 cards (1.26, too near one card's or a
+square object's shape to tell) are left alone."""
+PAIR_CUT_REACH = 0.3
+"""How far (a share of a half's side across the cut) the cut side of each half searches for the
+card's own edge: the gap between the two cards (30-300 px at 1600 px in the session 66 check)
+is part of both halves' saliency."""
+
+
+def _merged_pair(m: np.ndarray, gx: np.ndarray, gy: np.ndarray,
+                 found: list[tuple[np.ndarray, geo.MaskQuad]], work: tuple[int, int],
+                 scale: float, size: tuple[int, int], mask_px: float, min_confidence: float
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Two cards side by side whose saliency merged: the two halves (working px) of the
+    largest mask quad of :data:`PAIR_ASPECTS`'s shape, cut across its long sides, each of
+    which, its sides snapped to the image's edges (the cut side within
+    :data:`PAIR_CUT_REACH`), scores ``min_confidence`` as a card of its own; else None. Two
+    ID-1 cards 30-160 px apart on a table at 1600 x 1200 px, or on an A4 scan, were NO_CARD:
+    the merged component has no card's shape, and no part of it was a hypothesis.
+
+    Args:
+        m: ``(320, 320) float32`` normalised saliency.
+        gx, gy: working-size gradients.
+        found: ``(quad, mask quad)`` hypotheses in working px (largest components first at each
+            threshold).
+        work: ``(width, height)`` of the working copy; ``size`` of the source image.
+        scale: working px per source px; ``mask_px``: working px per model px.
+        min_confidence: the score each half must reach.
+    """
+    ww, wh = work
+    for q0, mq in sorted(found, key=lambda f: -f[1].component_area)[:4]:
+        if mq.rectangularity < 0.75 or not geo.is_convex(q0):
+            continue
+        sides = geo.side_lengths(q0)
+        long_first = sides[0] + sides[2] >= sides[1] + sides[3]
+        aspect = geo.approx_aspect(q0)
+        if not PAIR_ASPECTS[0] <= aspect <= PAIR_ASPECTS[1]:
+            continue
+        q = q0 if long_first else np.roll(q0, -1, axis=0)  # q[0]-q[1] and q[3]-q[2] long
+        top, bottom = (q[0] + q[1]) / 2.0, (q[3] + q[2]) / 2.0
+        halves = (np.array([q[0], top, bottom, q[3]]), np.array([top, q[1], q[2], bottom]))
+        scored = []
+        for half in halves:
+            across = float(np.linalg.norm(top - q[0]))
+            snapped, edges, _ = geo.side_search(gx, gy, half, PAIR_CUT_REACH * across,
+                                                1.5 * mask_px, max(1.0, across / 100.0))
+            contrast = _contrast(m, (snapped + 0.5) / scale - 0.5, *size)
+            cover = _mask_cover(m, snapped, work)
+            edge = float(np.prod(np.clip(edges / EDGE_REF, 1e-3, 1.0)) ** 0.25)
+            scored.append((_hypothesis_score(contrast, cover, edge,
+                                             _card_aspect_score(snapped, (ww, wh))), snapped))
+        if all(c >= min_confidence for c, _ in scored):
+            return scored[0][1], scored[1][1]
+    return None
+
+
+def _mask_cover(m: np.ndarray, quad: np.ndarray, work: tuple[int, int]) -> float:
+    """Share of ``quad`` (working px) whose saliency ``m`` (model px) is over 0.5."""
+    ww, wh = work
+    qm = (quad + 0.5) * (INPUT_SIZE / np.array([ww, wh], np.float64)) - 0.5
+    cover = np.zeros(m.shape, np.uint8)
+    cv2.fillPoly(cover, [np.round(qm).astype(np.int32)], 1)
+    n = cv2.countNonZero(cover)
+    return float(cv2.countNonZero(cover & (m > 0.5).astype(np.uint8))) / n if n else 0.0
 
 
 RUNNER_UP_IOU = (0.5, 0.95)

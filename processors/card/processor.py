@@ -392,6 +392,9 @@ class CardProcessor:
                 unread = whole.unzoned
             elif quad is not None and not self._no_card(det, s.min_area_frac / 10.0):
                 unread = self._unread(item, det, (ReasonCode.CARD_TOO_SMALL,), inference_ms)
+            elif det.pair is not None:  # two cards side by side, their saliency merged
+                unread = self._unread(item, replace(det, quad=det.pair[0]),
+                                      (ReasonCode.MULTIPLE_CARDS,), inference_ms)
             else:
                 blurred = self._blurry(grey)
                 unread = self._unread(item, det, (ReasonCode.NO_CARD,)
@@ -1053,7 +1056,8 @@ def _to_upload_px(det: Detection, scale: float) -> Detection:
         return None if q is None else (np.asarray(q, np.float64) + 0.5) / scale - 0.5
 
     return replace(det, quad=up(det.quad), second_quad=up(det.second_quad),
-                   runner_up=up(det.runner_up))
+                   runner_up=up(det.runner_up),
+                   pair=None if det.pair is None else (up(det.pair[0]), up(det.pair[1])))
 
 
 def _long_side(quad: np.ndarray) -> float:
