@@ -301,6 +301,8 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
        ``OUTWARD_STRIP_MIN``, or one both neighbouring sides run straight across,
        ``BAND_SIDES_MIN``), then :func:`geometry.refine_quad` fits sub-pixel
        lines at full resolution.
+    4. Where no hypothesis reaches ``min_confidence``, two cards side by side whose saliency
+       merged are looked for (:func:`_merged_pair`, :attr:`Detection.pair`).
 
     Args:
         grey: ``(h, w) uint8`` (or float32) grey working copy of the photo, long side at most

@@ -44,7 +44,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo33"
+POSTPROCESS_REVISION = "geo34"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -102,7 +102,8 @@ named the type, :func:`_zone_of_other_type`; ``geo32``: a white page with neithe
 zone is no data page also where the card path found it with no document's edge around it,
 :func:`_no_data_page`, :func:`_edgeless`; ``geo33``: a card named a type is read on the other
 type's view as well where its own shows no zone, and takes the type of a zone read there,
-DOC_TYPE_MISMATCH, :meth:`CardProcessor._verify`)."""
+DOC_TYPE_MISMATCH, :meth:`CardProcessor._verify`; ``geo34``: two cards side by side whose
+saliency merged are MULTIPLE_CARDS, not NO_CARD, :func:`processors.card.detect._merged_pair`)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -1052,12 +1053,15 @@ def _to_upload_px(det: Detection, scale: float) -> Detection:
     if scale == 1.0:
         return det
 
+    def at(q: np.ndarray) -> np.ndarray:
+        return (np.asarray(q, np.float64) + 0.5) / scale - 0.5
+
     def up(q: np.ndarray | None) -> np.ndarray | None:
-        return None if q is None else (np.asarray(q, np.float64) + 0.5) / scale - 0.5
+        return None if q is None else at(q)
 
     return replace(det, quad=up(det.quad), second_quad=up(det.second_quad),
                    runner_up=up(det.runner_up),
-                   pair=None if det.pair is None else (up(det.pair[0]), up(det.pair[1])))
+                   pair=None if det.pair is None else (at(det.pair[0]), at(det.pair[1])))
 
 
 def _long_side(quad: np.ndarray) -> float:

@@ -247,6 +247,29 @@ def test_card_filling_a_small_photo_is_too_small_below_min_card_px(width):
         != (ReasonCode.CARD_TOO_SMALL,)
 
 
+@pytest.mark.parametrize(("gap", "width"), [(12, 360), (30, 340), (60, 300)])
+def test_two_cards_side_by_side_whose_saliency_merged_are_multiple_cards(proc, gap, width):
+    """Two ID-1 cards side by side, their long sides 12-60 px apart (the front and back of one
+    card, photographed or scanned together): the saliency merges them into one component of
+    no card's shape, and the photo was NO_CARD. Its halves, each a card, now say
+    MULTIPLE_CARDS (``detect._merged_pair``); either card alone is accepted."""
+    h = width / (85.60 / 53.98)
+    x0 = (W - 2 * width - gap) / 2
+    qa = _card_quad(x0 + width / 2, H / 2, width, 0)
+    qb = _card_quad(x0 + 1.5 * width + gap, H / 2, width, 0)
+    inside_b = np.zeros((H, W), np.uint8)
+    cv2.fillPoly(inside_b, [np.round(qb).astype(np.int32)], 1)
+    photo = np.where(inside_b[..., None] > 0, _scene(7, qb), _scene(8, qa))
+    out = proc.process_batch([Item.from_array("pair", photo)])[0]
+    assert out.status == Status.REJECTED and out.reasons == (ReasonCode.MULTIPLE_CARDS,), out
+    # the half's quad is coarse (a side may snap to a header band's edge): one of the cards
+    assert max(quad_iou(out.payload["quad"], qa), quad_iou(out.payload["quad"], qb)) >= 0.7
+    assert h < H and not out.artifacts
+    alone = proc.process_batch([Item.from_array("a", _scene(8, qa)),
+                                Item.from_array("b", _scene(7, qb))])
+    assert [o.status for o in alone] == [Status.ACCEPTED] * 2, alone
+
+
 @pytest.mark.parametrize("seed", [0, 3])
 def test_two_cards_in_one_photo_are_multiple_cards(proc, seed):
     qa = _card_quad(210, 300, 300, 5 + seed)
