@@ -461,11 +461,16 @@ def _sample_plane(plane: np.ndarray, points: np.ndarray) -> np.ndarray:
     return out.reshape(pts.shape[:-1])
 
 
-PAIR_ASPECTS = (2.0, 5.0)
+PAIR_ASPECTS = (2.8, 5.0)
 """Long/short side ratio of a mask component :func:`_merged_pair` splits: two ID-1 cards side by
-side, long sides touching (2 x 1.586 = 3.17 with no gap, more with one), or two ID-3 pages
-(2.84); a single card's 1.42-1.59 and a stack of two ID-1 cards (1.26, too near one card's or a
-square object's shape to tell) are left alone."""
+side, long sides touching (2 x 1.586 = 3.17 with no gap, 3.18-3.53 measured with gaps of 30-160
+px), or two ID-3 pages (2.84); a single card's 1.42-1.59 and a stack of two ID-1 cards (1.26, too
+near one card's or a square object's shape to tell) are left alone, as is a card held in a hand
+whose fingers merged with it (2.04-2.85 on the kinds set's hand-held photos)."""
+PAIR_EDGE_MIN = 0.9
+"""Edge score (:func:`detect_from_mask`'s, over the 4 sides) each half of a pair must reach: two
+cards' halves scored 0.96-1.0, the halves of a card merged with the hand holding it 0.37-0.86
+(a finger has no straight edge across the cut)."""
 PAIR_CUT_REACH = 0.3
 """How far (a share of a half's side across the cut) the cut side of each half searches for the
 card's own edge: the gap between the two cards (30-300 px at 1600 px in the session 66 check)
@@ -479,7 +484,8 @@ def _merged_pair(m: np.ndarray, gx: np.ndarray, gy: np.ndarray,
     """Two cards side by side whose saliency merged: the two halves (working px) of the
     largest mask quad of :data:`PAIR_ASPECTS`'s shape, cut across its long sides, each of
     which, its sides snapped to the image's edges (the cut side within
-    :data:`PAIR_CUT_REACH`), scores ``min_confidence`` as a card of its own; else None. Two
+    :data:`PAIR_CUT_REACH`), scores ``min_confidence`` as a card of its own with an edge score
+    of :data:`PAIR_EDGE_MIN`; else None. Two
     ID-1 cards 30-160 px apart on a table at 1600 x 1200 px, or on an A4 scan, were NO_CARD:
     the merged component has no card's shape, and no part of it was a hypothesis.
 
@@ -513,8 +519,9 @@ def _merged_pair(m: np.ndarray, gx: np.ndarray, gy: np.ndarray,
             cover = _mask_cover(m, snapped, work)
             edge = float(np.prod(np.clip(edges / EDGE_REF, 1e-3, 1.0)) ** 0.25)
             scored.append((_hypothesis_score(contrast, cover, edge,
-                                             _card_aspect_score(snapped, (ww, wh))), snapped))
-        if all(c >= min_confidence for c, _ in scored):
+                                             _card_aspect_score(snapped, (ww, wh))), snapped,
+                           edge))
+        if all(c >= min_confidence and e >= PAIR_EDGE_MIN for c, _, e in scored):
             return scored[0][1], scored[1][1]
     return None
 
