@@ -470,7 +470,9 @@ whose fingers merged with it (2.04-2.85 on the kinds set's hand-held photos)."""
 PAIR_EDGE_MIN = 0.9
 """Edge score (:func:`detect_from_mask`'s, over the 4 sides) each half of a pair must reach: two
 cards' halves scored 0.96-1.0, the halves of a card merged with the hand holding it 0.37-0.86
-(a finger has no straight edge across the cut)."""
+(a finger has no straight edge across the cut). The cut side itself must reach ``EDGE_REF``: a
+drawn keyboard's halves (3.4 long, key rows for edges) scored 0.52-0.96 there, two cards 1.0
+and more, except two touching on white paper (0.87-0.95), which stay NO_CARD."""
 PAIR_CUT_REACH = 0.3
 """How far (a share of a half's side across the cut) the cut side of each half searches for the
 card's own edge: the gap between the two cards (30-300 px at 1600 px in the session 66 check)
@@ -511,13 +513,14 @@ def _merged_pair(m: np.ndarray, gx: np.ndarray, gy: np.ndarray,
         top, bottom = (q[0] + q[1]) / 2.0, (q[3] + q[2]) / 2.0
         halves = (np.array([q[0], top, bottom, q[3]]), np.array([top, q[1], q[2], bottom]))
         scored = []
-        for half in halves:
+        for half, cut in zip(halves, (1, 3), strict=True):  # the cut side of each half
             across = float(np.linalg.norm(top - q[0]))
             snapped, edges, _ = geo.side_search(gx, gy, half, PAIR_CUT_REACH * across,
                                                 1.5 * mask_px, max(1.0, across / 100.0))
             contrast = _contrast(m, (snapped + 0.5) / scale - 0.5, *size)
             cover = _mask_cover(m, snapped, work)
             edge = float(np.prod(np.clip(edges / EDGE_REF, 1e-3, 1.0)) ** 0.25)
+            edge = edge if edges[cut] >= EDGE_REF else 0.0  # the seam is an edge in full
             scored.append((_hypothesis_score(contrast, cover, edge,
                                              _card_aspect_score(snapped, (ww, wh))), snapped,
                            edge))
