@@ -408,9 +408,11 @@ def _decode_pillow(
     except MemoryError:
         raise  # the process's memory, not the image: never a CORRUPT_IMAGE verdict (issue 43)
     except Exception as exc:  # noqa: BLE001 - Pillow/libtiff/libwebp/libheif raise many types
-        raise DecodeError(
-            ReasonCode.CORRUPT_IMAGE, f"{fmt} data undecodable: {type(exc).__name__}: {exc}"
-        ) from None
+        # Pillow's OSError and ValueError texts say what broke ("image file is truncated");
+        # another type's text is a code or a key, no help to a sender
+        detail = (str(exc) if isinstance(exc, (OSError, ValueError, SyntaxError)) and str(exc)
+                  else "truncated or damaged")
+        raise DecodeError(ReasonCode.CORRUPT_IMAGE, f"{fmt} data undecodable: {detail}") from None
     return out
 
 

@@ -625,6 +625,16 @@ def test_a_png_header_pillow_cannot_parse_names_the_format() -> None:
                               "damaged (not a png header Pillow can parse)")
 
 
+def test_pixel_data_cut_short_says_so_without_an_exception_class() -> None:
+    """A fresh user's trial (session 66): a PNG cut to half its length said "png data
+    undecodable: OSError: image file is truncated"; the class name is no help to a sender."""
+    data = _encode(Image.fromarray(_texture()), "PNG")
+    with pytest.raises(DecodeError) as err:
+        decode_image(data[: len(data) // 2], DEFAULT)
+    assert err.value.reason == ReasonCode.CORRUPT_IMAGE
+    assert str(err.value) == "png data undecodable: image file is truncated"
+
+
 # ----------------------------------------------------------------------------- fuzzing
 
 
