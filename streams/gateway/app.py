@@ -53,6 +53,7 @@ from processors import registry
 from schemas import codec
 from schemas import formats as F
 from schemas.gateway import HTTP_STATUS, GatewayCode, GatewayError, UploadAccepted
+from schemas.reasons import ReasonCode
 from schemas.models import TASKS
 from streams.errors import ObjectNotFound, StorageError
 from streams.gateway.errors import Refused
@@ -206,12 +207,11 @@ class Gateway:
 
     async def _read_body(self, request: web.Request, query: dict[str, str],
                          cap: int) -> tuple[dict[str, str], bytes]:
+        gunzip = _ours_to_gunzip(request.headers.get("Content-Encoding", ""),
+                                 request.content_type.startswith("multipart/"))
         if not request.content_type.startswith("multipart/"):
             body = await _read_capped(request.content.readany, cap)
-            if request.headers.get("Content-Encoding", "").strip().lower() == "x-gzip":
-                # RFC 9110 8.4.1.3: a recipient SHOULD take x-gzip for gzip (aiohttp does not)
-                body = _gunzip_capped(body, cap)
-            return query, body
+            return query, _gunzip_capped(body, cap) if gunzip else body
         max_parts = self.settings.gateway.max_parts
         form: dict[str, str] = {}
         image: bytes | None = None
@@ -336,6 +336,33 @@ async def _read_capped(read: Any, cap: int) -> bytes:
         if len(buf) > cap:
             raise Refused(GatewayCode.BODY_TOO_LARGE, f"the body is larger than {cap} bytes")
     return bytes(buf)
+
+
+AIOHTTP_CODINGS = frozenset({"gzip", "deflate"})
+"""Content codings aiohttp inflates itself where the header names one alone (br and zstd too
+where their modules are installed; they are not here, and aiohttp refuses such a body, 400)."""
+
+
+def _ours_to_gunzip(header: str, multipart: bool) -> bool:
+    """Whether the gateway inflates the body as gzip itself, by its ``Content-Encoding``.
+
+    A list of codings (RFC 9110 8.4) is taken with ``identity`` left out (a sender that names
+    it means no coding). ``x-gzip`` is gzip (RFC 9110 8.4.1.3); aiohttp inflates a lone
+    ``gzip`` or ``deflate`` before the gateway reads the body, and only those.
+
+    Raises:
+        Refused: ``UNSUPPORTED_FORMAT`` (415, RFC 9110 8.4: a coding the server does not
+            accept) for any other coding, more than one, or ``x-gzip`` on a multipart body.
+    """
+    codings = [c.strip().lower() for c in header.split(",")]
+    codings = [c for c in codings if c and c != "identity"]
+    if not codings or (len(codings) == 1 and header.strip().lower() in AIOHTTP_CODINGS):
+        return False
+    if codings in (["gzip"], ["x-gzip"]) and not multipart:
+        return True
+    raise Refused(ReasonCode.UNSUPPORTED_FORMAT, f"the body's Content-Encoding "
+                  f"{header.strip()[:60]!r} is not one this gateway decodes: send the image as "
+                  "is, or with gzip, x-gzip or deflate alone (x-gzip not on a multipart body)")
 
 
 def _gunzip_capped(data: bytes, cap: int) -> bytes:

@@ -414,3 +414,28 @@ def test_an_x_gzip_body_inflates_as_gzip_under_the_cap() -> None:
         with pytest.raises(Refused) as err:
             _gunzip_capped(bad, 10_240)
         assert (err.value.code, err.value.status) == (GatewayCode.BAD_REQUEST, 400)
+
+
+@pytest.mark.parametrize(("header", "multipart", "ours"), [
+    ("", False, False), ("gzip", False, False), ("GZIP", False, False),
+    ("deflate", True, False), ("identity", False, False),  # aiohttp's, or none
+    ("x-gzip", False, True), ("X-GZIP", False, True), (" x-gzip ", False, True),
+    ("x-gzip, identity", False, True), ("identity, x-gzip", False, True),
+    ("gzip, identity", False, True),  # a list aiohttp leaves alone
+    ("compress", False, None), ("utf-8", False, None), ("x-gzip, x-gzip", False, None),
+    ("gzip, deflate", False, None), ("x-gzip", True, None)])
+def test_which_content_encodings_the_gateway_inflates_itself_and_which_it_refuses(
+        header: str, multipart: bool, ours: bool | None) -> None:
+    """A fresh user's trial (session 66): ``x-gzip, identity`` reached the header probe still
+    compressed (415 "unknown magic bytes"), and an unknown coding on a plain image was taken
+    as no coding. RFC 9110 8.4: a list of codings, ``identity`` meaning none; a coding the
+    server does not decode may be refused with 415, which now says which header it was."""
+    from streams.gateway.app import _ours_to_gunzip
+
+    if ours is not None:
+        assert _ours_to_gunzip(header, multipart) is ours
+        return
+    with pytest.raises(Refused) as err:
+        _ours_to_gunzip(header, multipart)
+    assert (err.value.code, err.value.status) == ("UNSUPPORTED_FORMAT", 415)
+    assert f"Content-Encoding {header.strip()!r} is not one this gateway decodes" in str(err.value)
