@@ -53,8 +53,8 @@ from processors import registry
 from schemas import codec
 from schemas import formats as F
 from schemas.gateway import HTTP_STATUS, GatewayCode, GatewayError, UploadAccepted
-from schemas.reasons import ReasonCode
 from schemas.models import TASKS
+from schemas.reasons import ReasonCode
 from streams.errors import ObjectNotFound, StorageError
 from streams.gateway.errors import Refused
 from streams.gateway.keys import ApiKeys
