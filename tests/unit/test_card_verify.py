@@ -259,6 +259,23 @@ def test_a_zone_of_the_other_types_format_is_doc_type_mismatch_where_the_shape_i
     assert [o.payload["mrz"]["valid"] for o in outs] == [True] * 3
 
 
+def test_a_page_the_frame_cut_has_no_say_by_its_shape_on_the_type_named():
+    """A fresh user's trial (session 66): PassportEye's ``0_pass-lva``, a passport page cut by
+    the frame and named ``passport``, came out DOC_TYPE_MISMATCH: its visible part measured
+    ID-1's ratio. A page cut 12 % across its bottom, its zone with it (125 x 77 mm seen: 1.63),
+    is PARTIAL_CARD, and named ``passport`` no longer DOC_TYPE_MISMATCH."""
+    face, alpha, _ = _document(1, Format.TD3)
+    photo = _photo(face, alpha, rotation=0.0)
+    fh, fw = face.shape[:2]
+    page_h = fh * 0.7 * min(1400 / fw, 1050 / fh)
+    cut = photo[:round((1050 + page_h) / 2 - 0.12 * page_h)]
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    out, = proc.process_batch([Item.from_array("cut", cut, {"doc_type": "passport"})])
+    assert "PARTIAL_CARD" in {str(r) for r in out.reasons}, out.reasons
+    assert "DOC_TYPE_MISMATCH" not in {str(r) for r in out.reasons}, out.reasons
+    assert out.payload["doc_type"] == "passport"
+
+
 def test_a_small_scan_named_the_other_type_reads_its_zone_and_says_mismatch():
     """Session 66: a real ID card cropped to its edges (PassportEye's ``53_id-d``, 250 x 159 px)
     named ``passport`` was NO_CARD: too small for its shape to contradict the type named, it was
