@@ -487,7 +487,7 @@ def _merged_pair(m: np.ndarray, gx: np.ndarray, gy: np.ndarray,
     largest mask quad of :data:`PAIR_ASPECTS`'s shape, cut across its long sides, each of
     which, its sides snapped to the image's edges (the cut side within
     :data:`PAIR_CUT_REACH`), scores ``min_confidence`` as a card of its own with an edge score
-    of :data:`PAIR_EDGE_MIN`; else None. Two
+    of :data:`PAIR_EDGE_MIN` and its cut side an edge in full (``EDGE_REF``); else None. Two
     ID-1 cards 30-160 px apart on a table at 1600 x 1200 px, or on an A4 scan, were NO_CARD:
     the merged component has no card's shape, and no part of it was a hypothesis.
 
