@@ -487,11 +487,12 @@ class CardProcessor:
         sides = geo.side_lengths(quad)
         short = min(sides[0] + sides[2], sides[1] + sides[3]) / 2.0
         gap = min(abs(aspect.low - split), abs(aspect.high - split)) / split
-        # (a card the frame cut has no document's shape: PassportEye's 0_pass-lva, a passport
-        # page cut by the frame and named passport, measured ID-1's)
+        # (a card on the frame may be cut by it, and then has no document's shape: PassportEye's
+        # 0_pass-lva, a passport page cut by the frame and named passport, measured ID-1's, as
+        # did pages cut 15-25 % and taken for scans, without PARTIAL_CARD; a zone still speaks)
         mismatch = (not auto and not doubt and short >= MISMATCH_MIN_SHORT_PX
                     and gap >= 2 * MISMATCH_CORNER_PX / short
-                    and ReasonCode.PARTIAL_CARD not in reasons
+                    and not self._partial(quad, shape)
                     and choose_doc_type("auto", aspect.value, split) != doc_type)
         return _Card(det, quad, doc_type, canonical_size(doc_type, s.dpi), reading(quad), reasons,
                      by_print, auto, mismatch=mismatch)
