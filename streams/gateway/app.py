@@ -589,6 +589,21 @@ async def get_page(request: web.Request) -> web.Response:
                                  "Referrer-Policy": "no-referrer"})
 
 
+_PARSER_ERRORS = {
+    "LineTooLong": "a request line or header is longer than the parser's limit (8 KB)",
+    "ContentEncodingError": "the body's Content-Encoding cannot be decoded here (br and zstd "
+                            "are not; send gzip, x-gzip, deflate or none)",
+    "BadHttpMethod": "the request's method is not a valid HTTP method",
+    "BadStatusLine": "the request line is not valid HTTP",
+    "InvalidHeader": "a header is not valid HTTP",
+    "InvalidURLError": "the request's URL is not valid",
+    "ContentLengthError": "the body does not match its Content-Length",
+    "TransferEncodingError": "the body's chunked Transfer-Encoding is broken",
+}
+"""Plain words for the errors aiohttp's parser raises (``aiohttp.http_exceptions``), by class
+name: the answer names no class (the ``gateway_request`` log line does)."""
+
+
 class _Connection(RequestHandler):
     """aiohttp's connection handler, whose own error answers (a request it cannot parse: a
     request or header line over 8 KB, bytes past a body's ``Content-Length`` read as the next
@@ -613,9 +628,9 @@ class _Connection(RequestHandler):
                  code=str(code), error=error)
         if request.writer.output_size > 0:  # an answer has begun: the connection is broken
             raise ConnectionError("an answer was being sent: the error cannot be")
-        resp = error_response(Refused(code, f"the request is not well-formed HTTP ({error}); "
-                                      "the connection is closed" if code == "BAD_REQUEST"
-                                      else "internal error"))
+        what = _PARSER_ERRORS.get(error or "", "the request is not well-formed HTTP")
+        resp = error_response(Refused(code, f"{what}; the connection is closed"
+                                      if code == "BAD_REQUEST" else "internal error"))
         resp.force_close()
         return resp
 
