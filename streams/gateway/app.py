@@ -360,8 +360,9 @@ def _ours_to_gunzip(header: str, multipart: bool) -> bool:
         return False
     if codings in (["gzip"], ["x-gzip"]) and not multipart:
         return True
+    shown = "".join(c if c.isascii() and c.isprintable() else "?" for c in header.strip()[:60])
     raise Refused(ReasonCode.UNSUPPORTED_FORMAT, f"the body's Content-Encoding "
-                  f"{header.strip()[:60]!r} is not one this gateway decodes: send the image as "
+                  f"{shown!r} is not one this gateway decodes: send the image as "
                   "is, or with gzip, x-gzip or deflate alone (x-gzip not on a multipart body)")
 
 

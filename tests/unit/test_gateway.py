@@ -439,3 +439,17 @@ def test_which_content_encodings_the_gateway_inflates_itself_and_which_it_refuse
         _ours_to_gunzip(header, multipart)
     assert (err.value.code, err.value.status) == ("UNSUPPORTED_FORMAT", 415)
     assert f"Content-Encoding {header.strip()!r} is not one this gateway decodes" in str(err.value)
+
+
+def test_a_refused_content_encoding_is_shown_in_printable_ascii() -> None:
+    """A second fresh user's trial: a latin-1 byte in the header came back as a surrogate
+    escape (``'gzip\udcff'``) in the 415 message; the header is shown cut to 60 characters,
+    anything but printable ASCII as ``?``."""
+    from streams.gateway.app import _ours_to_gunzip
+
+    with pytest.raises(Refused) as err:
+        _ours_to_gunzip("gzip\udcff", False)
+    assert "Content-Encoding 'gzip?' is not one" in str(err.value)
+    with pytest.raises(Refused) as err:
+        _ours_to_gunzip("x" * 5000, False)
+    assert f"Content-Encoding '{'x' * 60}' is not one" in str(err.value)
