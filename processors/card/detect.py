@@ -344,12 +344,8 @@ def detect_from_mask(grey: np.ndarray, raw: np.ndarray, settings: CardSettings,
                                                          contours)]
         for quad0, mq in found:
             if mq is None:  # a sub-quad: rectangularity = share of it the mask covers
-                cover = np.zeros_like(binary)
-                cv2.fillPoly(cover, [np.round(quad0).astype(np.int32)], 1)
-                n_cover = cv2.countNonZero(cover)
-                covered = float(cv2.countNonZero(cv2.bitwise_and(binary, cover)))
-                mq = geo.MaskQuad(quad=quad0, component_area=covered,
-                                  rectangularity=covered / n_cover if n_cover else 0.0,
+                covered, share = _covered(binary, quad0)
+                mq = geo.MaskQuad(quad=quad0, component_area=covered, rectangularity=share,
                                   touches_border=0.0)
             q0 = (mq.quad + 0.5) / ms - 0.5  # mask px -> working px
             # the score with a perfect edge score, before the sides snap: a bound on what the
@@ -501,6 +497,8 @@ def _merged_pair(m: np.ndarray, gx: np.ndarray, gy: np.ndarray,
         min_confidence: the score each half must reach.
     """
     ww, wh = work
+    salient = (m > 0.5).astype(np.uint8)
+    to_model = INPUT_SIZE / np.array([ww, wh], np.float64)  # model px per working px
     for q0, mq in sorted(found, key=lambda f: -f[1].component_area)[:4]:
         if mq.rectangularity < 0.75 or not geo.is_convex(q0):
             continue
@@ -512,13 +510,13 @@ def _merged_pair(m: np.ndarray, gx: np.ndarray, gy: np.ndarray,
         q = q0 if long_first else np.roll(q0, -1, axis=0)  # q[0]-q[1] and q[3]-q[2] long
         top, bottom = (q[0] + q[1]) / 2.0, (q[3] + q[2]) / 2.0
         halves = (np.array([q[0], top, bottom, q[3]]), np.array([top, q[1], q[2], bottom]))
+        across = float(np.linalg.norm(top - q[0]))
         scored = []
         for half, cut in zip(halves, (1, 3), strict=True):  # the cut side of each half
-            across = float(np.linalg.norm(top - q[0]))
             snapped, edges, _ = geo.side_search(gx, gy, half, PAIR_CUT_REACH * across,
                                                 1.5 * mask_px, max(1.0, across / 100.0))
             contrast = _contrast(m, (snapped + 0.5) / scale - 0.5, *size)
-            cover = _mask_cover(m, snapped, work)
+            _, cover = _covered(salient, (snapped + 0.5) * to_model - 0.5)
             edge = float(np.prod(np.clip(edges / EDGE_REF, 1e-3, 1.0)) ** 0.25)
             edge = edge if edges[cut] >= EDGE_REF else 0.0  # the seam is an edge in full
             scored.append((_hypothesis_score(contrast, cover, edge,
@@ -529,14 +527,14 @@ def _merged_pair(m: np.ndarray, gx: np.ndarray, gy: np.ndarray,
     return None
 
 
-def _mask_cover(m: np.ndarray, quad: np.ndarray, work: tuple[int, int]) -> float:
-    """Share of ``quad`` (working px) whose saliency ``m`` (model px) is over 0.5."""
-    ww, wh = work
-    qm = (quad + 0.5) * (INPUT_SIZE / np.array([ww, wh], np.float64)) - 0.5
-    cover = np.zeros(m.shape, np.uint8)
-    cv2.fillPoly(cover, [np.round(qm).astype(np.int32)], 1)
-    n = cv2.countNonZero(cover)
-    return float(cv2.countNonZero(cover & (m > 0.5).astype(np.uint8))) / n if n else 0.0
+def _covered(binary: np.ndarray, quad: np.ndarray) -> tuple[float, float]:
+    """The px of ``quad`` (``(4, 2)``, in ``binary``'s px) that the ``(H, W) uint8`` mask
+    ``binary`` covers, and their share of the quad (0.0 for an empty quad)."""
+    inside = np.zeros_like(binary)
+    cv2.fillPoly(inside, [np.round(quad).astype(np.int32)], 1)
+    n = cv2.countNonZero(inside)
+    covered = float(cv2.countNonZero(cv2.bitwise_and(binary, inside)))
+    return covered, covered / n if n else 0.0
 
 
 RUNNER_UP_IOU = (0.5, 0.95)
