@@ -63,6 +63,14 @@ def _reason(data: bytes, settings: DecodeSettings = DEFAULT) -> str:
     return info.value.reason
 
 
+def _corrupt(data: bytes) -> str:
+    """The message of the CORRUPT_IMAGE that decoding ``data`` raises."""
+    with pytest.raises(DecodeError) as info:
+        decode_image(data, DEFAULT)
+    assert info.value.reason == ReasonCode.CORRUPT_IMAGE
+    return str(info.value)
+
+
 def _encode(im: Image.Image, fmt: str, **kw) -> bytes:
     buf = io.BytesIO()
     im.save(buf, fmt, **kw)
@@ -608,31 +616,22 @@ def test_a_jpeg_frame_with_a_zero_side_says_so(width: int, height: int) -> None:
     data = bytearray(_encode(Image.fromarray(_texture()), "JPEG", quality=90))
     sof = data.find(b"\xff\xc0")  # baseline frame header: length, P, Y, X (B.2.2)
     data[sof + 5:sof + 9] = struct.pack(">HH", height, width)
-    with pytest.raises(DecodeError) as err:
-        decode_image(bytes(data), DEFAULT)
-    assert err.value.reason == ReasonCode.CORRUPT_IMAGE
-    assert str(err.value) == (f"jpeg frame header declares {width}x{height} px: "
-                              "a frame with a zero side cannot be decoded")
+    assert _corrupt(bytes(data)) == (f"jpeg frame header declares {width}x{height} px: "
+                                     "a frame with a zero side cannot be decoded")
 
 
 def test_a_png_header_pillow_cannot_parse_names_the_format() -> None:
     data = bytearray(_encode(Image.fromarray(_texture()), "PNG"))
     data[16:24] = struct.pack(">II", 0, 0)  # IHDR width and height 0
-    with pytest.raises(DecodeError) as err:
-        decode_image(bytes(data), DEFAULT)
-    assert err.value.reason == ReasonCode.CORRUPT_IMAGE
-    assert str(err.value) == (f"png header unreadable in {len(data)} bytes: truncated or "
-                              "damaged (not a png header Pillow can parse)")
+    assert _corrupt(bytes(data)) == (f"png header unreadable in {len(data)} bytes: truncated "
+                                     "or damaged (not a png header Pillow can parse)")
 
 
 def test_pixel_data_cut_short_says_so_without_an_exception_class() -> None:
     """A fresh user's trial (session 66): a PNG cut to half its length said "png data
     undecodable: OSError: image file is truncated"; the class name is no help to a sender."""
     data = _encode(Image.fromarray(_texture()), "PNG")
-    with pytest.raises(DecodeError) as err:
-        decode_image(data[: len(data) // 2], DEFAULT)
-    assert err.value.reason == ReasonCode.CORRUPT_IMAGE
-    assert str(err.value) == "png data undecodable: image file is truncated"
+    assert _corrupt(data[: len(data) // 2]) == "png data undecodable: image file is truncated"
 
 
 # ----------------------------------------------------------------------------- fuzzing
