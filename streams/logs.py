@@ -48,8 +48,8 @@ def _warning_as_json(message: Warning | str, category: type[Warning], filename: 
 
 CLIENT_ERRORS = frozenset({"RequestPayloadError"})
 """Exception classes a library logs that a client's request caused and that carry no HTTP
-status: aiohttp's ``RequestPayloadError`` (a body marked gzip or deflate that does not inflate;
-the gateway answers it 400 BAD_REQUEST)."""
+status: aiohttp's ``RequestPayloadError`` (a body its parser cannot read as framed,
+such as a gzip body while aiohttp inflated bodies; the gateway answers it 400 BAD_REQUEST)."""
 
 
 class _LibraryRecordAsJson(logging.Handler):

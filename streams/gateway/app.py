@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from aiohttp import BodyPartReader, web
+from aiohttp import BodyPartReader, MultipartReader, StreamReader, web
 from aiohttp.http_exceptions import BadHttpMessage, HttpProcessingError, PayloadEncodingError
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
@@ -197,26 +197,33 @@ class Gateway:
             raise Refused(GatewayCode.BODY_TIMEOUT, f"the body did not arrive within "
                           f"{g.body_timeout_s:g} s") from None
         except web.RequestPayloadError:
-            # a body marked gzip or deflate that does not inflate: aiohttp's decompressor
-            # raises this (it answered 500 INTERNAL_ERROR and logged two errors before)
-            raise Refused(GatewayCode.BAD_REQUEST, "the body does not decode as its "
-                          "Content-Encoding says") from None
+            # aiohttp's parser could not read the body's bytes as its headers frame them (it
+            # answered 500 INTERNAL_ERROR and logged two errors before)
+            raise Refused(GatewayCode.BAD_REQUEST, "the body cannot be read as its headers "
+                          "frame it") from None
         except (HttpProcessingError, ConnectionError, asyncio.IncompleteReadError):
             raise Refused(GatewayCode.BODY_INCOMPLETE, "the body ended before its "
                           "Content-Length") from None
 
     async def _read_body(self, request: web.Request, query: dict[str, str],
                          cap: int) -> tuple[dict[str, str], bytes]:
-        gunzip = _ours_to_gunzip(request.headers.get("Content-Encoding", ""),
-                                 request.content_type.startswith("multipart/"))
-        if not request.content_type.startswith("multipart/"):
-            body = await _read_capped(request.content.readany, cap)
-            return query, _gunzip_capped(body, cap) if gunzip else body
+        multipart = request.content_type.startswith("multipart/")
+        coding = content_coding(request.headers.get("Content-Encoding", ""))
+        content = request.content
+        if coding or not multipart:
+            body = await _read_capped(content.readany, cap)
+            body = _inflate_capped(body, coding, cap) if coding else body
+            if not multipart:
+                return query, body
+            # a coded form, inflated under the cap: its parts are read from memory
+            content = StreamReader(request.protocol, CHUNK, loop=asyncio.get_running_loop())
+            content.feed_data(body)
+            content.feed_eof()
         max_parts = self.settings.gateway.max_parts
         form: dict[str, str] = {}
         image: bytes | None = None
         try:
-            reader = await request.multipart()
+            reader = MultipartReader(request.headers, content)
             left, parts = cap, 0
             while (part := await reader.next()) is not None:
                 parts += 1
@@ -338,54 +345,64 @@ async def _read_capped(read: Any, cap: int) -> bytes:
     return bytes(buf)
 
 
-AIOHTTP_CODINGS = frozenset({"gzip", "deflate"})
-"""Content codings aiohttp inflates itself where the header names one alone (br and zstd too
-where their modules are installed; they are not here, and aiohttp refuses such a body, 400)."""
+CODINGS = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}
+"""The content codings the gateway inflates (RFC 9110 8.4.1: ``x-gzip`` is ``gzip``), to the
+zlib format each is: aiohttp's own inflating is off (``auto_decompress=False``, :func:`serve`),
+for it took a gzip body cut short as whole."""
 
 
-def _ours_to_gunzip(header: str, multipart: bool) -> bool:
-    """Whether the gateway inflates the body as gzip itself, by its ``Content-Encoding``.
+def content_coding(header: str) -> str | None:
+    """The coding (a value of :data:`CODINGS`) a ``Content-Encoding`` header puts on the body,
+    None for none.
 
     A list of codings (RFC 9110 8.4) is taken with ``identity`` left out (a sender that names
-    it means no coding). ``x-gzip`` is gzip (RFC 9110 8.4.1.3); aiohttp inflates a lone
-    ``gzip`` or ``deflate`` before the gateway reads the body, and only those.
+    it means no coding).
 
     Raises:
         Refused: ``UNSUPPORTED_FORMAT`` (415, RFC 9110 8.4: a coding the server does not
-            accept) for any other coding, more than one, or ``x-gzip`` on a multipart body.
+            accept) for any other coding (br, zstd, compress) or more than one.
     """
     codings = [c.strip().lower() for c in header.split(",")]
     codings = [c for c in codings if c and c != "identity"]
-    if not codings or (len(codings) == 1 and header.strip().lower() in AIOHTTP_CODINGS):
-        return False
-    if codings in (["gzip"], ["x-gzip"]) and not multipart:
-        return True
+    if not codings:
+        return None
+    if len(codings) == 1 and codings[0] in CODINGS:
+        return CODINGS[codings[0]]
     shown = "".join(c if c.isascii() and c.isprintable() else "?" for c in header.strip()[:60])
     raise Refused(ReasonCode.UNSUPPORTED_FORMAT, f"the body's Content-Encoding "
                   f"{shown!r} is not one this gateway decodes: send the image as "
-                  "is, or with gzip, x-gzip or deflate alone (x-gzip not on a multipart body)")
+                  "is, or with gzip, x-gzip or deflate alone")
 
 
-def _gunzip_capped(data: bytes, cap: int) -> bytes:
-    """The gzip members of ``data`` (RFC 1952) inflated, at most ``cap`` bytes.
+def _inflate_capped(data: bytes, coding: str, cap: int) -> bytes:
+    """``data`` inflated, at most ``cap`` bytes: for ``gzip`` its members (RFC 1952), for
+    ``deflate`` one zlib stream (RFC 1950; a raw deflate stream, RFC 1951, as some senders
+    send, is taken too).
 
     Raises:
         Refused: ``BODY_TOO_LARGE`` past ``cap`` (a small body may inflate a thousandfold),
-            ``BAD_REQUEST`` where ``data`` is not whole gzip members.
+            ``BAD_REQUEST`` where ``data`` is not whole members or streams of its coding
+            (one cut short, bytes after a deflate stream).
     """
     out = bytearray()
     try:
         while True:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a gzip header and trailer
+            if coding == "gzip":
+                wbits = 16 + zlib.MAX_WBITS  # a gzip header and trailer
+            else:  # RFC 1950's header has CM = 8 in its low nibble; else raw deflate
+                wbits = zlib.MAX_WBITS if data[:1] and data[0] & 0xF == 8 else -zlib.MAX_WBITS
+            d = zlib.decompressobj(wbits)
             out += d.decompress(data, cap + 1 - len(out))
             if len(out) > cap:
                 raise Refused(GatewayCode.BODY_TOO_LARGE,
                               f"the body inflates to more than {cap} bytes")
             if not d.eof:
-                raise zlib.error("the member ends early")
+                raise zlib.error("the stream ends early")
             data = d.unused_data
             if not data:
                 return bytes(out)
+            if coding != "gzip":
+                raise zlib.error("bytes after the stream")
     except zlib.error:
         raise Refused(GatewayCode.BAD_REQUEST, "the body does not decode as its "
                       "Content-Encoding says") from None
@@ -592,8 +609,6 @@ async def get_page(request: web.Request) -> web.Response:
 
 _PARSER_ERRORS = {
     "LineTooLong": "a request line or header is longer than the parser's limit (8 KB)",
-    "ContentEncodingError": "the body's Content-Encoding cannot be decoded here (br and zstd "
-                            "are not; send gzip, x-gzip, deflate or none)",
     "BadHttpMethod": "the request's method is not a valid HTTP method",
     "BadStatusLine": "the request line is not valid HTTP",
     "InvalidHeader": "a header is not valid HTTP",
@@ -751,7 +766,10 @@ async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None 
     loop.set_default_executor(ThreadPoolExecutor(g.io_threads, thread_name_prefix="gateway-io"))
     gw.tail = ResultsTail(gw.settings.kafka, gw.cache, loop, g.results_lookback_s).start()
     gw.lag = UploadsLag(gw.settings.kafka, g.lag_interval_s).start()
-    runners = [web.AppRunner(build_app(gw), access_log=None, shutdown_timeout=10.0)]
+    # auto_decompress off: the gateway inflates a coded body itself, under its cap, and refuses
+    # one cut short (aiohttp took a truncated gzip body as whole; _inflate_capped)
+    runners = [web.AppRunner(build_app(gw), access_log=None, shutdown_timeout=10.0,
+                             auto_decompress=False)]
     if g.admin_port:
         runners.append(web.AppRunner(build_admin(gw), access_log=None))
     ports = []
