@@ -28,6 +28,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     SerializeAsAny,
     Strict,
     ValidationInfo,
@@ -35,6 +37,8 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from schemas import formats as F
 from schemas.reasons import DeadLetterCode, ReasonCode, Status, Task
@@ -107,13 +111,28 @@ def _json_int(v: Any) -> Any:
     return v
 
 
-def _pattern(pattern: str, what: str) -> AfterValidator:
-    def check(v: str) -> str:
-        if not F.matches(pattern, v):
-            raise ValueError(f"not a valid {what}")
-        return v
+@dataclass(frozen=True, slots=True)
+class _Pattern:
+    """A string's check against ``pattern`` (:func:`schemas.formats.matches`; ``what`` names
+    it in the error), published as the JSON Schema's ``pattern`` (an ``AfterValidator`` is
+    not: ``GET /v1/tasks`` showed a background as any string, a fresh user's trial)."""
 
-    return AfterValidator(check)
+    pattern: str
+    what: str
+
+    def __get_pydantic_core_schema__(self, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        def check(v: str) -> str:
+            if not F.matches(self.pattern, v):
+                raise ValueError(f"not a valid {self.what}")
+            return v
+
+        return core_schema.no_info_after_validator_function(check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {**handler(schema), "pattern": self.pattern}
+
 
 
 def _schema_version(v: Any) -> Any:
@@ -142,20 +161,23 @@ def _rfc3339(v: str) -> str:
 
 
 JsonInt = Annotated[int, BeforeValidator(_json_int), Strict()]
-NonNegInt = Annotated[JsonInt, Field(ge=0)]
-PosInt = Annotated[JsonInt, Field(ge=1)]
+# bounds go on the int inside the validator, so the JSON Schema says minimum / maximum (put on
+# the validator, they were published as "ge" / "le", which JSON Schema does not know)
+NonNegInt = Annotated[int, Field(ge=0), BeforeValidator(_json_int), Strict()]
+PosInt = Annotated[int, Field(ge=1), BeforeValidator(_json_int), Strict()]
+Dpi = Annotated[int, Field(ge=72, le=1200), BeforeValidator(_json_int), Strict()]
 JsonFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[JsonFloat, Field(ge=0)]
 Str = Annotated[str, Strict()]
-UploadId = Annotated[Str, _pattern(F.UPLOAD_ID_PATTERN, "upload_id")]
-BucketName = Annotated[Str, _pattern(F.BUCKET_PATTERN, "bucket name")]
-ObjectKey = Annotated[Str, _pattern(F.OBJECT_KEY_PATTERN, "object key")]
-Sha256Hex = Annotated[Str, _pattern(F.SHA256_PATTERN, "lowercase hex SHA-256")]
-MediaType = Annotated[Str, _pattern(F.MEDIA_TYPE_PATTERN, "media type")]
-Opaque = Annotated[Str, _pattern(F.OPAQUE_PATTERN, "opaque token")]
-Background = Annotated[Str, _pattern(F.BACKGROUND_PATTERN, "background")]
-B64 = Annotated[Str, _pattern(F.B64_PATTERN, "padded base64")]
-OneLine = Annotated[Str, Field(max_length=500), _pattern(F.ONE_LINE_PATTERN, "one-line text")]
+UploadId = Annotated[Str, _Pattern(F.UPLOAD_ID_PATTERN, "upload_id")]
+BucketName = Annotated[Str, _Pattern(F.BUCKET_PATTERN, "bucket name")]
+ObjectKey = Annotated[Str, _Pattern(F.OBJECT_KEY_PATTERN, "object key")]
+Sha256Hex = Annotated[Str, _Pattern(F.SHA256_PATTERN, "lowercase hex SHA-256")]
+MediaType = Annotated[Str, _Pattern(F.MEDIA_TYPE_PATTERN, "media type")]
+Opaque = Annotated[Str, _Pattern(F.OPAQUE_PATTERN, "opaque token")]
+Background = Annotated[Str, _Pattern(F.BACKGROUND_PATTERN, "background")]
+B64 = Annotated[Str, _Pattern(F.B64_PATTERN, "padded base64")]
+OneLine = Annotated[Str, Field(max_length=500), _Pattern(F.ONE_LINE_PATTERN, "one-line text")]
 Rfc3339 = Annotated[Str, AfterValidator(_rfc3339)]
 Name = Annotated[Str, Field(min_length=1, max_length=256)]
 Point = tuple[JsonFloat, JsonFloat]
@@ -275,7 +297,7 @@ class IdPhotoOptions(_Closed):
     background: Background | None = None
     alpha_matting: Annotated[bool, Strict()] | None = None
     mode: PhotoMode | None = None
-    dpi: Annotated[JsonInt, Field(ge=72, le=1200)] | None = None
+    dpi: Dpi | None = None
     target_kb: Annotated[JsonFloat, Field(ge=5, le=10000)] | None = None
     print_sheet: Annotated[bool, Strict()] | None = None
 
@@ -487,7 +509,7 @@ class CardPayload(_Model):
     mrz: MrzInfo | None = None
 
 
-CheckName = Annotated[Str, _pattern(F.CHECK_NAME_PATTERN, "check name")]
+CheckName = Annotated[Str, _Pattern(F.CHECK_NAME_PATTERN, "check name")]
 
 
 class ComplianceCheck(_Model):
@@ -809,7 +831,7 @@ class DeadLetter(_Model):
 # ShadowDiff
 
 
-MeasureName = Annotated[Str, _pattern(F.MEASURE_PATTERN, "measure name")]
+MeasureName = Annotated[Str, _Pattern(F.MEASURE_PATTERN, "measure name")]
 
 
 class ShadowSide(_Model):

@@ -157,6 +157,34 @@ def test_schema_patterns_are_the_shared_constants() -> None:
     assert formats.MEASURE_PATTERN in found
 
 
+@pytest.mark.parametrize(("task", "defs"), [("card", "CardOptions"),
+                                             ("id_photo", "IdPhotoOptions")])
+def test_the_published_options_schema_keeps_the_contracts_bounds_and_patterns(
+        task: str, defs: str) -> None:
+    """``GET /v1/tasks`` publishes each task's options model as JSON Schema. A fresh user's
+    trial (session 67) found dpi's bounds there as ``ge`` / ``le``, which JSON Schema does not
+    know, and a background as any string: a validator or the page took both as unbounded.
+    Each bound and pattern of the contract's definition is now in it, and a value out of them
+    fails it."""
+    import jsonschema
+
+    published = m.TASKS[task].options.model_json_schema()
+    contract = codec.load_schema("UploadEvent")["$defs"][defs]["properties"]
+    text = json.dumps(published)
+    assert not re.search(r'"(ge|le|gt|lt)":', text), text
+    for name, want in contract.items():
+        got = next(b for b in published["properties"][name].get("anyOf", [
+            published["properties"][name]]) if b.get("type") != "null")
+        for key in ("minimum", "maximum", "pattern"):
+            assert got.get(key) == want.get(key), (name, key, got)
+    check = jsonschema.Draft202012Validator(published)
+    if task == "id_photo":
+        assert check.is_valid({"dpi": 300, "background": "#00ff00"})
+        for bad in ({"dpi": 71}, {"dpi": 1201}, {"background": "purple"},
+                    {"background": "#12345"}, {"target_kb": 4}):
+            assert not check.is_valid(bad), bad
+
+
 def test_schema_enums_are_the_python_enums() -> None:
     up = codec.load_schema("UploadEvent")
     res = codec.load_schema("VerificationResult")
