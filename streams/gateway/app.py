@@ -208,7 +208,8 @@ class Gateway:
     async def _read_body(self, request: web.Request, query: dict[str, str],
                          cap: int) -> tuple[dict[str, str], bytes]:
         multipart = request.content_type.startswith("multipart/")
-        coding = content_coding(request.headers.get("Content-Encoding", ""))
+        # header lines given more than once are one list (RFC 9110 5.3): all of them count
+        coding = content_coding(", ".join(request.headers.getall("Content-Encoding", [])))
         content = request.content
         if coding or not multipart:
             body = await _read_capped(content.readany, cap)
@@ -236,8 +237,11 @@ class Gateway:
                 if name in form or (name == "image" and image is not None):
                     raise Refused(GatewayCode.AMBIGUOUS_FIELD, f"the form has more than one "
                                   f"'{name}' part")
-                data = await _read_capped(lambda p=part: p.read_chunk(CHUNK),
-                                          left if name == "image" else min(left, FIELD_MAX_BYTES))
+                limit = left if name == "image" else min(left, FIELD_MAX_BYTES)
+                data = await _read_capped(
+                    lambda p=part: p.read_chunk(CHUNK), limit,
+                    "the body" if limit == left else
+                    f"the form's {repr(name) if name in FIELDS else 'extra'} field")
                 left -= len(data)
                 if name == "image":
                     image = data
@@ -331,8 +335,9 @@ def query_fields(request: web.Request) -> dict[str, str]:
     return {k: v for k in FIELDS if (v := _one(request.query, k, "in the query")) is not None}
 
 
-async def _read_capped(read: Any, cap: int) -> bytes:
-    """Chunks from ``read()`` until it returns b"", at most ``cap`` bytes.
+async def _read_capped(read: Any, cap: int, what: str = "the body") -> bytes:
+    """Chunks from ``read()`` until it returns b"", at most ``cap`` bytes (``what``: the thing
+    read, as the refusal names it).
 
     Raises:
         Refused: ``BODY_TOO_LARGE`` past ``cap``.
@@ -341,7 +346,7 @@ async def _read_capped(read: Any, cap: int) -> bytes:
     while chunk := await read():
         buf += chunk
         if len(buf) > cap:
-            raise Refused(GatewayCode.BODY_TOO_LARGE, f"the body is larger than {cap} bytes")
+            raise Refused(GatewayCode.BODY_TOO_LARGE, f"{what} is larger than {cap} bytes")
     return bytes(buf)
 
 

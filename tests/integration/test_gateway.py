@@ -204,6 +204,19 @@ def test_a_coded_body_is_the_image_it_inflates_to(stack: Stack) -> None:
     r = call(a.port, "POST", "/v1/uploads?task=card", img, headers={"Content-Encoding": "br"})
     assert (r.status, r.json()["error"]) == (415, "UNSUPPORTED_FORMAT"), r.body
     assert r.json()["message"].startswith("the body's Content-Encoding 'br' is not one")
+    # the header given twice is one list (RFC 9110 5.3): only its first line counted, so a gzip
+    # body marked "gzip" then "br" was taken as gzip alone (a fresh user's trial, session 67)
+    body = gzip.compress(img)
+    head = _head(len(body)).replace(b"\r\n\r\n", b"\r\nContent-Encoding: gzip\r\n"
+                                    b"Content-Encoding: br\r\nConnection: close\r\n\r\n")
+    status, answer = _raw_exchange(a.port, head, [body])
+    assert (status, answer and answer["error"]) == (415, "UNSUPPORTED_FORMAT"), answer
+    assert answer is not None and "'gzip, br'" in answer["message"]
+    # a form field over its cap is named, not taken for the body
+    form, form_headers = multipart({"task": "card", "options": "x" * 70_000}, img)
+    r = call(a.port, "POST", "/v1/uploads", form, headers=form_headers)
+    assert (r.status, r.json()["message"]) == (
+        413, "the form's 'options' field is larger than 65536 bytes"), r.body
     assert stack.objects() == before_objects and len(stack.events()) == before_events
 
 
