@@ -650,6 +650,8 @@ class _Connection(RequestHandler):
         if request.writer.output_size > 0:  # an answer has begun: the connection is broken
             raise ConnectionError("an answer was being sent: the error cannot be")
         what = _PARSER_ERRORS.get(error or "", "the request is not well-formed HTTP")
+        if str(getattr(exc, "message", "")).startswith("Too many headers"):  # BadHttpMessage
+            what = "the request has more header lines than the parser's limit (128)"
         resp = error_response(Refused(code, f"{what}; the connection is closed"
                                       if code == "BAD_REQUEST" else "internal error"))
         resp.force_close()

@@ -741,7 +741,12 @@ def test_errors_aiohttp_answers_itself_are_json(stack: Stack) -> None:
                                                       b"Content-Length: 10") + img,
         "authorization_over_8_kb": ("GET /v1/uploads/alice.x HTTP/1.1\r\nHost: x\r\n"
                                     f"Authorization: Bearer {marker}{'y' * 9000}\r\n\r\n").encode(),
+        # "not well-formed HTTP" before (a fresh user's trial, session 67): now what broke
+        "200_header_lines": ("GET /v1/uploads/alice.x HTTP/1.1\r\nHost: x\r\n"
+                             + "".join(f"X-Pad-{i}: v\r\n" for i in range(200))
+                             + "\r\n").encode(),
     }
+    said = {"200_header_lines": "the request has more header lines than the parser's limit"}
     for name, raw in cases.items():
         with socket.create_connection(("127.0.0.1", g.port), timeout=30) as sock:
             sock.sendall(raw)
@@ -755,11 +760,12 @@ def test_errors_aiohttp_answers_itself_are_json(stack: Stack) -> None:
             assert json.loads(body)["schema_version"] == 1
         status, _, body = answers[-1]
         assert (status, json.loads(body)["error"]) == (400, "BAD_REQUEST"), name
+        assert json.loads(body)["message"].startswith(said.get(name, "")), body
         assert b"\\xff" not in data and b"\xff" not in data and marker.encode() not in data
     new = _log_lines(g.log)[log_before:]
     assert all(json.loads(x) for x in new if x.strip()), new  # JSON lines only, no traceback
     text = "\n".join(new)
     assert "Traceback" not in text and "\\xff" not in text and marker not in text
     bad = [json.loads(x) for x in new if '"BAD_REQUEST"' in x]
-    assert len(bad) == 2 and all(x["event"] == "gateway_request" and x["status"] == 400
+    assert len(bad) == 3 and all(x["event"] == "gateway_request" and x["status"] == 400
                                  and x["error"] for x in bad)
