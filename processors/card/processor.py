@@ -17,6 +17,7 @@ from processors.card import geometry as geo
 from processors.card import scan
 from processors.card.detect import INPUT_SIZE, RUNNER_UP_IOU, Detection, detect_from_mask
 from processors.card.metrics import quad_iou
+from processors.card.mrz.icao import Format
 from processors.card.mrz.read import FORMATS_FOR
 from processors.card.orient import Orienter
 from processors.card.rectify import (
@@ -44,7 +45,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo34"
+POSTPROCESS_REVISION = "geo35"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -103,7 +104,10 @@ zone is no data page also where the card path found it with no document's edge a
 :func:`_no_data_page`, :func:`_edgeless`; ``geo33``: a card named a type is read on the other
 type's view as well where its own shows no zone, and takes the type of a zone read there,
 DOC_TYPE_MISMATCH, :meth:`CardProcessor._verify`; ``geo34``: two cards side by side whose
-saliency merged are MULTIPLE_CARDS, not NO_CARD, :func:`processors.card.detect._merged_pair`)."""
+saliency merged are MULTIPLE_CARDS, not NO_CARD, :func:`processors.card.detect._merged_pair`;
+``geo35``: two ID-1 cards one above the other, taken for a booklet's spread whose page reads
+TD1, are MULTIPLE_CARDS, :attr:`_Card.stacked`, a spread's pages are read on both types' views,
+and are read for a card named ``id_card`` whose shape or frame is the spread's)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -532,6 +536,8 @@ class CardProcessor:
         (:func:`_edgeless`), asked only of a card the card path found that is no data page
         by its print (:func:`_no_data_page`)."""
         s = self.settings
+        if card.stacked:
+            return self._unread(item, card.det, (ReasonCode.MULTIPLE_CARDS,), inference_ms), False
         if card.unzoned is not None and not _zone_vouches(ver):
             # an outline or a busy page with print and no zone whose check digits pass (a form,
             # a certificate, a letter in a box, random lines of OCR-B, a scene), or a scan in
@@ -704,6 +710,7 @@ class CardProcessor:
         call for the batch, made only where a card read no valid zone and has a rival)."""
         if self.verifier is None:
             return
+        s = self.settings
         late = [j for j, (_, _, c) in enumerate(cards)
                 if not c.scanned and (c.rival is None or not c.rival.scanned)
                 and not _zone_valid(vers[j])
@@ -712,16 +719,20 @@ class CardProcessor:
             lambda j: self._late_pages(items[cards[j][0]], cards[j][1], greys[cards[j][0]],
                                       cards[j][2]), late, self.threads), strict=True))
         want: list[tuple[int, tuple[int, Decoded, _Card]]] = []  # a card's runner-up first
+        spread: dict[int, tuple[_Card, ...]] = {}  # the halves of a quad taken for a spread
         for j, (k, d, c) in enumerate(cards):
             if _zone_valid(vers[j]):
                 continue
-            halves = c.pages + (self._booklet_pages(items[k], d, c)
-                                if _spread_suspect(c, vers[j]) else ())
-            if halves:  # only a page whose zone the locator finds is read
+            spread[j] = (self._booklet_pages(items[k], d, c)
+                         if _spread_suspect(c, vers[j]) else ())
+            halves = c.pages + spread[j]
+            if halves:  # only a page whose zone the locator finds, on either type's view, is read
+                views = [(t, canonical_size(t, s.dpi)) for t in ("id_card", "passport")]
                 found = Verifier.zones_located(
-                    [(d, h.homography(d, h.size), h.doc_type, h.size) for h in halves],
+                    [(d, h.homography(d, size), t, size) for h in halves for t, size in views],
                     self.pixels)
-                halves = tuple(h for h, f in zip(halves, found, strict=True) if f)
+                halves = tuple(h for h, f, g in zip(halves, found[::2], found[1::2], strict=True)
+                               if f or g)
             for rival in (c.rival, *pages.get(j, ()), *halves):
                 if rival is not None and (rival.scanned or rival.booklet
                                           or _zone_found(vers[j])):
@@ -739,6 +750,10 @@ class CardProcessor:
                 cards[j], thumbs[j], vers[j] = sub[i], r_thumbs[i], r_vers[i]
                 turned[j] = r_turned[i]
                 swapped.add(j)
+                if (any(rival is h for h in spread.get(j, ()))
+                        and _zone_of_format(r_vers[i], Format.TD1)):
+                    k, d, page = sub[i]  # two cards, not a booklet's pages
+                    cards[j] = (k, d, replace(page, stacked=True))
 
     @staticmethod
     def _spread_page(quad: np.ndarray, shape: tuple[int, int]) -> bool:
@@ -767,9 +782,9 @@ class CardProcessor:
            small for a page of its size, and the card path may take a part of it: the
            portrait, the data page less its zone, the spread's outline a few px off), where the
            frame has the spread's shape (:data:`BOOKLET_ASPECT` within
-           :data:`BOOKLET_ASPECT_TOL`, either way up) and the upload names no ID-1 card: each
-           half of the frame across its long side, planned as a passport page
-           (:attr:`_Card.booklet`).
+           :data:`BOOKLET_ASPECT_TOL`, either way up): each half of the frame across its long
+           side, planned as a passport page (:attr:`_Card.booklet`; named ``id_card``, a page
+           whose zone reads is DOC_TYPE_MISMATCH).
 
         They are rivals of the card the upload has (:attr:`_Card.pages`, read where the
         locator finds a zone on them), or, with ``unread`` (the card path found no card, or one
@@ -782,8 +797,7 @@ class CardProcessor:
         if whole is None:
             return ()
         shape = _upload_shape(item, image)
-        if (not _spread_shaped(shape)
-                or str(item.options.get("doc_type") or self.settings.doc_type) == "id_card"):
+        if not _spread_shaped(shape):
             return (whole,)
         pages = [whole]
         for half in _halves(_frame_quad(shape)):
@@ -945,7 +959,8 @@ class CardProcessor:
                                   size=c.size, doc_type=c.doc_type,
                                   quad=np.roll(c.quad, -c.turns(bool(turned[j])), axis=0),
                                   upload_size=(w, h), thumb=thumb, alternative=alt,
-                                  in_doubt=c.by_print, any_format=c.framed))
+                                  # a spread's page may be one of two cards stacked
+                                  in_doubt=c.by_print or c.booklet, any_format=c.framed))
         return self.verifier.verify(views, self.clock().date(), self.pixels)
 
 
@@ -1014,6 +1029,12 @@ class _Card:
             format, so every format is read on it, on both types' views, and a readable zone's
             format decides the type, named or not
             (:attr:`processors.card.verify.CardView.any_format`).
+        stacked: a page of a spread (:attr:`booklet`) whose zone read valid as TD1, an ID-1
+            card's (ICAO Doc 9303 part 5), where a booklet's data page carries TD3 (part 4):
+            the spread is two ID-1 cards one above the other whose saliency merged (2 x 53.98
+            mm over 85.60 mm is 1.26, 1.38 with 10 mm between them, near ID-3's 1.42), a
+            card's front and back on one photocopied page, say: ``MULTIPLE_CARDS``, as two
+            cards side by side are (:attr:`processors.card.detect.Detection.pair`).
     """
 
     det: Detection
@@ -1032,6 +1053,7 @@ class _Card:
     pages: tuple[_Card, ...] = ()
     cut_unless_zone: bool = False
     framed: bool = False
+    stacked: bool = False
 
     def turns(self, turned: bool) -> int:
         """Quarter turns from the TL-first reading to the upright output (0-3)."""
@@ -1151,6 +1173,11 @@ def _zone_valid(ver: Verification | None) -> bool:
     return ver is not None and ver.mrz is not None and ver.mrz.valid
 
 
+def _zone_of_format(ver: Verification | None, fmt: Format) -> bool:
+    """Whether the verification ``ver`` read a valid zone (:func:`_zone_valid`) of ``fmt``."""
+    return _zone_valid(ver) and ver is not None and ver.mrz is not None and ver.mrz.format == fmt
+
+
 def _zone_vouches(ver: Verification | None) -> bool:
     """Whether the verification ``ver`` read a zone that vouches for a page only its zone can
     make a document (:attr:`_Card.unzoned`): valid (:func:`_zone_valid`), or unreadable only
@@ -1227,11 +1254,14 @@ def _spread_suspect(card: _Card, ver: Verification | None) -> bool:
     ``passport`` (the spread has ID-3's shape) or typed by
     ``auto`` (a spread photographed at a slant, or scanned, can measure ID-1's ratio, its
     page's portrait found in an ID-1 front's portrait zone or not). A card the upload named
-    ``id_card`` is taken at its word. The pages are read only where the locator finds a zone
-    on them (:meth:`Verifier.zones_located`, about 1.5 ms a card)."""
+    ``id_card`` is taken at its word unless its shape says the other type
+    (:attr:`_Card.mismatch`: a booklet on a table named ``id_card``, or two cards one above
+    the other, :attr:`_Card.stacked`). The pages are read only where the locator finds a
+    zone on them, on either type's view (:meth:`Verifier.zones_located`, about 1.5 ms a
+    view)."""
     if _zone_readable(ver) or card.booklet or card.framed:
         return False
-    return card.doc_type == "passport" or card.auto
+    return card.doc_type == "passport" or card.auto or card.mismatch
 
 
 def _zone_found(ver: Verification | None) -> bool:

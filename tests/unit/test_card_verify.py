@@ -356,8 +356,16 @@ def test_a_data_page_in_its_open_booklet_is_read_on_its_page():
     proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
     outs = proc.process_batch([Item.from_array("photo", photo, {}),
                                Item.from_array("crop", crop, {}),
+                               Item.from_array("named", photo, {"doc_type": "id_card"}),
                                Item.from_array("bare", crop2, {})])
     bare_out = outs.pop()
+    # named an ID-1 card, the spread's pages were not read (a real UK specimen on a table,
+    # a fresh user's trial, session 66: DOC_TYPE_MISMATCH, NO_PORTRAIT, its zone unread): the
+    # data page, with DOC_TYPE_MISMATCH
+    named = outs.pop()
+    assert named.payload["mrz"]["valid"] and named.payload["doc_type"] == "passport"
+    assert "DOC_TYPE_MISMATCH" in named.reasons
+    assert quad_iou(np.asarray(named.payload["quad"]), page) > 0.9
     # PARTIAL_CARD as for any card on the frame, measured like one (type, quality, zone)
     assert str(bare_out.status) == "rejected" and "PARTIAL_CARD" in bare_out.reasons
     assert bare_out.payload["doc_type"] == "passport" and bare_out.payload["quality"]
@@ -370,6 +378,35 @@ def test_a_data_page_in_its_open_booklet_is_read_on_its_page():
     assert quad_iou(np.asarray(outs[0].payload["quad"]), page) > 0.9
     q = np.asarray(outs[1].payload["quad"])  # the lower half of the crop
     assert q[:, 1].min() > 0.4 * crop.shape[0]
+
+
+@pytest.mark.parametrize("gap_mm", [0.0, 3.0])
+def test_two_cards_one_above_the_other_are_multiple_cards_not_a_booklet(gap_mm):
+    """A card's front above its back (a photocopy's layout), 0-3 mm apart: their saliency
+    merges into one quad of 1.26-1.32, near an open booklet's 1.41, so the spread's pages
+    were read, and the back, whose TD1 zone read valid, was accepted as the document (a fresh
+    user's trial, session 66). A booklet's data page carries TD3 (ICAO Doc 9303 part 4), so a
+    page reading TD1 says two cards: MULTIPLE_CARDS, named or not. Either card alone is
+    accepted as before."""
+    back, back_alpha, _ = _document(2, Format.TD1)
+    front, front_alpha, _ = _document(3, Format.TD1)
+    band = int(MRZ_BAND_MM[Format.TD1] * PX_PER_MM)
+    front[-band:] = front[-band - 40]  # a front: no zone
+    gap = int(gap_mm * PX_PER_MM)
+    stacked = np.concatenate([front, np.zeros((gap, *front.shape[1:]), front.dtype), back])
+    alpha = np.concatenate([front_alpha, np.zeros((gap, front.shape[1]), front_alpha.dtype),
+                            back_alpha])
+    photo = _photo(stacked, alpha, rotation=3.0, size=(1400, 1600))
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    outs = proc.process_batch([Item.from_array(f"stack-{t}", photo, {"doc_type": t})
+                               for t in ("auto", "id_card", "passport")]
+                              + [Item.from_array("back", _photo(back, back_alpha), {})])
+    alone = outs.pop()
+    for o in outs:
+        assert str(o.status) == "rejected" and [str(r) for r in o.reasons] == [
+            "MULTIPLE_CARDS"], (o.upload_id, o.reasons)
+        assert not o.artifacts
+    assert str(alone.status) == "accepted" and alone.payload["mrz"]["valid"], alone.reasons
 
 
 def test_a_spread_cropped_edge_to_edge_stands_in_where_the_card_path_finds_none(monkeypatch):
@@ -386,10 +423,15 @@ def test_a_spread_cropped_edge_to_edge_stands_in_where_the_card_path_finds_none(
     letter = np.full_like(crop, 240)  # a blank page of A4's shape, 1.414: no zone to vouch
     monkeypatch.setattr(CardProcessor, "_no_card", lambda self, det, min_area_frac=None: True)
     proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
-    page, blank = proc.process_batch([Item.from_array("crop", crop, {}),
-                                      Item.from_array("letter", letter, {})])
+    page, named, blank = proc.process_batch([
+        Item.from_array("crop", crop, {}), Item.from_array("named", crop, {"doc_type": "id_card"}),
+        Item.from_array("letter", letter, {})])
     assert str(page.status) == "accepted", page.reasons
     assert page.payload["mrz"]["valid"] and page.payload["doc_type"] == "passport"
+    # named an ID-1 card (its pages were not read: CARD_TOO_SMALL, a fresh user's trial,
+    # session 66): the data page, with DOC_TYPE_MISMATCH
+    assert named.payload["mrz"]["valid"] and named.payload["doc_type"] == "passport"
+    assert "DOC_TYPE_MISMATCH" in named.reasons and named.payload["quad"] == page.payload["quad"]
     q = np.asarray(page.payload["quad"])  # the frame's lower half
     assert abs(q[:, 1].min() - crop.shape[0] / 2) < 2 and q[:, 1].max() > crop.shape[0] - 2
     # as before: NO_CARD (and BLURRY: a blank frame has no detail), no quad, no type
