@@ -216,8 +216,12 @@ class Gateway:
             body = _inflate_capped(body, coding, cap) if coding else body
             if not multipart:
                 return query, body
-            # a coded form, inflated under the cap: its parts are read from memory
-            content = StreamReader(request.protocol, CHUNK, loop=asyncio.get_running_loop())
+            # a coded form, inflated under the cap: its parts are read from memory, from a
+            # buffer whose limit holds it all (past twice its limit a reader pauses the
+            # connection's transport, and aiohttp's parser asserted: 500 for a coded form over
+            # 128 KiB, a second fresh user's trial)
+            content = StreamReader(request.protocol, len(body) + 1,
+                                   loop=asyncio.get_running_loop())
             content.feed_data(body)
             content.feed_eof()
         max_parts = self.settings.gateway.max_parts
