@@ -45,7 +45,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo35"
+POSTPROCESS_REVISION = "geo36"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -107,7 +107,9 @@ DOC_TYPE_MISMATCH, :meth:`CardProcessor._verify`; ``geo34``: two cards side by s
 saliency merged are MULTIPLE_CARDS, not NO_CARD, :func:`processors.card.detect._merged_pair`;
 ``geo35``: two ID-1 cards one above the other, taken for a booklet's spread whose page reads
 TD1, are MULTIPLE_CARDS, :attr:`_Card.stacked`, a spread's pages are read on both types' views,
-and are read for a card named ``id_card`` whose shape or frame is the spread's)."""
+and are read for a card named ``id_card`` whose shape or frame is the spread's; ``geo36``: a
+card whose shape, out of doubt, says the other type than the one named is read on both types'
+views, not the other as a fallback)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -959,8 +961,12 @@ class CardProcessor:
                                   size=c.size, doc_type=c.doc_type,
                                   quad=np.roll(c.quad, -c.turns(bool(turned[j])), axis=0),
                                   upload_size=(w, h), thumb=thumb, alternative=alt,
-                                  # a spread's page may be one of two cards stacked
-                                  in_doubt=c.by_print or c.booklet, any_format=c.framed))
+                                  # both views searched: a spread's page may be one of two
+                                  # cards stacked; a card whose shape says the other type than
+                                  # the one named read its TD1 zone as an unreadable TD2 on
+                                  # its own view, which then asked no fallback (geo36)
+                                  in_doubt=c.by_print or c.booklet or c.mismatch,
+                                  any_format=c.framed))
         return self.verifier.verify(views, self.clock().date(), self.pixels)
 
 
@@ -1012,7 +1018,8 @@ class _Card:
         mismatch: the upload named the document type and the quad's metric aspect ratio, out
             of doubt, is the other type's (``DOC_TYPE_MISMATCH``; the card is rectified to the
             type named unless its zone reads on the other type's view, whose type it then
-            takes). A zone read valid in the other type's format flags it too, in doubt or not
+            takes; both views are searched, since geo36). A zone read valid in the other
+            type's format flags it too, in doubt or not
             (:func:`_zone_of_other_type`), as does a zone read on the other type's view.
         booklet: one page of an open passport booklet whose whole spread another card's quad
             took (:meth:`CardProcessor._booklet_pages`): a rival of that card, which takes its

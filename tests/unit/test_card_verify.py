@@ -27,6 +27,7 @@ from processors.card.training.documents import (
     render_document,
 )
 from processors.card.training.synth import _skimage, composite, render_face
+from processors.decode import DecodeSettings, probe_image
 from processors.runtime import RuntimeSettings
 
 PX_PER_MM = 10.0
@@ -302,6 +303,32 @@ def test_a_small_scan_named_the_other_type_reads_its_zone_and_says_mismatch():
                    ("accepted", False, "id_card", "TD1", True),
                    ("accepted", True, "passport", "TD3", True),
                    ("accepted", False, "passport", "TD3", True)], got
+
+
+def test_a_large_card_whose_shape_says_the_other_type_is_read_on_both_views():
+    """A second fresh user's trial (session 67): a TD1 card photographed large on A4 or on a
+    table, named ``passport``, was DOC_TYPE_MISMATCH by its shape, but rectified as a passport
+    page its three lines read as an unreadable TD2 zone there; the ID-1 view was a fallback,
+    searched only where the own view shows no zone whose line count fits. A card whose shape,
+    out of doubt, says the other type (``_Card.mismatch``) is now read on both views, and the
+    zone's format sets its type."""
+    face, alpha, _ = _document(650, Format.TD1)
+    photo = np.full((1782, 1260, 3), 244, np.uint8)  # an A4 scan at 6 px/mm
+    h, w = face.shape[:2]
+    a = np.radians(0.5)
+    turn = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    quad = (np.array([[-w, -h], [w, -h], [w, h], [-w, h]], np.float64) * 0.3 @ turn.T
+            + [630, 535])  # the card at 6 px/mm (its face is at 10)
+    jpeg = cv2.imencode(".jpg", composite(photo, face, alpha, quad),
+                        [cv2.IMWRITE_JPEG_QUALITY, 92])[1].tobytes()
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    named, right = proc.process_batch([
+        Item(upload_id=name, image=probe_image(jpeg, DecodeSettings()), options={"doc_type": t})
+        for name, t in (("named", "passport"), ("right", "id_card"))])
+    for o, flagged in ((named, True), (right, False)):
+        assert o.payload["doc_type"] == "id_card", (o.upload_id, o.reasons)
+        assert o.payload["mrz"]["format"] == "TD1" and o.payload["mrz"]["valid"], o.upload_id
+        assert ("DOC_TYPE_MISMATCH" in o.reasons) is flagged, (o.upload_id, o.reasons)
 
 
 @pytest.mark.skipif(not (CASES / "manifest.json").is_file(),
