@@ -134,6 +134,21 @@ class _Pattern:
         return {**handler(schema), "pattern": self.pattern}
 
 
+@dataclass(frozen=True, slots=True)
+class _JsonInt:
+    """An integer as JSON Schema has it (:func:`_json_int`: ``1.0`` counts, ``true`` does not),
+    within ``ge`` .. ``le``; the bounds are the inner int's, so the JSON Schema publishes them
+    as ``minimum`` / ``maximum`` (put beside a before-validator they came out as ``ge`` /
+    ``le``, which JSON Schema does not know: ``GET /v1/tasks``'s dpi, a fresh user's trial)."""
+
+    ge: int | None = None
+    le: int | None = None
+
+    def __get_pydantic_core_schema__(self, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(
+            _json_int, core_schema.int_schema(ge=self.ge, le=self.le, strict=True))
+
 
 def _schema_version(v: Any) -> Any:
     if isinstance(v, bool):
@@ -160,12 +175,9 @@ def _rfc3339(v: str) -> str:
     return v
 
 
-JsonInt = Annotated[int, BeforeValidator(_json_int), Strict()]
-# bounds go on the int inside the validator, so the JSON Schema says minimum / maximum (put on
-# the validator, they were published as "ge" / "le", which JSON Schema does not know)
-NonNegInt = Annotated[int, Field(ge=0), BeforeValidator(_json_int), Strict()]
-PosInt = Annotated[int, Field(ge=1), BeforeValidator(_json_int), Strict()]
-Dpi = Annotated[int, Field(ge=72, le=1200), BeforeValidator(_json_int), Strict()]
+NonNegInt = Annotated[int, _JsonInt(ge=0)]
+PosInt = Annotated[int, _JsonInt(ge=1)]
+Dpi = Annotated[int, _JsonInt(ge=72, le=1200)]
 JsonFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[JsonFloat, Field(ge=0)]
 Str = Annotated[str, Strict()]

@@ -712,7 +712,7 @@ class CardProcessor:
         call for the batch, made only where a card read no valid zone and has a rival)."""
         if self.verifier is None:
             return
-        s = self.settings
+        views = [(t, canonical_size(t, self.settings.dpi)) for t in ("id_card", "passport")]
         late = [j for j, (_, _, c) in enumerate(cards)
                 if not c.scanned and (c.rival is None or not c.rival.scanned)
                 and not _zone_valid(vers[j])
@@ -729,7 +729,6 @@ class CardProcessor:
                          if _spread_suspect(c, vers[j]) else ())
             halves = c.pages + spread[j]
             if halves:  # only a page whose zone the locator finds, on either type's view, is read
-                views = [(t, canonical_size(t, s.dpi)) for t in ("id_card", "passport")]
                 found = Verifier.zones_located(
                     [(d, h.homography(d, size), t, size) for h in halves for t, size in views],
                     self.pixels)
@@ -1182,7 +1181,7 @@ def _zone_valid(ver: Verification | None) -> bool:
 
 def _zone_of_format(ver: Verification | None, fmt: Format) -> bool:
     """Whether the verification ``ver`` read a valid zone (:func:`_zone_valid`) of ``fmt``."""
-    return _zone_valid(ver) and ver is not None and ver.mrz is not None and ver.mrz.format == fmt
+    return ver is not None and ver.mrz is not None and ver.mrz.valid and ver.mrz.format == fmt
 
 
 def _zone_vouches(ver: Verification | None) -> bool:
