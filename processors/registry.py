@@ -46,6 +46,13 @@ def specs() -> tuple[TaskSpec, ...]:
     return tuple(_SPECS.values())
 
 
+def artifact_names() -> tuple[str, ...]:
+    """The names of the registered tasks' artifacts that a result payload can name
+    (:attr:`TaskSpec.artifact_fields`), each once, in registration order (built in:
+    ``rectified``, ``photo``, ``sheet``)."""
+    return tuple(dict.fromkeys(n for s in _SPECS.values() for n in s.artifact_fields))
+
+
 def spec(task: str) -> TaskSpec:
     """The spec of ``task``.
 
@@ -99,8 +106,9 @@ def registered(new: TaskSpec) -> Iterator[TaskSpec]:
 def stand_in(task: str, call_ms: float = 20.0, item_ms: float = 2.0,
              bucket: int = 32, hang_s: float = 3600.0) -> Processor:
     """The fixed-latency ``sleep`` processor serving ``task``: outcomes carry the task's main
-    artifact and a payload of its shape (:class:`processors.sleep.SleepProcessor`; ``call_ms``,
-    ``item_ms`` in ms, ``hang_s`` in s as it says).
+    artifact (and the others its options ask for: ``TaskSpec.stand_in_extras``) and a payload
+    of its shape (:class:`processors.sleep.SleepProcessor`; ``call_ms``, ``item_ms`` in ms,
+    ``hang_s`` in s as it says).
 
     Raises:
         ProcessorError: no such task is registered.
@@ -108,8 +116,9 @@ def stand_in(task: str, call_ms: float = 20.0, item_ms: float = 2.0,
     from processors.sleep import SleepProcessor
 
     s = spec(task)
-    return SleepProcessor(s.name, artifact=s.main_artifact, payload=s.stand_in, call_ms=call_ms,
-                          item_ms=item_ms, bucket=bucket, hang_s=hang_s)
+    return SleepProcessor(s.name, artifact=s.main_artifact, payload=s.stand_in,
+                          extras=s.stand_in_extras, call_ms=call_ms, item_ms=item_ms,
+                          bucket=bucket, hang_s=hang_s)
 
 
 def build_processor(task: str, section: Any, runtime: RuntimeSettings, *, name: str | None = None,

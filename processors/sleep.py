@@ -46,16 +46,21 @@ class SleepProcessor:
             ``TaskSpec.main_artifact``).
         payload: item -> the outcome's payload (``TaskSpec.stand_in``: a payload of the task's
             shape). :func:`processors.registry.stand_in` builds one for a registered task.
+        extras: item -> the names of the artifacts it carries besides ``artifact``
+            (``TaskSpec.stand_in_extras``: the ID photo's ``sheet`` with ``print_sheet``);
+            None: none.
         hang_s: how long a call holding a ``hang`` poison image blocks (s, default 1 h).
 
-    Each outcome carries one artifact ``<artifact>.png``: a ``(32, 32, 3) uint8`` PNG thumbnail
-    of the image. Items are probed uploads: each is decoded at full resolution
-    (``decode_probed``), as the worker decoded them before processors took bytes, so the load
-    keeps the decode in the pipeline; pixel data that fails to decode is ``rejected`` with the
-    decoder's reason.
+    Each outcome carries the artifact ``<artifact>.png``: a ``(32, 32, 3) uint8`` PNG thumbnail
+    of the image, and each extra one ``<name>.png``: a ``(32, 48, 3) uint8`` PNG of it (other
+    bytes than the main one's, 6 x 4 like a print sheet). Items are probed uploads: each is
+    decoded at full resolution (``decode_probed``), as the worker decoded them before
+    processors took bytes, so the load keeps the decode in the pipeline; pixel data that fails
+    to decode is ``rejected`` with the decoder's reason.
     """
 
     def __init__(self, task: str, *, artifact: str, payload: Callable[[Item], Mapping[str, Any]],
+                 extras: Callable[[Item], Sequence[str]] | None = None,
                  call_ms: float = 20.0, item_ms: float = 2.0, bucket: int = 32,
                  hang_s: float = 3600.0) -> None:
         self.task = task
@@ -65,6 +70,7 @@ class SleepProcessor:
         self.chosen_bucket = bucket
         self.artifact = artifact
         self.payload = payload
+        self.extras = extras
         self.stats = BatchStats()
         self._model = ModelInfo(name="sleep", version="sleep-1", provider="none")
         self.decode = DecodeSettings()
@@ -116,9 +122,16 @@ class SleepProcessor:
                 except DecodeError as e:
                     out.append(Outcome.undecodable(it.upload_id, e))
                     continue
-                thumb = cv2.resize(image, (32, 32), interpolation=cv2.INTER_AREA)
-                ok, png = cv2.imencode(".png", thumb)
-                art = Artifact(self.artifact, "png", "image/png", png.tobytes(), 32, 32)
+                names = (self.artifact, *(self.extras(it) if self.extras else ()))
+                arts = tuple(_thumbnail(image, name, 32 if name == self.artifact else 48)
+                             for name in names)
                 out.append(Outcome(it.upload_id, Status.ACCEPTED, (), dict(self.payload(it)),
-                                   (art,), ms))
+                                   arts, ms))
         return out
+
+
+def _thumbnail(image: Any, name: str, width: int) -> Artifact:
+    """The artifact ``<name>.png``: ``image`` (decoded pixels) resized to 32 px high and
+    ``width`` px wide."""
+    ok, png = cv2.imencode(".png", cv2.resize(image, (width, 32), interpolation=cv2.INTER_AREA))
+    return Artifact(name, "png", "image/png", png.tobytes(), width, 32)

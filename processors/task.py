@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from pydantic import BaseModel
 
@@ -96,6 +96,12 @@ class TaskSpec:
         (worker tests and benchmarks); none by default."""
         return {}
 
+    def stand_in_extras(self, item: Item) -> tuple[str, ...]:
+        """The artifacts besides the main one that the ``sleep`` processor stores for ``item``,
+        by name, as the task's processor would for its options (the ID photo's ``sheet`` with
+        ``print_sheet``); none by default."""
+        return ()
+
     def compare(self, before: Any, after: Any) -> dict[str, float]:
         """What changed between two payloads of the same upload (replay: the original result's
         and the replayed one's, the task's payload models), as :attr:`measures` -> value, for
@@ -146,6 +152,25 @@ class TaskSpec:
             d[self.main_artifact] = refs.get(self.main_artifact)
         return model(**d)
 
+    @property
+    def artifact_fields(self) -> tuple[str, ...]:
+        """The payload fields that hold a stored artifact's object ref (:class:`ObjectRef`),
+        in the payload model's order: the main artifact's and any other (the ID photo's
+        ``photo`` and ``sheet``); none for a task without a payload."""
+        model = self.payload_model
+        if model is None:
+            return ()
+        return tuple(n for n, f in model.model_fields.items()
+                     if f.annotation is ObjectRef or ObjectRef in get_args(f.annotation))
+
+    def artifact_ref(self, payload: BaseModel | None, name: str) -> ObjectRef | None:
+        """The object ref of artifact ``name`` in a result payload: None when the payload has
+        none (not asked for, not produced) or ``name`` is not one of :attr:`artifact_fields`
+        (it never reads another field)."""
+        if payload is None or name not in self.artifact_fields:
+            return None
+        return getattr(payload, name, None)
+
     def main_ref(self, payload: BaseModel | None) -> ObjectRef | None:
         """The main artifact's object ref in a result payload (None when absent)."""
-        return getattr(payload, self.main_artifact, None) if payload is not None else None
+        return self.artifact_ref(payload, self.main_artifact)

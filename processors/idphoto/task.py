@@ -59,6 +59,11 @@ class IdPhotoTask(TaskSpec):
         return {"size": str(_DEFAULTS.default_size), "background": _DEFAULTS.default_background,
                 "face_box": None, "width": 32, "height": 32}
 
+    def stand_in_extras(self, item: Item) -> tuple[str, ...]:
+        """``sheet`` when the upload asks for a print sheet (``print_sheet: true``), as the
+        processor stores one."""
+        return ("sheet",) if item.options.get("print_sheet") is True else ()
+
     def effective_options(self, options: Mapping[str, Any],
                           section: IdPhotoSettings) -> dict[str, Any]:
         """``size``, ``background`` (normalised), ``alpha_matting``, ``mode``, ``dpi``,

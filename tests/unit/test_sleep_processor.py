@@ -25,3 +25,30 @@ def test_sleep_processor_decodes_probed_uploads() -> None:
     assert thumb.shape == (32, 32, 3) and abs(int(thumb.mean()) - 200) <= 1
     assert bad.status == Status.REJECTED and bad.reasons == (ReasonCode.CORRUPT_IMAGE,)
     assert p.stats.calls == 1 and p.stats.images == 2
+
+
+def test_the_id_photo_stand_in_stores_a_sheet_only_when_asked() -> None:
+    """With ``print_sheet: true`` the stand-in carries a second artifact, ``sheet``, as the
+    ID-photo processor does (other bytes than the photo's: 48 x 32 px), and the task's payload
+    names it; without it, the photo alone."""
+    from processors.registry import spec
+    from schemas.models import ObjectRef
+
+    img = np.random.default_rng(1).integers(0, 256, (60, 90, 3), dtype=np.uint8)
+    p = stand_in("id_photo", call_ms=0.0, item_ms=0.0)
+    asked, plain, no = p.process_batch([Item.from_array("a", img, {"print_sheet": True}),
+                                        Item.from_array("b", img),
+                                        Item.from_array("c", img, {"print_sheet": False})])
+    assert [a.name for a in asked.artifacts] == ["photo", "sheet"]
+    assert [a.name for a in plain.artifacts] == [a.name for a in no.artifacts] == ["photo"]
+    photo, sheet = asked.artifacts
+    shown = cv2.imdecode(np.frombuffer(sheet.data, np.uint8), cv2.IMREAD_COLOR)
+    assert shown.shape == (32, 48, 3) and (sheet.width, sheet.height) == (48, 32)
+    assert sheet.data != photo.data and photo.data == plain.artifacts[0].data
+    refs = {a.name: ObjectRef(bucket="results", key=f"id_photo/sleep-1/a/x/{a.name}.png",
+                              size_bytes=len(a.data), sha256="0" * 64,
+                              content_type=a.content_type, width=a.width, height=a.height)
+            for a in asked.artifacts}
+    payload = spec("id_photo").payload(asked.payload, refs)
+    assert payload is not None and payload.sheet == refs["sheet"]
+    assert payload.photo == refs["photo"]
