@@ -10,15 +10,20 @@ waits that cost a future each, not a thread (hundreds of ``wait_ms`` requests at
 Routes (API on ``gateway.port``; every ``/v1/uploads`` route needs ``Authorization: Bearer
 <key>``):
 
-=====================================  ==========================================================
-``GET /``                              the page (``static/index.html``), which uses the same API
-``GET /v1/tasks``                      each task's options as JSON Schema (the page's choices)
-``POST /v1/uploads``                   an image (raw body, or multipart with an ``image`` part)
-                                       with ``task``, ``options`` (JSON), ``upload_id`` (query or
-                                       form fields) and ``Idempotency-Key``; ``?wait_ms=N``
-``GET /v1/uploads/{id}``               the verdict, as on the results topic (``?wait_ms=N``)
-``GET /v1/uploads/{id}/output``        the output image, streamed from the object store
-=====================================  ==========================================================
+=========================================  =======================================================
+``GET /``                                  the page (``static/index.html``), which uses the same
+                                           API
+``GET /v1/tasks``                          each task's options as JSON Schema (the page's choices)
+``POST /v1/uploads``                       an image (raw body, or multipart with an ``image``
+                                           part) with ``task``, ``options`` (JSON),
+                                           ``upload_id`` (query or form fields) and
+                                           ``Idempotency-Key``; ``?wait_ms=N``
+``GET /v1/uploads/{id}``                   the verdict, as on the results topic (``?wait_ms=N``)
+``GET /v1/uploads/{id}/output``            the output image, streamed from the object store
+``GET /v1/uploads/{id}/artifacts/{name}``  the result's artifact ``name`` (a payload field
+                                           holding an object ref: ``rectified``, ``photo``,
+                                           the ID photo's print ``sheet``), the same way
+=========================================  =======================================================
 
 Admin (``gateway.admin_port``): ``/metrics``, ``/live`` (the results tail runs), ``/ready``
 (the tail has read back its look-back window).
@@ -53,7 +58,7 @@ from processors import registry
 from schemas import codec
 from schemas import formats as F
 from schemas.gateway import HTTP_STATUS, GatewayCode, GatewayError, UploadAccepted
-from schemas.models import TASKS
+from schemas.models import TASKS, ObjectRef, VerificationResult
 from schemas.reasons import ReasonCode
 from streams.errors import ObjectNotFound, StorageError
 from streams.gateway.errors import Refused
@@ -564,25 +569,61 @@ async def get_upload(request: web.Request) -> web.Response:
     return result_response(await gw.result(uid, gw.wait_s(request)))
 
 
+def artifact_name(raw: str | None) -> str | None:
+    """The artifact a request names (``{name}`` of ``/artifacts/{name}``; None: ``/output``,
+    the task's main one), checked against the names a result can hold
+    (:func:`processors.registry.artifact_names`), so no key or field is ever read by a name
+    the client made up.
+
+    Raises:
+        Refused: ``UNKNOWN_ARTIFACT`` for any other name (the message lists the known ones,
+            never the name sent).
+    """
+    known = registry.artifact_names()
+    if raw is None or raw in known:
+        return raw
+    raise Refused(GatewayCode.UNKNOWN_ARTIFACT, f"not an artifact name; a result can name "
+                  f"{', '.join(known)} (each task its own)")
+
+
+def output_ref(result: VerificationResult, name: str | None, upload_id: str) -> ObjectRef:
+    """The object ref of ``result``'s artifact ``name`` (a name :func:`artifact_name` passed;
+    None: the task's main one, ``rectified`` / ``photo``).
+
+    Raises:
+        Refused: ``NO_OUTPUT`` where the result names none: not produced (a rejected card, a
+            photo without a face, a failed upload), not asked for (a ``sheet`` without
+            ``print_sheet``), or not one of its task's (a card's ``sheet``).
+    """
+    task = str(result.task)
+    spec = registry.spec(task) if task in registry.names() else None
+    ref = (None if spec is None else spec.main_ref(result.payload) if name is None
+           else spec.artifact_ref(result.payload, name))
+    if ref is None:
+        what = "no output image" if name is None else f"no {name!r} artifact"
+        raise Refused(GatewayCode.NO_OUTPUT, f"this {task} upload's result has {what} "
+                      f"(status {result.status})", upload_id=upload_id)
+    return ref
+
+
 async def get_output(request: web.Request) -> web.StreamResponse:
-    """``GET /v1/uploads/{id}/output``: the result's output image, streamed from the store."""
+    """``GET /v1/uploads/{id}/output`` (the task's main output image) and
+    ``GET /v1/uploads/{id}/artifacts/{name}`` (the artifact ``name``: :func:`artifact_name`,
+    :func:`output_ref`), streamed from the store: one path for both, so their access, status
+    codes and errors are the same."""
     gw = request.app[_GW]
     uid = gw.own(gw.client(request), request.match_info["id"])
     request["upload_id"] = uid
-    r = codec.decode_result(await gw.result(uid, 0.0))
-    ref = (registry.spec(str(r.task)).main_ref(r.payload) if str(r.task) in registry.names()
-           else None)
-    if ref is None:
-        raise Refused(GatewayCode.NO_OUTPUT, f"this upload has no output image ({r.status})",
-                      upload_id=uid)
+    name = artifact_name(request.match_info.get("name"))
+    ref = output_ref(codec.decode_result(await gw.result(uid, 0.0)), name, uid)
     loop = asyncio.get_running_loop()
     st = gw.storage
     try:
         obj = await loop.run_in_executor(None, lambda: st.retry(
             f"GET {ref.bucket}", lambda: st.client.get_object(ref.bucket, ref.key)))
     except ObjectNotFound:  # expired (the results bucket's lifecycle rule) or removed
-        raise Refused(GatewayCode.NO_OUTPUT, "the output image is no longer stored",
-                      upload_id=uid) from None
+        raise Refused(GatewayCode.NO_OUTPUT, f"the {name or 'output image'} is no longer "
+                      "stored", upload_id=uid) from None
     except StorageError:
         raise Refused(GatewayCode.UNAVAILABLE, "the object store does not answer",
                       retry_after_s=gw.settings.gateway.retry_after_s, upload_id=uid) from None
@@ -698,6 +739,7 @@ def build_app(gw: Gateway) -> web.Application:
     app.router.add_post("/v1/uploads", post_upload, expect_handler=_expect)
     app.router.add_get("/v1/uploads/{id}", get_upload)
     app.router.add_get("/v1/uploads/{id}/output", get_output)
+    app.router.add_get("/v1/uploads/{id}/artifacts/{name}", get_output)
     return app
 
 

@@ -156,6 +156,77 @@ def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers
     assert (gone.status, gone.json()["error"]) == (404, "NO_OUTPUT")
 
 
+def test_an_id_photo_print_sheet_is_downloaded_over_http(stack: Stack, tmp_path: Path) -> None:
+    """The print sheet an ``id_photo`` upload asks for (``print_sheet: true``) is served at
+    ``/artifacts/sheet`` by either instance, the stored object's bytes; the same access and
+    answers as ``/output``: another client's id is UNKNOWN_UPLOAD, an unknown name
+    UNKNOWN_ARTIFACT, no sheet (not asked for, a card's) or an expired one NO_OUTPUT, the
+    store down UNAVAILABLE with Retry-After."""
+    a, b = stack.gateways
+    st = Storage(stack.settings.s3)
+    body, headers = multipart({"task": "id_photo", "options": '{"print_sheet":true}'},
+                              stack.images[2])
+    r = call(a.port, "POST", "/v1/uploads?wait_ms=20000", body, headers=headers)
+    assert r.status == 200, r.body
+    uid, res = r.json()["upload_id"], r.json()["id_photo"]
+    sheet, photo = res["sheet"], res["photo"]
+    assert sheet["key"].startswith(f"id_photo/sleep-1/{uid}/")
+    assert sheet["key"].endswith("/sheet.png") and (sheet["width"], sheet["height"]) == (48, 32)
+    stored = st.get(sheet["bucket"], sheet["key"])
+    assert hashlib.sha256(stored).hexdigest() == sheet["sha256"] != photo["sha256"]
+    for g in (a, b):
+        got = call(g.port, "GET", f"/v1/uploads/{uid}/artifacts/sheet")
+        assert got.status == 200, got.body
+        assert got.headers["content-type"] == sheet["content_type"] == "image/png"
+        assert int(got.headers["content-length"]) == sheet["size_bytes"] == len(got.body)
+        assert hashlib.sha256(got.body).hexdigest() == hashlib.sha256(stored).hexdigest()
+    # the main artifact by its name is /output's answer
+    main = call(b.port, "GET", f"/v1/uploads/{uid}/output")
+    assert main.status == 200 and hashlib.sha256(main.body).hexdigest() == photo["sha256"]
+    assert call(a.port, "GET", f"/v1/uploads/{uid}/artifacts/photo").body == main.body
+    # refusals: another client's id (before the name is looked at), an unknown name, no key
+    for name in ("sheet", "nonsense"):
+        theirs = call(a.port, "GET", f"/v1/uploads/{uid}/artifacts/{name}", client="bob")
+        assert (theirs.status, theirs.json()["error"]) == (404, "UNKNOWN_UPLOAD")
+    for name in ("nonsense", "face_box", "sheet.png"):
+        bad = call(a.port, "GET", f"/v1/uploads/{uid}/artifacts/{name}")
+        assert (bad.status, bad.json()["error"]) == (404, "UNKNOWN_ARTIFACT"), name
+        assert "rectified, photo, sheet" in bad.json()["message"]
+    assert call(a.port, "GET", f"/v1/uploads/{uid}/artifacts/sheet", client=None).status == 401
+    # no sheet: an ID photo that did not ask for one, and a card
+    body, headers = multipart({"task": "id_photo", "options": "{}"}, stack.images[2])
+    plain = call(a.port, "POST", "/v1/uploads?wait_ms=20000", body, headers=headers)
+    card = call(a.port, "POST", "/v1/uploads?task=card&wait_ms=20000", stack.images[2])
+    assert plain.status == card.status == 200
+    assert plain.json()["id_photo"].get("sheet") is None and plain.json()["id_photo"]["photo"]
+    for other in (plain.json()["upload_id"], card.json()["upload_id"]):
+        none = call(b.port, "GET", f"/v1/uploads/{other}/artifacts/sheet")
+        assert (none.status, none.json()["error"], none.json()["upload_id"]) == (
+            404, "NO_OUTPUT", other)
+        assert "no 'sheet' artifact (status accepted)" in none.json()["message"]
+        assert call(b.port, "GET", f"/v1/uploads/{other}/output").status == 200
+    # the store down: 503 UNAVAILABLE with Retry-After (a gateway whose store is a closed port)
+    down = stack.settings.model_copy(update={
+        "s3": stack.settings.s3.model_copy(update={
+            "endpoint": f"127.0.0.1:{free_port()}",
+            "retry": stack.settings.s3.retry.model_copy(update={"first_s": 0.05,
+                                                                 "attempts": 2})})})
+    g = procs.start_gateway(down, tmp_path / "down.log", free_port(), free_port())
+    try:
+        for path in (f"/v1/uploads/{uid}/artifacts/sheet", f"/v1/uploads/{uid}/output"):
+            out = call(g.port, "GET", f"{path}")
+            assert (out.status, out.json()["error"], out.headers.get("retry-after")) == (
+                503, "UNAVAILABLE", str(stack.settings.gateway.retry_after_s)), out.body
+    finally:
+        procs.stop_workers([procs.WorkerProc(g.proc, 0, g.log)], timeout_s=20)
+    # expired (the results bucket's lifecycle rule): 404 NO_OUTPUT, and the photo still served
+    st.client.remove_object(sheet["bucket"], sheet["key"])
+    gone = call(a.port, "GET", f"/v1/uploads/{uid}/artifacts/sheet")
+    assert (gone.status, gone.json()["error"]) == (404, "NO_OUTPUT")
+    assert gone.json()["message"] == "the sheet is no longer stored"
+    assert call(a.port, "GET", f"/v1/uploads/{uid}/output").body == main.body
+
+
 def test_202_then_a_get_with_wait_on_the_other_instance(stack: Stack) -> None:
     a, b = stack.gateways
     body, headers = multipart({"task": "id_photo",
@@ -377,7 +448,8 @@ def test_another_clients_upload_is_not_found_on_either_instance(stack: Stack) ->
     assert r.status == 200
     uid = r.json()["upload_id"]
     for g in stack.gateways:
-        for path in (f"/v1/uploads/{uid}", f"/v1/uploads/{uid}/output"):
+        for path in (f"/v1/uploads/{uid}", f"/v1/uploads/{uid}/output",
+                     f"/v1/uploads/{uid}/artifacts/sheet"):
             theirs = call(g.port, "GET", path, client="bob")
             assert (theirs.status, theirs.json()["error"]) == (404, "UNKNOWN_UPLOAD")
             nobody = call(g.port, "GET", path.replace(uid, "bob.never-used"), client="bob")
@@ -442,8 +514,9 @@ def _until(page, expression: str, timeout_s: float = 15.0) -> None:  # noqa: ANN
 
 
 def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
-    """The page loads, a card photo goes through to a shown verdict with its output image, and a
-    file that is not an image shows the gateway's code; a phone-sized screenshot is kept."""
+    """The page loads, a card photo goes through to a shown verdict with its output image, an
+    ID photo with a print sheet offers the sheet as a download (the stored object's bytes), and
+    a file that is not an image shows the gateway's code; phone-sized screenshots are kept."""
     import subprocess
 
     from playwright.sync_api import sync_playwright
@@ -489,8 +562,27 @@ def test_page_in_headless_chromium(stack: Stack, tmp_path: Path) -> None:
             assert "batch of" in said["card_passport_mrz_values"]["time in the stream"]
             _until(page, "document.querySelector('#output').naturalWidth > 0")
             page.screenshot(path=str(shots / "page-card-accepted.png"), full_page=True)
+            assert not page.is_visible("#sheet")  # a card has no print sheet
             page.check("input[value=id_photo]")
             assert page.is_visible("#size") and not page.is_visible("#doc_type")
+            # an ID photo with its print sheet: the page offers the sheet as a download, the
+            # stored object's bytes
+            page.check("#print_sheet")
+            page.click("#send")
+            _until(page, "document.querySelector('#sheet').href.startsWith('blob:')", 30.0)
+            assert page.inner_text("#status") == "accepted" and page.is_visible("#sheet")
+            uid = page.evaluate("[...document.querySelectorAll('#values tr')].find((t) => "
+                                "t.cells[0].textContent === 'upload id').cells[1].textContent")
+            ref = call(stack.port, "GET", f"/v1/uploads/{uid}").json()["id_photo"]["sheet"]
+            assert page.get_attribute("#sheet", "download") == f"{uid}.sheet.png"
+            with page.expect_download() as got:
+                page.click("#sheet")
+            data = Path(got.value.path()).read_bytes()
+            stored = Storage(stack.settings.s3).get(ref["bucket"], ref["key"])
+            assert hashlib.sha256(data).hexdigest() == hashlib.sha256(stored).hexdigest()
+            assert "48 × 32 px" in page.inner_text("#values")  # the print sheet's row
+            page.screenshot(path=str(shots / "page-id-photo-sheet.png"), full_page=True)
+            page.uncheck("#print_sheet")
             page.set_input_files("#file", str(text))
             page.click("#send")
             page.wait_for_selector("#status.error", timeout=15_000)

@@ -12,7 +12,9 @@ import jsonschema
 import pytest
 
 from processors.decode import DecodeSettings
+from schemas import codec
 from schemas.gateway import HTTP_STATUS, IMAGE_CODES, GatewayCode, GatewayError, UploadAccepted
+from streams.gateway.app import artifact_name, output_ref
 from streams.gateway.errors import ApiKeysError, Refused
 from streams.gateway.keys import ApiKeys, parse_keys
 from streams.gateway.limits import RateLimiter
@@ -238,6 +240,55 @@ def test_cache_keeps_the_latest_bounded_and_wakes_waiters() -> None:
         assert await c.wait("kiosk.d", 0) == b"5"
 
     asyncio.run(scenario())
+
+
+# ---- outputs -------------------------------------------------------------------------------------
+
+def _example(name: str):  # noqa: ANN202
+    return codec.decode_result((ROOT / "schemas" / "examples" /
+                                f"verification_result.valid.{name}.json").read_bytes())
+
+
+def test_an_artifact_is_named_by_a_payload_field_that_holds_an_object_ref() -> None:
+    """``/artifacts/{name}`` takes only the names a result's payload can hold an object ref in;
+    any other name, payload fields of other kinds included, is 404 UNKNOWN_ARTIFACT, whose
+    message lists the known names and never echoes the one sent."""
+    from processors import registry
+
+    assert registry.artifact_names() == ("rectified", "photo", "sheet")
+    assert artifact_name(None) is None  # /output: the task's main artifact
+    for name in registry.artifact_names():
+        assert artifact_name(name) == name
+    for bad in ("thumb", "quad", "face_box", "compliance", "Sheet", "sheet.jpg", "..", "x" * 300):
+        with pytest.raises(Refused) as ei:
+            artifact_name(bad)
+        assert (ei.value.code, ei.value.status) == ("UNKNOWN_ARTIFACT", 404), bad
+        assert "rectified, photo, sheet" in str(ei.value) and bad not in str(ei.value)
+
+
+def test_the_output_ref_is_the_results_own_or_no_output() -> None:
+    """The ref served is the result's own field: the main one for ``/output``, the named one
+    otherwise; a result without it (a photo without a print sheet, a card's sheet, a rejected
+    or failed upload) is 404 NO_OUTPUT with the upload's id."""
+    with_sheet = _example("id_photo_validate_rejected")  # rejected for compliance: keeps both
+    assert output_ref(with_sheet, "sheet", "k.u") == with_sheet.payload.sheet
+    assert output_ref(with_sheet, "sheet", "k.u").key.endswith("/sheet.jpg")
+    assert output_ref(with_sheet, None, "k.u") == with_sheet.payload.photo
+    assert output_ref(with_sheet, "photo", "k.u") == with_sheet.payload.photo
+    card = _example("card_accepted")
+    assert output_ref(card, None, "k.u") == output_ref(card, "rectified", "k.u")
+    assert output_ref(card, None, "k.u").key.endswith("/rectified.jpg")
+    for result, name, says in [
+            (_example("id_photo_accepted"), "sheet", "id_photo upload's result has no 'sheet'"),
+            (card, "sheet", "card upload's result has no 'sheet' artifact"),
+            (card, "photo", "no 'photo' artifact (status accepted)"),
+            (_example("card_rejected_no_card"), None, "no output image (status rejected)"),
+            (_example("failed_object_not_found"), None, "no output image (status failed)"),
+            (_example("failed_object_not_found"), "sheet", "(status failed)")]:
+        with pytest.raises(Refused) as ei:
+            output_ref(result, name, "k.u")
+        assert (ei.value.code, ei.value.status, ei.value.upload_id) == ("NO_OUTPUT", 404, "k.u")
+        assert says in str(ei.value), str(ei.value)
 
 
 # ---- answers and settings ------------------------------------------------------------------------
