@@ -45,7 +45,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo36"
+POSTPROCESS_REVISION = "geo37"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -109,7 +109,9 @@ saliency merged are MULTIPLE_CARDS, not NO_CARD, :func:`processors.card.detect._
 TD1, are MULTIPLE_CARDS, :attr:`_Card.stacked`, a spread's pages are read on both types' views,
 and are read for a card named ``id_card`` whose shape or frame is the spread's; ``geo36``: a
 card whose shape, out of doubt, says the other type than the one named is read on both types'
-views, not the other as a fallback)."""
+views, not the other as a fallback; ``geo37``: such a spread is two cards only where its other
+half shows one, a portrait or a zone, :meth:`CardProcessor._two_cards`: a card on a closed
+passport or in a badge holder is one card)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -722,6 +724,7 @@ class CardProcessor:
                                       cards[j][2]), late, self.threads), strict=True))
         want: list[tuple[int, tuple[int, Decoded, _Card]]] = []  # a card's runner-up first
         spread: dict[int, tuple[_Card, ...]] = {}  # the halves of a quad taken for a spread
+        zoned: set[int] = set()  # ids of the halves whose zone the locator found
         for j, (k, d, c) in enumerate(cards):
             if _zone_valid(vers[j]):
                 continue
@@ -734,6 +737,7 @@ class CardProcessor:
                     self.pixels)
                 halves = tuple(h for h, f, g in zip(halves, found[::2], found[1::2], strict=True)
                                if f or g)
+                zoned.update(id(h) for h in halves)
             for rival in (c.rival, *pages.get(j, ()), *halves):
                 if rival is not None and (rival.scanned or rival.booklet
                                           or _zone_found(vers[j])):
@@ -743,6 +747,7 @@ class CardProcessor:
         sub = [r for _, r in want]
         r_thumbs, r_turned, r_vers = self._inspect(items, sub)  # may decide sub's types
         swapped: set[int] = set()
+        pairs: list[tuple[int, _Card | None]] = []  # a spread's page read TD1, the other half
         for i, (j, (_, _, rival)) in enumerate(want):
             if j not in swapped and (_zone_valid(r_vers[i]) or (
                     (rival.scanned or rival.booklet) and rival.unzoned is None
@@ -753,8 +758,41 @@ class CardProcessor:
                 swapped.add(j)
                 if (any(rival is h for h in spread.get(j, ()))
                         and _zone_of_format(r_vers[i], Format.TD1)):
-                    k, d, page = sub[i]  # two cards, not a booklet's pages
-                    cards[j] = (k, d, replace(page, stacked=True))
+                    pairs.append((j, next((h for h in spread[j] if h is not rival), None)))
+        for j in self._two_cards(cards, pairs, zoned):
+            k, d, page = cards[j]  # two cards, not a booklet's pages
+            cards[j] = (k, d, replace(page, stacked=True))
+
+    def _two_cards(self, cards: list[tuple[int, Decoded, _Card]],
+                   pairs: Sequence[tuple[int, _Card | None]], zoned: set[int]) -> list[int]:
+        """The indices ``j`` of ``pairs`` (``(j, other)``: the card ``cards[j]``, a spread's
+        page whose zone read valid as TD1, and the spread's other half) where the other half
+        shows a card of its own: its zone found (``zoned``, the ids of the halves the locator
+        found a zone in), or a face, an ID-1 card front's portrait (ICAO Doc 9303 part 5), in
+        the left or the right half of its ID-1 view, upright or turned (an issuer may put the
+        portrait on the right, the pair may lie either way, and a half cut at the spread's
+        middle may sit a few mm off its card), in one detector call. A spread's page carries
+        TD3 (part 4), so its page reading TD1 is an ID-1 card; what lies beside it is a second
+        card only with such a sign: a badge holder's slip, or a closed passport's cover under
+        the card, is none (a fresh user's trial, session 67). Without a face detector, every
+        pair is taken for two cards (``geo35``)."""
+        ask = [(j, o) for j, o in pairs if o is not None and id(o) not in zoned]
+        two = [j for j, o in pairs if o is not None and id(o) in zoned]
+        if not ask or self.verifier is None:
+            return two + [j for j, _ in ask]
+        s, px = self.settings, self.pixels
+        size = canonical_size("id_card", s.dpi)
+        tsize = (s.quality_width, max(1, round(s.quality_width * size[1] / size[0])))
+        imgs = [cards[j][1] for j, _ in ask]
+        thumbs = px.to_host(px.warp(imgs, np.stack([o.homography(d, tsize)
+                                                    for d, (_, o) in zip(imgs, ask, strict=True)]),
+                                    [tsize] * len(ask)))
+        half = tsize[0] // 2  # the card's left and right halves, upright and turned
+        zones = [z for t in thumbs for v in (t, t[::-1, ::-1]) for z in (v[:, :half], v[:, half:])]
+        found = self.verifier.faces_in(zones)
+        if found is None:
+            return two + [j for j, _ in ask]
+        return two + [j for n, (j, _) in enumerate(ask) if any(found[4 * n:4 * n + 4])]
 
     @staticmethod
     def _spread_page(quad: np.ndarray, shape: tuple[int, int]) -> bool:
@@ -1040,7 +1078,8 @@ class _Card:
             the spread is two ID-1 cards one above the other whose saliency merged (2 x 53.98
             mm over 85.60 mm is 1.26, 1.38 with 10 mm between them, near ID-3's 1.42), a
             card's front and back on one photocopied page, say: ``MULTIPLE_CARDS``, as two
-            cards side by side are (:attr:`processors.card.detect.Detection.pair`).
+            cards side by side are (:attr:`processors.card.detect.Detection.pair`). Only where
+            the spread's other half shows a card of its own (:meth:`CardProcessor._two_cards`).
     """
 
     det: Detection

@@ -306,9 +306,26 @@ class Verifier:
 
     def _portraits(self, thumbs: Sequence[np.ndarray]) -> list[bool]:
         """Whether a face lies in each thumbnail's portrait zone (one detector call)."""
-        canvas = [portrait_canvas(portrait_crop(t)) for t in thumbs]
-        assert self.faces is not None
-        return [len(f) > 0 for f in self.faces.detect(canvas)]
+        found = self.faces_in([portrait_crop(t) for t in thumbs])
+        assert found is not None
+        return found
+
+    def faces_in(self, zones: Sequence[np.ndarray]) -> list[bool] | None:
+        """Whether the face detector finds a face in each zone, as it searches a portrait zone
+        (:func:`portrait_canvas`), in one detector call; None without a face detector
+        (``portrait`` or ``quality`` off).
+
+        Args:
+            zones: ``(h, w, 3) uint8`` BGR crops of rectified documents.
+
+        Raises:
+            ModelError: the face detector's call failed.
+        """
+        if self.faces is None:
+            return None
+        if not zones:
+            return []
+        return [len(f) > 0 for f in self.faces.detect([portrait_canvas(z) for z in zones])]
 
 
 def _warp_bands(jobs: Sequence[tuple[Decoded, np.ndarray, list]], pixels: PixelBackend

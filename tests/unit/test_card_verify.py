@@ -407,33 +407,77 @@ def test_a_data_page_in_its_open_booklet_is_read_on_its_page():
     assert q[:, 1].min() > 0.4 * crop.shape[0]
 
 
+def _card_front(seed: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """An ID-1 card's front with a portrait photo and no zone (ICAO Doc 9303 part 5)."""
+    return render_face(np.random.default_rng(seed), "id_card", width, portrait="photo",
+                       blank=False, fake_mrz=False)
+
+
+def _above(upper: np.ndarray, upper_alpha: np.ndarray, lower: np.ndarray,
+           lower_alpha: np.ndarray, gap_px: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``upper`` above ``lower`` (BGR and alpha of one width), ``gap_px`` of background apart."""
+    gap = np.zeros((gap_px, upper.shape[1], 3), upper.dtype)
+    return (np.concatenate([upper, gap, lower]),
+            np.concatenate([upper_alpha, gap[..., 0], lower_alpha]))
+
+
 @pytest.mark.parametrize("gap_mm", [0.0, 3.0])
 def test_two_cards_one_above_the_other_are_multiple_cards_not_a_booklet(gap_mm):
-    """A card's front above its back (a photocopy's layout), 0-3 mm apart: their saliency
-    merges into one quad of 1.26-1.32, near an open booklet's 1.41, so the spread's pages
-    were read, and the back, whose TD1 zone read valid, was accepted as the document (a fresh
-    user's trial, session 66). A booklet's data page carries TD3 (ICAO Doc 9303 part 4), so a
-    page reading TD1 says two cards: MULTIPLE_CARDS, named or not. Either card alone is
-    accepted as before."""
+    """A card's front above its back (a photocopy's layout), or two backs, 0-3 mm apart: their
+    saliency merges into one quad of 1.26-1.32, near an open booklet's 1.41, so the spread's
+    pages were read, and the back, whose TD1 zone read valid, was accepted as the document (a
+    fresh user's trial, session 66). A booklet's data page carries TD3 (ICAO Doc 9303 part 4),
+    so a page reading TD1 is an ID-1 card, and the other half showing a card of its own (a
+    portrait, or a zone) makes two: MULTIPLE_CARDS, named or not. The back alone is accepted
+    as before."""
     back, back_alpha, _ = _document(2, Format.TD1)
-    front, front_alpha, _ = _document(3, Format.TD1)
-    band = int(MRZ_BAND_MM[Format.TD1] * PX_PER_MM)
-    front[-band:] = front[-band - 40]  # a front: no zone
+    front, front_alpha = _card_front(3, back.shape[1])
+    other, other_alpha, _ = _document(4, Format.TD1)
     gap = int(gap_mm * PX_PER_MM)
-    stacked = np.concatenate([front, np.zeros((gap, *front.shape[1:]), front.dtype), back])
-    alpha = np.concatenate([front_alpha, np.zeros((gap, front.shape[1]), front_alpha.dtype),
-                            back_alpha])
-    photo = _photo(stacked, alpha, rotation=3.0, size=(1400, 1600))
+    items = [Item.from_array("back", _photo(back, back_alpha), {})]
+    for name, (upper, upper_alpha) in (("front", (front, front_alpha)),
+                                       ("backs", (other, other_alpha))):
+        photo = _photo(*_above(upper, upper_alpha, back, back_alpha, gap), rotation=3.0,
+                       size=(1400, 1600))
+        items += [Item.from_array(f"{name}-{t}", photo, {"doc_type": t})
+                  for t in ("auto", "id_card", "passport")]
     proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
-    outs = proc.process_batch([Item.from_array(f"stack-{t}", photo, {"doc_type": t})
-                               for t in ("auto", "id_card", "passport")]
-                              + [Item.from_array("back", _photo(back, back_alpha), {})])
-    alone = outs.pop()
+    alone, *outs = proc.process_batch(items)
     for o in outs:
         assert str(o.status) == "rejected" and [str(r) for r in o.reasons] == [
             "MULTIPLE_CARDS"], (o.upload_id, o.reasons)
         assert not o.artifacts
     assert str(alone.status) == "accepted" and alone.payload["mrz"]["valid"], alone.reasons
+
+
+def test_a_card_on_a_cover_of_twice_its_height_is_one_card():
+    """A card back lying on a closed passport's upper half, or in a badge holder under its
+    printed slip (cut to the card's corners): cover and card merge into one quad of the
+    spread's shape, and the card's TD1 zone reads valid on one "page". ``geo35`` made that
+    MULTIPLE_CARDS (a fresh user's trial, session 67); the other half shows no card (no
+    portrait, no zone), so the card is accepted, its zone valid, named or not."""
+    back, back_alpha, _ = _document(2, Format.TD1)
+    h, w = back.shape[:2]
+    cover = np.full((h, w, 3), (40, 30, 120), np.uint8)  # a passport's dark red cover
+    cv2.circle(cover, (w // 2, h // 2), h // 4, (80, 170, 210), 8)
+    cv2.putText(cover, "PASSPORT", (w // 5, h - 60), cv2.FONT_HERSHEY_SIMPLEX, 3,
+                (80, 170, 210), 8)
+    slip = np.full((h, w, 3), 228, np.uint8)  # a holder's slip
+    cv2.putText(slip, "VISITOR", (w // 6, h // 2), cv2.FONT_HERSHEY_SIMPLEX, 5, (60, 60, 60), 12)
+    full = np.full((h, w), 255, np.uint8)
+    items = []
+    for name, upper, lower in (
+            ("cover", np.where(back_alpha[..., None] > 127, back, cover[0, 0]), cover),
+            ("holder", slip, np.where(back_alpha[..., None] > 127, back, slip[0, 0]))):
+        photo = _photo(*_above(upper.astype(np.uint8), full, lower.astype(np.uint8), full),
+                       rotation=-3.0, size=(1400, 1600))
+        items += [Item.from_array(f"{name}-{t}", photo, {"doc_type": t})
+                  for t in ("auto", "id_card", "passport")]
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    for o in proc.process_batch(items):
+        assert str(o.status) == "accepted", (o.upload_id, o.reasons)
+        assert o.payload["doc_type"] == "id_card" and o.payload["mrz"]["valid"], o.upload_id
+        assert o.payload["mrz"]["format"] == "TD1"
 
 
 def test_a_spread_cropped_edge_to_edge_stands_in_where_the_card_path_finds_none(monkeypatch):
