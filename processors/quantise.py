@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from processors.errors import ModelError
+from processors.logs import configure_logging
 from processors.models import manifest, model_path
 from processors.pixels import jpeg_bytes
 from processors.runtime import (
@@ -446,12 +447,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--as-built", action="store_true",
                     help="--trace with the recipe's nodes kept in float (what its file loses)")
     a = ap.parse_args(argv)
-    import logging
-
-    import structlog
-
-    # the processors' per-item debug lines would bury the result
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if a.trace:
         for row in trace(a.trace, as_built=a.as_built)[:40]:
             print(json.dumps(row))
@@ -470,4 +465,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     sys.exit(main())

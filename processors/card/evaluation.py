@@ -47,6 +47,7 @@ from processors.base import Item, Outcome, process_in_buckets
 from processors.card.mrz.icao import Format
 from processors.decode import DecodeSettings, probe_image
 from processors.errors import DecodeError, EvalSetError
+from processors.logs import configure_logging
 
 FIELDS = ("document_code", "issuing_state", "document_number", "nationality", "birth_date",
           "sex", "expiry_date", "primary_name", "secondary_name", "optional_data")
@@ -464,4 +465,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     main()

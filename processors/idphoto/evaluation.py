@@ -46,6 +46,7 @@ import cv2
 import numpy as np
 
 from processors.errors import EvalSetError
+from processors.logs import configure_logging
 
 if TYPE_CHECKING:
     from processors.idphoto.compliance import Mode
@@ -581,4 +582,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     sys.exit(main())

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from processors.logs import configure_logging
+
 #: Where the weights come from (Apache-2.0): the wheel, its member and the member's SHA-256.
 WHEEL = "mediapipe==0.10.21"
 MEMBER = "mediapipe/modules/face_landmark/face_landmark.tflite"
@@ -192,4 +194,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     raise SystemExit(main())

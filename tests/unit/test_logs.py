@@ -1,4 +1,5 @@
-"""JSON-lines logging of librdkafka's lines (unit tier)."""
+"""JSON-lines logging: librdkafka's lines, warnings, library records, the processors' scripts
+(unit tier)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,80 @@ def test_a_librarys_records_at_debug_are_json_lines_without_their_message() -> N
     pil = [r for r in rows if r.get("logger", "").startswith("PIL")]
     assert pil and all(r["event"] == "library_log" and r["level"] == "debug" for r in pil)
     assert "IHDR" not in out.stderr  # the record's message is never written
+
+
+def _json_lines(stderr: str) -> list[dict]:
+    """Each line of ``stderr`` as a JSON object with the set-up's keys (fails on any other)."""
+    import json
+
+    rows = []
+    for line in stderr.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            pytest.fail(f"not a JSON line on stderr: {line!r}")
+        assert {"event", "level", "timestamp"} <= set(row), line
+        rows.append(row)
+    return rows
+
+
+def test_a_processors_script_logs_json_lines_on_stderr_and_no_debug_at_info(tmp_path) -> None:
+    """``python -m processors.card.evaluation quality --set DIR --json`` on a one-document set:
+    its stdout is the figures alone (one JSON object) and its stderr JSON lines at INFO
+    (``card_warm_up``); the debug ``int8_products`` is written nowhere. It wrote structlog's
+    coloured console lines to stdout, the debug one among them, before its ``__main__``
+    configured the shared set-up (a fresh user's trial)."""
+    import json
+    import subprocess
+    import sys
+
+    from processors.card.training.documents import write_set
+
+    write_set(tmp_path, 1, seed=7)
+    out = subprocess.run([sys.executable, "-m", "processors.card.evaluation", "quality",
+                          "--set", str(tmp_path), "--json"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["documents"] == 1, out.stdout
+    rows = _json_lines(out.stderr)
+    assert [(r["event"], r["level"]) for r in rows if r["event"] == "card_warm_up"] == [
+        ("card_warm_up", "info")], out.stderr
+    assert all(r["level"] != "debug" for r in rows), out.stderr
+    assert "int8_products" not in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+def test_the_shared_set_up_serves_processors_without_streams(level: str) -> None:
+    """:func:`processors.logs.configure_logging` in a child process that imports nothing from
+    ``streams`` (the layering): a processors logger's debug event (``int8_products``) is a
+    JSON line at DEBUG and dropped at INFO; its info event, a library's stdlib record and a
+    Python warning are JSON lines at both. ``streams.logs`` names the same function."""
+    import subprocess
+    import sys
+
+    import processors.logs
+    import streams.logs
+
+    assert streams.logs.configure_logging is processors.logs.configure_logging
+    child = [
+        "import logging, sys, warnings, structlog",
+        "from processors.logs import configure_logging",
+        f"configure_logging({level!r})",
+        "from processors.runtime import int8_saturates",
+        "int8_saturates()",  # its debug event: int8_products
+        "structlog.get_logger('cardstream.card').info('card_warm_up', bucket=1)",
+        "logging.getLogger('PIL.PngImagePlugin').info('STREAM b\"IHDR\" 16 13')",
+        "warnings.warn('Corrupt EXIF data.', UserWarning, stacklevel=1)",
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'streams'], 'streams imported'",
+    ]
+    out = subprocess.run([sys.executable, "-c", "\n".join(child)], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ""
+    rows = _json_lines(out.stderr)
+    events = [(r["event"], r["level"]) for r in rows]
+    want = [("card_warm_up", "info"), ("library_log", "info"), ("python_warning", "warning")]
+    if level == "DEBUG":
+        want.insert(0, ("int8_products", "debug"))
+    assert events == want, out.stderr
+    assert "IHDR" not in out.stderr

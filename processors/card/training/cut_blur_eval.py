@@ -22,6 +22,7 @@ from processors.base import Item, process_in_buckets
 from processors.card.processor import CardProcessor
 from processors.card.settings import CardSettings
 from processors.card.training import synth
+from processors.logs import configure_logging
 from processors.runtime import RuntimeSettings
 
 
@@ -57,4 +58,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     main()

@@ -44,6 +44,7 @@ from processors.card.training.synth import (
     render_face,
     scan_of,
 )
+from processors.logs import configure_logging
 
 DOC_MM: dict[Format, tuple[float, float]] = {Format.TD1: (85.60, 53.98),
                                              Format.TD2: (105.0, 74.0),
@@ -669,4 +670,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     main()

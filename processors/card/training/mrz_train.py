@@ -67,6 +67,7 @@ from processors.card.training.documents import (
     render_document,
 )
 from processors.card.training.synth import jpeg_round_trip
+from processors.logs import configure_logging
 
 FACE_PX_PER_MM = 10.0
 """Resolution the training faces are rendered at (254 dpi; captures above it come out soft)."""
@@ -430,4 +431,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     main()

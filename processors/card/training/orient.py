@@ -53,6 +53,7 @@ import numpy as np
 
 from processors.card.orient import ORIENT_H, ORIENT_W
 from processors.card.training import synth
+from processors.logs import configure_logging
 
 SEED = 20261204
 """Training stream seed; the held-out evaluation draws from ``SEED + 1`` (validation during
@@ -390,4 +391,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     main()

@@ -32,6 +32,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from processors.logs import configure_logging
+
 ID1_MM = (85.60, 53.98)
 """ISO/IEC 7810 ID-1 width x height (mm)."""
 ID3_MM = (125.0, 88.0)
@@ -1050,4 +1052,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     main()

@@ -59,6 +59,7 @@ import numpy as np
 
 from processors.card.detect import preprocess
 from processors.card.training import synth
+from processors.logs import configure_logging
 
 FROZEN_CONVS = 44
 """Convolutions (graph order) kept at their pretrained values: u2netp encoder stages 1-4
@@ -637,4 +638,5 @@ def _worker(rank: int, a: argparse.Namespace, rendezvous: str | None) -> None:
 
 
 if __name__ == "__main__":
+    configure_logging()  # JSON lines on stderr, INFO and above, before anything logs
     main()
