@@ -6,9 +6,14 @@ import json
 import os
 import signal
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def replay(
@@ -32,7 +37,6 @@ def replay(
     then diff against the original results (verdicts, reasons, and each task's measures, e.g.
     the IoU of what it found)."""
     from rich.console import Console
-    from rich.table import Table
     from tqdm import tqdm
 
     from streams.errors import KeySegmentError
@@ -110,17 +114,48 @@ def replay(
     if got == 0:
         typer.echo("no results to compare: every event of the window became a dead letter")
         return
-    tab = Table(title=f"replay vs original ({summary['results_topic']})")
-    keys = ["replayed", "compared", "stale_original", "verdicts_changed", "reasons_changed",
-            *(k for k in summary if k.endswith(("_mean", "_min")))]
-    for k in keys:
-        tab.add_column(k.replace("_", " ").replace("iou", "IoU"), overflow="fold")
-    tab.add_row(*(str(summary[k]) for k in keys))
     console = Console()
-    console.print(tab)
+    console.print(comparison_table(summary))
     for ch in summary["changed"][:20]:
         console.print(f"  changed: {ch}")
     console.print(f"report: {report}")
+
+
+COUNTS = ("replayed", "compared", "missing_original", "stale_original", "verdicts_changed",
+          "reasons_changed")
+"""The report's counts the table shows, in its order (:func:`comparison_table`)."""
+
+
+def comparison_table(summary: Mapping[str, Any]) -> Table:
+    """The replay's figures, one row each: the :data:`COUNTS`, then every measure's mean and
+    min (keys ``<measure>_mean``, ``<measure>_min`` of :meth:`streams.replay.Diff.summary`,
+    4 decimals; ``-`` where no compared upload had the measure).
+
+    Two columns, names and figures, both kept on one line: it reads whole in an 80-column
+    terminal whatever the number of tasks' measures (a column per figure wrapped every header
+    over up to four lines). The side topic is not in the title: the line before the table
+    names it.
+
+    Raises:
+        KeyError: ``summary`` lacks one of :data:`COUNTS`.
+    """
+    from rich.table import Table
+
+    tab = Table(title="replay vs original")
+    tab.add_column("figure", no_wrap=True)
+    tab.add_column("value", justify="right", no_wrap=True)
+    measures = [k for k in summary if k.endswith(("_mean", "_min"))]
+    for k in COUNTS:
+        tab.add_row(_label(k), str(summary[k]), end_section=k == COUNTS[-1] and bool(measures))
+    for k in measures:
+        v = summary[k]
+        tab.add_row(_label(k), "-" if v is None else f"{v:.4f}")
+    return tab
+
+
+def _label(key: str) -> str:
+    """A report key as the table names it: ``quad_iou_mean`` -> ``quad IoU mean``."""
+    return key.replace("_", " ").replace("iou", "IoU")
 
 
 def register(app: typer.Typer) -> None:
