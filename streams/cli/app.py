@@ -7,6 +7,7 @@ what they share is in :mod:`streams.cli.common`.
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 
 import typer
@@ -34,6 +35,34 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+LEVEL_AT_LEAST = {"replay": "WARNING"}
+"""Command -> the lowest level it logs at, whatever ``CARDSTREAM_LOG_LEVEL`` says below it:
+replay's progress bar shares stderr with the log lines, and the worker it runs logs a line per
+batch at INFO (``batch_committed``)."""
+
+
+@app.callback()
+def log_lines(ctx: typer.Context) -> None:
+    """Set up every command's logging, once, before the command runs: JSON lines on stderr at
+    the settings' ``log_level`` (``CARDSTREAM_LOG_LEVEL``; :data:`LEVEL_AT_LEAST` for replay).
+    Without it a command that logs (librdkafka's lines with the broker down) wrote structlog's
+    default coloured lines on stdout, among its output.
+
+    Settings that do not build leave the set-up at INFO: the command that reads them still
+    answers the error (``cardstream: SettingsError: ...``, exit 2), and one that reads none
+    (``schemas``, ``--help``) still runs."""
+    from streams.errors import SettingsError
+    from streams.logs import configure_logging
+    from streams.settings import load_settings
+
+    try:
+        level: str = load_settings().log_level
+    except SettingsError:
+        level = "INFO"
+    floor = LEVEL_AT_LEAST.get(ctx.invoked_subcommand or "", level)
+    configure_logging(max(level, floor, key=logging.getLevelName))
+
 
 COMMANDS = (schemas, card, idphoto, verify, topics, buckets, worker, produce, results, fetch,
             replay, demo, status, gateway)

@@ -148,11 +148,9 @@ def eval_card(
     from processors.errors import EvalSetError
     from streams.cli.common import set_up
     from streams.cli.files import runtime_for
-    from streams.logs import configure_logging
     from streams.settings import load_settings
 
     s = load_settings()
-    configure_logging(s.log_level)  # JSON lines on stderr; stdout carries only the summary
     try:
         cases = scored_cases(set_dir)
         rt = runtime_for(s.runtime, device, batch)

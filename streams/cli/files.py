@@ -97,7 +97,7 @@ def run_command(task: str, view: View, images: list[Path], options: Mapping[str,
                 out: Path | None, as_json: bool, device: str, batch: int,
                 model: Path | None = None,
                 check: Callable[[Mapping[str, Any], Any], object] | None = None) -> None:
-    """A processor command, whole: settings and logging, options, ``--out``, the processor
+    """A processor command, whole: settings, options, ``--out``, the processor
     (:func:`processors.registry.build_processor`), the rows (:func:`run_files`) printed batch
     by batch as each batch is done (:func:`print_rows`).
 
@@ -121,12 +121,10 @@ def run_command(task: str, view: View, images: list[Path], options: Mapping[str,
     """
     from processors import registry
     from processors.errors import ProcessorError
-    from streams.logs import configure_logging
     from streams.settings import load_settings
     from streams.worker.loop import task_section
 
     s = load_settings()
-    configure_logging(s.log_level)  # JSON lines on stderr; stdout carries only the rows
     section = task_section(s, task)
     given = {k: v for k, v in options.items() if v is not None}
     if check is not None:

@@ -17,13 +17,11 @@ def gateway(
     CARDSTREAM_GATEWAY__API_KEYS_FILE (client:key lines); SIGTERM stops it cleanly."""
     from streams.cli.common import with_options
     from streams.gateway.app import run
-    from streams.logs import configure_logging
     from streams.settings import load_settings
 
     s = load_settings()
     s = s.model_copy(update={"gateway": with_options(s.gateway, port=port, admin_port=admin_port,
                                                      bind=bind)})
-    configure_logging(s.log_level)
     run(s)
 
 

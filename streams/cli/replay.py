@@ -40,7 +40,6 @@ def replay(
     from tqdm import tqdm
 
     from streams.errors import KeySegmentError
-    from streams.logs import configure_logging
     from streams.replay import (
         ReplayGroupError,
         TimeArgError,
@@ -67,7 +66,6 @@ def replay(
     if not allow_live and (live := live_targets(s, results_topic, group)):
         raise typer.BadParameter(f"{' and '.join(live)} is the live worker's: downstream readers "
                                  "would get a second result per upload (--allow-live if meant)")
-    configure_logging("WARNING")
     if s.backfill.yield_to_live and s.backfill.nice:
         os.nice(s.backfill.nice)  # before the models' thread pools exist: they inherit it
     procs = build_processors(s)

@@ -19,14 +19,12 @@ def status(
     """Consume the results topic (read_committed) into the verdict table and window stats and serve
     them over HTTP; several instances share the partitions; SIGTERM stops it cleanly."""
     from streams.cli.common import with_options
-    from streams.logs import configure_logging
     from streams.settings import load_settings
     from streams.status_app import load_status_settings, run
 
     s = load_settings()
     st = with_options(load_status_settings(), web_port=web_port, web_host=web_host, app_id=app_id,
                       data_dir=data_dir)
-    configure_logging(s.log_level)
     run(s, st, loglevel=s.log_level)
 
 

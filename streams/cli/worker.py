@@ -29,7 +29,7 @@ def worker(
     """Run one worker process of the consumer group (one per GPU); SIGTERM stops it cleanly."""
     from streams.cli.common import set_up, with_options
     from streams.health import serve
-    from streams.logs import configure_logging, log
+    from streams.logs import log
     from streams.settings import load_settings
     from streams.storage import Storage
     from streams.worker import Worker, build_processors, build_shadow, install_signal_handlers
@@ -38,7 +38,6 @@ def worker(
     s = s.model_copy(update={"worker": with_options(
         s.worker, max_batch=max_batch, max_wait_ms=max_wait_ms, slot=slot, http_port=http_port,
         tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()))})
-    configure_logging(s.log_level)
     use = dict(p.split("=", 1) for p in processor.split(",") if "=" in p)
     procs = set_up(lambda: build_processors(s, use=use, sleep_ms=sleep_ms))
     shadow = set_up(lambda: build_shadow(s))

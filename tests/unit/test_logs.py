@@ -181,3 +181,37 @@ def test_the_shared_set_up_serves_processors_without_streams(level: str) -> None
         want.insert(0, ("int8_products", "debug"))
     assert events == want, out.stderr
     assert "IHDR" not in out.stderr
+
+
+def test_a_cardstream_command_logs_json_lines_on_stderr_and_nothing_on_stdout() -> None:
+    """``cardstream results --json`` with nothing listening at the bootstrap address
+    (127.0.0.1:1): librdkafka's refused connections are JSON lines on stderr and stdout stays
+    empty. ``results`` (like ``produce``, ``topics``, ``fetch``, ``demo``...) never set up the
+    logging itself: its lines came out as structlog's default coloured console lines on stdout,
+    among the results; the command line's root now sets it up for every command. The command
+    gives up after its 10 s metadata wait (a KafkaException, exit status 1)."""
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CARDSTREAM_")}
+    env.update(CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS="127.0.0.1:1", CARDSTREAM_LOG_LEVEL="info")
+    out = subprocess.run([sys.executable, "-c", "from streams.cli import main; main()",
+                          "results", "--json"], capture_output=True, text=True, env=env,
+                         timeout=120, check=False)
+    assert out.returncode == 1, out.stderr
+    assert out.stdout == ""
+    console = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[")  # structlog's console renderer
+    logged = [x for x in out.stderr.splitlines()
+              if x.startswith("{") or console.match(x) or "librdkafka" in x]
+    rows = []
+    for line in logged:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pytest.fail(f"a log line that is not JSON on stderr: {line!r}")
+    assert any(r["event"] == "librdkafka" and r["level"] in ("error", "warning", "info")
+               for r in rows), out.stderr
+    assert all({"event", "level", "timestamp"} <= set(r) for r in rows), out.stderr
