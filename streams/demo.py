@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -25,6 +26,7 @@ from streams.replay import decode_results
 from streams.samples import KIND, VERIFIED, write_samples
 from streams.settings import Settings
 from streams.storage import Storage
+from streams.tables import name_value_table
 
 
 def _ready(port: int) -> bool:
@@ -100,18 +102,12 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0,
     finally:
         codes = stop_workers(procs)
         reader.close()
-    table = Table(title="cardstream demo results")
-    for col in ("upload", "file", "task", "status", "reasons", "kind", "verified", "latency ms",
-                "output"):
-        # ids, paths and reasons fold onto more lines in a narrow terminal instead of being cut
-        # to one shared prefix (every demo id starts with the same demo<ms>-); the short task
-        # and status words stay whole
-        table.add_column(col, overflow="fold", no_wrap=col in ("task", "status"))
-    rows = []
+    shown: list[tuple[str, ...]] = []  # the table's values per upload
+    rows = []  # demo_results.json
     for uid, (task, fname) in want.items():
         r = got.get(uid)
         if r is None:
-            table.add_row(uid, fname, task, "[red]no result[/]", "", "", "", "", "")
+            shown.append((uid, fname, task, "[red]no result[/]", "", "", "", "", ""))
             continue
         ref = spec(task).main_ref(r.payload)
         saved = ""
@@ -123,12 +119,12 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0,
         reasons = ",".join(map(str, r.reasons))
         colour = {"accepted": "green", "rejected": "yellow"}.get(str(r.status), "red")
         verified = VERIFIED[task](r.payload) if task in VERIFIED and r.payload else ""
-        table.add_row(uid, fname, task, f"[{colour}]{r.status}[/]", reasons, _kind(r),
-                      verified, f"{r.timings.total_ms:.0f}", saved)
+        shown.append((uid, fname, task, f"[{colour}]{r.status}[/]", reasons, _kind(r), verified,
+                      f"{r.timings.total_ms:.0f}", saved))
         rows.append({"upload_id": uid, "file": fname, "task": task, "status": str(r.status),
                      "reasons": [str(x) for x in r.reasons], "verified": verified,
                      "total_ms": r.timings.total_ms, "output": saved or None})
-    console.print(table)
+    console.print(results_table(shown))
     (out / "demo_results.json").write_text(json.dumps(
         {"from_ms": from_ms, "to_ms": to_ms, "results": rows}, indent=1))
     console.print(f"outputs under {', '.join(f'{out}/{t}' for t in samples)}; replay this window "
@@ -140,6 +136,26 @@ def run_demo(s: Settings, out: Path, workers: int = 2, timeout_s: float = 600.0,
         console.print(f"[red]{len(want) - len(got)} uploads without a result; worker exit codes "
                       f"{codes}[/]")
     return 0 if ok else 1
+
+
+FIELDS = ("upload", "file", "task", "status", "reasons", "kind", "verified", "latency ms",
+          "output")
+"""What the demo's table shows of each upload, in its order (:func:`results_table`)."""
+
+
+def results_table(uploads: Iterable[Sequence[str]]) -> Table:
+    """The demo's results: a section per upload, each of its :data:`FIELDS` a row with its value
+    (``-`` where it has none: no reasons, no output, no result), in the two columns of
+    :func:`streams.tables.name_value_table`, so that it reads whole in an 80-column terminal (a
+    column per field wrapped the headers there: "uploa/d", "laten/cy ms").
+
+    Args:
+        uploads: per upload, its values in the order of :data:`FIELDS` (rich markup: the
+            status is coloured).
+    """
+    return name_value_table("cardstream demo results", ("field", "value"),
+                            [[(f, v or "-") for f, v in zip(FIELDS, values, strict=True)]
+                             for values in uploads])
 
 
 def _kind(r: VerificationResult) -> str:

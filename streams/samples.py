@@ -92,7 +92,7 @@ SAMPLES: dict[str, Callable[[], dict[str, np.ndarray]]] = {
 
 KIND: dict[str, str] = {"card": "doc_type", "id_photo": "size"}
 """Task -> the payload field that says what kind of output it made, the demo table's ``kind``
-column with the output's px: ``id_card 1011x637``, ``one_inch 295x413``."""
+row with the output's px: ``id_card 1011x637``, ``one_inch 295x413``."""
 
 
 def _mrz_verdict(payload: Any) -> str:
@@ -117,7 +117,7 @@ def _compliance_verdict(payload: Any) -> str:
 
 VERIFIED: dict[str, Callable[[Any], str]] = {"card": _mrz_verdict,
                                               "id_photo": _compliance_verdict}
-"""Task -> what the demo's ``verified`` column says of a result's payload: the card's
+"""Task -> what the demo's ``verified`` row says of a result's payload: the card's
 machine-readable zone (``MRZ TD3 valid``, ``MRZ TD1 check digit``, ``no MRZ``; empty where no
 card was judged), the ID photo's compliance with its size's rules (``one_inch compliant``,
 ``one_inch: 2 checks failed``)."""

@@ -129,26 +129,20 @@ def comparison_table(summary: Mapping[str, Any]) -> Table:
     min (keys ``<measure>_mean``, ``<measure>_min`` of :meth:`streams.replay.Diff.summary`,
     4 decimals; ``-`` where no compared upload had the measure).
 
-    Two columns, names and figures, both kept on one line: it reads whole in an 80-column
-    terminal whatever the number of tasks' measures (a column per figure wrapped every header
-    over up to four lines). The side topic is not in the title: the line before the table
-    names it.
+    Two columns, names and figures (:func:`streams.tables.name_value_table`): it reads whole in
+    an 80-column terminal whatever the number of tasks' measures. The side topic is not in the
+    title: the line before the table names it.
 
     Raises:
         KeyError: ``summary`` lacks one of :data:`COUNTS`.
     """
-    from rich.table import Table
+    from streams.tables import name_value_table
 
-    tab = Table(title="replay vs original")
-    tab.add_column("figure", no_wrap=True)
-    tab.add_column("value", justify="right", no_wrap=True)
-    measures = [k for k in summary if k.endswith(("_mean", "_min"))]
-    for k in COUNTS:
-        tab.add_row(_label(k), str(summary[k]), end_section=k == COUNTS[-1] and bool(measures))
-    for k in measures:
-        v = summary[k]
-        tab.add_row(_label(k), "-" if v is None else f"{v:.4f}")
-    return tab
+    counts = [(_label(k), str(summary[k])) for k in COUNTS]
+    measures = [(_label(k), "-" if summary[k] is None else f"{summary[k]:.4f}")
+                for k in summary if k.endswith(("_mean", "_min"))]
+    return name_value_table("replay vs original", ("figure", "value"), [counts, measures],
+                            justify="right")
 
 
 def _label(key: str) -> str:

@@ -1,4 +1,5 @@
-"""Replay helpers (unit tier): window times, the verdict diff and its table."""
+"""Replay helpers (unit tier): window times and the verdict diff (its table:
+test_tables.py)."""
 
 from __future__ import annotations
 
@@ -87,32 +88,3 @@ def test_diff_compares_any_task_by_its_spec() -> None:
     assert s["quad_iou_min"] == pytest.approx(1.0) and s["compared"] == 3
     assert diff_results([], []).summary()["face_iou_mean"] is None
 
-
-def test_the_comparison_table_reads_whole_at_80_columns() -> None:
-    """``cardstream replay``'s table in an 80-column terminal: the header is one line, each
-    figure's name and value share a line, none is cut, and no line is wider than 80. With a
-    column per figure, a fresh user's trial saw every header wrapped over up to four lines."""
-    import io
-
-    from rich.console import Console
-
-    from streams.cli.replay import comparison_table
-
-    summary = {"results_topic": "cardstream.results.replay-20261207T203000Z", "events": 300,
-               "replayed": 300, "compared": 297, "missing_original": 2, "stale_original": 1,
-               "verdicts_changed": 4, "reasons_changed": 7, "quad_iou_mean": 0.9813,
-               "quad_iou_min": 0.412, "face_iou_mean": 0.99, "face_iou_min": None,
-               "changed": [{"upload_id": "u1", "before": "accepted", "after": "rejected"}]}
-    console = Console(file=io.StringIO(), width=80, record=True, color_system=None)
-    console.print(comparison_table(summary))
-    lines = console.export_text().splitlines()
-    assert lines and max(map(len, lines)) <= 80, "\n".join(lines)
-    top = next(i for i, x in enumerate(lines) if x.lstrip().startswith("┏"))
-    assert lines[top + 2].lstrip().startswith("┡"), "\n".join(lines)  # the header: one line
-    assert lines[top + 1].split() == ["┃", "figure", "┃", "value", "┃"]
-    rows = [x.strip("│ ").split("│") for x in lines if x.lstrip().startswith("│")]
-    assert [(a.strip(), b.strip()) for a, b in rows] == [
-        ("replayed", "300"), ("compared", "297"), ("missing original", "2"),
-        ("stale original", "1"), ("verdicts changed", "4"), ("reasons changed", "7"),
-        ("quad IoU mean", "0.9813"), ("quad IoU min", "0.4120"), ("face IoU mean", "0.9900"),
-        ("face IoU min", "-")]
