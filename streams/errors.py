@@ -42,6 +42,13 @@ class KafkaSetupError(StreamsError):
     """A Kafka client could not be built or a topic is missing or misconfigured."""
 
 
+class BrokerUnavailable(KafkaSetupError):
+    """No Kafka broker answered a request made before any work (metadata, offsets, an admin
+    call) within its timeout: nothing listens at the bootstrap address, its name does not
+    resolve, or the brokers are down (:func:`streams.kafka.setup_error`). The message names the
+    request and the bootstrap servers."""
+
+
 class ProducerStuck(StreamsError):
     """A transactional producer call has not returned long after its own timeout (librdkafka
     #5456: ``send_offsets_to_transaction`` can block for ever once the group coordinator it

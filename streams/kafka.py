@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from confluent_kafka import (
@@ -22,7 +23,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from streams.errors import KafkaSetupError
+from streams.errors import BrokerUnavailable, KafkaSetupError
 from streams.logs import LibrdkafkaLog
 from streams.settings import KafkaSettings, ShadowSettings, TopicSettings
 
@@ -62,9 +63,66 @@ def base_config(k: KafkaSettings) -> dict[str, Any]:
             **security_config(k), **k.config}
 
 
-def admin(k: KafkaSettings) -> AdminClient:
+class Admin(AdminClient):
+    """An AdminClient that keeps its bootstrap servers, for the helpers here to name them in
+    their errors (:func:`setup_error`).
+
+    Attributes:
+        bootstrap_servers: ``KafkaSettings.bootstrap_servers``.
+    """
+
+    def __init__(self, k: KafkaSettings) -> None:
+        super().__init__(base_config(k))
+        self.bootstrap_servers = k.bootstrap_servers
+
+
+def admin(k: KafkaSettings) -> Admin:
     """An AdminClient for ``k``."""
-    return AdminClient(base_config(k))
+    return Admin(k)
+
+
+_NO_ANSWER = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                        KafkaError._TIMED_OUT, KafkaError._RESOLVE})
+"""librdkafka's codes for a request no broker answered: nothing listening, a name that does not
+resolve, no answer within the timeout (:class:`~streams.errors.BrokerUnavailable`)."""
+
+
+def setup_error(e: KafkaException, what: str, where: str) -> KafkaSetupError:
+    """``e``, raised by a client call made before any work (metadata, offsets, an admin call),
+    as the project's error, whose message is one line: the request ``what``, the bootstrap
+    servers ``where`` and librdkafka's error name and text (which carry no secret: no SASL
+    password, no key password).
+
+    Returns:
+        :class:`~streams.errors.BrokerUnavailable` when no broker answered (:data:`_NO_ANSWER`),
+        else :class:`~streams.errors.KafkaSetupError` (a refusal: authentication,
+        authorization, a bad request).
+    """
+    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+    detail = f"{err.name()}: {err.str()}" if err is not None else str(e)
+    detail = " ".join(detail.split())
+    if err is not None and err.code() in _NO_ANSWER:
+        return BrokerUnavailable(f"{what}: no answer from {where} ({detail})")
+    return KafkaSetupError(f"{what} at {where} failed ({detail})")
+
+
+@contextmanager
+def setup_call(what: str, where: str) -> Iterator[None]:
+    """A block of client calls made before any work (``with setup_call(...)``): a
+    ``KafkaException`` from inside is raised as :func:`setup_error`'s error.
+
+    Raises:
+        BrokerUnavailable / KafkaSetupError: see :func:`setup_error`.
+    """
+    try:
+        yield
+    except KafkaException as e:
+        raise setup_error(e, what, where) from e
+
+
+def _where(a: AdminClient) -> str:
+    """The bootstrap servers of ``a`` (:class:`Admin`), for an error message."""
+    return str(getattr(a, "bootstrap_servers", "the bootstrap servers"))
 
 
 def transactional_producer(k: KafkaSettings, transactional_id: str,
@@ -161,34 +219,38 @@ def read_topic(k: KafkaSettings, topics: str | Sequence[str], *, since_ms: int |
         checks its own deadline then). Nothing for a missing topic without ``follow``.
 
     Raises:
-        KafkaSetupError: with ``follow``, a topic is still missing after ``wait_topics_s``.
+        KafkaSetupError: with ``follow``, a topic is still missing after ``wait_topics_s``;
+            the metadata or the offsets to start from could not be read
+            (:class:`~streams.errors.BrokerUnavailable`: no broker answered; raised at the
+            first ``next``, before anything is yielded).
     """
     names = [topics] if isinstance(topics, str) else list(topics)
     c = consumer(k, "cardstream-reader", **(config or {}))
     try:
-        deadline = time.monotonic() + wait_topics_s
-        while True:
-            md = c.list_topics(timeout=timeout_s).topics
-            missing = [t for t in names if t not in md or md[t].error is not None
-                       or not md[t].partitions]
-            if not missing or time.monotonic() >= deadline:
-                break
-            time.sleep(0.2)
-        if missing and follow:
-            raise KafkaSetupError(f"topics {missing} not in the cluster metadata")
-        parts = [TopicPartition(t, p) for t in names if t not in missing
-                 for p in sorted(md[t].partitions)]
-        if follow and not at_end and since_ms is None:  # from the beginning, no end: no marks
-            marks = {(tp.topic, tp.partition): (0, 0) for tp in parts}
-        else:
-            marks = {(tp.topic, tp.partition): _watermarks(c, tp, timeout_s) for tp in parts}
-        starts = {key: (hi if at_end else OFFSET_BEGINNING) for key, (_, hi) in marks.items()}
-        if since_ms is not None and not at_end:
-            found = c.offsets_for_times([TopicPartition(t, p, since_ms) for t, p in marks],
-                                        timeout_s)
-            starts = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
-            if follow:  # nothing since then yet: what arrives later
-                starts = {key: starts.get(key, hi) for key, (_, hi) in marks.items()}
+        with setup_call(f"reading {', '.join(names)}", k.bootstrap_servers):
+            deadline = time.monotonic() + wait_topics_s
+            while True:
+                md = c.list_topics(timeout=timeout_s).topics
+                missing = [t for t in names if t not in md or md[t].error is not None
+                           or not md[t].partitions]
+                if not missing or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.2)
+            if missing and follow:
+                raise KafkaSetupError(f"topics {missing} not in the cluster metadata")
+            parts = [TopicPartition(t, p) for t in names if t not in missing
+                     for p in sorted(md[t].partitions)]
+            if follow and not at_end and since_ms is None:  # from the beginning, no end: no marks
+                marks = {(tp.topic, tp.partition): (0, 0) for tp in parts}
+            else:
+                marks = {(tp.topic, tp.partition): _watermarks(c, tp, timeout_s) for tp in parts}
+            starts = {key: (hi if at_end else OFFSET_BEGINNING) for key, (_, hi) in marks.items()}
+            if since_ms is not None and not at_end:
+                found = c.offsets_for_times([TopicPartition(t, p, since_ms) for t, p in marks],
+                                            timeout_s)
+                starts = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+                if follow:  # nothing since then yet: what arrives later
+                    starts = {key: starts.get(key, hi) for key, (_, hi) in marks.items()}
         ends = {} if follow else {key: hi for key, (lo, hi) in marks.items()
                                   if key in starts and hi > max(lo, starts[key])}
         c.assign([TopicPartition(t, p, off) for (t, p), off in starts.items()
@@ -299,7 +361,8 @@ def create_topics(a: AdminClient, specs: list[NewTopic], timeout_s: float = 30.0
         topic -> ``created`` or ``exists``.
 
     Raises:
-        KafkaSetupError: any other creation failure.
+        KafkaSetupError: any other creation failure (:func:`setup_error`;
+            :class:`~streams.errors.BrokerUnavailable`: no broker answered).
     """
     out: dict[str, str] = {}
     futures = a.create_topics(specs, operation_timeout=timeout_s, request_timeout=timeout_s)
@@ -311,7 +374,7 @@ def create_topics(a: AdminClient, specs: list[NewTopic], timeout_s: float = 30.0
             if e.args and e.args[0].name() == "TOPIC_ALREADY_EXISTS":
                 out[name] = "exists"
             else:
-                raise KafkaSetupError(f"creating topic {name} failed: {e}") from e
+                raise setup_error(e, f"creating topic {name}", _where(a)) from e
     return out
 
 
@@ -321,7 +384,9 @@ def delete_topics(a: AdminClient, names: list[str], timeout_s: float = 30.0) -> 
     list or a create right after the futures resolve can still see it).
 
     Raises:
-        KafkaSetupError: a deletion failed, or a topic is still listed after ``timeout_s`` s.
+        KafkaSetupError: a deletion failed, or a topic is still listed after ``timeout_s`` s
+            (:func:`setup_error`; :class:`~streams.errors.BrokerUnavailable`: no broker
+            answered).
     """
     if not names:
         return
@@ -330,12 +395,23 @@ def delete_topics(a: AdminClient, names: list[str], timeout_s: float = 30.0) -> 
             fut.result()
         except KafkaException as e:
             if e.args and e.args[0].name() != "UNKNOWN_TOPIC_OR_PART":
-                raise KafkaSetupError(f"deleting topic {name} failed: {e}") from e
+                raise setup_error(e, f"deleting topic {name}", _where(a)) from e
     deadline = time.monotonic() + timeout_s
-    while left := sorted(set(names) & set(a.list_topics(timeout=10).topics)):
+    while left := sorted(set(names) & topic_names(a)):
         if time.monotonic() > deadline:
             raise KafkaSetupError(f"topics {left} still listed {timeout_s:.0f} s after deletion")
         time.sleep(0.05)
+
+
+def topic_names(a: AdminClient, timeout_s: float = 10.0) -> set[str]:
+    """The names of the cluster's topics (its metadata).
+
+    Raises:
+        KafkaSetupError: the metadata could not be read (:func:`setup_error`;
+            :class:`~streams.errors.BrokerUnavailable`: no broker answered in ``timeout_s``).
+    """
+    with setup_call("listing the topics", _where(a)):
+        return set(a.list_topics(timeout=timeout_s).topics)
 
 
 def shared_topics(names: Iterable[str]) -> list[str]:
@@ -355,10 +431,16 @@ def consuming_groups(a: AdminClient, names: Iterable[str],
     consumer that assigns partitions itself (a replay) has no members and is not seen.
 
     Raises:
-        KafkaException: the broker did not answer the listing of the groups in ``timeout_s``.
+        KafkaSetupError: the groups could not be listed, or a broker's part of the listing is
+            missing (librdkafka returns those errors beside the groups it got, and an answer
+            without them could miss the group that reads a topic) (:func:`setup_error`;
+            :class:`~streams.errors.BrokerUnavailable`: no broker answered in ``timeout_s``).
     """
     wanted, out = set(names), dict[str, set[str]]()
-    listed = a.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s + 5)
+    with setup_call("listing the consumer groups", _where(a)):
+        listed = a.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s + 5)
+        if listed.errors:
+            raise KafkaException(listed.errors[0])
     ids = [g.group_id for g in listed.valid]
     if not ids:
         return {}
@@ -376,10 +458,18 @@ def consuming_groups(a: AdminClient, names: Iterable[str],
 
 def describe_topics(a: AdminClient, names: list[str],
                     timeout_s: float = 10.0) -> list[dict[str, Any]]:
-    """Partitions, replication and retention of ``names`` (missing topics get ``exists: False``)."""
-    md = a.list_topics(timeout=timeout_s)
-    res = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names if n in md.topics]
-    configs = {r.name: f.result() for r, f in a.describe_configs(res).items()} if res else {}
+    """Partitions, replication and retention of ``names`` (missing topics get ``exists: False``).
+
+    Raises:
+        KafkaSetupError: the metadata or the topics' configuration could not be read
+            (:func:`setup_error`; :class:`~streams.errors.BrokerUnavailable`: no broker answered
+            in ``timeout_s``).
+    """
+    with setup_call(f"describing {', '.join(names)}", _where(a)):
+        md = a.list_topics(timeout=timeout_s)
+        res = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names if n in md.topics]
+        configs = ({r.name: f.result() for r, f in a.describe_configs(res).items()} if res
+                   else {})
     rows = []
     for n in names:
         t = md.topics.get(n)

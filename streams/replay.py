@@ -28,7 +28,7 @@ from schemas import codec
 from schemas.models import VerificationResult
 from schemas.reasons import ReasonCode
 from streams.errors import StreamsError
-from streams.kafka import consumer, read_to_end
+from streams.kafka import consumer, read_to_end, setup_call
 from streams.settings import KafkaSettings, Settings
 
 #: epoch values below this are taken as seconds and refused (ms since 1970 passed it in 1973)
@@ -103,19 +103,27 @@ def offset_ranges(k: KafkaSettings, topic: str, from_ms: int, to_ms: int,
     topic written with transactions the range may end on a commit or abort marker or on aborted
     records, which no such consumer ever receives, and a replay waiting for its last offset
     would wait for ever. A partition with nothing in range gets ``start == end``.
+
+    Raises:
+        KafkaSetupError: the metadata or the offsets could not be read
+            (:func:`streams.kafka.setup_error`; ``BrokerUnavailable``: no broker answered).
+        StreamsError: see :func:`_delivered_end`.
     """
     c = consumer(k, "cardstream-offsets-probe")
     try:
-        md = c.list_topics(topic, timeout=timeout_s)
-        parts = sorted(md.topics[topic].partitions)
-        starts = c.offsets_for_times([TopicPartition(topic, p, from_ms) for p in parts], timeout_s)
-        ends = c.offsets_for_times([TopicPartition(topic, p, to_ms) for p in parts], timeout_s)
-        out = {}
-        for p, a, b in zip(parts, starts, ends, strict=True):
-            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            start = a.offset if a.offset >= 0 else high  # -1: no record at/after from -> empty
-            end = min(max(b.offset if b.offset >= 0 else high, start), high)
-            out[p] = (start, _delivered_end(c, topic, p, start, end, timeout_s))
+        with setup_call(f"reading the offsets of {topic}", k.bootstrap_servers):
+            md = c.list_topics(topic, timeout=timeout_s)
+            parts = sorted(md.topics[topic].partitions)
+            starts = c.offsets_for_times([TopicPartition(topic, p, from_ms) for p in parts],
+                                         timeout_s)
+            ends = c.offsets_for_times([TopicPartition(topic, p, to_ms) for p in parts],
+                                       timeout_s)
+            out = {}
+            for p, a, b in zip(parts, starts, ends, strict=True):
+                _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+                start = a.offset if a.offset >= 0 else high  # -1: no record at/after from
+                end = min(max(b.offset if b.offset >= 0 else high, start), high)
+                out[p] = (start, _delivered_end(c, topic, p, start, end, timeout_s))
         return out
     finally:
         c.close()
@@ -132,11 +140,15 @@ def resume_ranges(k: KafkaSettings, topic: str, ranges: Mapping[int, tuple[int, 
     Raises:
         ReplayGroupError: a partition's committed offset is outside ``[start, end]``: the group
             replayed another window (nothing was read or written).
-        KafkaException: the committed offsets could not be read.
+        KafkaSetupError: the committed offsets could not be read
+            (:func:`streams.kafka.setup_error`; ``BrokerUnavailable``: no broker answered).
     """
     c = consumer(k, k.group_id)  # never subscribes: reads the group's offsets without joining it
     try:
-        committed = c.committed([TopicPartition(topic, p) for p in ranges], timeout=timeout_s)
+        with setup_call(f"reading the offsets committed by group {k.group_id}",
+                        k.bootstrap_servers):
+            committed = c.committed([TopicPartition(topic, p) for p in ranges],
+                                    timeout=timeout_s)
     finally:
         c.close()
     out = dict(ranges)
@@ -317,6 +329,8 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
             was read or written.
         KeySegmentError: ``model_version`` cannot be an object-key segment
             (:func:`streams.worker.compute.check_key_segment`); nothing was read or written.
+        KafkaSetupError: the window's offsets could not be read or the side topics could not be
+            created (``BrokerUnavailable``: no broker answered); no event was replayed.
 
     Returns:
         The JSON report: ``window_ms``, ``results_topic``, ``group``, ``events`` (records in the

@@ -70,7 +70,7 @@ def topics_delete(
     asking and whatever --yes says, a default topic name (cardstream.uploads.v1...: shared by
     every checkout and worker that sets none of its own) and a topic a consumer group reads now
     (a running worker), unless --allow-live. Missing topics are skipped."""
-    from streams.kafka import admin, consuming_groups, delete_topics, shared_topics
+    from streams.kafka import admin, consuming_groups, delete_topics, shared_topics, topic_names
 
     s = load_settings()
     own = [s.kafka.uploads_topic, s.kafka.results_topic, s.kafka.dlq_topic]
@@ -87,7 +87,7 @@ def topics_delete(
                                  + ": stop them first, or pass --allow-live", param_hint="TOPIC")
     if not yes:
         typer.confirm(f"delete {', '.join(names)} on {s.kafka.bootstrap_servers}?", abort=True)
-    present = set(a.list_topics(timeout=10).topics)
+    present = topic_names(a)
     delete_topics(a, [n for n in names if n in present])
     for n in names:
         typer.echo(f"{n}: {'deleted' if n in present else 'missing'}")

@@ -79,25 +79,134 @@ def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str]
     assert says in r.output and "Traceback" not in r.output and "pydantic.dev" not in r.output
 
 
-def test_the_console_script_prints_project_errors_on_one_line(tmp_path, monkeypatch,
-                                                              capsys) -> None:
-    """``cardstream produce`` without S3 credentials: one line naming the settings, exit 1,
-    no traceback (the console script is ``streams.cli:main``)."""
+def _console_script(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                    *args: str) -> tuple[int | str | None, str]:
+    """Run the console script (``streams.cli:main``) in this process with ``args``: its exit
+    status and the plain (not JSON) lines it wrote on stderr."""
     import sys
 
     from streams.cli import main
 
-    for k in ("CARDSTREAM_S3__ACCESS_KEY", "CARDSTREAM_S3__SECRET_KEY"):
-        monkeypatch.delenv(k, raising=False)
-    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
-    monkeypatch.setattr(sys, "argv", ["cardstream", "produce", "--dir", str(tmp_path),
-                                      "--task", "card"])
+    monkeypatch.setattr(sys, "argv", ["cardstream", *args])
     with pytest.raises(SystemExit) as ei:
         main()
     err = capsys.readouterr().err
-    assert ei.value.code == 1
+    return ei.value.code, "".join(x for x in err.splitlines(keepends=True)
+                                  if not x.startswith("{"))
+
+
+def test_the_console_script_prints_project_errors_on_one_line(tmp_path, monkeypatch,
+                                                              capsys) -> None:
+    """``cardstream produce`` without S3 credentials: one line naming the settings, exit 1,
+    no traceback (the console script is ``streams.cli:main``)."""
+    for k in ("CARDSTREAM_S3__ACCESS_KEY", "CARDSTREAM_S3__SECRET_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
+    code, err = _console_script(monkeypatch, capsys, "produce", "--dir", str(tmp_path),
+                                "--task", "card")
+    assert code == 1
     assert err.startswith("cardstream: StorageError: set CARDSTREAM_S3__ACCESS_KEY"), err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+class _NoBroker:
+    """A client call that no broker answers, as librdkafka reports it."""
+
+    def __init__(self, *_a: object, **_kw: object) -> None:
+        pass
+
+    def __call__(self, *_a: object, **_kw: object) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT,
+                                        "Failed to get metadata: Local: Broker transport failure"))
+
+    list_topics = __call__
+
+    def close(self) -> None:
+        pass
+
+
+class _GroupsNotListed:
+    """``AdminClient.list_consumer_groups`` with no broker answering: librdkafka does not raise,
+    it returns the error beside the (no) groups."""
+
+    def __call__(self, *_a: object, **_kw: object) -> object:
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+
+        from confluent_kafka import KafkaError
+
+        fut: Future[object] = Future()
+        fut.set_result(SimpleNamespace(valid=[], errors=[KafkaError(
+            KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure")]))
+        return fut
+
+
+_ANSWER = "no answer from 127.0.0.1:1 (_TRANSPORT: Failed to get metadata: Local: Broker " \
+          "transport failure)\n"
+
+
+@pytest.mark.parametrize(("args", "groups", "says"), [
+    (["topics", "describe"], _NoBroker, "describing me.uploads, me.results, me.dlq: "),
+    (["topics", "delete", "--yes"], _NoBroker, "listing the consumer groups: "),
+    (["topics", "delete", "--yes"], _GroupsNotListed, "listing the consumer groups: "),
+    (["topics", "delete", "--yes", "--allow-live"], _NoBroker, "listing the topics: "),
+    (["status"], _NoBroker, "describing me.results: "),
+    (["replay", "--from", "2026-12-01T00:00:00Z", "--to", "2026-12-02T00:00:00Z"], _NoBroker,
+     "reading the offsets of me.uploads: "),
+], ids=["topics-describe", "topics-delete", "topics-delete-groups-returned",
+        "topics-delete-allow-live", "status", "replay"])
+def test_a_broker_that_does_not_answer_is_one_plain_line_and_exit_1(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str],
+        groups: type, says: str) -> None:
+    """A reviewer's finding: with no broker at the bootstrap address these commands ended in a
+    ``cimpl.KafkaException`` traceback, where the README promises one plain line. The client
+    helpers (:mod:`streams.kafka`, :func:`streams.replay.offset_ranges`) raise
+    ``BrokerUnavailable`` naming the request and the address; ``main`` prints it. The admin
+    and consumer calls fail here at once, as librdkafka's do after their timeout (the real
+    wait: ``tests/unit/test_logs.py``, ``results``).
+
+    ``topics delete`` without ``--allow-live`` asks for the consumer groups first; librdkafka
+    returns the listing's errors beside the groups it got instead of raising them, and the check
+    took no groups for no reader (``_GroupsNotListed``): the deletion went on unchecked."""
+    from confluent_kafka.admin import AdminClient
+
+    import streams.replay
+    import streams.worker
+
+    for name, value in (("UPLOADS", "me.uploads"), ("RESULTS", "me.results"),
+                        ("DLQ", "me.dlq")):
+        monkeypatch.setenv(f"CARDSTREAM_KAFKA__{name}_TOPIC", value)
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("CARDSTREAM_BACKFILL__NICE", "0")  # the replay would renice this process
+    monkeypatch.setattr(AdminClient, "list_topics", _NoBroker())
+    monkeypatch.setattr(AdminClient, "list_consumer_groups", groups())
+    monkeypatch.setattr(streams.replay, "consumer", _NoBroker)
+    monkeypatch.setattr(streams.worker, "build_processors", lambda *a, **kw: {})
+    code, err = _console_script(monkeypatch, capsys, *args)
+    assert (code, err) == (1, f"cardstream: BrokerUnavailable: {says}{_ANSWER}")
+
+
+def test_a_refusal_is_a_kafka_set_up_error_and_no_answer_is_broker_unavailable() -> None:
+    """:func:`streams.kafka.setup_error`: librdkafka's codes for no answer (nothing listening,
+    a name that does not resolve, a timeout) are ``BrokerUnavailable``; a broker's refusal
+    (authorization) stays a ``KafkaSetupError``; either way one line naming the request and
+    the address."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streams.errors import BrokerUnavailable
+    from streams.kafka import setup_error
+
+    for code in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
+                 KafkaError._RESOLVE):
+        e = setup_error(KafkaException(KafkaError(code, "down\n  here")), "listing", "h:9")
+        assert isinstance(e, BrokerUnavailable)
+        assert str(e) == f"listing: no answer from h:9 ({KafkaError(code).name()}: down here)"
+    e = setup_error(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied")),
+                    "describing t", "h:9")
+    assert not isinstance(e, BrokerUnavailable)
+    assert str(e) == "describing t at h:9 failed (TOPIC_AUTHORIZATION_FAILED: denied)"
 
 
 def test_results_json_stops_on_a_tombstone_like_the_other_modes(

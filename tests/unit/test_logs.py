@@ -188,21 +188,32 @@ def test_a_cardstream_command_logs_json_lines_on_stderr_and_nothing_on_stdout() 
     (127.0.0.1:1): librdkafka's refused connections are JSON lines on stderr and stdout stays
     empty. ``results`` (like ``produce``, ``topics``, ``fetch``, ``demo``...) never set up the
     logging itself: its lines came out as structlog's default coloured console lines on stdout,
-    among the results; the command line's root now sets it up for every command. The command
-    gives up after its 10 s metadata wait (a KafkaException, exit status 1)."""
+    among the results; the command line's root now sets it up for every command.
+
+    The command gives up after its 10 s metadata wait with one plain line, ``cardstream:
+    BrokerUnavailable: ...`` naming the topic and the address, and exit status 1; it was a
+    ``cimpl.KafkaException`` traceback. The SASL password set is written nowhere."""
     import json
     import os
     import re
     import subprocess
     import sys
 
+    secret = "sasl-password-never-printed"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARDSTREAM_")}
-    env.update(CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS="127.0.0.1:1", CARDSTREAM_LOG_LEVEL="info")
+    env.update(CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS="127.0.0.1:1", CARDSTREAM_LOG_LEVEL="info",
+               CARDSTREAM_KAFKA__SECURITY_PROTOCOL="SASL_PLAINTEXT",
+               CARDSTREAM_KAFKA__SASL_USERNAME="unit", CARDSTREAM_KAFKA__SASL_PASSWORD=secret)
     out = subprocess.run([sys.executable, "-c", "from streams.cli import main; main()",
                           "results", "--json"], capture_output=True, text=True, env=env,
                          timeout=120, check=False)
     assert out.returncode == 1, out.stderr
     assert out.stdout == ""
+    assert "Traceback" not in out.stderr and secret not in out.stderr, out.stderr
+    plain = [x for x in out.stderr.splitlines() if not x.startswith("{")]
+    assert plain == [plain[0]] and plain[0].startswith(
+        "cardstream: BrokerUnavailable: reading cardstream.results.v1: no answer from "
+        "127.0.0.1:1 (_TRANSPORT: "), out.stderr
     console = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[")  # structlog's console renderer
     logged = [x for x in out.stderr.splitlines()
               if x.startswith("{") or console.match(x) or "librdkafka" in x]
