@@ -139,6 +139,8 @@ def _describe(exc: BaseException) -> str:
         return f"{type(exc).__name__} ({exc._code})"
     if isinstance(exc, ServerError):
         return f"{type(exc).__name__} ({exc.status_code})"
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return f"{type(exc).__name__} ({type(exc.reason).__name__})"  # e.g. NewConnectionError
     return type(exc).__name__
 
 
@@ -218,8 +220,8 @@ class Storage:
                 code = e.code if isinstance(e, S3Error) and e.code else type(e).__name__
                 raise ObjectRefused(f"{what} refused: {_describe(e)}", code,
                                     getattr(getattr(e, "response", None), "status", None)) from e
-            raise StorageError(f"{what} failed after {self.policy.attempts} attempts: "
-                               f"{_describe(e)}") from e
+            raise StorageError(f"{what} at {self.s3.endpoint} failed after "
+                               f"{self.policy.attempts} attempts: {_describe(e)}") from e
 
     def get(self, bucket: str, key: str, max_bytes: int | None = None) -> bytes:
         """GET an object's bytes: the bytes stored, never a transport decoding of them.
@@ -295,6 +297,20 @@ class Storage:
                 bucket, key, io.BytesIO(data), len(data), content_type=content_type,
                 metadata=dict(metadata or {}), sse=sse, part_size=part))
         return StoredObject(bucket, key, len(data), hashlib.sha256(data).hexdigest())
+
+    def list_names(self, bucket: str, prefix: str, recursive: bool = False) -> list[str]:
+        """The names under ``prefix`` in ``bucket``: object keys, and with ``recursive`` False
+        the common prefixes one ``/`` further (which end with ``/``), listed whole.
+
+        Raises:
+            ObjectNotFound: no such bucket.
+            ObjectRefused: the store refused the listing.
+            StorageError: still failing after the retries (an outage).
+        """
+        return self.retry(f"LIST {bucket}/{key_tag(prefix)}", lambda: [
+            o.object_name for o in self.client.list_objects(bucket, prefix=prefix,
+                                                            recursive=recursive)
+            if o.object_name is not None])
 
     def ensure_buckets(self, names: list[str]) -> dict[str, str]:
         """Create missing buckets. Returns bucket -> ``created`` / ``exists``."""

@@ -23,13 +23,11 @@ def fetch(
     st = Storage(s.s3)
     n = 0
     for task in names():  # keys are {task}/{model_version}/{upload_id}/{input_tag}/{artifact}.{ext}
-        for ver in st.client.list_objects(s.s3.results_bucket, prefix=f"{task}/"):
-            for o in st.client.list_objects(s.s3.results_bucket,
-                                            prefix=f"{ver.object_name}{upload_id}/",
-                                            recursive=True):
-                dst = out / o.object_name
+        for ver in st.list_names(s.s3.results_bucket, f"{task}/"):
+            for key in st.list_names(s.s3.results_bucket, f"{ver}{upload_id}/", recursive=True):
+                dst = out / key
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                dst.write_bytes(st.get(s.s3.results_bucket, o.object_name))
+                dst.write_bytes(st.get(s.s3.results_bucket, key))
                 typer.echo(str(dst))
                 n += 1
     if n == 0:

@@ -209,6 +209,25 @@ def test_a_refusal_is_a_kafka_set_up_error_and_no_answer_is_broker_unavailable()
     assert str(e) == "describing t at h:9 failed (TOPIC_AUTHORIZATION_FAILED: denied)"
 
 
+def test_an_object_store_that_does_not_answer_is_one_plain_line_and_exit_1(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``cardstream fetch`` with nothing listening at the MinIO endpoint listed the bucket with
+    the minio client itself and ended in a urllib3 ``MaxRetryError`` traceback; the listing now
+    goes through :meth:`streams.storage.Storage.list_names` (its retries, then
+    ``StorageError`` naming the call and the endpoint, never the secret key)."""
+    monkeypatch.setenv("CARDSTREAM_S3__ENDPOINT", "127.0.0.1:1")
+    monkeypatch.setenv("CARDSTREAM_S3__SECURE", "false")
+    monkeypatch.setenv("CARDSTREAM_S3__ACCESS_KEY", "unit")
+    monkeypatch.setenv("CARDSTREAM_S3__SECRET_KEY", "s3-secret-never-printed")
+    monkeypatch.setenv("CARDSTREAM_S3__RETRY__ATTEMPTS", "1")
+    code, err = _console_script(monkeypatch, capsys, "fetch", "u-1")
+    assert code == 1, err
+    assert err.startswith("cardstream: StorageError: LIST "), err
+    assert err.endswith(" at 127.0.0.1:1 failed after 1 attempts: MaxRetryError "
+                        "(NewConnectionError)\n"), err
+    assert err.count("\n") == 1 and "s3-secret" not in err
+
+
 def test_results_json_stops_on_a_tombstone_like_the_other_modes(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``results --json`` over a record without a value (a tombstone anyone may write) ends with
