@@ -49,6 +49,12 @@ class BrokerUnavailable(KafkaSetupError):
     request and the bootstrap servers."""
 
 
+class DeliveryError(StreamsError):
+    """Events produced (``cardstream produce``, the demo's uploads) were not all acknowledged:
+    a delivery report carried an error, or some were still undelivered when the flush's wait
+    ended (no broker answering). The message names the topic and the bootstrap servers."""
+
+
 class ProducerStuck(StreamsError):
     """A transactional producer call has not returned long after its own timeout (librdkafka
     #5456: ``send_offsets_to_transaction`` can block for ever once the group coordinator it

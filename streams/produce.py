@@ -20,6 +20,7 @@ from typing import Any
 from schemas import codec
 from schemas import formats as F
 from schemas.models import UploadEvent
+from streams.errors import DeliveryError
 from streams.kafka import plain_producer
 from streams.settings import Settings
 from streams.storage import Storage
@@ -155,6 +156,11 @@ class UploadProducer:
             concurrency: uploads in flight (threads doing PUT + produce).
             prefix: upload id prefix (default: a fresh random one).
             max_seconds: stop after this long (s) even if not all were sent.
+
+        Raises:
+            DeliveryError: some events were not delivered (:meth:`flush`'s errors; the first
+                one in the message).
+            StorageError: a claim check's PUT failed (:meth:`event_for`).
         """
         if not files:
             return []
@@ -185,7 +191,10 @@ class UploadProducer:
                     sent.append(s)
         errs = self.flush()
         if errs:
-            raise RuntimeError(f"{len(errs)} uploads were not delivered: {errs[0]}")
+            k = self.settings.kafka
+            more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+            raise DeliveryError(f"uploads not delivered to {k.uploads_topic} at "
+                                f"{k.bootstrap_servers}: {errs[0]}{more}")
         return sent
 
 
