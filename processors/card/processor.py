@@ -111,7 +111,8 @@ and are read for a card named ``id_card`` whose shape or frame is the spread's; 
 card whose shape, out of doubt, says the other type than the one named is read on both types'
 views, not the other as a fallback; ``geo37``: such a spread is two cards only where its other
 half shows one, a portrait or a zone, :meth:`CardProcessor._two_cards`: a card on a closed
-passport or in a badge holder is one card)."""
+passport or in a badge holder is one card; and a spread with no zone whose halves each show a
+face is two card fronts)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -725,6 +726,7 @@ class CardProcessor:
         want: list[tuple[int, tuple[int, Decoded, _Card]]] = []  # a card's runner-up first
         spread: dict[int, tuple[_Card, ...]] = {}  # the halves of a quad taken for a spread
         zoned: set[int] = set()  # ids of the halves whose zone the locator found
+        asks: list[tuple[int, tuple[_Card, ...], bool]] = []  # is the spread two cards?
         for j, (k, d, c) in enumerate(cards):
             if _zone_valid(vers[j]):
                 continue
@@ -738,16 +740,32 @@ class CardProcessor:
                 halves = tuple(h for h, f, g in zip(halves, found[::2], found[1::2], strict=True)
                                if f or g)
                 zoned.update(id(h) for h in halves)
+            if (len(spread[j]) == 2 and not _zone_found(vers[j])
+                    and not any(id(h) in zoned for h in spread[j])):
+                asks.append((j, spread[j], False))  # no zone anywhere: two fronts?
             for rival in (c.rival, *pages.get(j, ()), *halves):
                 if rival is not None and (rival.scanned or rival.booklet
                                           or _zone_found(vers[j])):
                     want.append((j, (k, d, rival)))
-        if not want:
-            return
+        swapped: set[int] = set()
+        if want:
+            self._swap(items, cards, thumbs, turned, vers, want, spread, swapped, asks)
+        for j in self._two_cards(cards, [a for a in asks if a[2] or a[0] not in swapped], zoned):
+            k, d, card = cards[j]  # two cards, not a booklet's pages
+            cards[j] = (k, d, replace(card, stacked=True))
+
+    def _swap(self, items: Sequence[Item], cards: list[tuple[int, Decoded, _Card]],
+              thumbs: list[np.ndarray], turned: np.ndarray, vers: list[Verification | None],
+              want: list[tuple[int, tuple[int, Decoded, _Card]]],
+              spread: dict[int, tuple[_Card, ...]], swapped: set[int],
+              asks: list[tuple[int, tuple[_Card, ...], bool]]) -> None:
+        """:meth:`_rivals`' second inspection: the rivals ``want`` asks for (``(j, rival)``, a
+        card's runner-up first) inspected together, and each card ``j`` replaced by the first
+        of its rivals that wins (``swapped`` gets ``j``); a spread's page (of ``spread[j]``)
+        whose zone reads valid as TD1 adds ``(j, (the other half,), True)`` to ``asks``
+        (:meth:`_two_cards`)."""
         sub = [r for _, r in want]
         r_thumbs, r_turned, r_vers = self._inspect(items, sub)  # may decide sub's types
-        swapped: set[int] = set()
-        pairs: list[tuple[int, _Card | None]] = []  # a spread's page read TD1, the other half
         for i, (j, (_, _, rival)) in enumerate(want):
             if j not in swapped and (_zone_valid(r_vers[i]) or (
                     (rival.scanned or rival.booklet) and rival.unzoned is None
@@ -758,41 +776,47 @@ class CardProcessor:
                 swapped.add(j)
                 if (any(rival is h for h in spread.get(j, ()))
                         and _zone_of_format(r_vers[i], Format.TD1)):
-                    pairs.append((j, next((h for h in spread[j] if h is not rival), None)))
-        for j in self._two_cards(cards, pairs, zoned):
-            k, d, page = cards[j]  # two cards, not a booklet's pages
-            cards[j] = (k, d, replace(page, stacked=True))
+                    asks.append((j, tuple(h for h in spread[j] if h is not rival), True))
 
     def _two_cards(self, cards: list[tuple[int, Decoded, _Card]],
-                   pairs: Sequence[tuple[int, _Card | None]], zoned: set[int]) -> list[int]:
-        """The indices ``j`` of ``pairs`` (``(j, other)``: the card ``cards[j]``, a spread's
-        page whose zone read valid as TD1, and the spread's other half) where the other half
-        shows a card of its own: its zone found (``zoned``, the ids of the halves the locator
-        found a zone in), or a face, an ID-1 card front's portrait (ICAO Doc 9303 part 5), in
-        the left or the right half of its ID-1 view, upright or turned (an issuer may put the
-        portrait on the right, the pair may lie either way, and a half cut at the spread's
-        middle may sit a few mm off its card), in one detector call. A spread's page carries
-        TD3 (part 4), so its page reading TD1 is an ID-1 card; what lies beside it is a second
-        card only with such a sign: a badge holder's slip, or a closed passport's cover under
-        the card, is none (a fresh user's trial, session 67). Without a face detector, every
-        pair is taken for two cards (``geo35``)."""
-        ask = [(j, o) for j, o in pairs if o is not None and id(o) not in zoned]
-        two = [j for j, o in pairs if o is not None and id(o) in zoned]
-        if not ask or self.verifier is None:
-            return two + [j for j, _ in ask]
-        s, px = self.settings, self.pixels
-        size = canonical_size("id_card", s.dpi)
-        tsize = (s.quality_width, max(1, round(s.quality_width * size[1] / size[0])))
-        imgs = [cards[j][1] for j, _ in ask]
-        thumbs = px.to_host(px.warp(imgs, np.stack([o.homography(d, tsize)
-                                                    for d, (_, o) in zip(imgs, ask, strict=True)]),
-                                    [tsize] * len(ask)))
-        half = tsize[0] // 2  # the card's left and right halves, upright and turned
-        zones = [z for t in thumbs for v in (t, t[::-1, ::-1]) for z in (v[:, :half], v[:, half:])]
-        found = self.verifier.faces_in(zones)
-        if found is None:
-            return two + [j for j, _ in ask]
-        return two + [j for n, (j, _) in enumerate(ask) if any(found[4 * n:4 * n + 4])]
+                   asks: Sequence[tuple[int, tuple[_Card, ...], bool]], zoned: set[int]
+                   ) -> list[int]:
+        """The indices ``j`` of ``asks`` (``(j, halves, assumed)``: the card ``cards[j]`` and
+        halves of the spread its quad was taken for) where every one of ``halves`` shows a card
+        of its own: its zone found (``zoned``, the ids of the halves the locator found a zone
+        in), or a face, an ID-1 card front's portrait (ICAO Doc 9303 part 5), in the left or
+        the right half of its ID-1 view, upright or turned (an issuer may put the portrait on
+        the right, the pair may lie either way, and a half cut at the spread's middle may sit
+        a few mm off its card), in one detector call for the batch.
+
+        Two kinds of ask (:meth:`_rivals`):
+        - a spread's page whose zone read valid as TD1, an ID-1 card's, where a booklet's data
+          page carries TD3 (part 4); ``halves`` is the other half. A badge holder's slip, or a
+          closed passport's cover under the card, shows no card (a fresh user's trial, session
+          67): one card. ``assumed``: without a face detector, two cards (``geo35``).
+        - a spread with no zone on the card nor on either half; ``halves`` is both: two card
+          fronts, one above the other, each with its face. Not ``assumed``."""
+        ask = [(j, h) for j, hs, _ in asks for h in hs if id(h) not in zoned]
+        faces: dict[int, bool] | None = None  # id of a half -> a face found in it
+        if not ask:
+            faces = {}
+        elif self.verifier is not None:
+            s, px = self.settings, self.pixels
+            size = canonical_size("id_card", s.dpi)
+            tsize = (s.quality_width, max(1, round(s.quality_width * size[1] / size[0])))
+            imgs = [cards[j][1] for j, _ in ask]
+            thumbs = px.to_host(px.warp(
+                imgs, np.stack([h.homography(d, tsize) for d, (_, h) in zip(imgs, ask,
+                                                                              strict=True)]),
+                [tsize] * len(ask)))
+            half = tsize[0] // 2  # the card's left and right halves, upright and turned
+            found = self.verifier.faces_in([z for t in thumbs for v in (t, t[::-1, ::-1])
+                                            for z in (v[:, :half], v[:, half:])])
+            if found is not None:
+                faces = {id(h): any(found[4 * n:4 * n + 4]) for n, (_, h) in enumerate(ask)}
+        return [j for j, hs, assumed in asks
+                if hs and all(id(h) in zoned or (assumed if faces is None else faces[id(h)])
+                              for h in hs)]
 
     @staticmethod
     def _spread_page(quad: np.ndarray, shape: tuple[int, int]) -> bool:
@@ -1080,6 +1104,8 @@ class _Card:
             card's front and back on one photocopied page, say: ``MULTIPLE_CARDS``, as two
             cards side by side are (:attr:`processors.card.detect.Detection.pair`). Only where
             the spread's other half shows a card of its own (:meth:`CardProcessor._two_cards`).
+            Also a card that may be a spread, with no zone on it nor on either half, whose
+            halves each show a face: two card fronts.
     """
 
     det: Detection

@@ -423,21 +423,24 @@ def _above(upper: np.ndarray, upper_alpha: np.ndarray, lower: np.ndarray,
 
 @pytest.mark.parametrize("gap_mm", [0.0, 3.0])
 def test_two_cards_one_above_the_other_are_multiple_cards_not_a_booklet(gap_mm):
-    """A card's front above its back (a photocopy's layout), or two backs, 0-3 mm apart: their
-    saliency merges into one quad of 1.26-1.32, near an open booklet's 1.41, so the spread's
-    pages were read, and the back, whose TD1 zone read valid, was accepted as the document (a
-    fresh user's trial, session 66). A booklet's data page carries TD3 (ICAO Doc 9303 part 4),
-    so a page reading TD1 is an ID-1 card, and the other half showing a card of its own (a
-    portrait, or a zone) makes two: MULTIPLE_CARDS, named or not. The back alone is accepted
-    as before."""
+    """A card's front above its back (a photocopy's layout), two backs, or two fronts, 0-3 mm
+    apart: their saliency merges into one quad of 1.26-1.32, near an open booklet's 1.41, so
+    the spread's pages were read, and the back, whose TD1 zone read valid, was accepted as the
+    document (a fresh user's trial, session 66); two fronts, with no zone, as one document. A
+    booklet's data page carries TD3 (ICAO Doc 9303 part 4), so a page reading TD1 is an ID-1
+    card, and the other half showing a card of its own (a portrait, or a zone) makes two; so
+    does a face on each half of a spread with no zone: MULTIPLE_CARDS, named or not. The back
+    alone is accepted as before."""
     back, back_alpha, _ = _document(2, Format.TD1)
     front, front_alpha = _card_front(3, back.shape[1])
     other, other_alpha, _ = _document(4, Format.TD1)
     gap = int(gap_mm * PX_PER_MM)
     items = [Item.from_array("back", _photo(back, back_alpha), {})]
-    for name, (upper, upper_alpha) in (("front", (front, front_alpha)),
-                                       ("backs", (other, other_alpha))):
-        photo = _photo(*_above(upper, upper_alpha, back, back_alpha, gap), rotation=3.0,
+    for name, (upper, upper_alpha), (lower, lower_alpha) in (
+            ("front", (front, front_alpha), (back, back_alpha)),
+            ("backs", (other, other_alpha), (back, back_alpha)),
+            ("fronts", (front, front_alpha), _card_front(5, back.shape[1]))):
+        photo = _photo(*_above(upper, upper_alpha, lower, lower_alpha, gap), rotation=3.0,
                        size=(1400, 1600))
         items += [Item.from_array(f"{name}-{t}", photo, {"doc_type": t})
                   for t in ("auto", "id_card", "passport")]
@@ -478,6 +481,30 @@ def test_a_card_on_a_cover_of_twice_its_height_is_one_card():
         assert str(o.status) == "accepted", (o.upload_id, o.reasons)
         assert o.payload["doc_type"] == "id_card" and o.payload["mrz"]["valid"], o.upload_id
         assert o.payload["mrz"]["format"] == "TD1"
+
+
+def test_a_data_page_with_its_ghost_image_and_no_zone_is_one_document():
+    """A passport data page with a second, faint portrait on its right (a ghost image) and its
+    zone painted out: a spread suspect with no zone whose halves are not two card fronts
+    (``geo37`` asks for a face on both halves): one document, MRZ_MISSING where named or taken
+    for a passport, never MULTIPLE_CARDS."""
+    page, alpha, _ = _document(1, Format.TD3)
+    h, w = page.shape[:2]
+    band = int(MRZ_BAND_MM[Format.TD3] * PX_PER_MM)
+    page[-band:] = page[-band - 30]
+    portrait = page[int(0.12 * h):int(0.88 * h), int(0.02 * w):int(0.38 * w)]
+    ghost = cv2.resize(cv2.cvtColor(cv2.cvtColor(portrait, cv2.COLOR_BGR2GRAY),
+                                    cv2.COLOR_GRAY2BGR), None, fx=0.55, fy=0.55)
+    y, x = int(0.25 * h), int(0.72 * w)
+    roi = page[y:y + ghost.shape[0], x:x + ghost.shape[1]]
+    roi[:] = (0.55 * roi + 0.45 * ghost).astype(np.uint8)
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    outs = proc.process_batch([Item.from_array(t, _photo(page, alpha), {"doc_type": t})
+                               for t in ("auto", "id_card", "passport")])
+    for o in outs:
+        assert str(o.status) == "accepted" and "MULTIPLE_CARDS" not in o.reasons, o.reasons
+    assert outs[0].payload["doc_type"] == outs[2].payload["doc_type"] == "passport"
+    assert "MRZ_MISSING" in outs[0].reasons and "MRZ_MISSING" in outs[2].reasons
 
 
 def test_a_spread_cropped_edge_to_edge_stands_in_where_the_card_path_finds_none(monkeypatch):
