@@ -254,8 +254,22 @@ class Intake:
                 META_OPTIONS: canonical_options(ev.options.model_dump(exclude_none=True)
                                                 if ev.options is not None else None)}
 
+    def _unavailable(self, e: StorageError, upload_id: str) -> Refused:
+        """The answer to a store call of a POST that failed: 503 ``UNAVAILABLE`` with
+        ``Retry-After``, naming the store's code when it refused (``ObjectRefused``) and not
+        when it did not answer. Every store call of a POST answers through this (a HEAD of an
+        idempotent POST ran outside the mapping and answered 500, a fresh user's trial)."""
+        what = (f"the object store refused the upload ({e.code})" if isinstance(e, ObjectRefused)
+                else "the object store does not answer")
+        return Refused(GatewayCode.UNAVAILABLE, what,
+                       retry_after_s=self.settings.gateway.retry_after_s, upload_id=upload_id)
+
     def _stored_metadata(self, key: str) -> dict[str, str] | None:
-        """The gateway metadata of the object at ``key`` in the uploads bucket, or None."""
+        """The gateway metadata of the object at ``key`` in the uploads bucket, or None.
+
+        Raises:
+            StorageError: the store refused the HEAD or did not answer.
+        """
         bucket = self.settings.s3.uploads_bucket
         try:
             st = self.storage.retry(f"HEAD {bucket}",
@@ -274,8 +288,15 @@ class Intake:
 
         Raises:
             Refused: ``IDEMPOTENCY_KEY_REUSED`` (another image, task or options under this
-                id); ``UNAVAILABLE`` (the store did not answer).
+                id); ``UNAVAILABLE`` with ``Retry-After`` (the store refused or did not answer
+                a HEAD or the PUT: :meth:`_unavailable`).
         """
+        try:
+            return self._store(client, ev, body, deterministic)
+        except StorageError as e:
+            raise self._unavailable(e, ev.upload_id) from None
+
+    def _store(self, client: str, ev: UploadEvent, body: bytes, deterministic: bool) -> bool:
         ref = ev.image.ref
         assert ref is not None
         want = self._metadata(client, ev)
@@ -291,14 +312,8 @@ class Intake:
             return True
         except ObjectRefused as e:
             if e.status != 412:  # If-None-Match: the object exists
-                raise Refused(GatewayCode.UNAVAILABLE, f"the object store refused the upload "
-                              f"({e.code})", upload_id=ev.upload_id) from None
-        except StorageError:
-            raise Refused(GatewayCode.UNAVAILABLE, "the object store does not answer",
-                          retry_after_s=self.settings.gateway.retry_after_s,
-                          upload_id=ev.upload_id) from None
-        have = self._stored_metadata(ref.key)
-        if have != want:
+                raise
+        if self._stored_metadata(ref.key) != want:
             raise Refused(GatewayCode.IDEMPOTENCY_KEY_REUSED, "this upload id was used with "
                           "another image or other options", upload_id=ev.upload_id)
         return False

@@ -12,6 +12,7 @@ import socket
 import time
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,22 @@ def stack(base_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> 
                                timeout_s=30)
 
 
+@contextmanager
+def store_down_gateway(stack: Stack, log: Path) -> Iterator[procs.GatewayProc]:
+    """A gateway of ``stack``'s settings whose object store is a closed port (two quick tries
+    per call), stopped after the block."""
+    down = stack.settings.model_copy(update={
+        "s3": stack.settings.s3.model_copy(update={
+            "endpoint": f"127.0.0.1:{free_port()}",
+            "retry": stack.settings.s3.retry.model_copy(update={"first_s": 0.05,
+                                                                 "attempts": 2})})})
+    g = procs.start_gateway(down, log, free_port(), free_port())
+    try:
+        yield g
+    finally:
+        procs.stop_workers([procs.WorkerProc(g.proc, 0, g.log)], timeout_s=20)
+
+
 def test_upload_with_wait_gives_the_committed_result_and_either_instance_answers(
         stack: Stack) -> None:
     a, b = stack.gateways
@@ -206,25 +223,38 @@ def test_an_id_photo_print_sheet_is_downloaded_over_http(stack: Stack, tmp_path:
         assert "no 'sheet' artifact (status accepted)" in none.json()["message"]
         assert call(b.port, "GET", f"/v1/uploads/{other}/output").status == 200
     # the store down: 503 UNAVAILABLE with Retry-After (a gateway whose store is a closed port)
-    down = stack.settings.model_copy(update={
-        "s3": stack.settings.s3.model_copy(update={
-            "endpoint": f"127.0.0.1:{free_port()}",
-            "retry": stack.settings.s3.retry.model_copy(update={"first_s": 0.05,
-                                                                 "attempts": 2})})})
-    g = procs.start_gateway(down, tmp_path / "down.log", free_port(), free_port())
-    try:
+    with store_down_gateway(stack, tmp_path / "down.log") as g:
         for path in (f"/v1/uploads/{uid}/artifacts/sheet", f"/v1/uploads/{uid}/output"):
             out = call(g.port, "GET", f"{path}")
             assert (out.status, out.json()["error"], out.headers.get("retry-after")) == (
                 503, "UNAVAILABLE", str(stack.settings.gateway.retry_after_s)), out.body
-    finally:
-        procs.stop_workers([procs.WorkerProc(g.proc, 0, g.log)], timeout_s=20)
     # expired (the results bucket's lifecycle rule): 404 NO_OUTPUT, and the photo still served
     st.client.remove_object(sheet["bucket"], sheet["key"])
     gone = call(a.port, "GET", f"/v1/uploads/{uid}/artifacts/sheet")
     assert (gone.status, gone.json()["error"]) == (404, "NO_OUTPUT")
     assert gone.json()["message"] == "the sheet is no longer stored"
     assert call(a.port, "GET", f"/v1/uploads/{uid}/output").body == main.body
+
+
+def test_a_post_with_the_store_down_is_503_with_retry_after_with_or_without_a_key(
+        stack: Stack, tmp_path: Path) -> None:
+    """A fresh user's trial: with MinIO down, a POST with ``upload_id`` or an
+    ``Idempotency-Key`` (the retry-safe ones) answered 500 INTERNAL_ERROR without Retry-After,
+    while the same POST without either got 503. Each is 503 UNAVAILABLE with Retry-After, and
+    nothing is produced."""
+    img = stack.images[1]
+    before = len(stack.events())
+    with store_down_gateway(stack, tmp_path / "down.log") as g:
+        for how, path, headers in (
+                ("no key", "/v1/uploads?task=card", {}),
+                ("upload_id", "/v1/uploads?task=card&upload_id=down-1", {}),
+                ("Idempotency-Key", "/v1/uploads?task=id_photo", {"Idempotency-Key": "down-2"})):
+            r = call(g.port, "POST", path, img, headers=headers)
+            assert (r.status, r.json()["error"], r.headers.get("retry-after")) == (
+                503, "UNAVAILABLE", str(stack.settings.gateway.retry_after_s)), (how, r.body)
+            assert r.json()["retry_after_s"] == stack.settings.gateway.retry_after_s
+        assert "gateway_internal_error" not in g.log.read_text()
+    assert len(stack.events()) == before
 
 
 def test_202_then_a_get_with_wait_on_the_other_instance(stack: Stack) -> None:

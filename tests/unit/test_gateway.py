@@ -514,3 +514,94 @@ def test_a_refused_content_encoding_is_shown_in_printable_ascii() -> None:
     with pytest.raises(Refused) as err:
         content_coding("x" * 5000)
     assert f"Content-Encoding '{'x' * 60}' is not one" in str(err.value)
+
+
+# ---- the app over fakes (no stack): answers the trial found wrong -----------------------------
+
+class _FakeStore:
+    """A :class:`~streams.storage.Storage` whose every call fails with ``error`` (None: the
+    PUT stores, every HEAD says there is no object; ``put_error``: the PUT fails with it)."""
+
+    def __init__(self, error: Exception | None = None, put_error: Exception | None = None) -> None:
+        self.error, self.put_error, self.calls = error, put_error, []
+
+    def retry(self, what: str, fn):  # noqa: ANN001, ANN201
+        from streams.errors import ObjectNotFound
+
+        self.calls.append(what)
+        if self.error is not None:
+            raise self.error
+        raise ObjectNotFound(f"{what}: NoSuchKey")
+
+    def put(self, *args, **kw):  # noqa: ANN002, ANN003, ANN201
+        self.calls.append("PUT")
+        if self.put_error is not None:
+            raise self.put_error
+        if self.error is not None:
+            raise self.error
+
+
+class _FakeProducer:
+    def poll(self, _t: float) -> int:
+        return 0
+
+    def flush(self, _t: float) -> int:
+        return 0
+
+
+def _intake(store: _FakeStore):  # noqa: ANN202
+    from streams.gateway.uploads import Intake
+
+    return Intake(load_settings(), store, producer=_FakeProducer())  # type: ignore[arg-type]
+
+
+def _jpeg() -> bytes:
+    import cv2
+    import numpy as np
+
+    ok, buf = cv2.imencode(".jpg", np.full((64, 96, 3), 128, np.uint8))
+    assert ok
+    return buf.tobytes()
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize("where", ["every call", "the HEAD after a 412"])
+def test_a_store_that_does_not_answer_is_503_with_retry_after_whatever_the_id(
+        deterministic: bool, where: str) -> None:
+    """A fresh user's trial: a POST with ``upload_id`` or an ``Idempotency-Key`` while MinIO
+    was down answered 500 INTERNAL_ERROR (the HEAD of the other tasks' keys ran outside the
+    try that maps an outage to 503), and the retry-safe POST is the one a client retries."""
+    from streams.errors import ObjectRefused, StorageError
+
+    down = StorageError("HEAD uploads at 127.0.0.1:1 failed after 2 attempts")
+    store = (_FakeStore(down) if where == "every call" else
+             _FakeStore(down, put_error=ObjectRefused("exists", "PreconditionFailed", 412)))
+    intake = _intake(store)
+    try:
+        ev, _ = intake.event("alice.x1", "card", _jpeg(), "jpeg", None)
+        with pytest.raises(Refused) as e:
+            intake.store("alice", ev, _jpeg(), deterministic)
+        assert (e.value.code, e.value.status, e.value.retry_after_s, e.value.upload_id) == (
+            "UNAVAILABLE", 503, load_settings().gateway.retry_after_s, "alice.x1")
+    finally:
+        intake.close()
+
+
+def test_a_store_that_refuses_a_head_is_the_same_503_as_a_refused_put() -> None:
+    """An ``ObjectRefused`` (the store answered, but not with the object: 403, say) on the
+    HEAD of an idempotent POST is what a refused PUT is: 503 UNAVAILABLE naming the store's
+    code, with Retry-After (every 503 carries one, schemas/README.md)."""
+    from streams.errors import ObjectRefused
+
+    for store in (_FakeStore(ObjectRefused("refused", "AccessDenied", 403)),
+                  _FakeStore(put_error=ObjectRefused("refused", "AccessDenied", 403))):
+        intake = _intake(store)
+        try:
+            ev, _ = intake.event("alice.x1", "card", _jpeg(), "jpeg", None)
+            with pytest.raises(Refused) as e:
+                intake.store("alice", ev, _jpeg(), True)
+            assert (e.value.code, e.value.retry_after_s) == (
+                "UNAVAILABLE", load_settings().gateway.retry_after_s)
+            assert "AccessDenied" in str(e.value)
+        finally:
+            intake.close()
