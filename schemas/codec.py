@@ -147,7 +147,12 @@ def dumps(obj: Any) -> bytes:
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     d = dict(pairs)
     if len(d) != len(pairs):
-        raise ValueError("an object repeats a key")
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                shown = json.dumps(key if len(key) <= 64 else key[:64] + "...")
+                raise ValueError(f"an object repeats the key {shown}")
+            seen.add(key)
     return d
 
 
@@ -173,10 +178,32 @@ def _int(text: str) -> int:
     return n
 
 
+def parse_json(text: str) -> Any:
+    """Parse RFC 8259 JSON text strictly: no NaN/Infinity, no repeated keys (the error names
+    the key), numbers within the IEEE 754 double range (RFC 8259 section 6 lets parsers limit
+    the range; beyond it other teams' parsers lose or refuse the value), strings that are UTF-8
+    again, and no deeper nesting than Python's parser reads. The contract's one JSON parser:
+    :func:`loads` (every record) and the upload options of the gateway and ``cardstream
+    produce`` (:func:`streams.produce.parse_options`).
+
+    Raises:
+        json.JSONDecodeError: not JSON text (``msg``, ``pos``).
+        ValueError: the rules above broken, with a plain reason (never a value).
+    """
+    try:
+        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
+                         parse_float=_float, parse_int=_int)
+        if _SURROGATE_ESCAPE.search(text):  # rare: check the strings can be UTF-8 again
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        return obj
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone UTF-16 surrogate escape") from None
+    except RecursionError:  # 5,000 nested [ (a fresh user's trial): no traceback, no 500
+        raise ValueError("arrays or objects nested too deeply") from None
+
+
 def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
-    """Parse RFC 8259 JSON strictly: UTF-8, no NaN/Infinity, no repeated keys, and numbers
-    within the IEEE 754 double range (RFC 8259 section 6 lets parsers limit the range; beyond it
-    other teams' parsers lose or refuse the value).
+    """Parse a record's value as :func:`parse_json` does (UTF-8 first).
 
     Raises:
         ContractError: ``NOT_JSON`` at ``$``.
@@ -185,21 +212,15 @@ def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
         raise ContractError(C.NOT_JSON, "value is null (tombstone)")
     try:
         text = value if isinstance(value, str) else bytes(value).decode("utf-8")
-        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
-                         parse_float=_float, parse_int=_int)
-        if _SURROGATE_ESCAPE.search(text):  # rare: check the strings can be UTF-8 again
-            json.dumps(obj, ensure_ascii=False).encode("utf-8")
-        return obj
+        return parse_json(text)
     except UnicodeDecodeError as e:
         raise ContractError(C.NOT_JSON, f"value is not UTF-8 (byte {e.start})") from None
-    except UnicodeEncodeError:
-        raise ContractError(C.NOT_JSON, "value holds a lone UTF-16 surrogate escape") from None
     except json.JSONDecodeError as e:
         if not e.doc.strip():
             raise ContractError(C.NOT_JSON, "value is empty" + (" (whitespace only)" if e.doc
                                                                 else "")) from None
         raise ContractError(C.NOT_JSON, f"value is not JSON: {e.msg} at char {e.pos}") from None
-    except (ValueError, RecursionError) as e:
+    except ValueError as e:  # a rule of parse_json's
         raise ContractError(C.NOT_JSON, f"value is not JSON: {e}") from None
 
 

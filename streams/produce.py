@@ -7,6 +7,7 @@ small — and its UploadEvent produced with key = upload_id. Bounded in count an
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import time
@@ -60,6 +61,29 @@ def write_ids(path: Path, sent: Iterable[Sent]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{x.upload_id}\t{x.file}\n" for x in sent), encoding="utf-8",
                     errors="surrogateescape")
+
+
+def parse_options(text: str | None) -> dict[str, Any] | None:
+    """An upload's options from their JSON text (None, empty or blank: none), read by the
+    contract's own parser (:func:`schemas.codec.parse_json`, as the workers read the event):
+    the one place the gateway (form field and query parameter) and ``cardstream produce
+    --options`` read them.
+
+    Raises:
+        ValueError: a plain reason: ``not JSON: ...`` (malformed, a repeated key, which it
+            names, nesting too deep, NaN) or ``not a JSON object``.
+    """
+    if text is None or not text.strip():
+        return None
+    try:
+        value = codec.parse_json(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e.msg} at char {e.pos}") from None
+    except ValueError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
 
 
 def validate_request(upload_id: str, task: str, options: dict[str, Any] | None) -> None:

@@ -3,7 +3,6 @@ generator)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -36,6 +35,7 @@ def produce(
         IMAGE_SUFFIXES,
         UploadProducer,
         list_images,
+        parse_options,
         validate_request,
         write_ids,
     )
@@ -57,13 +57,13 @@ def produce(
             typer.echo(f"skipped {len(names)} {what}: {', '.join(names[:5])}"
                        + (" ..." if len(names) > 5 else ""), err=True)
     try:
-        opts = json.loads(options) if options else None
+        opts = parse_options(options)
+    except ValueError as e:  # not JSON as the contract reads it, or not an object
+        raise typer.BadParameter(str(e), param_hint="--options") from None
+    try:
         validate_request("probe", task.value, opts)
-    except ValidationError as e:  # a ValueError too: pydantic's message without its links
+    except ValidationError as e:  # pydantic's message without its links
         raise typer.BadParameter(validation_message(e), param_hint="--task/--options") from e
-    except ValueError as e:  # not JSON
-        raise typer.BadParameter(f"not JSON: {' '.join(str(e).split())}",
-                                 param_hint="--options") from e
     n = count or len(files)
     with tqdm(total=n, unit="upload", disable=None) as bar:
         sent = UploadProducer(s, inline=inline).produce_files(

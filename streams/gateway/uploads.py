@@ -57,6 +57,7 @@ from streams.errors import ObjectNotFound, ObjectRefused, StorageError
 from streams.gateway.errors import Refused
 from streams.kafka import plain_producer
 from streams.logs import log
+from streams.produce import parse_options as read_options
 from streams.produce import validate_request
 from streams.settings import Settings
 from streams.storage import Storage
@@ -111,18 +112,18 @@ def upload_id_for(client: str, upload_id: str | None,
 def parse_options(raw: str | None) -> dict[str, Any] | None:
     """The ``options`` field (a JSON object as text; None or empty: none).
 
+    Read as ``cardstream produce`` reads them (:func:`streams.produce.parse_options`: the
+    contract's strict parser), so a form field and a query parameter alike.
+
     Raises:
-        Refused: ``OPTIONS_INVALID`` when it is not a JSON object.
+        Refused: ``OPTIONS_INVALID`` when it is not a JSON object, or not JSON as the contract
+            reads it (a repeated key, which the message names, as a repeated form field is
+            refused; nesting too deep; NaN).
     """
-    if raw is None or not raw.strip():
-        return None
     try:
-        value = json.loads(raw)
-    except ValueError:
-        raise Refused(GatewayCode.OPTIONS_INVALID, "options must be a JSON object") from None
-    if not isinstance(value, dict):
-        raise Refused(GatewayCode.OPTIONS_INVALID, "options must be a JSON object")
-    return value
+        return read_options(raw)
+    except ValueError as e:
+        raise Refused(GatewayCode.OPTIONS_INVALID, f"options must be a JSON object ({e})") from None
 
 
 def check_request(task: str | None, options: dict[str, Any] | None, tasks: tuple[str, ...]) -> str:

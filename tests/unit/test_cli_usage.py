@@ -66,6 +66,12 @@ def test_results_refuses_a_bad_since_as_a_usage_error(since: str) -> None:
     (["--task", "card", "--options", '{"size":"two_inch"}'],
      "--task/--options: options.size: Extra inputs are not permitted"),
     (["--task", "card", "--options", '{"size":'], "--options: not JSON: Expecting value"),
+    # a fresh user's trial: a traceback (RecursionError), and a repeated key taken silently
+    (["--task", "card", "--options", "[" * 5000 + "]" * 5000],
+     "--options: not JSON: arrays or objects nested too deeply"),
+    (["--task", "id_photo", "--options", '{"size":"one_inch","size":"two_inch"}'],
+     '--options: not JSON: an object repeats the key "size"'),
+    (["--task", "id_photo", "--options", "[]"], "--options: not a JSON object"),
 ])
 def test_produce_refuses_bad_options_before_connecting(tmp_path, args: list[str],
                                                        says: str) -> None:

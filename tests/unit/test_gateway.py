@@ -605,3 +605,74 @@ def test_a_store_that_refuses_a_head_is_the_same_503_as_a_refused_put() -> None:
             assert "AccessDenied" in str(e.value)
         finally:
             intake.close()
+
+
+NESTED = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    (NESTED, "nested too deeply"),
+    ('{"print_sheet":' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
+    ('{"size":"one_inch","size":"two_inch"}', 'repeats the key "size"'),
+    ('{"a":{"b":1,"b":2}}', 'repeats the key "b"'),
+    ('{"size":NaN}', "NaN is not JSON"),
+])
+def test_options_json_is_read_as_strictly_as_the_contract_reads_it(text: str, says: str) -> None:
+    """A fresh user's trial: 5,000 nested ``[`` in ``options`` answered 500 (RecursionError),
+    and a repeated key was taken silently (the last one) while a repeated form field is
+    AMBIGUOUS_FIELD. Options are read by the contract's own strict parser
+    (:func:`schemas.codec.loads`, which dead-letters such records on the topic as NOT_JSON)."""
+    with pytest.raises(Refused) as e:
+        parse_options(text)
+    assert (e.value.code, e.value.status) == ("OPTIONS_INVALID", 422)
+    assert says in str(e.value) and "two_inch" not in str(e.value)
+
+
+def _app_call(method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None,
+              tmp: Path | None = None):  # noqa: ANN202
+    """One request to :func:`streams.gateway.app.build_app` over fakes (no store, no Kafka):
+    (status, headers, JSON body)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from streams.gateway.app import Gateway, build_app
+
+    assert tmp is not None
+    keys = tmp / "keys"
+    keys.write_text("alice:alice-key-0123456789abcdef\n")
+    intake = _intake(_FakeStore())
+    gw = Gateway(settings=load_settings(), keys=ApiKeys(keys), intake=intake,
+                 storage=None,  # type: ignore[arg-type]
+                 cache=ResultCache(10), limiter=RateLimiter(1000.0, 1000))
+
+    async def go():  # noqa: ANN202
+        async with TestClient(TestServer(build_app(gw))) as c:
+            r = await c.request(method, path, data=body, headers={
+                "Authorization": "Bearer alice-key-0123456789abcdef", **(headers or {})})
+            return r.status, dict(r.headers), await r.json()
+
+    try:
+        return asyncio.run(go())
+    finally:
+        intake.close()
+
+
+@pytest.mark.parametrize("options", [NESTED, '{"size":"one_inch","size":"two_inch"}'])
+def test_bad_options_in_a_form_are_422_not_500(tmp_path: Path, options: str) -> None:
+    b = "----cardstream-unit"
+    body = (f'--{b}\r\nContent-Disposition: form-data; name="task"\r\n\r\nid_photo\r\n'
+            f'--{b}\r\nContent-Disposition: form-data; name="options"\r\n\r\n{options}\r\n'
+            f'--{b}\r\nContent-Disposition: form-data; name="image"; filename="x.jpg"\r\n'
+            f"Content-Type: image/jpeg\r\n\r\n").encode() + _jpeg() + f"\r\n--{b}--\r\n".encode()
+    status, _, got = _app_call("POST", "/v1/uploads", body, {
+        "Content-Type": f"multipart/form-data; boundary={b}"}, tmp=tmp_path)
+    assert (status, got["error"]) == (422, "OPTIONS_INVALID"), got
+
+
+def test_a_repeated_key_in_options_in_the_query_is_422(tmp_path: Path) -> None:
+    from urllib.parse import quote
+
+    status, _, got = _app_call("POST", "/v1/uploads?task=id_photo&options="
+                               + quote('{"size":"one_inch","size":"two_inch"}'), _jpeg(),
+                               {"Content-Type": "image/jpeg"}, tmp=tmp_path)
+    assert (status, got["error"]) == (422, "OPTIONS_INVALID"), got
+    assert 'repeats the key "size"' in got["message"]

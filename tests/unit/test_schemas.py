@@ -319,6 +319,9 @@ _REF = b'{"upload_id":"u1","task":"card","image":{"ref":{"bucket":"uploads","key
 @pytest.mark.parametrize(("value", "message"), [
     (None, "value is null (tombstone)"), (b"", "value is empty"),
     (b" \r\n\t", "value is empty (whitespace only)"), (b"{", "value is not JSON: Expecting"),
+    (b"[" * 5000 + b"]" * 5000, "value is not JSON: arrays or objects nested too deeply"),
+    (b'{"options":{"size":"one_inch","size":"two_inch"}}',
+     'value is not JSON: an object repeats the key "size"'),
 ])
 def test_not_json_says_why(value: bytes | None, message: str) -> None:
     with pytest.raises(ContractError) as ei:
