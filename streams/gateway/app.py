@@ -489,6 +489,8 @@ async def _observe(request: web.Request, handler: Any) -> web.StreamResponse:
     except web.HTTPException as e:  # the router's 404 / 405
         c = _code_of(e.status)
         resp, code = error_response(Refused(c, e.reason)), str(c)
+        if "Allow" in e.headers:  # a 405 says which methods the route takes (RFC 9110 15.5.6)
+            resp.headers["Allow"] = e.headers["Allow"]
     except Exception as e:  # noqa: BLE001 (a bug: answer 500, log the class only)
         tb = traceback.extract_tb(e.__traceback__)[-1]
         log.error("gateway_internal_error", error=type(e).__name__, route=_route(request),

@@ -676,3 +676,15 @@ def test_a_repeated_key_in_options_in_the_query_is_422(tmp_path: Path) -> None:
                                {"Content-Type": "image/jpeg"}, tmp=tmp_path)
     assert (status, got["error"]) == (422, "OPTIONS_INVALID"), got
     assert 'repeats the key "size"' in got["message"]
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "OPTIONS", "PATCH"])
+def test_a_405_says_which_methods_the_route_takes(tmp_path: Path, method: str) -> None:
+    """RFC 9110 15.5.6: a 405 carries ``Allow`` (a fresh user's trial found none), with the
+    gateway's JSON body."""
+    status, headers, got = _app_call(method, "/v1/uploads/alice.x/artifacts/sheet",
+                                     tmp=tmp_path)
+    assert (status, got["error"]) == (405, "METHOD_NOT_ALLOWED")
+    assert headers.get("Allow") == "GET,HEAD", headers
+    status, headers, got = _app_call("DELETE", "/v1/uploads", tmp=tmp_path)
+    assert (status, got["error"], headers.get("Allow")) == (405, "METHOD_NOT_ALLOWED", "POST")
