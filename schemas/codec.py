@@ -144,14 +144,23 @@ def dumps(obj: Any) -> bytes:
         raise ContractError(C.SCHEMA_INVALID, "a string holds a lone UTF-16 surrogate") from None
 
 
+class RepeatedKey(ValueError):
+    """An object of JSON text repeats a key (:func:`parse_json`). The message does not name it:
+    a record's keys are whatever its producer wrote, and a dead letter carries no personal
+    field; ``key`` is the key, for an answer to the sender of the text (the gateway's 422)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__("an object repeats a key")
+        self.key = key
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     d = dict(pairs)
     if len(d) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                shown = json.dumps(key if len(key) <= 64 else key[:64] + "...")
-                raise ValueError(f"an object repeats the key {shown}")
+                raise RepeatedKey(key)
             seen.add(key)
     return d
 
@@ -179,15 +188,16 @@ def _int(text: str) -> int:
 
 
 def parse_json(text: str) -> Any:
-    """Parse RFC 8259 JSON text strictly: no NaN/Infinity, no repeated keys (the error names
-    the key), numbers within the IEEE 754 double range (RFC 8259 section 6 lets parsers limit
-    the range; beyond it other teams' parsers lose or refuse the value), strings that are UTF-8
-    again, and no deeper nesting than Python's parser reads. The contract's one JSON parser:
-    :func:`loads` (every record) and the upload options of the gateway and ``cardstream
-    produce`` (:func:`streams.produce.parse_options`).
+    """Parse RFC 8259 JSON text strictly: no NaN/Infinity, no repeated keys, numbers within
+    the IEEE 754 double range (RFC 8259 section 6 lets parsers limit the range; beyond it other
+    teams' parsers lose or refuse the value), strings that are UTF-8 again, and no deeper
+    nesting than Python's parser reads. The contract's one JSON parser: :func:`loads` (every
+    record) and the upload options of the gateway and ``cardstream produce``
+    (:func:`streams.produce.parse_options`).
 
     Raises:
         json.JSONDecodeError: not JSON text (``msg``, ``pos``).
+        RepeatedKey: an object repeats a key (a ``ValueError``).
         ValueError: the rules above broken, with a plain reason (never a value).
     """
     try:
