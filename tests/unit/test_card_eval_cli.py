@@ -239,3 +239,19 @@ def test_eval_says_which_part_of_the_manifest_is_wrong(tmp_path, edit, said):
     r = CliRunner().invoke(app, ["eval", "mrz", "--set", str(tmp_path)])
     assert r.exit_code == 2, r.output
     assert said.format(file=first) in " ".join(r.output.replace("│", " ").split())
+
+
+@pytest.mark.parametrize("n", ["-1", "0", "x", "1.5"])
+def test_the_set_generator_refuses_a_count_below_one(n, monkeypatch, tmp_path, capsys):
+    """``python -m processors.card.training.documents --n -1`` wrote an empty manifest and
+    exited 0 (a fresh user's trial): a count below 1 is a usage error, and nothing is written."""
+    import sys
+
+    from processors.card.training import documents
+
+    monkeypatch.setattr(sys, "argv", ["documents", "--out", str(tmp_path / "set"), "--n", n])
+    with pytest.raises(SystemExit) as ei:
+        documents.main()
+    assert ei.value.code == 2
+    assert "at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "set").exists()

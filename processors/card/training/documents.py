@@ -648,13 +648,30 @@ def write_set(out: Path, n: int, seed: int, today: dt.date = REFERENCE_DATE,
     return path
 
 
+def _count(text: str) -> int:
+    """``--n``: a whole number of documents, at least 1 (0 or -1 wrote an empty set).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse's usage error, exit 2).
+    """
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return n
+
+
 def main() -> None:
     """CLI entry: ``python -m processors.card.training.documents --out DIR --n N --seed S``."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--n", type=int, default=600)
+    ap.add_argument("--n", type=_count, default=600, help="documents to write (at least 1)")
     ap.add_argument("--seed", type=int, default=20261204)
     ap.add_argument("--today", type=dt.date.fromisoformat, default=REFERENCE_DATE)
     ap.add_argument("--scans", type=int, default=0,
