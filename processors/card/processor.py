@@ -45,7 +45,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo37"
+POSTPROCESS_REVISION = "geo38"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -112,7 +112,8 @@ card whose shape, out of doubt, says the other type than the one named is read o
 views, not the other as a fallback; ``geo37``: such a spread is two cards only where its other
 half shows one, a portrait or a zone, :meth:`CardProcessor._two_cards`: a card on a closed
 passport or in a badge holder is one card; and a spread with no zone whose halves each show a
-face is two card fronts)."""
+face is two card fronts; ``geo38``: a card named ``id_card`` with no zone on either view has
+its halves' zones located, an open booklet's data page read, :func:`_spread_suspect`)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -740,7 +741,7 @@ class CardProcessor:
                 halves = tuple(h for h, f, g in zip(halves, found[::2], found[1::2], strict=True)
                                if f or g)
                 zoned.update(id(h) for h in halves)
-            if (len(spread[j]) == 2 and not _zone_found(vers[j])
+            if (len(spread[j]) == 2 and not _zone_found(vers[j]) and _typed_as_spread(c)
                     and not any(id(h) in zoned for h in spread[j])):
                 asks.append((j, spread[j], False))  # no zone anywhere: two fronts?
             for rival in (c.rival, *pages.get(j, ()), *halves):
@@ -1324,14 +1325,26 @@ def _spread_suspect(card: _Card, ver: Verification | None) -> bool:
     frame has the spread's shape, :meth:`CardProcessor._frame_pages`), and it is typed
     ``passport`` (the spread has ID-3's shape) or typed by
     ``auto`` (a spread photographed at a slant, or scanned, can measure ID-1's ratio, its
-    page's portrait found in an ID-1 front's portrait zone or not). A card the upload named
-    ``id_card`` is taken at its word unless its shape says the other type
-    (:attr:`_Card.mismatch`: a booklet on a table named ``id_card``, or two cards one above
-    the other, :attr:`_Card.stacked`). The pages are read only where the locator finds a
-    zone on them, on either type's view (:meth:`Verifier.zones_located`, about 1.5 ms a
-    view)."""
+    page's portrait found in an ID-1 front's portrait zone or not), or its shape says the
+    other type than the one named (:attr:`_Card.mismatch`: a booklet on a table named
+    ``id_card``, or two cards one above the other, :attr:`_Card.stacked`), or no zone was
+    found on either type's view (``geo38``: an open booklet photographed at a slant, named
+    ``id_card``, its shape in doubt, was warped whole to ID-1 and accepted with NO_PORTRAIT,
+    its valid TD3 zone unread; a fresh user's trial, session 68). The pages are read only
+    where the locator finds a zone on them, on either type's view
+    (:meth:`Verifier.zones_located`, about 1.5 ms a view)."""
     if _zone_readable(ver) or card.booklet or card.framed:
         return False
+    return _typed_as_spread(card) or not _zone_found(ver)
+
+
+def _typed_as_spread(card: _Card) -> bool:
+    """Whether ``card``'s type or shape allows an open booklet's spread: typed ``passport``,
+    typed by ``auto``, or its shape says the other type than the one named
+    (:attr:`_Card.mismatch`). Only such a card, with no zone on it nor on its halves, is asked
+    whether its halves are two card fronts (:meth:`CardProcessor._two_cards`): a card named
+    ``id_card`` whose shape agrees is taken at its word (the halves of one front hold its
+    portrait and its ghost image)."""
     return card.doc_type == "passport" or card.auto or card.mismatch
 
 

@@ -507,6 +507,25 @@ def test_a_data_page_with_its_ghost_image_and_no_zone_is_one_document():
     assert "MRZ_MISSING" in outs[0].reasons and "MRZ_MISSING" in outs[2].reasons
 
 
+@pytest.mark.parametrize("seed", [102, 103])
+def test_an_open_booklet_at_a_slant_named_id_card_reads_its_data_page(seed):
+    """An open booklet photographed at a slant, named ``id_card``, its shape in doubt (no
+    DOC_TYPE_MISMATCH by shape): it was warped whole to ID-1 and accepted with NO_PORTRAIT, its
+    valid TD3 zone unread (a fresh user's trial, session 68; the generator's booklets of seeds
+    102 and 103). A card named ``id_card`` with no zone on either view now has its halves'
+    zones located (``geo38``): the data page is read, ``passport`` with DOC_TYPE_MISMATCH."""
+    photo, truth = document(np.random.default_rng(seed), booklet=True, glare_share=0,
+                            grey_share=0, hand_share=0, invalid_share=0, size=(1600, 1200))
+    proc = CardProcessor(CardSettings(), RuntimeSettings(device="cpu"), clock=lambda: TODAY)
+    named, auto = proc.process_batch([Item.from_array("named", photo, {"doc_type": "id_card"}),
+                                      Item.from_array("auto", photo, {})])
+    assert auto.payload["mrz"]["valid"] and truth.all_valid
+    assert str(named.status) == "accepted", named.reasons
+    assert named.payload["doc_type"] == "passport" and "DOC_TYPE_MISMATCH" in named.reasons
+    assert named.payload["mrz"]["valid"] and named.payload["mrz"]["format"] == "TD3"
+    assert quad_iou(np.asarray(named.payload["quad"]), np.asarray(auto.payload["quad"])) > 0.95
+
+
 def test_a_spread_cropped_edge_to_edge_stands_in_where_the_card_path_finds_none(monkeypatch):
     """The real UK specimen booklet, scanned open and cropped to its edges, had its portrait
     taken for the card (CARD_TOO_SMALL), and the scan path takes no such frame for a document:
