@@ -181,10 +181,18 @@ def _float(text: str) -> float:
 
 
 def _int(text: str) -> int:
+    if len(text.lstrip("-")) > 309:  # 1.8e308 has 309 digits; past 4300 int() itself refuses
+        raise ValueError("a number is out of the IEEE 754 double range")
     n = int(text)
     if abs(n) > _DOUBLE_MAX:
         raise ValueError("a number is out of the IEEE 754 double range")
     return n
+
+
+def where_not_json(e: json.JSONDecodeError) -> str:
+    """Why and where ``e``'s text is not JSON, as one phrase: ``Expecting value at char 7``
+    (Python's message for a control character ends in its own "at")."""
+    return f"{e.msg.removesuffix(' at')} at char {e.pos}"
 
 
 def parse_json(text: str) -> Any:
@@ -229,7 +237,7 @@ def loads(value: bytes | bytearray | memoryview | str | None) -> Any:
         if not e.doc.strip():
             raise ContractError(C.NOT_JSON, "value is empty" + (" (whitespace only)" if e.doc
                                                                 else "")) from None
-        raise ContractError(C.NOT_JSON, f"value is not JSON: {e.msg} at char {e.pos}") from None
+        raise ContractError(C.NOT_JSON, f"value is not JSON: {where_not_json(e)}") from None
     except ValueError as e:  # a rule of parse_json's
         raise ContractError(C.NOT_JSON, f"value is not JSON: {e}") from None
 

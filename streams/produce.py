@@ -78,7 +78,7 @@ def parse_options(text: str | None) -> dict[str, Any] | None:
     try:
         value = codec.parse_json(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON: {e.msg} at char {e.pos}") from None
+        raise ValueError(f"not JSON: {codec.where_not_json(e)}") from None
     except codec.RepeatedKey as e:  # the sender's own text: name the key it repeats
         shown = json.dumps(e.key if len(e.key) <= 64 else e.key[:64] + "...")
         raise ValueError(f"not JSON: an object repeats the key {shown}") from None

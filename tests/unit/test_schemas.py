@@ -322,6 +322,9 @@ _REF = b'{"upload_id":"u1","task":"card","image":{"ref":{"bucket":"uploads","key
     (b"[" * 5000 + b"]" * 5000, "value is not JSON: arrays or objects nested too deeply"),
     (b'{"options":{"size":"one_inch","size":"two_inch"}}',
      'value is not JSON: an object repeats a key'),
+    (b'{"upload_id":"a\x01"}', "value is not JSON: Invalid control character at char 15"),
+    (b'{"n":' + b"9" * 5000 + b"}",
+     "value is not JSON: a number is out of the IEEE 754 double range"),
 ])
 def test_not_json_says_why(value: bytes | None, message: str) -> None:
     with pytest.raises(ContractError) as ei:
