@@ -61,7 +61,7 @@ from schemas.gateway import HTTP_STATUS, GatewayCode, GatewayError, UploadAccept
 from schemas.models import TASKS, ObjectRef, VerificationResult
 from schemas.reasons import ReasonCode
 from streams.errors import ObjectNotFound, StorageError
-from streams.gateway.errors import Refused
+from streams.gateway.errors import Refused, store_unavailable
 from streams.gateway.keys import ApiKeys
 from streams.gateway.limits import RateLimiter, UploadsLag
 from streams.gateway.metrics import GatewayMetrics
@@ -626,9 +626,8 @@ async def get_output(request: web.Request) -> web.StreamResponse:
     except ObjectNotFound:  # expired (the results bucket's lifecycle rule) or removed
         raise Refused(GatewayCode.NO_OUTPUT, f"the {name or 'output image'} is no longer "
                       "stored", upload_id=uid) from None
-    except StorageError:
-        raise Refused(GatewayCode.UNAVAILABLE, "the object store does not answer",
-                      retry_after_s=gw.settings.gateway.retry_after_s, upload_id=uid) from None
+    except StorageError as e:
+        raise store_unavailable(e, gw.settings.gateway.retry_after_s, uid) from None
     resp = web.StreamResponse(headers={"Content-Type": (ref.content_type
                                                         or "application/octet-stream"),
                                        "Content-Length": str(ref.size_bytes),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from schemas.gateway import HTTP_STATUS, IMAGE_REFUSED_STATUS
-from streams.errors import StreamsError
+from schemas.gateway import HTTP_STATUS, IMAGE_REFUSED_STATUS, GatewayCode
+from streams.errors import ObjectRefused, StorageError, StreamsError
+from streams.logs import log
 
 
 class GatewayError(StreamsError):
@@ -37,4 +38,22 @@ class Refused(GatewayError):
         self.upload_id = upload_id
 
 
-__all__ = ["ApiKeysError", "GatewayError", "Refused"]
+def store_unavailable(e: StorageError, retry_after_s: int, upload_id: str | None = None,
+                      ) -> Refused:
+    """The answer to a request whose object-store call failed: 503 ``UNAVAILABLE`` with
+    ``Retry-After``, naming the store's code where it refused the request for its input
+    (``ObjectRefused``); otherwise "unavailable", whether nothing answered or the store refused
+    the gateway itself (wrong credentials, throttling: ``streams.storage.classify`` counts those
+    as outages), with the cause, which the client is not told, in a ``gateway_store_unavailable``
+    log line (the error's text names the call and a key's tag only)."""
+    if isinstance(e, ObjectRefused):
+        what = f"the object store refused the request ({e.code})"
+    else:
+        what = "the object store is unavailable"
+        log.warning("gateway_store_unavailable", error=type(e).__name__, cause=str(e),
+                    upload_id=upload_id)
+    return Refused(GatewayCode.UNAVAILABLE, what, retry_after_s=retry_after_s,
+                   upload_id=upload_id)
+
+
+__all__ = ["ApiKeysError", "GatewayError", "Refused", "store_unavailable"]

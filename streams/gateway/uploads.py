@@ -54,7 +54,7 @@ from schemas.errors import ContractError
 from schemas.gateway import GatewayCode
 from schemas.models import UploadEvent
 from streams.errors import ObjectNotFound, ObjectRefused, StorageError
-from streams.gateway.errors import Refused
+from streams.gateway.errors import Refused, store_unavailable
 from streams.kafka import plain_producer
 from streams.logs import log
 from streams.produce import parse_options as read_options
@@ -255,16 +255,6 @@ class Intake:
                 META_OPTIONS: canonical_options(ev.options.model_dump(exclude_none=True)
                                                 if ev.options is not None else None)}
 
-    def _unavailable(self, e: StorageError, upload_id: str) -> Refused:
-        """The answer to a store call of a POST that failed: 503 ``UNAVAILABLE`` with
-        ``Retry-After``, naming the store's code when it refused (``ObjectRefused``) and not
-        when it did not answer. Every store call of a POST answers through this (a HEAD of an
-        idempotent POST ran outside the mapping and answered 500, a fresh user's trial)."""
-        what = (f"the object store refused the upload ({e.code})" if isinstance(e, ObjectRefused)
-                else "the object store does not answer")
-        return Refused(GatewayCode.UNAVAILABLE, what,
-                       retry_after_s=self.settings.gateway.retry_after_s, upload_id=upload_id)
-
     def _stored_metadata(self, key: str) -> dict[str, str] | None:
         """The gateway metadata of the object at ``key`` in the uploads bucket, or None.
 
@@ -290,12 +280,15 @@ class Intake:
         Raises:
             Refused: ``IDEMPOTENCY_KEY_REUSED`` (another image, task or options under this
                 id); ``UNAVAILABLE`` with ``Retry-After`` (the store refused or did not answer
-                a HEAD or the PUT: :meth:`_unavailable`).
+                a HEAD or the PUT: :func:`~streams.gateway.errors.store_unavailable`; a HEAD of
+                an idempotent POST ran outside the mapping and answered 500, a fresh user's
+                trial).
         """
         try:
             return self._store(client, ev, body, deterministic)
         except StorageError as e:
-            raise self._unavailable(e, ev.upload_id) from None
+            raise store_unavailable(e, self.settings.gateway.retry_after_s,
+                                    ev.upload_id) from None
 
     def _store(self, client: str, ev: UploadEvent, body: bytes, deterministic: bool) -> bool:
         ref = ev.image.ref

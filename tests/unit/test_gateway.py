@@ -607,6 +607,34 @@ def test_a_store_that_refuses_a_head_is_the_same_503_as_a_refused_put() -> None:
             intake.close()
 
 
+def test_a_store_that_rejects_the_gateways_credentials_is_unavailable_with_its_cause_logged(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gateway with a wrong MinIO secret answered "the object store does not answer" and
+    logged nothing else (a second fresh user's trial): the store did answer, refusing the
+    gateway itself, which ``classify`` counts as an outage (the upload is not at fault). The
+    client is told the store is unavailable; the cause goes to the log, not to the client."""
+    from streams.errors import StorageError
+    from streams.gateway import errors
+
+    logs: list[dict] = []
+    monkeypatch.setattr(errors.log, "warning", lambda event, **kw: logs.append(
+        {"event": event, **kw}))
+
+    cause = StorageError("HEAD uploads at 127.0.0.1:9000 failed after 4 attempts: "
+                         "S3Error SignatureDoesNotMatch (403)")
+    intake = _intake(_FakeStore(cause))
+    try:
+        ev, _ = intake.event("alice.x1", "card", _jpeg(), "jpeg", None)
+        with pytest.raises(Refused) as e:
+            intake.store("alice", ev, _jpeg(), True)
+    finally:
+        intake.close()
+    assert (e.value.code, str(e.value)) == ("UNAVAILABLE", "the object store is unavailable")
+    assert "SignatureDoesNotMatch" not in str(e.value)
+    [line] = [x for x in logs if x["event"] == "gateway_store_unavailable"]
+    assert "SignatureDoesNotMatch (403)" in line["cause"] and line["upload_id"] == "alice.x1"
+
+
 NESTED = "[" * 5000 + "]" * 5000
 
 
