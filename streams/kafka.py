@@ -120,11 +120,6 @@ def setup_call(what: str, where: str) -> Iterator[None]:
         raise setup_error(e, what, where) from e
 
 
-def _where(a: AdminClient) -> str:
-    """The bootstrap servers of ``a`` (:class:`Admin`), for an error message."""
-    return str(getattr(a, "bootstrap_servers", "the bootstrap servers"))
-
-
 def transactional_producer(k: KafkaSettings, transactional_id: str,
                            init_timeout_s: float | None = 30.0, **extra: Any) -> Producer:
     """An idempotent transactional Producer; ``init_transactions`` already called, unless
@@ -354,7 +349,7 @@ def topic_specs(k: KafkaSettings) -> list[NewTopic]:
     ]
 
 
-def create_topics(a: AdminClient, specs: list[NewTopic], timeout_s: float = 30.0) -> dict[str, str]:
+def create_topics(a: Admin, specs: list[NewTopic], timeout_s: float = 30.0) -> dict[str, str]:
     """Create ``specs``; an existing topic is left as it is.
 
     Returns:
@@ -374,11 +369,11 @@ def create_topics(a: AdminClient, specs: list[NewTopic], timeout_s: float = 30.0
             if e.args and e.args[0].name() == "TOPIC_ALREADY_EXISTS":
                 out[name] = "exists"
             else:
-                raise setup_error(e, f"creating topic {name}", _where(a)) from e
+                raise setup_error(e, f"creating topic {name}", a.bootstrap_servers) from e
     return out
 
 
-def delete_topics(a: AdminClient, names: list[str], timeout_s: float = 30.0) -> None:
+def delete_topics(a: Admin, names: list[str], timeout_s: float = 30.0) -> None:
     """Delete topics, ignoring ones that do not exist, and return once the broker's metadata no
     longer lists them (the controller accepts a deletion before the brokers drop the topic, so a
     list or a create right after the futures resolve can still see it).
@@ -395,7 +390,7 @@ def delete_topics(a: AdminClient, names: list[str], timeout_s: float = 30.0) -> 
             fut.result()
         except KafkaException as e:
             if e.args and e.args[0].name() != "UNKNOWN_TOPIC_OR_PART":
-                raise setup_error(e, f"deleting topic {name}", _where(a)) from e
+                raise setup_error(e, f"deleting topic {name}", a.bootstrap_servers) from e
     deadline = time.monotonic() + timeout_s
     while left := sorted(set(names) & topic_names(a)):
         if time.monotonic() > deadline:
@@ -403,14 +398,14 @@ def delete_topics(a: AdminClient, names: list[str], timeout_s: float = 30.0) -> 
         time.sleep(0.05)
 
 
-def topic_names(a: AdminClient, timeout_s: float = 10.0) -> set[str]:
+def topic_names(a: Admin, timeout_s: float = 10.0) -> set[str]:
     """The names of the cluster's topics (its metadata).
 
     Raises:
         KafkaSetupError: the metadata could not be read (:func:`setup_error`;
             :class:`~streams.errors.BrokerUnavailable`: no broker answered in ``timeout_s``).
     """
-    with setup_call("listing the topics", _where(a)):
+    with setup_call("listing the topics", a.bootstrap_servers):
         return set(a.list_topics(timeout=timeout_s).topics)
 
 
@@ -424,7 +419,7 @@ def shared_topics(names: Iterable[str]) -> list[str]:
     return [n for n in names if n in defaults]
 
 
-def consuming_groups(a: AdminClient, names: Iterable[str],
+def consuming_groups(a: Admin, names: Iterable[str],
                      timeout_s: float = 10.0) -> dict[str, list[str]]:
     """Topic -> the consumer groups (sorted) with a member assigned one of its partitions now,
     for those of ``names`` that have one (a worker, a ``cardstream results --follow``). A
@@ -437,7 +432,7 @@ def consuming_groups(a: AdminClient, names: Iterable[str],
             :class:`~streams.errors.BrokerUnavailable`: no broker answered in ``timeout_s``).
     """
     wanted, out = set(names), dict[str, set[str]]()
-    with setup_call("listing the consumer groups", _where(a)):
+    with setup_call("listing the consumer groups", a.bootstrap_servers):
         listed = a.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s + 5)
         if listed.errors:
             raise KafkaException(listed.errors[0])
@@ -456,7 +451,7 @@ def consuming_groups(a: AdminClient, names: Iterable[str],
     return {t: sorted(g) for t, g in out.items()}
 
 
-def describe_topics(a: AdminClient, names: list[str],
+def describe_topics(a: Admin, names: list[str],
                     timeout_s: float = 10.0) -> list[dict[str, Any]]:
     """Partitions, replication and retention of ``names`` (missing topics get ``exists: False``).
 
@@ -465,7 +460,7 @@ def describe_topics(a: AdminClient, names: list[str],
             (:func:`setup_error`; :class:`~streams.errors.BrokerUnavailable`: no broker answered
             in ``timeout_s``).
     """
-    with setup_call(f"describing {', '.join(names)}", _where(a)):
+    with setup_call(f"describing {', '.join(names)}", a.bootstrap_servers):
         md = a.list_topics(timeout=timeout_s)
         res = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names if n in md.topics]
         configs = ({r.name: f.result() for r, f in a.describe_configs(res).items()} if res
