@@ -49,15 +49,16 @@ def log_lines(ctx: typer.Context) -> None:
     Without it a command that logs (librdkafka's lines with the broker down) wrote structlog's
     default coloured lines on stdout, among its output.
 
-    Settings that do not build leave the set-up at INFO: the command that reads them still
-    answers the error (``cardstream: SettingsError: ...``, exit 2), and one that reads none
-    (``schemas``, ``--help``) still runs."""
+    The settings are built here, once for the run, and kept for the command
+    (:func:`streams.cli.common.settings`). Settings that do not build leave the set-up at INFO:
+    the command that reads them still answers the error (``cardstream: SettingsError: ...``,
+    exit 2), and one that reads none (``schemas``, ``--help``) still runs."""
+    from streams.cli.common import settings
     from streams.errors import SettingsError
     from streams.logs import configure_logging
-    from streams.settings import load_settings
 
     try:
-        level: str = load_settings().log_level
+        level: str = settings().log_level
     except SettingsError:
         level = "INFO"
     floor = LEVEL_AT_LEAST.get(ctx.invoked_subcommand or "", level)

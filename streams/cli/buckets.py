@@ -18,9 +18,9 @@ def buckets_create(
     of each role (worker, producer, ocr) and the users whose credentials are set
     (CARDSTREAM_S3__ROLES__<ROLE>__ACCESS_KEY / __SECRET_KEY). Needs admin credentials."""
     from streams.buckets import provision
-    from streams.settings import load_settings
+    from streams.cli.common import settings
 
-    for line in provision(load_settings().s3, roles=roles):
+    for line in provision(settings().s3, roles=roles):
         typer.echo(line)
 
 

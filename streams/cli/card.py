@@ -146,11 +146,10 @@ def eval_card(
     from processors import registry
     from processors.card.metrics import score_set, scored_cases
     from processors.errors import EvalSetError
-    from streams.cli.common import set_up
+    from streams.cli.common import set_up, settings
     from streams.cli.files import runtime_for
-    from streams.settings import load_settings
 
-    s = load_settings()
+    s = settings()
     try:
         cases = scored_cases(set_dir)
         rt = runtime_for(s.runtime, device, batch)

@@ -1,19 +1,57 @@
-"""What the commands share: CLI values over settings and set-up errors as usage errors (the
-processor commands' files and rows: :mod:`streams.cli.files`).
+"""What the commands share: the run's one settings object, CLI values over settings and set-up
+errors as usage errors (the processor commands' files and rows: :mod:`streams.cli.files`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from pydantic import BaseModel, ValidationError
 
+# typer runs its own copy of click (typer._click), not the click package's
+from typer._click.globals import get_current_context
+
 from schemas.errors import field_errors, validation_message
+
+if TYPE_CHECKING:
+    from streams.settings import Settings
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+
+_SETTINGS = "cardstream.settings"
+"""The key of the built settings (or their :class:`~streams.errors.SettingsError`) in the
+click context's ``meta``, a dict every context of one command line shares."""
+
+
+def settings() -> Settings:
+    """The command line's one settings object (:func:`streams.settings.load_settings`), built
+    the first time a run asks for it (the root callback, which sets the log level from it,
+    :func:`streams.cli.app.log_lines`) and kept in the click context, so that the command reads
+    the same object.
+
+    Raises:
+        SettingsError: the environment's settings are refused; raised again to each command
+            that asks (the console script prints it on one line, exit 2), while a command that
+            reads no settings (``schemas``, ``--help``) still runs.
+        RuntimeError: called outside a command line run (no click context).
+    """
+    from streams.errors import SettingsError
+    from streams.settings import load_settings
+
+    meta = get_current_context().meta
+    if _SETTINGS not in meta:
+        try:
+            meta[_SETTINGS] = load_settings()
+        except SettingsError as e:
+            meta[_SETTINGS] = e
+    built: Settings | SettingsError = meta[_SETTINGS]
+    if isinstance(built, SettingsError):
+        raise built
+    return built
+
 
 
 def with_options(section: M, hints: Mapping[str, str] | None = None, **values: Any) -> M:

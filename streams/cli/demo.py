@@ -19,10 +19,10 @@ def demo(
 ) -> None:
     """The main job on the sample uploads: two workers, samples produced, results table, outputs in
     OUT."""
+    from streams.cli.common import settings
     from streams.demo import run_demo
-    from streams.settings import load_settings
 
-    raise typer.Exit(run_demo(load_settings(), out, workers=workers, timeout_s=timeout_s,
+    raise typer.Exit(run_demo(settings(), out, workers=workers, timeout_s=timeout_s,
                               base_port=worker_port))
 
 

@@ -14,12 +14,12 @@ def fetch(
     """Download every output object of UPLOAD_ID (all tasks, all model versions) into OUT."""
     from processors.registry import names
     from schemas import formats as F
-    from streams.settings import load_settings
+    from streams.cli.common import settings
     from streams.storage import Storage
 
     if not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
         raise typer.BadParameter("not a valid upload id")
-    s = load_settings()
+    s = settings()
     st = Storage(s.s3)
     n = 0
     for task in names():  # keys are {task}/{model_version}/{upload_id}/{input_tag}/{artifact}.{ext}

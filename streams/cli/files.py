@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from streams.cli.common import set_up, with_options
+from streams.cli.common import set_up, settings, with_options
 
 if TYPE_CHECKING:
     from processors.base import Artifact, Outcome, Processor
@@ -121,10 +121,9 @@ def run_command(task: str, view: View, images: list[Path], options: Mapping[str,
     """
     from processors import registry
     from processors.errors import ProcessorError
-    from streams.settings import load_settings
     from streams.worker.loop import task_section
 
-    s = load_settings()
+    s = settings()
     section = task_section(s, task)
     given = {k: v for k, v in options.items() if v is not None}
     if check is not None:

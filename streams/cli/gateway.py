@@ -15,11 +15,10 @@ def gateway(
     stored as claim checks and their UploadEvents produced; verdicts come from the results topic
     (read_committed). Stateless: run several behind a load balancer. Needs
     CARDSTREAM_GATEWAY__API_KEYS_FILE (client:key lines); SIGTERM stops it cleanly."""
-    from streams.cli.common import with_options
+    from streams.cli.common import settings, with_options
     from streams.gateway.app import run
-    from streams.settings import load_settings
 
-    s = load_settings()
+    s = settings()
     s = s.model_copy(update={"gateway": with_options(s.gateway, port=port, admin_port=admin_port,
                                                      bind=bind)})
     run(s)

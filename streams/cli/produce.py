@@ -31,6 +31,7 @@ def produce(
     topic."""
     from tqdm import tqdm
 
+    from streams.cli.common import settings
     from streams.produce import (
         IMAGE_SUFFIXES,
         UploadProducer,
@@ -39,9 +40,8 @@ def produce(
         validate_request,
         write_ids,
     )
-    from streams.settings import load_settings
 
-    s = load_settings()
+    s = settings()
     files = list_images(dir)
     if not files:
         raise typer.BadParameter(f"no images in {dir}")

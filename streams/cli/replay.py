@@ -39,6 +39,7 @@ def replay(
     from rich.console import Console
     from tqdm import tqdm
 
+    from streams.cli.common import settings
     from streams.errors import KeySegmentError
     from streams.replay import (
         ReplayGroupError,
@@ -47,7 +48,6 @@ def replay(
         parse_time_ms,
         run_replay,
     )
-    from streams.settings import load_settings
     from streams.worker import build_processors
     from streams.worker.compute import check_key_segment
 
@@ -62,7 +62,7 @@ def replay(
         raise typer.BadParameter(str(e)) from e
     if t_ms <= f_ms:
         raise typer.BadParameter("--to must be after --from")
-    s = load_settings()
+    s = settings()
     if not allow_live and (live := live_targets(s, results_topic, group)):
         raise typer.BadParameter(f"{' and '.join(live)} is the live worker's: downstream readers "
                                  "would get a second result per upload (--allow-live if meant)")

@@ -21,15 +21,15 @@ def results(
     from schemas import codec
     from schemas.errors import ContractError
     from schemas.reasons import DeadLetterCode
+    from streams.cli.common import settings
     from streams.kafka import read_topic
     from streams.replay import TimeArgError, parse_time_ms
-    from streams.settings import load_settings
 
     try:
         since_ms = parse_time_ms(since) if since else None
     except TimeArgError as e:
         raise typer.BadParameter(str(e), param_hint="--since") from e
-    s = load_settings()
+    s = settings()
     topic = s.kafka.dlq_topic if dead_letters else s.kafka.results_topic
     try:
         for msgs in read_topic(s.kafka, topic, since_ms=since_ms, follow=follow, idle_s=3.0):

@@ -18,11 +18,10 @@ def status(
 ) -> None:
     """Consume the results topic (read_committed) into the verdict table and window stats and serve
     them over HTTP; several instances share the partitions; SIGTERM stops it cleanly."""
-    from streams.cli.common import with_options
-    from streams.settings import load_settings
+    from streams.cli.common import settings, with_options
     from streams.status_app import load_status_settings, run
 
-    s = load_settings()
+    s = settings()
     st = with_options(load_status_settings(), web_port=web_port, web_host=web_host, app_id=app_id,
                       data_dir=data_dir)
     run(s, st, loglevel=s.log_level)

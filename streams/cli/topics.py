@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from streams.settings import load_settings
+from streams.cli.common import settings
 
 topics_app = typer.Typer(help="Create, describe or delete the project's Kafka topics.",
                          no_args_is_help=True)
@@ -24,7 +24,7 @@ def topics_create(
     from streams.cli.common import with_options
     from streams.kafka import admin, create_topics, topic_specs
 
-    s = load_settings()
+    s = settings()
     retention_ms = int(retention_hours * 3600_000) if retention_hours else None
     t = with_options(s.kafka.topics, {"replication_factor": "--replication",
                                       "uploads_retention_ms": "--retention-hours",
@@ -42,7 +42,7 @@ def topics_describe(as_json: bool = typer.Option(False, "--json",
     """Print partitions, replication factor and retention (ms) of the project's topics."""
     from streams.kafka import admin, describe_topics
 
-    s = load_settings()
+    s = settings()
     names = [s.kafka.uploads_topic, s.kafka.results_topic, s.kafka.dlq_topic]
     for row in describe_topics(admin(s.kafka), names):
         if as_json:
@@ -72,7 +72,7 @@ def topics_delete(
     (a running worker), unless --allow-live. Missing topics are skipped."""
     from streams.kafka import admin, consuming_groups, delete_topics, shared_topics, topic_names
 
-    s = load_settings()
+    s = settings()
     own = [s.kafka.uploads_topic, s.kafka.results_topic, s.kafka.dlq_topic]
     names = list(dict.fromkeys(topics or own))  # once each, in the order given
     if not allow_live and (shared := shared_topics(names)):

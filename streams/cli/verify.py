@@ -22,9 +22,9 @@ def _evaluate(what: str, set_dir: Path, batch: int, real: Path | None = None,
               given_quads: bool = False) -> dict:
     from processors.card.evaluation import evaluate, mrz_given_quads
     from processors.errors import EvalSetError
-    from streams.settings import load_settings
+    from streams.cli.common import settings
 
-    load_settings()  # read for its check alone: a refused setting stops the run (exit 2)
+    settings()  # read for its check alone: a refused setting stops the run (exit 2)
     try:
         if given_quads:
             return mrz_given_quads(set_dir, batch)

@@ -27,14 +27,13 @@ def worker(
                                              "8080)."),
 ) -> None:
     """Run one worker process of the consumer group (one per GPU); SIGTERM stops it cleanly."""
-    from streams.cli.common import set_up, with_options
+    from streams.cli.common import set_up, settings, with_options
     from streams.health import serve
     from streams.logs import log
-    from streams.settings import load_settings
     from streams.storage import Storage
     from streams.worker import Worker, build_processors, build_shadow, install_signal_handlers
 
-    s = load_settings()
+    s = settings()
     s = s.model_copy(update={"worker": with_options(
         s.worker, max_batch=max_batch, max_wait_ms=max_wait_ms, slot=slot, http_port=http_port,
         tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()))})

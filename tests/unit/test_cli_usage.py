@@ -350,3 +350,70 @@ def test_a_file_name_that_is_not_utf8_gets_an_upload_id_and_its_line_in_the_ids_
     ids = tmp_path / "out" / "ids.txt"
     write_ids(ids, [Sent(uid, name, 0.0), Sent("p-000004-x", "ok.jpg", 0.0)])
     assert ids.read_bytes() == uid.encode() + b"\t" + raw + b"\np-000004-x\tok.jpg\n"
+
+
+def _count_settings_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count every build of the settings object (``Settings.__init__``, what
+    :func:`streams.settings.load_settings` calls), refused ones included."""
+    from streams.settings import Settings
+
+    builds: list[int] = []
+    build = Settings.__init__
+
+    def counted(self: Settings, *a: object, **kw: object) -> None:
+        builds.append(1)
+        build(self, *a, **kw)
+
+    monkeypatch.setattr(Settings, "__init__", counted)
+    return builds
+
+
+@pytest.mark.parametrize("args", [
+    ["topics", "delete", "--yes"],  # refused after reading the settings: the default topics
+    ["produce", "--task", "card", "--options", "{"],  # refused after reading them: not JSON
+    ["results", "--json"],  # a whole run (no record), exit 0
+], ids=["topics-delete", "produce", "results"])
+def test_a_command_line_builds_the_settings_once(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 args: list[str]) -> None:
+    """The project's rule, one settings object built at start-up and passed down: the root
+    callback built the settings for the log level and every command built its own again (two
+    builds per command line); the command now reads the callback's
+    (:func:`streams.cli.common.settings`)."""
+    from typer.testing import CliRunner
+
+    import streams.kafka
+    from streams.cli import app
+
+    for name in ("UPLOADS", "RESULTS", "DLQ"):
+        monkeypatch.delenv(f"CARDSTREAM_KAFKA__{name}_TOPIC", raising=False)
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setattr(streams.kafka, "read_topic", lambda *a, **kw: iter([]))
+    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
+    if args[0] == "produce":
+        args = ["produce", "--dir", str(tmp_path), *args[1:]]
+    builds = _count_settings_builds(monkeypatch)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == (0 if args[0] == "results" else 2), r.output
+    assert len(builds) == 1
+
+
+def test_refused_settings_are_built_once_and_answered_by_the_command_that_reads_them(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """With a refused setting the callback's build fails and the command answers that error
+    (one line, exit 2) without building the settings a second time; ``schemas``, which reads
+    none, still runs."""
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    monkeypatch.setenv("CARDSTREAM_LOG_LEVEL", "verbose")
+    builds = _count_settings_builds(monkeypatch)
+    code, err = _console_script(monkeypatch, capsys, "topics", "describe")
+    assert code == 2 and len(builds) == 1
+    assert err.startswith("cardstream: SettingsError: CARDSTREAM_LOG_LEVEL: Input should be "
+                          "'DEBUG'") and err.count("\n") == 1, err
+    example = Path(__file__).parents[2] / "schemas" / "examples" / "upload_event.valid.minimal.json"
+    r = CliRunner().invoke(app, ["schemas", "validate", str(example)])
+    assert (r.exit_code, r.output) == (0, f"{example}: ok (UploadEvent)\n")
+
