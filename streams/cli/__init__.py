@@ -5,6 +5,7 @@ import sys
 
 from schemas.errors import CardstreamError
 from streams.cli.app import app, terminal_help
+from streams.cli.common import error_line
 from streams.errors import SettingsError
 
 
@@ -14,11 +15,13 @@ def main() -> None:
     exit status 1 instead of a traceback; usage errors keep typer's exit status 2, and so does
     a refused setting (:class:`~streams.errors.SettingsError`: a ``CARDSTREAM_*`` variable is
     an option too, and a script must tell a misconfiguration from an image not accepted,
-    which ``card`` and ``idphoto`` answer with 1)."""
+    which ``card`` and ``idphoto`` answer with 1). Usage errors are one such line too
+    (:class:`streams.cli.app.PlainUsageErrors`), naming the program ``cardstream`` however it
+    was started."""
     try:
-        app()
+        app(prog_name="cardstream")
     except CardstreamError as e:
-        print(f"cardstream: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
+        print(error_line(type(e).__name__, str(e)), file=sys.stderr)
         sys.exit(2 if isinstance(e, SettingsError) else 1)
 
 

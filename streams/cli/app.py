@@ -9,8 +9,14 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import typer
+from typer._click.core import Context  # typer runs its own copy of click (typer._click)
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.core import TyperGroup
 
 from streams.cli import (
     buckets,
@@ -29,8 +35,51 @@ from streams.cli import (
     worker,
 )
 
+
+def usage_line(e: UsageError) -> str:
+    """A usage error as the one plain line that stops a command
+    (:func:`streams.cli.common.error_line`), with click's hint where it has one:
+    ``cardstream: UsageError: No such option: --nope. Try 'cardstream produce --help'.``"""
+    from streams.cli.common import error_line
+
+    message = e.format_message().rstrip()
+    if e.ctx is not None and e.ctx.command.get_help_option(e.ctx) is not None:
+        end = "" if message.endswith((".", "?", "!")) else "."
+        message += f"{end} Try '{e.ctx.command_path} {e.ctx.help_option_names[0]}'."
+    return error_line("UsageError", message)
+
+
+@contextmanager
+def _plain_usage_errors() -> Iterator[None]:
+    """Print a usage error raised inside as :func:`usage_line` on stderr and exit with click's
+    usage-error status, 2 (a group called without a command still shows its help)."""
+    try:
+        yield
+    except NoArgsIsHelpError:  # a group called without a command: its help (already printed)
+        raise
+    except UsageError as e:
+        typer.echo(usage_line(e), err=True)
+        raise typer.Exit(e.exit_code) from e
+
+
+class PlainUsageErrors(TyperGroup):
+    """The root group: a usage error (an unknown command or option, a value of the wrong type,
+    a missing argument, a command's own ``typer.BadParameter``) is one plain line on stderr,
+    exit status 2, as the project's other errors are (``streams.cli.main``), instead of typer's
+    usage, hint and boxed panel over several lines; ``--help`` is typer's as before."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Context:
+        with _plain_usage_errors():  # the root's own options
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Context) -> Any:
+        with _plain_usage_errors():  # the callback, every sub-command's options and body
+            return super().invoke(ctx)
+
+
 app = typer.Typer(
     name="cardstream",
+    cls=PlainUsageErrors,
     help="Identity uploads from Kafka, processed in batches: card rectification and ID photos.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

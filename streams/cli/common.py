@@ -1,5 +1,6 @@
-"""What the commands share: the run's one settings object, CLI values over settings and set-up
-errors as usage errors (the processor commands' files and rows: :mod:`streams.cli.files`).
+"""What the commands share: the run's one settings object, CLI values over settings, set-up
+errors as usage errors and the one-line error format (the processor commands' files and rows:
+:mod:`streams.cli.files`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def settings() -> Settings:
         raise built
     return built
 
+
+def error_line(kind: str, message: str) -> str:
+    """The one plain line that stops a command: ``cardstream: <kind>: <message>``, the
+    message's line breaks and runs of spaces made single spaces."""
+    return f"cardstream: {kind}: {' '.join(message.split())}"
 
 
 def with_options(section: M, hints: Mapping[str, str] | None = None, **values: Any) -> M:

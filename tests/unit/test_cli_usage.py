@@ -417,3 +417,48 @@ def test_refused_settings_are_built_once_and_answered_by_the_command_that_reads_
     r = CliRunner().invoke(app, ["schemas", "validate", str(example)])
     assert (r.exit_code, r.output) == (0, f"{example}: ok (UploadEvent)\n")
 
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["worker", "--max-batch", "abc"],
+     "Invalid value for '--max-batch': Input should be a valid integer, unable to parse string "
+     "as an integer. Try 'cardstream worker --help'."),
+    (["produce", "--nope"], "No such option: --nope. Try 'cardstream produce --help'."),
+    (["fetch"], "Missing argument 'upload_id'. Try 'cardstream fetch --help'."),
+    (["topics", "bogus"], "No such command 'bogus'. Try 'cardstream topics --help'."),
+    (["--nope"], "No such option: --nope. Try 'cardstream --help'."),
+    # a command's own typer.BadParameter
+    (["results", "--since", "junk"], "Invalid value for --since: 'junk' is neither ISO-8601 "
+                                     "nor epoch milliseconds. Try 'cardstream results --help'."),
+], ids=["bad-int", "no-such-option", "missing-argument", "no-such-command", "root-option",
+        "command-refusal"])
+def test_a_usage_error_is_one_plain_line_and_exit_2(args: list[str], line: str) -> None:
+    """A bad option or argument printed typer's usage, hint and boxed panel over five or more
+    lines, where every other error that stops a command is one plain line: it is
+    ``cardstream: UsageError: <click's message>. Try '<command> --help'.``, exit status 2
+    (click's), at any terminal width."""
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "60"})
+    assert (r.exit_code, r.output) == (2, f"cardstream: UsageError: {line}\n")
+
+
+def test_help_and_a_group_without_a_command_still_show_the_help(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The console script answers a usage error with the same one line; ``--help`` and a group
+    called without its command (``no_args_is_help``: click's usage "error" whose message is
+    the help) still print typer's help, exit 0 and 2 as before."""
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    code, err = _console_script(monkeypatch, capsys, "produce", "--nope")
+    assert (code, err) == (2, "cardstream: UsageError: No such option: --nope. Try 'cardstream "
+                              "produce --help'.\n")
+    for args, status in ((["worker", "--help"], 0), (["topics"], 2), ([], 2)):
+        r = CliRunner().invoke(app, args, env={"COLUMNS": "100"})
+        assert r.exit_code == status, (args, r.output)
+        assert f"Usage: cardstream {' '.join(a for a in args if a != '--help')}".rstrip() \
+            in r.output, r.output
+        assert "UsageError" not in r.output and "Options" in r.output
