@@ -27,7 +27,7 @@ from processors.base import Processor
 from schemas import codec
 from schemas.models import VerificationResult
 from schemas.reasons import ReasonCode
-from streams.errors import StreamsError
+from streams.errors import KafkaSetupError, StorageUnavailable, StoreRefused, StreamsError
 from streams.kafka import consumer, read_to_end, setup_call
 from streams.settings import KafkaSettings, Settings
 
@@ -331,6 +331,15 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
             (:func:`streams.worker.compute.check_key_segment`); nothing was read or written.
         KafkaSetupError: the window's offsets could not be read or the side topics could not be
             created (``BrokerUnavailable``: no broker answered); no event was replayed.
+        StorageError: the object store did not answer before the replay began
+            (:meth:`~streams.storage.Storage.check`, asked when there is something left to
+            replay; nothing was written).
+        StorageUnavailable: the store failed the replay's batches for
+            ``s.backfill.store_outage_limit_s`` in a row; the message ends with how many of the
+            window's events were replayed, and either names the side topics deleted (this run
+            made them and committed nothing to them) or says how to go on (their group and
+            side topic kept). Any other error of the replay's worker is raised too, after the
+            same clean-up.
 
     Returns:
         The JSON report: ``window_ms``, ``results_topic``, ``group``, ``events`` (records in the
@@ -363,19 +372,23 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     window = offset_ranges(k, k.uploads_topic, from_ms, to_ms)
     total = sum(b - a for a, b in window.values())
     ranges = resume_ranges(k, k.uploads_topic, window) if total else window
+    left = sum(b - a for a, b in ranges.values())
+    storage = Storage(s.s3)
+    if left:  # before anything is shown or written: a store down would stall the worker
+        storage.check()
     if on_total:
         on_total(total)
-    if on_progress and (before := total - sum(b - a for a, b in ranges.values())):
+    if on_progress and (before := total - left):
         on_progress(before)  # committed by an earlier run of this group
     report: dict[str, Any] = {"window_ms": [from_ms, to_ms], "results_topic": side,
                               "group": k.group_id, "events": total}
     if total == 0:
         return {**report, "replayed": 0, "yielded_s": 0.0, "yields": 0, "stopped": False,
                 **Diff().summary()}
-    left = sum(b - a for a, b in ranges.values())
     t = s.kafka.topics
-    create_topics(admin(k), [NewTopic(side, t.results_partitions, t.replication_factor),
-                             NewTopic(k.dlq_topic, 1, t.replication_factor)])
+    made = [name for name, how in create_topics(
+        admin(k), [NewTopic(side, t.results_partitions, t.replication_factor),
+                   NewTopic(k.dlq_topic, 1, t.replication_factor)]).items() if how == "created"]
     # a backfill yields to the live workers (CARDSTREAM_BACKFILL__*): no batch while they are busy
     lag = (LiveLag(s.kafka, s.kafka.group_id, s.kafka.uploads_topic)
            if s.backfill.yield_to_live else None)
@@ -383,9 +396,18 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     w_settings = s.worker if gate is None else s.worker.model_copy(
         update={"max_batch": min(s.worker.max_batch, s.backfill.max_batch)})
     w = Worker(s.model_copy(update={"kafka": k, "worker": w_settings}), processors,
-               Storage(s.s3), ranges=ranges, model_version=model_version, gate=gate)
+               storage, ranges=ranges, model_version=model_version, gate=gate,
+               store_outage_limit_s=s.backfill.store_outage_limit_s)
     w.warm_up()
-    th = threading.Thread(target=w.run, name="replay-worker", daemon=True)
+    failed: list[Exception] = []
+
+    def run() -> None:
+        try:
+            w.run()
+        except Exception as e:  # raised below, in the caller's thread
+            failed.append(e)
+
+    th = threading.Thread(target=run, name="replay-worker", daemon=True)
     th.start()
     done, stopped = 0, False
     while th.is_alive():
@@ -399,6 +421,14 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
         done = now
     if lag is not None:
         lag.close()
+    if failed:
+        e = failed[0]
+        tail = _gave_up(k, made, total - left + w.committer.committed_events, total)
+        if isinstance(e, StoreRefused):
+            raise StoreRefused(f"{e}; {tail}", e.code) from e
+        if isinstance(e, StorageUnavailable):
+            raise StorageUnavailable(f"{e}; {tail}") from e
+        raise e
     replayed = list(decode_results(read_to_end(k, side)))
     ids = {x.upload_id for x in replayed}
     # the originals were produced after their uploads: read from the window's start, not the
@@ -412,6 +442,26 @@ def run_replay(s: Settings, from_ms: int, to_ms: int, processors: Mapping[str, P
     return {**report, "replayed": len(replayed), **yielded,
             "stopped": stopped and w.committer.committed_events < left,
             **diff_results(original, replayed).summary()}
+
+
+def _gave_up(k: KafkaSettings, made: Sequence[str], done: int, total: int) -> str:
+    """What a replay whose worker failed leaves, as the end of its error's message: ``done``
+    of the ``total`` events of the window replayed (by this run and earlier runs of the
+    group); with none, the side topics this run ``made`` (``k.results_topic`` and its
+    ``.dlq``, empty) are deleted, else the group and side topic are kept to go on from."""
+    from streams.kafka import admin, delete_topics
+
+    out = f"{done} of {total} events replayed on {k.results_topic}"
+    if done:
+        return (f"{out}; to go on: the same command with --group {k.group_id} "
+                f"--results-topic {k.results_topic}")
+    if not made:
+        return out
+    try:
+        delete_topics(admin(k), list(made))
+    except KafkaSetupError as e:
+        return f"{out}; the side topics it made ({', '.join(made)}) not deleted: {e}"
+    return f"{out}; the side topics it made ({', '.join(made)}) deleted"
 
 
 def decode_results(msgs: Iterable[Any]) -> Iterator[VerificationResult]:

@@ -430,7 +430,8 @@ class CacheSettings(_Frozen):
 
 
 class BackfillSettings(_Frozen):
-    """How a replay or backfill yields to the live workers (:mod:`streams.backfill`).
+    """How a replay or backfill yields to the live workers (:mod:`streams.backfill`), and when
+    it gives up on the object store.
 
     Attributes:
         yield_to_live: pause the replay while the live consumer group is busy.
@@ -443,6 +444,10 @@ class BackfillSettings(_Frozen):
         nice: the scheduling niceness ``cardstream replay`` lowers itself by before it loads
             its models (``os.nice``; 0: none), so that on shared CPU cores the kernel runs the
             live workers first. A GPU's time is shared by the gate alone.
+        store_outage_limit_s: a replay whose batches find the object store unavailable (no
+            answer, or an outage's answer: 5xx, credentials refused) for this long in a row
+            (s; 60) stops with the error (``cardstream replay`` exits 1) instead of waiting for
+            it as the live worker does; it may overrun by one batch's retried calls.
     """
 
     yield_to_live: bool = True
@@ -451,6 +456,7 @@ class BackfillSettings(_Frozen):
     check_s: float = Field(0.5, gt=0, le=60)
     max_batch: int = Field(4, ge=1, le=10_000)
     nice: int = Field(10, ge=0, le=19)
+    store_outage_limit_s: float = Field(60.0, gt=0)
 
 
 class ShadowSettings(_Frozen):

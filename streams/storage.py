@@ -337,10 +337,31 @@ class Storage:
         ``s3:ListAllMyBuckets``.
         """
         try:
-            for b in (self.s3.uploads_bucket, self.s3.results_bucket):
-                self.client.bucket_exists(b)
-        except S3Error:
-            return True  # the store answered (AccessDenied, NoSuchBucket...)
+            self._ask()
         except Exception:
             return False
         return True
+
+    def check(self) -> None:
+        """Return when the store answers, as :meth:`healthy` asks it (any S3 answer counts),
+        its outages retried as ``self.policy`` says: the check of a command that would
+        otherwise wait on the store for ever once its work started (``cardstream replay``).
+
+        Raises:
+            StorageError: no answer after the policy's attempts (connection refused, a
+                timeout, a TLS error, a proxy's 5xx), naming the endpoint.
+        """
+        self.retry(f"HEAD {self.s3.uploads_bucket}, {self.s3.results_bucket}", self._ask)
+
+    def _ask(self) -> None:
+        """HEAD the uploads and results buckets once; an S3 answer, whatever it says, returns
+        (see :meth:`healthy`).
+
+        Raises:
+            Exception: what the minio client raised for a call the store did not answer.
+        """
+        try:
+            for b in (self.s3.uploads_bucket, self.s3.results_bucket):
+                self.client.bucket_exists(b)
+        except S3Error:
+            return  # the store answered (AccessDenied, NoSuchBucket...)

@@ -95,6 +95,10 @@ class Worker:
             workers are busy. None: none (the live workers themselves).
         shadow: the shadow version's processor of ``settings.shadow.task``
             (:func:`build_shadow`, :mod:`streams.shadow`); None: no shadow.
+        store_outage_limit_s: after the store has failed batches for this long in a row (s),
+            :meth:`run` raises :class:`StorageUnavailable` instead of waiting on (a replay:
+            ``BackfillSettings.store_outage_limit_s``). None: it waits for ever (the live
+            worker, readiness failing meanwhile).
 
     Attributes:
         ledger: the attempt ledger (None in replay mode), handed to the three parts below.
@@ -112,8 +116,10 @@ class Worker:
                  metrics: WorkerMetrics | None = None, health: Health | None = None,
                  ranges: Mapping[int, tuple[int, int]] | None = None,
                  model_version: str | None = None, gate: YieldGate | None = None,
-                 shadow: Processor | None = None) -> None:
+                 shadow: Processor | None = None,
+                 store_outage_limit_s: float | None = None) -> None:
         self.settings = settings
+        self.store_outage_limit_s = store_outage_limit_s
         self.gate = gate
         self.metrics = metrics or WorkerMetrics()
         self.health = health or Health(stall_s=settings.worker.compute_deadline_s,
@@ -138,6 +144,7 @@ class Worker:
         self._refusal = Backoff(w.store_refusal)  # the store refusing: pauses, longer each time
         self._outage = Backoff(w.store_wait)  # the store failing a batch: pauses, longer each time
         self._refused_since: float | None = None  # monotonic start of refusals in a row
+        self._outage_since: float | None = None  # monotonic start of outages in a row
 
     @property
     def computing(self) -> bool:
@@ -331,13 +338,27 @@ class Worker:
 
     def _storage_down(self, e: Exception, msgs: list[Record]) -> None:
         """MinIO did not answer: hold ``msgs`` (put back, pause) until it answers
-        (:meth:`wait_for_storage`); nothing is committed. A refusal
-        (:class:`StoreRefused`) goes to :meth:`_store_refused` instead."""
+        (:meth:`wait_for_storage`), or until ``store_outage_limit_s`` from the first failure
+        in a row; nothing is committed. A refusal (:class:`StoreRefused`) goes to
+        :meth:`_store_refused` instead.
+
+        Raises:
+            StorageUnavailable: batches failed in a row for ``store_outage_limit_s`` (ending
+                the loop; nothing of ``msgs`` is committed).
+        """
         if isinstance(e, StoreRefused):
             self._store_refused(e, msgs)
             return
+        now = time.monotonic()
+        self._outage_since = self._outage_since or now
         log.warning("storage_unavailable", error=str(e))
-        self.wait_for_storage(msgs, at_least_s=self._outage.next())
+        limit_s = self.store_outage_limit_s
+        if limit_s is not None and now - self._outage_since >= limit_s:
+            raise StorageUnavailable(f"the object store did not answer for "
+                                     f"{now - self._outage_since:.0f} s (limit {limit_s:g} s): "
+                                     f"{e}") from e
+        self.wait_for_storage(msgs, at_least_s=self._outage.next(),
+                              until=None if limit_s is None else self._outage_since + limit_s)
 
     def _store_refused(self, e: StoreRefused, msgs: list[Record]) -> None:
         """The store answered with a refusal no wait clears (issue 43: the batch, models
@@ -384,6 +405,7 @@ class Worker:
         """A batch's calls went through: refusals and outages in a row are over (readiness
         back)."""
         self._outage.reset()
+        self._outage_since = None
         if self._refused_since is not None:
             self._refused_since = None
             self._refusal.reset()
@@ -406,19 +428,30 @@ class Worker:
             self.metrics.breaker_open.set(0)
         self.health.ready = True
 
-    def wait_for_storage(self, msgs: Sequence[Record] = (), at_least_s: float = 0.0) -> None:
+    def wait_for_storage(self, msgs: Sequence[Record] = (), at_least_s: float = 0.0,
+                         until: float | None = None) -> None:
         """Hold ``msgs`` (put back, pause) and keep polling (heartbeats, rebalances) until the
         object store answers again, asked as ``WorkerSettings.store_wait`` says, and for
         ``at_least_s`` (s) however soon it answers: a batch failing again and again on a store
         that answers each health check must not be redone in a hot loop (issue 43: 2,024
         ``storage_unavailable`` lines in 30 s). Logs ``storage_back`` with the wait in s once it
-        answers (nothing when it answered at once)."""
-        until = time.monotonic() + at_least_s
+        answers (nothing when it answered at once). ``until``: a ``time.monotonic()`` at which
+        the hold ends whether the store answers or not (one wait of ``store_wait`` late at
+        most); None: none."""
+        least = time.monotonic() + at_least_s
         waits = itertools.chain([at_least_s] if at_least_s > 0.0 else [],
                                 self.settings.worker.store_wait.delays())
-        waited = self.pausing.hold(
-            msgs, lambda: time.monotonic() >= until and self.compute.storage.healthy(), waits)
-        if waited > 0.0 and not self._stop.is_set():
+
+        back = False
+
+        def ready() -> bool:
+            nonlocal back
+            now = time.monotonic()
+            back = now >= least and self.compute.storage.healthy()
+            return back or (until is not None and now >= until)
+
+        waited = self.pausing.hold(msgs, ready, waits)
+        if waited > 0.0 and back and not self._stop.is_set():
             log.info("storage_back", waited_s=round(waited, 1))
 
 

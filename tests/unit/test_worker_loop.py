@@ -113,6 +113,38 @@ def test_a_batch_failing_on_a_store_that_answers_is_redone_only_after_longer_pau
     assert w._outage.next() == 0.1  # the waits start again
 
 
+def test_a_worker_with_an_outage_limit_gives_up_once_the_store_is_down_that_long(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh user's trial: ``cardstream replay`` with the object store down waited for ever
+    (its worker held the batch until the store answered, as the live worker does). With
+    ``store_outage_limit_s`` (a replay's ``BackfillSettings.store_outage_limit_s``; 0.5 s
+    here) the hold ends at the limit although the store never answers, and the next failure
+    raises; a batch that goes through in between starts the count again."""
+    import time
+
+    from streams.errors import StorageUnavailable
+
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("CARDSTREAM_WORKER__STORE_WAIT__FIRST_S", "0.1")
+    monkeypatch.setenv("CARDSTREAM_WORKER__STORE_WAIT__CAP_S", "0.2")
+    w = Worker(load_settings(), {}, storage=StoreDouble([False] * 1000),
+               store_outage_limit_s=0.5)
+    w.intake.open(FakeConsumer())
+    down = StorageUnavailable("GET uploads/key:0123abcd/4B at 127.0.0.1:1 failed after 4 "
+                              "attempts: MaxRetryError (NewConnectionError)")
+    t0 = time.monotonic()
+    w._storage_down(down, [])  # held up to the limit, the store never answering
+    assert 0.5 <= time.monotonic() - t0 < 1.5
+    with pytest.raises(StorageUnavailable) as ei:
+        w._storage_down(down, [])
+    said = str(ei.value)
+    assert said.startswith("the object store did not answer for ") and said.endswith(
+        " s (limit 0.5 s): GET uploads/key:0123abcd/4B at 127.0.0.1:1 failed after 4 attempts: "
+        "MaxRetryError (NewConnectionError)"), said
+    w._store_accepts()  # a batch went through: the count starts again
+    w._storage_down(down, [])  # held, not raised
+
+
 def test_the_compute_deadline_grows_with_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 43: a flat 120 s deadline ended the worker (status 70) on a batch of 9 uploads on
     2 busy cores. A batch's deadline is ``compute_deadline_s`` plus
