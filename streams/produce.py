@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError
+
 from schemas import codec
 from schemas import formats as F
 from schemas.models import UploadEvent
-from streams.errors import DeliveryError
-from streams.kafka import plain_producer
+from streams.errors import DeliveryError, StorageError
+from streams.kafka import plain_producer, setup_call
 from streams.settings import Settings
 from streams.storage import Storage
 
@@ -117,7 +119,21 @@ class UploadProducer:
         self.storage = Storage(settings.s3)
         self.producer = plain_producer(settings.kafka, **producer_config)
         self._errors: list[str] = []
+        self._failed: list[UploadEvent] = []  # events whose delivery report carried an error
         self._lock = threading.Lock()
+
+    def check_broker(self, timeout_s: float = 10.0) -> None:
+        """Ask the brokers for the cluster's metadata (all topics: asking for one may create
+        it), before anything is uploaded: no broker answering is one error in ``timeout_s``
+        (s), not a claim check per image then a flush's wait.
+
+        Raises:
+            BrokerUnavailable: no broker answered (:func:`streams.kafka.setup_error`).
+            KafkaSetupError: the request was refused (authentication, authorization).
+        """
+        k = self.settings.kafka
+        with setup_call(f"reading the metadata for {k.uploads_topic}", k.bootstrap_servers):
+            self.producer.list_topics(timeout=timeout_s)
 
     def event_for(self, upload_id: str, task: str, data: bytes, name: str,
                   options: dict[str, Any] | None) -> UploadEvent:
@@ -148,10 +164,12 @@ class UploadProducer:
         key, value, encoded = codec.encode_upload(ev)
         headers: list[tuple[str, str | bytes | None]] = list(encoded)
 
-        def on_delivery(err: Any, _msg: Any) -> None:
+        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
             if err is not None:
                 with self._lock:
-                    self._errors.append(str(err))
+                    self._failed.append(ev)
+                    if err.code() != KafkaError._PURGE_QUEUE:  # purged: flush said why
+                        self._errors.append(f"{err.name()}: {err.str()}")
 
         self.producer.produce(self.settings.kafka.uploads_topic, key=key, value=value,
                               headers=headers,
@@ -185,12 +203,15 @@ class UploadProducer:
             max_seconds: stop after this long (s) even if not all were sent.
 
         Raises:
+            BrokerUnavailable / KafkaSetupError: :meth:`check_broker`, before any upload.
             DeliveryError: some events were not delivered (:meth:`flush`'s errors; the first
-                one in the message).
+                one in the message); their claim-check objects are deleted
+                (:meth:`_undelivered`, whose account ends the message).
             StorageError: a claim check's PUT failed (:meth:`event_for`).
         """
         if not files:
             return []
+        self.check_broker()
         n = count if count is not None else len(files)
         prefix = prefix or uuid.uuid4().hex[:10]
         sent: list[Sent] = []
@@ -220,9 +241,42 @@ class UploadProducer:
         if errs:
             k = self.settings.kafka
             more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-            raise DeliveryError(f"uploads not delivered to {k.uploads_topic} at "
-                                f"{k.bootstrap_servers}: {errs[0]}{more}")
+            failed, left = self._undelivered()
+            raise DeliveryError(f"{failed} of {len(sent)} uploads not delivered to "
+                                f"{k.uploads_topic} at {k.bootstrap_servers}: {errs[0]}{more}"
+                                f"{left}")
         return sent
+
+    def _undelivered(self) -> tuple[int, str]:
+        """After a flush that did not deliver everything: the events still queued are purged
+        (their delivery reports fail now), and the claim-check objects of the events whose
+        reports failed are deleted, so that no object is left without its event. Best effort:
+        the first delete that fails stops it (an outage, or a role without
+        ``s3:DeleteObject``). Events in flight when the flush's wait ended may still be
+        delivered: their objects are kept.
+
+        Returns:
+            The number of events not delivered, and the account of the clean-up for the end of
+            the error's message (``; their 3 claim-check objects deleted``; counts and the
+            store's error, never a key).
+        """
+        self.producer.purge(in_queue=True, in_flight=False)
+        self.producer.poll(0)  # the purged events' delivery reports
+        with self._lock:
+            failed, self._failed = self._failed, []
+        refs = [ev.image.ref for ev in failed if ev.image.ref is not None]
+        out = f"; their {len(refs)} claim-check objects deleted" if refs else ""
+        for i, ref in enumerate(refs):
+            try:
+                self.storage.delete(ref.bucket, ref.key)
+            except StorageError as e:
+                out = (f"; {len(refs) - i} of their {len(refs)} claim-check objects not "
+                       f"deleted ({type(e).__name__}: {e})")
+                break
+        if in_flight := len(self.producer):
+            out += (f"; {in_flight} more in flight may still be delivered (their claim-check "
+                    "objects kept)")
+        return len(failed), out
 
 
 def iter_chunks(xs: Iterable[Any], n: int) -> Iterable[list[Any]]:

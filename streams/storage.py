@@ -298,6 +298,17 @@ class Storage:
                 metadata=dict(metadata or {}), sse=sse, part_size=part))
         return StoredObject(bucket, key, len(data), hashlib.sha256(data).hexdigest())
 
+    def delete(self, bucket: str, key: str) -> None:
+        """DELETE an object (S3 answers a key that does not exist as deleted too).
+
+        Raises:
+            ObjectRefused: the store refused the request for this key.
+            StorageError: still failing after the retries (an outage; a 403 ``AccessDenied``,
+                for a role without ``s3:DeleteObject``, is one too: :func:`classify`).
+        """
+        self.retry(f"DELETE {bucket}/{key_tag(key)}",
+                   lambda: self.client.remove_object(bucket, key))
+
     def list_names(self, bucket: str, prefix: str, recursive: bool = False) -> list[str]:
         """The names under ``prefix`` in ``bucket``: object keys, and with ``recursive`` False
         the common prefixes one ``/`` further (which end with ``/``), listed whole.

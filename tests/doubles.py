@@ -191,9 +191,10 @@ class StuckProducer:
 
 class StoreDouble:
     """An object store whose ``healthy()`` answers ``answers`` in turn (then True), and whose
-    ``put`` keeps what it is given in ``objects`` (``(bucket, key) -> bytes``) and ``get``
-    returns it (:class:`~streams.errors.ObjectNotFound` for a missing key), or, with ``down``,
-    both raise :class:`~streams.errors.StorageError` as a store out of retries does."""
+    ``put`` keeps what it is given in ``objects`` (``(bucket, key) -> bytes``), ``get``
+    returns it (:class:`~streams.errors.ObjectNotFound` for a missing key) and ``delete``
+    removes it, or, with ``down``, all three raise :class:`~streams.errors.StorageError` as a
+    store out of retries does."""
 
     def __init__(self, answers: Iterable[bool] = (), down: bool = False) -> None:
         self._answers = iter(answers)
@@ -215,6 +216,11 @@ class StoreDouble:
         if (bucket, key) not in self.objects:
             raise ObjectNotFound(f"{bucket}/{key}")
         return self.objects[(bucket, key)]
+
+    def delete(self, bucket: str, key: str) -> None:
+        if self.down:
+            raise StorageError(f"DELETE {bucket}/{key} failed after 4 attempts: MaxRetryError")
+        self.objects.pop((bucket, key), None)
 
 def nvimgcodec_double() -> types.ModuleType:
     """A stand-in for NVIDIA's ``nvidia.nvimgcodec`` module on a machine without a GPU: the API

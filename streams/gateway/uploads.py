@@ -314,10 +314,8 @@ class Intake:
 
     def delete(self, key: str) -> None:
         """Remove a claim check this request stored (its event was not delivered)."""
-        bucket = self.settings.s3.uploads_bucket
         try:
-            self.storage.retry(f"DELETE {bucket}",
-                               lambda: self.storage.client.remove_object(bucket, key))
+            self.storage.delete(self.settings.s3.uploads_bucket, key)
         except StorageError as e:
             log.warning("gateway_orphan_claim_check", error=str(e))
 

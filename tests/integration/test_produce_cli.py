@@ -1,4 +1,5 @@
-"""`cardstream produce --dir`: the folder's images go out as uploads; other files are named."""
+"""`cardstream produce --dir`: the folder's images go out as uploads; other files are named; with
+the broker down or not taking the events, no claim-check object is left without its event."""
 
 from __future__ import annotations
 
@@ -93,3 +94,46 @@ def test_topics_delete_refuses_a_topic_a_consumer_group_reads_now(settings: Sett
         assert r.exit_code == 0 and r.output == f"{k.results_topic}: deleted\n", r.output
     finally:
         c.close()
+
+
+def test_produce_with_no_broker_uploads_nothing(settings: Settings, tmp_path: Path) -> None:
+    """A fresh user's trial: ``cardstream produce`` with Kafka down uploaded every image to
+    the uploads bucket, waited its 30 s flush, then failed delivery, leaving an object per
+    image with no event. The broker is now asked first: ``BrokerUnavailable`` naming the
+    address, and nothing uploaded."""
+    files = write_images(tmp_path / "in", 3)
+    env = {**settings_env(settings), "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1"}
+    r = CliRunner().invoke(app, ["produce", "--dir", str(files[0].parent), "--task", "card",
+                                 "--ids-file", str(tmp_path / "ids.txt")], env=env)
+    assert r.exit_code == 1 and type(r.exception).__name__ == "BrokerUnavailable", r.exception
+    assert str(r.exception).startswith(
+        f"reading the metadata for {settings.kafka.uploads_topic}: no answer from 127.0.0.1:1 (")
+    assert Storage(settings.s3).list_names(settings.s3.uploads_bucket, "", recursive=True) == []
+
+
+def test_produce_deletes_the_claim_checks_of_the_uploads_it_did_not_deliver(
+        settings: Settings, tmp_path: Path) -> None:
+    """Delivery failing after the uploads (here a topic that does not exist, the broker
+    answering; the events time out after 2 s): the claim-check objects of the undelivered
+    events are deleted and the error says how many were not delivered; the objects of an
+    earlier run's delivered uploads stay. Before, the three objects stayed too."""
+    folder = tmp_path / "in"
+    write_images(folder, 3)
+    env = settings_env(settings)
+    r = CliRunner().invoke(app, ["produce", "--dir", str(folder), "--task", "card", "--count",
+                                 "2", "--ids-file", str(tmp_path / "ids.txt")], env=env)
+    assert r.exit_code == 0, r.output
+    bucket = settings.s3.uploads_bucket
+    delivered = sorted(Storage(settings.s3).list_names(bucket, "", recursive=True))
+    assert len(delivered) == 2
+    missing = f"{settings.kafka.uploads_topic}.missing"
+    r = CliRunner().invoke(app, ["produce", "--dir", str(folder), "--task", "card", "--ids-file",
+                                 str(tmp_path / "ids2.txt")],
+                           env={**env, "CARDSTREAM_KAFKA__UPLOADS_TOPIC": missing,
+                                "CARDSTREAM_KAFKA__CONFIG": '{"message.timeout.ms": 2000}'})
+    assert r.exit_code == 1 and type(r.exception).__name__ == "DeliveryError", r.exception
+    said = str(r.exception)
+    assert said.startswith(f"3 of 3 uploads not delivered to {missing} at "
+                           f"{settings.kafka.bootstrap_servers}: "), said
+    assert said.endswith("; their 3 claim-check objects deleted"), said
+    assert sorted(Storage(settings.s3).list_names(bucket, "", recursive=True)) == delivered

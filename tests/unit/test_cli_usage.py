@@ -220,22 +220,25 @@ def test_uploads_the_broker_did_not_take_are_one_plain_line_and_exit_1(
         capsys: pytest.CaptureFixture[str]) -> None:
     """``cardstream produce --inline`` (no claim check: the store is not needed) with no broker
     answering waited its 30 s flush, then ended in a ``RuntimeError`` traceback; it is
-    ``DeliveryError`` naming the topic and the address. The flush answers here at once what it
-    answers after its wait."""
+    ``DeliveryError`` naming the topic and the address, and how many of the uploads were not
+    delivered. The flush answers here at once what it answers after its wait, and the check of
+    the broker before any upload (integration: ``test_produce_with_no_broker_uploads_nothing``)
+    is passed."""
     from streams.produce import UploadProducer
 
     monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
     monkeypatch.setenv("CARDSTREAM_KAFKA__UPLOADS_TOPIC", "me.uploads")
     monkeypatch.setenv("CARDSTREAM_S3__ACCESS_KEY", "unit")
     monkeypatch.setenv("CARDSTREAM_S3__SECRET_KEY", "unit-secret")
+    monkeypatch.setattr(UploadProducer, "check_broker", lambda self, timeout_s=10.0: None)
     monkeypatch.setattr(UploadProducer, "flush",
                         lambda self, timeout_s=30.0: ["1 messages not delivered within 30.0 s"])
     (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
     code, err = _console_script(monkeypatch, capsys, "produce", "--dir", str(tmp_path),
                                 "--task", "card", "--inline",
                                 "--ids-file", str(tmp_path / "ids.txt"))
-    assert (code, err) == (1, "cardstream: DeliveryError: uploads not delivered to me.uploads "
-                              "at 127.0.0.1:1: 1 messages not delivered within 30.0 s\n")
+    assert (code, err) == (1, "cardstream: DeliveryError: 1 of 1 uploads not delivered to "
+                              "me.uploads at 127.0.0.1:1: 1 messages not delivered within 30.0 s\n")
 
 
 def test_an_object_store_that_does_not_answer_is_one_plain_line_and_exit_1(
