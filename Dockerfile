@@ -89,8 +89,8 @@ ENV PATH=/app/.venv/bin:${PATH} \
 WORKDIR /home/cardstream
 USER 10001:10001
 EXPOSE 8080
-# /ready turns 200 only after warm-up (every model loaded, every batch bucket run once); the
-# start period covers the first CUDA/cuDNN initialisation.
+# /ready turns 200 only after warm-up (every model loaded, every batch bucket run once), and is
+# 503 while no broker answers; the start period covers the first CUDA/cuDNN initialisation.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=5m --retries=3 \
   CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/ready' % os.environ.get('CARDSTREAM_WORKER__HTTP_PORT', '8080'), timeout=4)"]
 ENTRYPOINT ["cardstream"]

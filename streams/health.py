@@ -1,5 +1,6 @@
-"""HTTP endpoints of a worker: ``/ready`` (after warm-up), ``/live`` (loop not stalled, no batch
-computing past its deadline), ``/metrics``."""
+"""HTTP endpoints of a worker: ``/ready`` (after warm-up, while the loop can go on: a producer,
+the store and the processors answering, a broker answering, in its consumer group), ``/live``
+(loop not stalled, no batch computing past its deadline), ``/metrics``."""
 
 from __future__ import annotations
 
@@ -11,29 +12,43 @@ from http import HTTPStatus
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from streams.metrics import WorkerMetrics
+from streams.reach import BrokerReach
 
 
 class Health:
     """Readiness and liveness state shared by the loop and the HTTP server.
+
+    ``/ready`` (:meth:`not_ready`) fails while the loop says it cannot go on (``ready``), while
+    no broker answers (``broker``) and while the consumer is out of its group (``in_group``);
+    none of these fails ``/live``: a broker outage must not get the process restarted (before,
+    ``in_group`` failed ``/live`` 10 s into an outage, when the session timed out, so a
+    liveness probe restarted every worker of a cluster whose broker was down for over a minute).
 
     Args:
         stall_s: ``/live`` fails when the loop has not ticked for this long (s), or when a batch
             has been computing for this long plus ``per_item_s`` per event of the batch (a hung
             processor or decode: the loop itself keeps ticking meanwhile) — set them above the
             worst batch (the worker's ``compute_deadline_s`` and
-            ``compute_deadline_per_item_s``). Whether the consumer has no assignment while
-            others hold partitions is not detectable here, so the loop reports ``in_group``
-            itself.
+            ``compute_deadline_per_item_s``).
         per_item_s: the deadline's allowance per event of the batch (s).
+        broker: whether a broker answers (:class:`~streams.reach.BrokerReach`; None: not
+            watched).
 
     Attributes:
+        ready: the loop's own verdict: warmed up, with a transactional producer, the store not
+            refusing and the processor breaker closed (set by the loop).
+        in_group: False from a lost assignment (the session timed out: the coordinator did not
+            answer for ``session.timeout.ms``) until the next assignment (set by the intake's
+            rebalance callbacks).
         compute_since: monotonic start of the batch computing now (None: none is).
         deadline_s: that batch's compute deadline (s): ``stall_s + per_item_s * events``.
     """
 
-    def __init__(self, stall_s: float = 120.0, per_item_s: float = 0.0) -> None:
+    def __init__(self, stall_s: float = 120.0, per_item_s: float = 0.0,
+                 broker: BrokerReach | None = None) -> None:
         self.ready = False
         self.in_group = True
+        self.broker = broker
         self.stall_s = stall_s
         self.per_item_s = per_item_s
         self.last_tick = time.monotonic()
@@ -63,11 +78,21 @@ class Health:
         """Called by the loop on every iteration."""
         self.last_tick = time.monotonic()
 
+    def not_ready(self) -> str | None:
+        """Why ``/ready`` fails now (None: ready): ``not ready`` (warming up, or the loop holds
+        its batch: no producer, a store refusing, the breaker open), ``broker unreachable``,
+        ``out of the consumer group``."""
+        if not self.ready:
+            return "not ready"
+        if self.broker is not None and not self.broker.reachable:
+            return "broker unreachable"
+        if not self.in_group:
+            return "out of the consumer group"
+        return None
+
     def live(self) -> bool:
-        """True while the loop ticks, no batch computes past the deadline and the consumer is
-        in its group."""
-        return (self.in_group and (time.monotonic() - self.last_tick) < self.stall_s
-                and self.overdue_s() == 0.0)
+        """True while the loop ticks and no batch computes past the deadline."""
+        return (time.monotonic() - self.last_tick) < self.stall_s and self.overdue_s() == 0.0
 
 
 class HealthServer:
@@ -107,8 +132,9 @@ class HealthServer:
         if method not in ("GET", "HEAD"):
             return 405, b"method not allowed\n", "text/plain"
         if path == "/ready":
-            ok = self.health.ready
-            return (200, b"ready\n", "text/plain") if ok else (503, b"warming up\n", "text/plain")
+            why = self.health.not_ready()
+            return (200, b"ready\n", "text/plain") if why is None else (
+                503, f"{why}\n".encode(), "text/plain")
         if path == "/live":
             ok = self.health.live()
             return (200, b"live\n", "text/plain") if ok else (503, b"stalled\n", "text/plain")

@@ -26,7 +26,8 @@ Routes (API on ``gateway.port``; every ``/v1/uploads`` route needs ``Authorizati
 =========================================  =======================================================
 
 Admin (``gateway.admin_port``): ``/metrics``, ``/live`` (the results tail runs), ``/ready``
-(the tail has read back its look-back window).
+(the tail has read back its look-back window, a broker answers: :mod:`streams.reach`, and a
+client has a key).
 
 Every error is the HTTP status with :class:`schemas.gateway.GatewayError` as body; 429 and 503
 carry ``Retry-After``. One JSON log line per upload and per refusal (``gateway_request``):
@@ -68,6 +69,7 @@ from streams.gateway.metrics import GatewayMetrics
 from streams.gateway.results import ResultCache, ResultsTail, StatusLookup, owner_of
 from streams.gateway.uploads import Intake, check_request, parse_options, upload_id_for
 from streams.logs import library_logs_as_json, log
+from streams.reach import BrokerReach
 from streams.settings import Settings
 from streams.storage import Storage
 
@@ -100,6 +102,7 @@ class Gateway:
         lag: the workers' lag on the uploads topic (None: not measured).
         lookup: the status app, for results older than the cache (None: not configured).
         tail: the results tail (started with the server).
+        broker: whether a broker answers (started with the server; the tail reports to it).
         in_flight: uploads being received, stored or produced now.
         ports: the ports the servers listen on (API, then admin when it has one), once started.
     """
@@ -112,6 +115,7 @@ class Gateway:
     limiter: RateLimiter
     lag: UploadsLag | None = None
     tail: ResultsTail | None = None
+    broker: BrokerReach | None = None
     lookup: StatusLookup | None = None
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     in_flight: int = 0
@@ -763,11 +767,14 @@ def build_admin(gw: Gateway) -> web.Application:
     async def ready(_r: web.Request) -> web.Response:
         # not ready without a client key (an emptied or unreadable keys file: every request
         # would be 401); skipped lines leave the valid ones serving, and are reported here
+        # nor while no broker answers (streams.reach): the tail stays alive meanwhile, so a
+        # broker outage fails readiness, never liveness
         t = gw.tail
         clients = len(gw.keys.clients)
-        return state(t is not None and t.alive and t.caught_up.is_set() and clients > 0,
-                     results_read=t.records if t else 0, clients=clients,
-                     keys_error=gw.keys.error)
+        reachable = gw.broker is None or gw.broker.reachable
+        return state(t is not None and t.alive and t.caught_up.is_set() and clients > 0
+                     and reachable, results_read=t.records if t else 0, clients=clients,
+                     keys_error=gw.keys.error, broker_reachable=reachable)
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
@@ -818,7 +825,9 @@ async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None 
     library_logs_as_json("aiohttp")  # never its messages: they quote requests' bytes
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(g.io_threads, thread_name_prefix="gateway-io"))
-    gw.tail = ResultsTail(gw.settings.kafka, gw.cache, loop, g.results_lookback_s).start()
+    gw.broker = BrokerReach(gw.settings.kafka).start()
+    gw.tail = ResultsTail(gw.settings.kafka, gw.cache, loop, g.results_lookback_s,
+                          error_cb=gw.broker.error_cb).start()
     gw.lag = UploadsLag(gw.settings.kafka, g.lag_interval_s).start()
     # auto_decompress off: the gateway inflates a coded body itself, under its cap, and refuses
     # one cut short (aiohttp took a truncated gzip body as whole; _inflate_capped)
@@ -846,6 +855,7 @@ async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None 
             await r.cleanup()
         gw.tail.close()
         gw.lag.close()
+        gw.broker.close()
         await loop.run_in_executor(None, gw.intake.close)
         log.info("gateway_stopped")
 

@@ -28,9 +28,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from typing import Any
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, Message
 
+from streams.errors import BrokerUnavailable
 from streams.kafka import read_topic
 from streams.logs import log
 from streams.settings import KafkaSettings
@@ -107,11 +109,18 @@ class ResultsTail:
     """Reads the results topic (read_committed) from ``lookback_s`` ago on a daemon thread and
     hands each batch of records to ``cache`` on ``loop``.
 
+    No broker answering at start (:class:`~streams.errors.BrokerUnavailable`) is waited out:
+    the tail asks again every ``retry_s`` and stays alive meanwhile (before, its thread ended,
+    so ``/live`` failed and the gateway was restarted however soon the broker came back).
+
     Args:
         k: Kafka settings (the results topic).
         cache: where results go (its methods run on ``loop``).
         loop: the event loop of the HTTP server.
         lookback_s: read back this long at start (s).
+        error_cb: the consumer's ``error_cb`` (the gateway's broker watch,
+            :mod:`streams.reach`); None: none.
+        retry_s: wait between two starts while no broker answers (s).
 
     Attributes:
         caught_up: set once the tail has read everything there was at start (the first poll
@@ -120,11 +129,14 @@ class ResultsTail:
     """
 
     def __init__(self, k: KafkaSettings, cache: ResultCache, loop: asyncio.AbstractEventLoop,
-                 lookback_s: float) -> None:
+                 lookback_s: float, error_cb: Callable[[KafkaError], None] | None = None,
+                 retry_s: float = 1.0) -> None:
         self.k = k
         self.cache = cache
         self.loop = loop
         self.lookback_s = lookback_s
+        self.error_cb = error_cb
+        self.retry_s = retry_s
         self.caught_up = threading.Event()
         self.records = 0
         self.error: str | None = None
@@ -143,24 +155,44 @@ class ResultsTail:
 
     def _run(self) -> None:
         since = int((time.time() - self.lookback_s) * 1000)
+        config: dict[str, Any] = {"fetch.wait.max.ms": 10, "fetch.min.bytes": 1}
+        if self.error_cb is not None:
+            config["error_cb"] = self.error_cb
+        waiting = False
         try:
-            reader = read_topic(self.k, self.k.results_topic, since_ms=since, follow=True,
-                                poll_s=0.05, wait_topics_s=60.0,
-                                config={"fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
-            for msgs in reader:
-                if self._stop.is_set():
-                    reader.close()
+            while not self._stop.is_set():
+                try:
+                    self._read(since, config)
                     return
-                if not msgs:
-                    self.caught_up.set()
-                    continue
-                batch = list(_records(msgs))
-                self.records += len(batch)
-                if batch:
-                    self.loop.call_soon_threadsafe(self.cache.put_many, batch)
+                except BrokerUnavailable as e:  # raised before anything was read
+                    if not waiting:
+                        log.warning("gateway_results_tail_waiting", error=str(e),
+                                    hint="not ready until a broker answers")
+                    waiting = True
+                    self._stop.wait(self.retry_s)
         except Exception as e:  # noqa: BLE001 (say it; /ready and /live fail)
             self.error = f"{type(e).__name__}: {e}"
             log.error("gateway_results_tail_failed", error=self.error)
+
+    def _read(self, since_ms: int, config: dict[str, Any]) -> None:
+        """Read the results topic from ``since_ms`` on until :meth:`close`.
+
+        Raises:
+            KafkaSetupError: what :func:`streams.kafka.read_topic` raises at its start.
+        """
+        reader = read_topic(self.k, self.k.results_topic, since_ms=since_ms, follow=True,
+                            poll_s=0.05, wait_topics_s=60.0, config=config)
+        for msgs in reader:
+            if self._stop.is_set():
+                reader.close()
+                return
+            if not msgs:
+                self.caught_up.set()
+                continue
+            batch = list(_records(msgs))
+            self.records += len(batch)
+            if batch:
+                self.loop.call_soon_threadsafe(self.cache.put_many, batch)
 
     @property
     def alive(self) -> bool:

@@ -252,7 +252,8 @@ class Intake:
         worker: worker settings: ``max_batch``, ``max_wait_ms``, ``poll_interval_ms``,
             ``max_poll_interval_ms`` are read here, once.
         metrics: the worker's metrics (``fill`` stage, fetch delay, lag, redone events).
-        health: the worker's health (ticked while waiting; ``in_group`` from the callbacks).
+        health: the worker's health (ticked while waiting; ``in_group`` from the callbacks;
+            its ``broker`` watch gets the consumer's errors).
         ranges: replay mode: uploads-topic partition -> ``[start, end)`` offsets. The consumer
             is assigned these instead of subscribing, events at or past ``end`` are left alone,
             and :meth:`ranges_done` says when every partition reached its end.
@@ -292,13 +293,16 @@ class Intake:
     # --- the consumer and its assignment -----------------------------------------------------
     def open(self, consumer: Any = None) -> None:
         """Build the consumer (or take ``consumer``, a test's) and subscribe to the uploads topic,
-        or in replay mode assign the ranges' partitions at their start offsets."""
+        or in replay mode assign the ranges' partitions at their start offsets. The consumer
+        reports to the health's broker watch (``error_cb``, :mod:`streams.reach`)."""
         k = self.kafka
+        broker = self.health.broker
         self.consumer = consumer if consumer is not None else make_consumer(
             k, k.group_id,
             **{"max.poll.interval.ms": self.worker.max_poll_interval_ms,
                "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000,
-               "queued.max.messages.kbytes": 16_384})
+               "queued.max.messages.kbytes": 16_384,
+               **({"error_cb": broker.error_cb} if broker is not None else {})})
         if self.ranges is None:
             self.consumer.subscribe([k.uploads_topic], on_assign=self.on_assign,
                                     on_revoke=self.on_revoke, on_lost=self.on_lost)

@@ -56,6 +56,7 @@ from streams.health import Health
 from streams.kafka import admin, create_topics
 from streams.logs import log
 from streams.metrics import WorkerMetrics
+from streams.reach import BrokerReach
 from streams.retry import Backoff
 from streams.settings import Settings
 from streams.shadow import Shadow
@@ -85,7 +86,7 @@ class Worker:
         processors: task -> processor serving it; events of other tasks are dead-lettered.
         storage: the object store client.
         metrics: Prometheus metrics (a fresh registry by default).
-        health: readiness/liveness state.
+        health: readiness/liveness state (its ``broker`` is set to :attr:`broker`).
         ranges: replay mode: uploads-topic partition -> ``[start, end)`` offsets (see
             :class:`~streams.worker.intake.Intake`); :meth:`run` returns once every partition
             reached its end.
@@ -101,6 +102,8 @@ class Worker:
             worker, readiness failing meanwhile).
 
     Attributes:
+        broker: whether a broker answers (:mod:`streams.reach`; reported by the consumer, read
+            by ``/ready``).
         ledger: the attempt ledger (None in replay mode), handed to the three parts below.
         intake: the consumer side (``intake.paused``: whether fetching is paused).
         compute: parse -> load -> process -> PUT (``compute.processors``, ``compute.storage``).
@@ -124,6 +127,7 @@ class Worker:
         self.metrics = metrics or WorkerMetrics()
         self.health = health or Health(stall_s=settings.worker.compute_deadline_s,
                                        per_item_s=settings.worker.compute_deadline_per_item_s)
+        self.broker = self.health.broker = BrokerReach(settings.kafka)
         self.transactional_id = f"{settings.kafka.transactional_id_prefix}-{settings.worker.slot}"
         w = settings.worker
         self.ledger = AttemptLedger(w.poison_attempts, w.max_batch) if ranges is None else None
@@ -173,7 +177,9 @@ class Worker:
 
     def start(self) -> None:
         """Build the producer and the consumer, and subscribe (after :meth:`warm_up`); with a
-        shadow version, make its topic if it is missing."""
+        shadow version, make its topic if it is missing. Starts watching the broker
+        (:attr:`broker`)."""
+        self.broker.start()
         if self.shadow is not None:
             t = self.settings.kafka.topics
             create_topics(admin(self.settings.kafka),
@@ -190,6 +196,7 @@ class Worker:
         self.intake.close(clean)
         self.committer.close(self.settings.worker.shutdown_timeout_s)
         self.compute.close()
+        self.broker.close()
         self._batch_thread.shutdown(wait=False, cancel_futures=True)
 
     def run(self, max_batches: int | None = None, idle_exit_s: float | None = None) -> None:
@@ -211,6 +218,8 @@ class Worker:
                     t_poll = time.time_ns()
                     msgs = self.intake.next_batch(wait=True)
                     if not msgs:
+                        if not self.committer.ready:  # no producer since the start: ask again
+                            self._committer_down([])
                         if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
                             break
                         continue
@@ -388,15 +397,19 @@ class Worker:
     def _committer_down(self, msgs: list[Record]) -> None:
         """The committer has no producer (the broker did not answer a new one's
         ``init_transactions``: issue 43, a broker down past a stuck commit's bound, where the
-        rebuild's ``KafkaSetupError`` escaped the loop and the worker exited) or no call thread:
-        hold ``msgs`` (put back, pause), fail readiness, and poll (heartbeats, rebalances) until
-        :meth:`Committer.reopen` succeeds, asked as ``KafkaSettings.producer_wait`` says (each
-        try blocks up to ``Committer.INIT_TIMEOUT_S``); nothing is committed meanwhile."""
+        rebuild's ``KafkaSetupError`` escaped the loop and the worker exited; or down when the
+        worker started, ``msgs`` then empty: before, an idle worker started so stayed unready
+        after the broker came back, until an upload came) or no call thread: hold ``msgs`` (put
+        back, pause; with none, what arrives waits in the carry list), fail readiness, and poll
+        (heartbeats, rebalances) until :meth:`Committer.reopen` succeeds, asked as
+        ``KafkaSettings.producer_wait`` says (each try blocks up to
+        ``Committer.INIT_TIMEOUT_S``); nothing is committed meanwhile."""
         self.health.ready = False
         log.warning("committer_unavailable", events=len(msgs),
-                    hint="no transactional producer: the batch waits for the broker")
-        waited = self.pausing.hold(msgs, self.committer.reopen,
-                                   self.settings.kafka.producer_wait.delays())
+                    hint="no transactional producer: nothing is committed until the broker answers")
+        waits = self.settings.kafka.producer_wait.delays()
+        waited = (self.pausing.hold(msgs, self.committer.reopen, waits) if msgs
+                  else self.pausing.poll_until(self.committer.reopen, waits))
         if self.committer.ready:
             self.health.ready = self._refused_since is None
             log.info("committer_back", waited_s=round(waited, 1))

@@ -3,6 +3,7 @@ results."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import pytest
 
 from schemas import codec
 from schemas.models import DeadLetter, VerificationResult
@@ -79,5 +81,52 @@ def dead_letters(s: Settings, want: int, timeout_s: float = 60.0) -> list[DeadLe
                                                                         timeout_s)]
 
 
-__all__ = ["CASES", "ROOT", "dead_letters", "read_committed", "results", "settings_env",
-           "start_worker", "stop_worker", "write_images"]
+STACK = ROOT / "scripts" / "stack"
+
+
+def stack(*args: str, timeout_s: float = 180.0) -> subprocess.CompletedProcess:
+    """``scripts/stack ARGS`` with the tests' environment (its ``CARDSTREAM_STACK_*`` ports
+    and instance included); not checked."""
+    return subprocess.run([str(STACK), *args], capture_output=True, text=True, timeout=timeout_s,
+                          env=os.environ.copy(), check=False)
+
+
+def stack_pid_file(service: str) -> Path:
+    """Where ``scripts/stack`` keeps the pid of ``service`` (``kafka``, ``minio``) of the
+    instance ``CARDSTREAM_STACK_INSTANCE`` names (``.stack`` or ``.stack-NAME``)."""
+    instance = os.environ.get("CARDSTREAM_STACK_INSTANCE", "")
+    return ROOT / (f".stack-{instance}" if instance else ".stack") / f"{service}.pid"
+
+
+def own_stack_pid(service: str, variable: str, value: str) -> int:
+    """The pid of ``service`` that this checkout's ``scripts/stack up`` started, when the tests
+    talk to it (``scripts/stack env`` sets ``variable`` to ``value``, e.g.
+    ``CARDSTREAM_S3__ENDPOINT`` to the tests' endpoint); skips the test otherwise (a server
+    shared with another checkout or run elsewhere is never killed)."""
+    pid_file = stack_pid_file(service)
+    if not pid_file.is_file() or f"{variable}={value}\n" not in stack("env").stdout:
+        pytest.skip(f"the tests do not run on a {service} that this checkout's scripts/stack "
+                    "started")
+    pid = int(pid_file.read_text().strip())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pytest.skip(f"{service} pid {pid} in {pid_file} is not running")
+    return pid
+
+
+def kill_and_wait(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGKILL ``pid`` and return once it is gone (at most ``timeout_s``)."""
+    os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+
+
+__all__ = ["CASES", "ROOT", "dead_letters", "kill_and_wait", "own_stack_pid", "read_committed",
+           "results", "settings_env", "stack", "stack_pid_file", "start_worker", "stop_worker",
+           "write_images"]

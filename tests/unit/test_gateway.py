@@ -716,3 +716,103 @@ def test_a_405_says_which_methods_the_route_takes(tmp_path: Path, method: str) -
     assert headers.get("Allow") == "GET,HEAD", headers
     status, headers, got = _app_call("DELETE", "/v1/uploads", tmp=tmp_path)
     assert (status, got["error"], headers.get("Allow")) == (405, "METHOD_NOT_ALLOWED", "POST")
+
+
+def test_admin_ready_fails_while_no_broker_answers_and_live_does_not(tmp_path: Path) -> None:
+    """The trial: with the broker killed after the start the gateway's admin ``/ready`` stayed
+    200. Now it is 503 with ``broker_reachable: false`` while no broker answers
+    (:mod:`streams.reach`) and 200 again once one does; ``/live`` (the tail runs) stays 200."""
+    import threading
+    import types
+
+    from aiohttp.test_utils import TestClient, TestServer
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streams.gateway.app import Gateway, build_admin
+    from streams.reach import BrokerReach
+
+    up = [False]
+
+    def probe(_timeout_s: float) -> None:
+        if not up[0]:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
+
+    keys = tmp_path / "keys"
+    keys.write_text("alice:alice-key-0123456789abcdef\n")
+    caught_up = threading.Event()
+    caught_up.set()
+    tail = types.SimpleNamespace(alive=True, caught_up=caught_up, records=3)
+    intake = _intake(_FakeStore())
+    gw = Gateway(settings=load_settings(), keys=ApiKeys(keys), intake=intake,
+                 storage=None,  # type: ignore[arg-type]
+                 cache=ResultCache(10), limiter=RateLimiter(1000.0, 1000),
+                 tail=tail,  # type: ignore[arg-type]
+                 broker=BrokerReach(load_settings().kafka, probe=probe))
+
+    async def get() -> list[tuple[int, dict]]:
+        async with TestClient(TestServer(build_admin(gw))) as c:
+            out = []
+            for path in ("/ready", "/live"):
+                r = await c.get(path)
+                out.append((r.status, await r.json()))
+            return out
+
+    try:
+        assert [s for s, _ in asyncio.run(get())] == [200, 200]
+        assert gw.broker is not None and gw.broker.check() is False
+        (ready, body), (live, _) = asyncio.run(get())
+        assert (ready, body["ok"], body["broker_reachable"], live) == (503, False, False, 200)
+        up[0] = True
+        assert gw.broker.check() is True
+        (ready, body), (live, _) = asyncio.run(get())
+        assert (ready, body["broker_reachable"], body["results_read"], live) == (
+            200, True, 3, 200)
+    finally:
+        intake.close()
+
+
+def test_the_results_tail_waits_for_a_broker_at_start_alive_and_not_caught_up(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gateway started while no broker answered: the tail's thread ended on the first
+    ``BrokerUnavailable`` (10 s in), so ``/live`` failed and the pod was restarted however
+    soon the broker came back (measured: ``/live`` 503 from 14 s on, and still after the broker
+    was back). Now it logs ``gateway_results_tail_waiting`` once, asks again every
+    ``retry_s``, stays alive meanwhile, and reads once a broker answers."""
+    import threading
+    import time
+
+    from confluent_kafka import KafkaError
+
+    import streams.gateway.results as results_mod
+    from streams.errors import BrokerUnavailable
+    from streams.gateway.results import ResultsTail
+    from streams.logs import configure_logging
+
+    configure_logging("INFO")
+    tries: list[dict] = []
+    stop = threading.Event()
+
+    def read_topic(k, topic, **kw):  # noqa: ANN001, ANN003, ANN202
+        tries.append(kw["config"])
+        if len(tries) < 3:
+            raise BrokerUnavailable("reading r: no answer from 127.0.0.1:1 (_TRANSPORT: ...)")
+        while not stop.is_set():
+            yield []
+
+    monkeypatch.setattr(results_mod, "read_topic", read_topic)
+    errors: list[KafkaError] = []
+    loop = asyncio.new_event_loop()
+    tail = ResultsTail(load_settings().kafka, ResultCache(10), loop, 60.0,
+                       error_cb=errors.append, retry_s=0.05).start()
+    try:
+        time.sleep(0.02)
+        assert tail.alive and not tail.caught_up.is_set()
+        assert tail.caught_up.wait(5.0) and tail.alive
+        assert len(tries) == 3 and all(c["error_cb"] == errors.append for c in tries)
+    finally:
+        stop.set()
+        tail.close()
+        loop.close()
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+    assert [x["event"] for x in lines if x["event"].startswith("gateway_results")] == [
+        "gateway_results_tail_waiting"]

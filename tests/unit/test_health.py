@@ -68,3 +68,51 @@ def test_idle_connections_take_no_thread_and_do_not_block_the_probes() -> None:
         for s in idle:
             s.close()
         srv.shutdown()
+
+
+def test_a_broker_outage_fails_ready_with_its_reason_and_never_live() -> None:
+    """The trial: ``/ready`` stayed 200 with the broker killed, and ``/live`` failed 10 s in
+    (the session timed out: ``in_group`` False), so a liveness probe restarted the worker for
+    the broker's outage. Now no broker answering, or the consumer out of its group, fails
+    ``/ready`` (saying which), and ``/live`` stays 200."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streams.reach import BrokerReach
+    from streams.settings import KafkaSettings
+
+    up = [False]
+
+    def probe(_timeout_s: float) -> None:
+        if not up[0]:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
+
+    broker = BrokerReach(KafkaSettings(), probe=probe)
+    h, m = Health(stall_s=30.0, broker=broker), WorkerMetrics()
+    h.ready = True
+    h.tick()
+    srv = serve(h, m, 0, host="127.0.0.1")
+    port = srv.server_address[1]
+
+    def get(path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    try:
+        assert get("/ready") == (200, b"ready\n")
+        broker.check()  # no broker answers
+        assert (get("/ready"), get("/live")) == ((503, b"broker unreachable\n"), (200, b"live\n"))
+        h.in_group = False  # the session timed out meanwhile
+        assert (get("/ready"), get("/live")) == ((503, b"broker unreachable\n"), (200, b"live\n"))
+        up[0] = True
+        broker.check()  # back; the consumer not yet in its group again
+        assert (get("/ready"), get("/live")) == ((503, b"out of the consumer group\n"),
+                                                 (200, b"live\n"))
+        h.in_group = True  # assigned again
+        assert get("/ready") == (200, b"ready\n")
+        h.ready = False  # the loop's own verdict still counts (a producer missing, ...)
+        assert get("/ready") == (503, b"not ready\n")
+    finally:
+        srv.shutdown()

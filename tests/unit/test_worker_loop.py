@@ -176,3 +176,47 @@ def test_the_compute_deadline_grows_with_the_batch(monkeypatch: pytest.MonkeyPat
     assert h.live() and h.overdue_s() == 0.0
     h.computing(0)
     assert h.deadline_s == 0.1  # no events: the base alone
+
+
+def test_an_idle_worker_started_without_a_broker_is_ready_once_one_answers(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker whose start found no broker (no transactional producer) stayed unready while
+    idle after the broker came back: only a batch's commit made it ready again (measured with
+    ``cardstream worker``: ``/ready`` 503 for the 45 s it was watched after the broker
+    answered). Now the idle loop asks for a producer as ``producer_wait`` says, polling and
+    fetching on (nothing paused), and is ready once it has one, without an upload."""
+    import threading
+    import time
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    import streams.worker.committer as committer_mod
+    from streams.worker.intake import Intake
+    from tests.doubles import TxnProducer
+
+    configure_logging("INFO")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__PRODUCER_WAIT__FIRST_S", "0.1")
+    monkeypatch.setenv("CARDSTREAM_KAFKA__PRODUCER_WAIT__CAP_S", "0.2")
+    w = Worker(load_settings(), {}, storage=StoreDouble())
+    down = KafkaException(KafkaError(KafkaError._TIMED_OUT, "no broker", retriable=True))
+    producer = TxnProducer(init_errors=[down, down, down])  # the start's try, then two more
+    monkeypatch.setattr(committer_mod, "transactional_producer", lambda k, tid, **kw: producer)
+    consumer = FakeConsumer([0, 1])
+    monkeypatch.setattr(w.intake, "open", lambda: Intake.open(w.intake, consumer))
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    try:
+        end = time.monotonic() + 5.0
+        while not w.health.ready and time.monotonic() < end:
+            time.sleep(0.01)
+        assert w.health.ready, producer.calls
+        assert producer.calls[:4] == ["init"] * 4
+        assert not w.intake.paused and ("pause", [0, 1]) not in consumer.calls
+    finally:
+        w.stop()
+        t.join(10)
+    events = [json.loads(x)["event"] for x in capsys.readouterr().err.splitlines()
+              if x.startswith("{")]
+    assert [e for e in events if e.startswith("committer_")] == [
+        "committer_unavailable", "committer_back"]
