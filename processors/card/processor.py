@@ -45,7 +45,7 @@ MODEL_NAME = "u2netp-card"
 MODEL_FILE = "card_u2netp"
 """Entry in ``processors/models.json``: u2netp fine-tuned on synthetic card composites by
 ``processors/card/training/train.py`` (see ``MODEL.md``)."""
-POSTPROCESS_REVISION = "geo38"
+POSTPROCESS_REVISION = "geo39"
 """Bumped whenever the post-processing changes the outputs (part of the version), including a
 new ``card_orient`` model (``geo7``: the orientation classifier replaced the Haar cascades;
 ``geo8``: capture quality and the MRZ, whose zone found upside down turns the output;
@@ -113,7 +113,10 @@ views, not the other as a fallback; ``geo37``: such a spread is two cards only w
 half shows one, a portrait or a zone, :meth:`CardProcessor._two_cards`: a card on a closed
 passport or in a badge holder is one card; and a spread with no zone whose halves each show a
 face is two card fronts; ``geo38``: a card named ``id_card`` with no zone on either view has
-its halves' zones located, an open booklet's data page read, :func:`_spread_suspect`)."""
+its halves' zones located, an open booklet's data page read, :func:`_spread_suspect`;
+``geo39``: a card with no face in its portrait zone and no zone found has its portrait searched
+on the right and on the half turn, whose face turns the card,
+:data:`processors.card.verify.PORTRAIT_PLACES`)."""
 BOOKLET_ASPECT = 176.0 / 125.0
 """Long over short side of an open passport booklet's spread: two ID-3 pages (ISO/IEC 7810,
 125 x 88 mm) side by side along their long sides (ICAO Doc 9303 part 4)."""
@@ -687,6 +690,8 @@ class CardProcessor:
         if self.verifier is not None:
             vers = list(self._verify(items, cards, thumbs, turned))
             for j, v in enumerate(vers):
+                if v is not None and v.portrait_turned and self.orienter is not None:
+                    turned[j] = not turned[j]  # the face reads upside down: so does the card
                 if v is None or v.mrz is None:
                     continue
                 if v.mrz.turned:

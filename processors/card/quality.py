@@ -54,6 +54,12 @@ PORTRAIT_ZONE = (0.02, 0.12, 0.38, 0.88)
 """Where the portrait sits on an ID-1 card front or an ID-3 data page (ICAO Doc 9303 parts 4
 and 5 place it on the left), as ``x0, y0, x1, y1`` shares of the rectified card."""
 
+PORTRAIT_ZONE_RIGHT = (1.0 - PORTRAIT_ZONE[2], PORTRAIT_ZONE[1], 1.0 - PORTRAIT_ZONE[0],
+                       PORTRAIT_ZONE[3])
+""":data:`PORTRAIT_ZONE` mirrored: where ID-1 cards outside ICAO Doc 9303's layout put the
+portrait (cards without a machine-readable zone, e.g. Hong Kong's identity card and many
+driving licences and staff cards carry it on the right)."""
+
 
 def effective_dpi(quad: np.ndarray, doc_mm: tuple[float, float]) -> float:
     """sqrt(quad area px^2 / document area in^2): the dots per inch the document was captured
@@ -201,7 +207,8 @@ class Quality:
 
 
 def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float],
-            doc_type: str, thumb: np.ndarray, glare_level: int) -> Quality:
+            doc_type: str, thumb: np.ndarray, glare_level: int,
+            portrait_zone: tuple[float, float, float, float] = PORTRAIT_ZONE) -> Quality:
     """Every measure but ``portrait`` (see the module doc; :meth:`Quality.with_portrait` sets
     it, and with it the portrait zone's part in ``colourfulness``).
 
@@ -215,6 +222,9 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
         thumb: the rectified, upright card, ``(h, w, 3) uint8`` BGR (the ``quality_width``
             thumbnail).
         glare_level: 8-bit level counted as saturated (the GLARE setting).
+        portrait_zone: where the portrait lies (``glare_portrait``, the zone's part in
+            ``colourfulness``): :data:`PORTRAIT_ZONE`, or :data:`PORTRAIT_ZONE_RIGHT` on a card
+            whose face was found there.
     """
     grey = cv2.cvtColor(thumb, cv2.COLOR_BGR2GRAY)
     mean, std = cv2.meanStdDev(grey)
@@ -222,7 +232,7 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
     band = MRZ_BAND.get(doc_type, MRZ_BAND["passport"])
     # where the paper itself is saturated (None) no glare can be told from it
     thr = glare_threshold(thumb, glare_level, width)
-    card_colour, zone_colour = _colourfulness_pair(thumb, PORTRAIT_ZONE)
+    card_colour, zone_colour = _colourfulness_pair(thumb, portrait_zone)
     return Quality(
         dpi=effective_dpi(quad, doc_mm), tilt_deg=tilt_degrees(quad, doc_mm, size),
         margin=frame_margin(quad, size), brightness=float(mean[0, 0]),
@@ -230,7 +240,7 @@ def measure(quad: np.ndarray, size: tuple[int, int], doc_mm: tuple[float, float]
         glare=0.0 if thr is None else saturated_fraction(thumb, thr, width),
         glare_mrz=0.0 if thr is None else _saturated(_zone(thumb, 0.0, 1.0 - band, 1.0, 1.0),
                                                      thr),
-        glare_portrait=0.0 if thr is None else _saturated(_zone(thumb, *PORTRAIT_ZONE), thr),
+        glare_portrait=0.0 if thr is None else _saturated(_zone(thumb, *portrait_zone), thr),
         colourfulness=card_colour, portrait_colourfulness=max(card_colour, zone_colour))
 
 
@@ -238,6 +248,7 @@ def _saturated(image: np.ndarray, level: int) -> float:
     return saturated_fraction(image, level, image.shape[1])
 
 
-def portrait_crop(thumb: np.ndarray) -> np.ndarray:
-    """The portrait zone of a rectified card (:data:`PORTRAIT_ZONE`), BGR."""
-    return _zone(thumb, *PORTRAIT_ZONE)
+def portrait_crop(thumb: np.ndarray,
+                  zone: tuple[float, float, float, float] = PORTRAIT_ZONE) -> np.ndarray:
+    """The portrait zone of a rectified card (:data:`PORTRAIT_ZONE`, or ``zone``), BGR."""
+    return _zone(thumb, *zone)

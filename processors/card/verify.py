@@ -31,7 +31,13 @@ from processors.card.mrz.locate import band_maps
 from processors.card.mrz.read import MrzRead, MrzReader, View, locate_zones
 from processors.card.mrz.recognise import Recogniser
 from processors.card.policy import Profile, VerifySettings
-from processors.card.quality import Quality, measure, portrait_crop
+from processors.card.quality import (
+    PORTRAIT_ZONE,
+    PORTRAIT_ZONE_RIGHT,
+    Quality,
+    measure,
+    portrait_crop,
+)
 from processors.pixels import Decoded, PixelBackend
 from processors.runtime import RuntimeSettings
 from schemas.reasons import ReasonCode
@@ -42,6 +48,17 @@ rectified with ID-3's shape."""
 ID2_FORMATS = (Format.TD2, Format.MRVB)
 """MRZ formats printed on ID-2 documents (:data:`ID2_MM`)."""
 DOC_MM = {"id_card": (85.60, 53.98), "passport": (125.0, 88.0)}
+Zone = tuple[float, float, float, float]
+PORTRAIT_PLACES: tuple[tuple[bool, Zone], ...] = (
+    (False, PORTRAIT_ZONE_RIGHT), (True, PORTRAIT_ZONE), (True, PORTRAIT_ZONE_RIGHT))
+"""Where else a document's portrait is searched, in order, when the portrait zone of its upright
+card holds no face and no machine-readable zone was found to fix its orientation: ``(half turn,
+zone)`` pairs. An ID-1 card may carry its portrait on the right (:data:`PORTRAIT_ZONE_RIGHT`),
+and a card the orientation classifier read the wrong way up shows its face turned, which MTCNN
+does not find: a face found only after a half turn turns the card. The right comes first: an ID-3
+data page (ICAO Doc 9303 part 4) and many ID-1 fronts print a ghost image of the portrait on the
+right, which, where the portrait itself is not found (glare, a thumb), counts as the document's
+portrait and keeps the card as it is, where searched on the half turn first it would turn it."""
 PORTRAIT_CANVAS = 160
 """Side (px) of the face detector's canvas for a portrait zone (the zone of a 512 px wide
 thumbnail is about 185 x 250 px; a portrait's face spans 60-100 px of it)."""
@@ -129,6 +146,10 @@ class Verification:
     mrz: MrzRead | None
     error: Exception | None = None
     zone_expected: bool = False
+    portrait_turned: bool = False
+    """The portrait was found only with the card turned by a half turn (:data:`PORTRAIT_PLACES`):
+    the card reads the other way up (the processor turns it unless its ``orient`` setting is
+    off), and ``quality`` was measured so."""
 
     def reasons(self, profile: Profile) -> list[ReasonCode]:
         """The codes this card earns under ``profile`` (quality first, then the MRZ's). Glare
@@ -291,6 +312,7 @@ class Verifier:
                 errors[k] = errors[k] or e
         t2 = time.process_time()
         self.cpu_ms["quality"] += (t2 - t1) * 1000.0
+        turned = [False] * len(cards)
         if self.faces is not None:
             want = [k for k, (r, doc) in enumerate(zip(reads, types, strict=True))
                     if quality[k] is not None and _carries_portrait(doc, r)]
@@ -300,15 +322,51 @@ class Verifier:
                     q = quality[k]
                     if q is not None:  # want holds the measured ones
                         quality[k] = q.with_portrait(f)
+                # no face in the portrait zone, no zone to tell the card's way up: elsewhere
+                missed = [k for k, f in zip(want, found, strict=True)
+                          if not f and not _zone_found(reads[k])]
+                places = self._portrait_places([thumbs[k] for k in missed])
+                for k, place in zip(missed, places, strict=True):
+                    if place is None:
+                        continue
+                    turned[k], zone = place
+                    c, doc, r = cards[k], types[k], reads[k]
+                    t = thumbs[k][::-1, ::-1] if turned[k] else thumbs[k]
+                    doc_mm = ID2_MM if r is not None and r.format in ID2_FORMATS else DOC_MM[doc]
+                    quad = np.roll(c.quad, 2, axis=0) if turned[k] else c.quad
+                    try:
+                        quality[k] = measure(quad, c.upload_size, doc_mm, doc,
+                                             np.ascontiguousarray(t), self.glare_level,
+                                             zone).with_portrait(True)
+                    except Exception as e:  # noqa: BLE001 - this card fails alone
+                        quality[k] = None
+                        errors[k] = errors[k] or e
             self.cpu_ms["portrait"] += (time.process_time() - t2) * 1000.0
-        return [Verification(q, r, e, doc == "passport")
-                for q, r, e, doc in zip(quality, reads, errors, types, strict=True)]
+        return [Verification(q, r, e, doc == "passport", turn)
+                for q, r, e, doc, turn in zip(quality, reads, errors, types, turned, strict=True)]
 
     def _portraits(self, thumbs: Sequence[np.ndarray]) -> list[bool]:
         """Whether a face lies in each thumbnail's portrait zone (one detector call)."""
         found = self.faces_in([portrait_crop(t) for t in thumbs])
         assert found is not None
         return found
+
+    def _portrait_places(self, thumbs: Sequence[np.ndarray]) -> list[tuple[bool, Zone] | None]:
+        """Where each card's portrait lies other than in its portrait zone, the first of
+        :data:`PORTRAIT_PLACES` that holds a face (one detector call for all), or None.
+
+        Args:
+            thumbs: upright thumbnails, ``(h, w, 3) uint8`` BGR.
+        """
+        jobs = [(j, place) for j in range(len(thumbs)) for place in PORTRAIT_PLACES]
+        crops = [portrait_crop(thumbs[j][::-1, ::-1] if turn else thumbs[j], zone)
+                 for j, (turn, zone) in jobs]
+        found = self.faces_in(crops) or []
+        out: list[tuple[bool, Zone] | None] = [None] * len(thumbs)
+        for (j, place), f in zip(jobs, found, strict=True):
+            if f and out[j] is None:
+                out[j] = place
+        return out
 
     def faces_in(self, zones: Sequence[np.ndarray]) -> list[bool] | None:
         """Whether the face detector finds a face in each zone, as it searches a portrait zone
@@ -345,6 +403,11 @@ def _warp_bands(jobs: Sequence[tuple[Decoded, np.ndarray, list]], pixels: PixelB
         out.append(grey[k:k + len(m)])
         k += len(m)
     return out
+
+
+def _zone_found(read: MrzRead | None) -> bool:
+    """A machine-readable zone was located and read (it decides which way is up)."""
+    return read is not None and read.found
 
 
 def _carries_portrait(doc_type: str, read: MrzRead | None) -> bool:

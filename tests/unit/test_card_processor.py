@@ -433,3 +433,35 @@ def test_a_photographed_visa_reads_as_a_visa(proc, fmt):
     assert (payload.doc_type, payload.mrz.format, payload.mrz.valid) == ("passport", fmt, True)
     assert (payload.mrz.checks.composite, payload.mrz.checks.optional_data) == (None, None)
     assert truth.format == fmt and truth.all_valid
+
+
+def _front_with_portrait_on_the_right(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A generated ID-1 front without a machine-readable zone whose photo portrait sits on
+    the right (as on Hong Kong's identity card): ``(face, alpha)`` as
+    :func:`synth.render_face`."""
+    face, alpha = synth.render_face(np.random.default_rng(seed), "id_card", width=856,
+                                    portrait="none", blank=False)
+    h, w = face.shape[:2]
+    ph = int(0.52 * h)
+    pw = int(0.78 * ph)
+    x0, y0 = w - int(0.05 * w) - pw, int(0.22 * h)
+    face[y0:y0 + ph, x0:x0 + pw] = cv2.resize(synth._portrait(), (pw, ph),
+                                              interpolation=cv2.INTER_AREA)
+    return face, alpha
+
+
+@pytest.mark.parametrize("angle", [0, 180, 90, -90])
+def test_a_front_with_its_portrait_on_the_right_is_upright_with_its_portrait(proc, angle):
+    """ICAO Doc 9303's ID-1 layout puts the portrait on the left, and the orientation
+    classifier learned it: a front with the portrait on the right came out upside down, its
+    face turned where MTCNN finds none, NO_PORTRAIT (a fresh user's trial). The portrait is now
+    searched on the right and, with no machine-readable zone to say which way is up, on the
+    half turn, whose face turns the card."""
+    face, alpha = _front_with_portrait_on_the_right(11)
+    q = _card_quad(400, 300, 460, angle + 4)
+    photo = synth.composite(_bg(12), face, alpha, q)
+    out = proc.process_batch([Item.from_array(f"right{angle}", photo)])[0]
+    assert out.status == Status.ACCEPTED, out.reasons
+    assert ReasonCode.NO_PORTRAIT not in out.reasons
+    assert out.payload["quality"]["portrait"] is True
+    assert _upright_margin(out, face) > 0.2
