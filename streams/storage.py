@@ -182,9 +182,11 @@ class Storage:
 
     def __init__(self, s3: S3Settings, retries: int | None = None, backoff_s: float | None = None,
                  timeout_s: float = 10.0) -> None:
-        if s3.access_key is None or s3.secret_key is None:
-            raise StorageError("set CARDSTREAM_S3__ACCESS_KEY and CARDSTREAM_S3__SECRET_KEY "
-                               "(the local stack prints them: scripts/stack env)")
+        if not s3.access_key or s3.secret_key is None or not s3.secret_key.get_secret_value():
+            # (empty ones too: the minio client raised ValueError for an empty secret key, a
+            # traceback, and an empty access key was refused by the store, AccessDenied)
+            raise StorageError("set CARDSTREAM_S3__ACCESS_KEY and CARDSTREAM_S3__SECRET_KEY, "
+                               "neither empty (the local stack prints them: scripts/stack env)")
         self.client = Minio(s3.endpoint, access_key=s3.access_key,
                             secret_key=s3.secret_key.get_secret_value(), secure=s3.secure,
                             region=s3.region, http_client=http_client(s3, timeout_s))

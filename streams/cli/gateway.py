@@ -17,11 +17,16 @@ def gateway(
     CARDSTREAM_GATEWAY__API_KEYS_FILE (client:key lines); SIGTERM stops it cleanly."""
     from streams.cli.common import settings, with_options
     from streams.gateway.app import run
+    from streams.gateway.errors import PortUnavailable
 
     s = settings()
     s = s.model_copy(update={"gateway": with_options(s.gateway, port=port, admin_port=admin_port,
                                                      bind=bind)})
-    run(s)
+    try:
+        run(s)
+    except PortUnavailable as e:  # e.g. a second gateway on this host with the same port
+        raise typer.BadParameter(f"{e}; give each gateway on a host its own ports",
+                                 param_hint=e.option) from e
 
 
 def register(app: typer.Typer) -> None:

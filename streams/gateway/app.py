@@ -62,7 +62,7 @@ from schemas.gateway import HTTP_STATUS, GatewayCode, GatewayError, UploadAccept
 from schemas.models import TASKS, ObjectRef, VerificationResult
 from schemas.reasons import ReasonCode
 from streams.errors import ObjectNotFound, StorageError
-from streams.gateway.errors import Refused, store_unavailable
+from streams.gateway.errors import PortUnavailable, Refused, store_unavailable
 from streams.gateway.keys import ApiKeys
 from streams.gateway.limits import RateLimiter, UploadsLag
 from streams.gateway.metrics import GatewayMetrics
@@ -814,12 +814,20 @@ def make_gateway(settings: Settings) -> Gateway:
                    limiter=RateLimiter(g.rate_per_s, g.burst), lookup=lookup)
 
 
+PORT_OPTIONS = ("--port / CARDSTREAM_GATEWAY__PORT",
+                "--admin-port / CARDSTREAM_GATEWAY__ADMIN_PORT")
+"""The options that choose the API's and the admin server's ports, as errors name them."""
+
+
 async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None = None) -> None:
     """Run the API and admin servers until ``stop`` is set, then stop accepting, let the
     requests in flight finish (up to 10 s) and close the Kafka clients.
 
     Args:
         started: set once both servers listen (their ports then in ``gw.ports``).
+
+    Raises:
+        PortUnavailable: a port could not be bound (in use); what was started is closed.
     """
     g = gw.settings.gateway
     library_logs_as_json("aiohttp")  # never its messages: they quote requests' bytes
@@ -837,11 +845,15 @@ async def serve(gw: Gateway, stop: asyncio.Event, started: asyncio.Event | None 
         runners.append(web.AppRunner(build_admin(gw), access_log=None))
     ports = []
     try:
-        for r, port in zip(runners, (g.port, g.admin_port), strict=False):
+        for r, port, option in zip(runners, (g.port, g.admin_port), PORT_OPTIONS, strict=False):
             await r.setup()
             _answer_own_errors(r, gw)
             site = web.TCPSite(r, g.bind, port, reuse_address=True)
-            await site.start()
+            try:
+                await site.start()
+            except OSError as e:  # another server on the port (the worker's answer too)
+                raise PortUnavailable(option, f"cannot listen on {g.bind}:{port}: "
+                                              f"{e.strerror or e}") from e
             ports.append(r.addresses[0][1])  # port 0: the one chosen
         gw.ports = ports
         log.info("gateway_start", port=ports[0], admin_port=ports[1] if len(ports) > 1 else 0,

@@ -16,6 +16,19 @@ class ApiKeysError(GatewayError):
     number, never a key)."""
 
 
+class PortUnavailable(GatewayError):
+    """A port the gateway was to listen on could not be bound (in use, or not allowed).
+
+    Attributes:
+        option: the CLI option and setting that chose the port (``--port /
+            CARDSTREAM_GATEWAY__PORT`` or ``--admin-port / CARDSTREAM_GATEWAY__ADMIN_PORT``).
+    """
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 class Refused(GatewayError):
     """A request answered with an error: the HTTP status of ``code`` (:data:`schemas.gateway.
     HTTP_STATUS`; a probe reason code not listed there is 422) and the JSON body

@@ -465,3 +465,45 @@ def test_help_and_a_group_without_a_command_still_show_the_help(
         assert f"Usage: cardstream {' '.join(a for a in args if a != '--help')}".rstrip() \
             in r.output, r.output
         assert "UsageError" not in r.output and "Options" in r.output
+
+
+@pytest.mark.parametrize("empty", ["CARDSTREAM_S3__ACCESS_KEY", "CARDSTREAM_S3__SECRET_KEY"])
+def test_empty_store_credentials_are_one_line(tmp_path, monkeypatch, capsys, empty) -> None:
+    """An empty ``CARDSTREAM_S3__SECRET_KEY=`` was the minio client's ValueError, a 51-line
+    traceback, and an empty access key the store's AccessDenied after four attempts (a fresh
+    user's trial): both are the unset credentials' one line, exit 1."""
+    monkeypatch.setenv("CARDSTREAM_S3__ACCESS_KEY", "unit")
+    monkeypatch.setenv("CARDSTREAM_S3__SECRET_KEY", "unit-secret")
+    monkeypatch.setenv(empty, "")
+    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
+    code, err = _console_script(monkeypatch, capsys, "produce", "--dir", str(tmp_path),
+                                "--task", "card")
+    assert code == 1
+    assert err.startswith("cardstream: StorageError: set CARDSTREAM_S3__ACCESS_KEY"), err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("which", ["--port", "--admin-port"])
+def test_gateway_port_in_use_is_a_one_line_error(tmp_path, monkeypatch, capsys, which) -> None:
+    """A second gateway on a host with the same port was an OSError traceback of 59 lines (a
+    fresh user's trial); now one usage line naming the option, exit 2, as the worker's."""
+    import socket
+
+    keys = tmp_path / "keys"
+    keys.write_text("unit:" + "k" * 40 + "\n")
+    keys.chmod(0o600)
+    for k, v in {"CARDSTREAM_S3__ACCESS_KEY": "unit", "CARDSTREAM_S3__SECRET_KEY": "unit-secret",
+                 "CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",
+                 "CARDSTREAM_GATEWAY__API_KEYS_FILE": str(keys)}.items():
+        monkeypatch.setenv(k, v)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        other = "--admin-port" if which == "--port" else "--port"
+        code, err = _console_script(monkeypatch, capsys, "gateway", which, str(port), other, "0")
+    assert code == 2, err
+    assert err.startswith(f"cardstream: UsageError: Invalid value for {which} / "
+                          "CARDSTREAM_GATEWAY__"), err
+    assert f"cannot listen on 127.0.0.1:{port}" in err
+    assert "Traceback" not in err and err.count("\n") == 1
