@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError
 from schemas import codec
 from schemas import formats as F
 from schemas.models import UploadEvent
-from streams.errors import DeliveryError, StorageError
+from streams.errors import DeliveryError, KafkaSetupError, StorageError
 from streams.kafka import plain_producer, setup_call
 from streams.settings import Settings
 from streams.storage import Storage
@@ -124,16 +124,23 @@ class UploadProducer:
 
     def check_broker(self, timeout_s: float = 10.0) -> None:
         """Ask the brokers for the cluster's metadata (all topics: asking for one may create
-        it), before anything is uploaded: no broker answering is one error in ``timeout_s``
-        (s), not a claim check per image then a flush's wait.
+        it), before anything is uploaded: no broker answering, or no uploads topic, is one
+        error in ``timeout_s`` (s), not a claim check per image then a flush's wait (30 s, and
+        "not delivered within 30.0 s" said nothing of the topic: a fresh user's trial).
 
         Raises:
             BrokerUnavailable: no broker answered (:func:`streams.kafka.setup_error`).
-            KafkaSetupError: the request was refused (authentication, authorization).
+            KafkaSetupError: the request was refused (authentication, authorization), or the
+                uploads topic is not in the metadata (it does not exist, or this principal may
+                not describe it; the project's brokers create no topic on first use).
         """
         k = self.settings.kafka
         with setup_call(f"reading the metadata for {k.uploads_topic}", k.bootstrap_servers):
-            self.producer.list_topics(timeout=timeout_s)
+            topics = self.producer.list_topics(timeout=timeout_s).topics
+        if k.uploads_topic not in topics:
+            raise KafkaSetupError(f"topic {k.uploads_topic} is not at {k.bootstrap_servers} (or "
+                                  "this principal may not describe it): `cardstream topics "
+                                  "create` makes it")
 
     def event_for(self, upload_id: str, task: str, data: bytes, name: str,
                   options: dict[str, Any] | None) -> UploadEvent:

@@ -111,12 +111,32 @@ def test_produce_with_no_broker_uploads_nothing(settings: Settings, tmp_path: Pa
     assert Storage(settings.s3).list_names(settings.s3.uploads_bucket, "", recursive=True) == []
 
 
+def test_produce_to_a_topic_that_does_not_exist_uploads_nothing(settings: Settings,
+                                                                tmp_path: Path) -> None:
+    """A fresh user's trial: an uploads topic that does not exist cost an upload per image, a
+    30 s flush and "not delivered within 30.0 s", which never named the topic. The metadata
+    read before any upload now says so, and nothing is uploaded."""
+    files = write_images(tmp_path / "in", 2)
+    missing = f"{settings.kafka.uploads_topic}.missing"
+    env = {**settings_env(settings), "CARDSTREAM_KAFKA__UPLOADS_TOPIC": missing}
+    r = CliRunner().invoke(app, ["produce", "--dir", str(files[0].parent), "--task", "card",
+                                 "--ids-file", str(tmp_path / "ids.txt")], env=env)
+    assert r.exit_code == 1 and type(r.exception).__name__ == "KafkaSetupError", r.exception
+    assert str(r.exception).startswith(
+        f"topic {missing} is not at {settings.kafka.bootstrap_servers} "), r.exception
+    assert Storage(settings.s3).list_names(settings.s3.uploads_bucket, "", recursive=True) == []
+
+
 def test_produce_deletes_the_claim_checks_of_the_uploads_it_did_not_deliver(
         settings: Settings, tmp_path: Path) -> None:
-    """Delivery failing after the uploads (here a topic that does not exist, the broker
-    answering; the events time out after 2 s): the claim-check objects of the undelivered
-    events are deleted and the error says how many were not delivered; the objects of an
-    earlier run's delivered uploads stay. Before, the three objects stayed too."""
+    """Delivery failing after the uploads (here a topic whose records may hold 64 bytes, the
+    broker refusing each event): the claim-check objects of the undelivered events are deleted
+    and the error says how many were not delivered; the objects of an earlier run's delivered
+    uploads stay. Before, the three objects stayed too."""
+    from confluent_kafka.admin import NewTopic
+
+    from streams.kafka import admin, create_topics
+
     folder = tmp_path / "in"
     write_images(folder, 3)
     env = settings_env(settings)
@@ -126,14 +146,16 @@ def test_produce_deletes_the_claim_checks_of_the_uploads_it_did_not_deliver(
     bucket = settings.s3.uploads_bucket
     delivered = sorted(Storage(settings.s3).list_names(bucket, "", recursive=True))
     assert len(delivered) == 2
-    missing = f"{settings.kafka.uploads_topic}.missing"
+    small = f"{settings.kafka.uploads_topic}.small"
+    create_topics(admin(settings.kafka),
+                  [NewTopic(small, 1, 1, config={"max.message.bytes": "64"})])
     r = CliRunner().invoke(app, ["produce", "--dir", str(folder), "--task", "card", "--ids-file",
                                  str(tmp_path / "ids2.txt")],
-                           env={**env, "CARDSTREAM_KAFKA__UPLOADS_TOPIC": missing,
+                           env={**env, "CARDSTREAM_KAFKA__UPLOADS_TOPIC": small,
                                 "CARDSTREAM_KAFKA__CONFIG": '{"message.timeout.ms": 2000}'})
     assert r.exit_code == 1 and type(r.exception).__name__ == "DeliveryError", r.exception
     said = str(r.exception)
-    assert said.startswith(f"3 of 3 uploads not delivered to {missing} at "
+    assert said.startswith(f"3 of 3 uploads not delivered to {small} at "
                            f"{settings.kafka.bootstrap_servers}: "), said
     assert said.endswith("; their 3 claim-check objects deleted"), said
     assert sorted(Storage(settings.s3).list_names(bucket, "", recursive=True)) == delivered

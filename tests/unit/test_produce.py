@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,8 +24,9 @@ class _Producer:
     def __init__(self) -> None:
         self.reports: list[Callable[[KafkaError | None, Any], None]] = []
 
-    def list_topics(self, timeout: float = -1) -> None:
-        return None
+    def list_topics(self, timeout: float = -1) -> Any:
+        """The cluster's metadata as ``check_broker`` reads it: the uploads topic exists."""
+        return SimpleNamespace(topics={"me.uploads": None})
 
     def produce(self, topic: str, key: bytes, value: bytes, headers: Any,
                 on_delivery: Callable[[KafkaError | None, Any], None]) -> None:
