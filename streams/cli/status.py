@@ -24,7 +24,29 @@ def status(
     s = settings()
     st = with_options(load_status_settings(), web_port=web_port, web_host=web_host, app_id=app_id,
                       data_dir=data_dir)
+    _port_free(st.web_bind, st.web_port)
     run(s, st, loglevel=s.log_level)
+
+
+def _port_free(host: str, port: int) -> None:
+    """Return when ``host:port`` can be listened on now; else a usage error naming the option,
+    before any topic, table or faust worker starts (a port in use was faust's 34 log lines
+    and exit 1 with no ``cardstream:`` line: a fresh user's trial).
+
+    Raises:
+        typer.BadParameter: the port cannot be bound (in use, or not allowed).
+    """
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp's server
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            raise typer.BadParameter(
+                f"cannot listen on {host}:{port}: {e.strerror or e}; give each status instance "
+                "on a host its own port", param_hint="--web-port / CARDSTREAM_STATUS__WEB_PORT"
+            ) from e
 
 
 def register(app: typer.Typer) -> None:

@@ -507,3 +507,22 @@ def test_gateway_port_in_use_is_a_one_line_error(tmp_path, monkeypatch, capsys, 
                           "CARDSTREAM_GATEWAY__"), err
     assert f"cannot listen on 127.0.0.1:{port}" in err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_status_port_in_use_is_a_one_line_error(monkeypatch, capsys) -> None:
+    """``cardstream status`` on a port another server holds was faust's 34 log lines and exit
+    1 without a ``cardstream:`` line (a fresh user's trial): one usage line, exit 2, before any
+    topic is made (the broker here answers nothing)."""
+    import socket
+
+    monkeypatch.setenv("CARDSTREAM_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code, err = _console_script(monkeypatch, capsys, "status", "--web-port", str(port))
+    assert code == 2, err
+    assert err == (f"cardstream: UsageError: Invalid value for --web-port / "
+                   f"CARDSTREAM_STATUS__WEB_PORT: cannot listen on 127.0.0.1:{port}: Address "
+                   "already in use; give each status instance on a host its own port. Try "
+                   "'cardstream status --help'.\n"), err
