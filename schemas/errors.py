@@ -49,10 +49,18 @@ class FieldError:
 
 
 def field_errors(err: ValidationError) -> list[FieldError]:
-    """Every problem of ``err`` (a ``pydantic.ValidationError``), in pydantic's order."""
-    return [FieldError(tuple(e["loc"]),
-                       e["msg"].splitlines()[0] if e["msg"] else "")
+    """Every problem of ``err`` (a ``pydantic.ValidationError``), in pydantic's order; a
+    validator's own ``ValueError`` as its message alone, without pydantic's ``Value error, ``
+    (it reached the CLI's lines: ``Invalid value for '--task': Value error, 'nosuch' is not
+    one of ...``, a fresh user's trial)."""
+    return [FieldError(tuple(e["loc"]), _first_line(e["msg"], e["type"]))
             for e in err.errors(include_url=False, include_input=False)]
+
+
+def _first_line(msg: str, kind: str) -> str:
+    line = msg.splitlines()[0] if msg else ""
+    prefix = "Value error, "
+    return line[len(prefix):] if kind == "value_error" and line.startswith(prefix) else line
 
 
 def validation_message(err: ValidationError, paths: bool = True) -> str:

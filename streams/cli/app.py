@@ -42,7 +42,8 @@ def usage_line(e: UsageError) -> str:
     ``cardstream: UsageError: No such option: --nope. Try 'cardstream produce --help'.``"""
     from streams.cli.common import error_line
 
-    message = e.format_message().rstrip()
+    # typer parses values with pydantic, whose ValueError text starts "Value error, "
+    message = e.format_message().rstrip().replace(": Value error, ", ": ")
     if e.ctx is not None and e.ctx.command.get_help_option(e.ctx) is not None:
         end = "" if message.endswith((".", "?", "!")) else "."
         message += f"{end} Try '{e.ctx.command_path} {e.ctx.help_option_names[0]}'."

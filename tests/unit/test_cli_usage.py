@@ -432,8 +432,12 @@ def test_refused_settings_are_built_once_and_answered_by_the_command_that_reads_
     # a command's own typer.BadParameter
     (["results", "--since", "junk"], "Invalid value for --since: 'junk' is neither ISO-8601 "
                                      "nor epoch milliseconds. Try 'cardstream results --help'."),
+    # a value typer's own pydantic parsing refuses, without pydantic's "Value error, "
+    (["produce", "--dir", ".", "--task", "nosuch"],
+     "Invalid value for '--task': 'nosuch' is not one of 'card', 'id_photo'. Try 'cardstream "
+     "produce --help'."),
 ], ids=["bad-int", "no-such-option", "missing-argument", "no-such-command", "root-option",
-        "command-refusal"])
+        "command-refusal", "choice"])
 def test_a_usage_error_is_one_plain_line_and_exit_2(args: list[str], line: str) -> None:
     """A bad option or argument printed typer's usage, hint and boxed panel over five or more
     lines, where every other error that stops a command is one plain line: it is

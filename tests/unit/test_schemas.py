@@ -592,3 +592,29 @@ def test_minimal_dead_letter_keeps_code_source_and_sizes_only() -> None:
             == "minimal dead letter (MSG_SIZE_TOO_LARGE): required property 'task' is missing")
     key, _, _ = codec.encode_dead_letter(m)
     assert key is None and codec.dead_letter_record_size(m) < 1500
+
+
+def test_a_validators_own_message_comes_without_pydantics_value_error_prefix() -> None:
+    """A validator's ``ValueError`` is its message alone (pydantic's ``Value error, `` reached
+    the CLI's and the settings' lines); pydantic's own messages are kept as they are."""
+    from pydantic import BaseModel, ValidationError, field_validator
+
+    from schemas.errors import validation_message
+
+    class Odd(BaseModel):
+        n: int
+
+        @field_validator("n")
+        @classmethod
+        def _even(cls, n: int) -> int:
+            if n % 2:
+                raise ValueError(f"{n} is odd")
+            return n
+
+    with pytest.raises(ValidationError) as own:
+        Odd(n=3)
+    assert validation_message(own.value) == "n: 3 is odd"
+    with pytest.raises(ValidationError) as typed:
+        Odd.model_validate({"n": "three"})
+    assert validation_message(typed.value, paths=False) == (
+        "Input should be a valid integer, unable to parse string as an integer")
