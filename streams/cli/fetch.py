@@ -15,6 +15,7 @@ def fetch(
     from processors.registry import names
     from schemas import formats as F
     from streams.cli.common import settings
+    from streams.errors import ObjectNotFound
     from streams.storage import Storage
 
     if not F.matches(F.UPLOAD_ID_PATTERN, upload_id):
@@ -30,9 +31,9 @@ def fetch(
                 dst.write_bytes(st.get(s.s3.results_bucket, key))
                 typer.echo(str(dst))
                 n += 1
-    if n == 0:
-        typer.echo(f"no outputs for {upload_id}", err=True)
-        raise typer.Exit(1)
+    if n == 0:  # one plain line, exit 1, as every error that stops a command
+        raise ObjectNotFound(f"no output objects for {upload_id} in {s.s3.results_bucket} "
+                             "(not processed yet, rejected, or expired)")
 
 
 def register(app: typer.Typer) -> None:

@@ -159,3 +159,17 @@ def test_produce_deletes_the_claim_checks_of_the_uploads_it_did_not_deliver(
                            f"{settings.kafka.bootstrap_servers}: "), said
     assert said.endswith("; their 3 claim-check objects deleted"), said
     assert sorted(Storage(settings.s3).list_names(bucket, "", recursive=True)) == delivered
+
+
+def test_fetch_of_an_upload_without_outputs_is_one_error(settings: Settings,
+                                                          tmp_path: Path) -> None:
+    """``cardstream fetch`` of an upload with no output object printed a bare line of its own
+    and exited 1 (a fresh user's trial); it is now the project's error, which the console
+    script prints as its one ``cardstream: ObjectNotFound: ...`` line, exit 1."""
+    r = CliRunner().invoke(app, ["fetch", "no-such-upload", "--out", str(tmp_path)],
+                           env=settings_env(settings))
+    assert r.exit_code == 1 and type(r.exception).__name__ == "ObjectNotFound", r.output
+    assert str(r.exception) == (f"no output objects for no-such-upload in "
+                                f"{settings.s3.results_bucket} (not processed yet, rejected, "
+                                "or expired)")
+    assert list(tmp_path.iterdir()) == []
