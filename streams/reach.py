@@ -78,7 +78,11 @@ class BrokerReach:
             self._suspect.set()
 
     def start(self) -> BrokerReach:
-        """Start the watch's thread (returns self)."""
+        """Start the watch's thread, which asks a broker once at once (returns self): started
+        with no broker answering, the process is unreachable within one request's bound, not
+        at librdkafka's first report (about 12 s after a gateway's start, where its ``/ready``
+        said ``broker_reachable: true`` meanwhile: a fresh user's trial)."""
+        self._suspect.set()
         self._thread.start()
         return self
 

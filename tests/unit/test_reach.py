@@ -49,12 +49,15 @@ def test_every_broker_down_fails_readiness_only_when_a_broker_does_not_answer_th
     ``broker_unreachable`` line), it asks again every ``every_s`` meanwhile, and the first
     request that answers makes it reachable again (``broker_back`` with the seconds down)."""
     configure_logging("INFO")
-    broker_up = [False]
+    broker_up = [True]
     probe = Probe(lambda: broker_up[0])
     k = KafkaSettings(bootstrap_servers="127.0.0.1:1")
     reach = BrokerReach(k, every_s=0.05, probe=probe).start()
     try:
-        assert reach.reachable and probe.calls == []
+        assert _until(lambda: len(probe.calls) == 1)  # asked once at the start: it answers
+        time.sleep(0.1)
+        assert reach.reachable and len(probe.calls) == 1
+        broker_up[0] = False
         reach.error_cb(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
         assert _until(lambda: not reach.reachable)
         assert _until(lambda: len(probe.calls) >= 4)  # asked again while down
@@ -87,16 +90,17 @@ def test_a_report_a_request_contradicts_or_one_connection_failing_changes_nothin
     reach = BrokerReach(KafkaSettings(), every_s=0.05, probe=probe).start()
     seen: list[bool] = []
     try:
+        assert _until(lambda: len(probe.calls) == 1)  # the start's request
         for _ in range(50):
             reach.error_cb(KafkaError(KafkaError._TRANSPORT, "Connect to ... failed"))
         time.sleep(0.1)
-        assert probe.calls == []
+        assert len(probe.calls) == 1
         reach.error_cb(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
         end = time.monotonic() + 0.3
         while time.monotonic() < end:
             seen.append(reach.reachable)
             time.sleep(0.005)
-        assert len(probe.calls) == 1
+        assert len(probe.calls) == 2
     finally:
         reach.close()
     assert all(seen) and len(seen) > 20
@@ -118,3 +122,16 @@ def test_check_records_each_outcome_and_close_ends_the_thread() -> None:
     t0 = time.monotonic()
     started.close()
     assert not started._thread.is_alive() and time.monotonic() - t0 < 1.0
+
+
+def test_started_with_no_broker_answering_it_is_unreachable_at_once() -> None:
+    """Started with the broker down, the process was "reachable" until librdkafka's first
+    report, about 12 s (the gateway's ``/ready`` said ``broker_reachable: true`` meanwhile: a
+    fresh user's trial); the start's own request decides now."""
+    probe = Probe(lambda: False)
+    reach = BrokerReach(KafkaSettings(), every_s=0.05, probe=probe).start()
+    try:
+        assert _until(lambda: not reach.reachable, timeout_s=1.0)
+        assert probe.calls
+    finally:
+        reach.close()
