@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from schemas.errors import CardstreamError
 
 
@@ -52,7 +55,15 @@ class BrokerUnavailable(KafkaSetupError):
 class DeliveryError(StreamsError):
     """Events produced (``cardstream produce``, the demo's uploads) were not all acknowledged:
     a delivery report carried an error, or some were still undelivered when the flush's wait
-    ended (no broker answering). The message names the topic and the bootstrap servers."""
+    ended (no broker answering). The message names the topic and the bootstrap servers.
+
+    Attributes:
+        sent: the uploads not known to have failed (delivered, or in flight when the wait
+            ended), as :meth:`streams.produce.UploadProducer.produce_files` returns them; empty
+            where the raiser does not say.
+    """
+
+    sent: Sequence[Any] = ()
 
 
 class ProducerStuck(StreamsError):

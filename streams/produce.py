@@ -249,12 +249,14 @@ class UploadProducer:
             k = self.settings.kafka
             more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
             failed, left = self._undelivered()
-            raise DeliveryError(f"{failed} of {len(sent)} uploads not delivered to "
-                                f"{k.uploads_topic} at {k.bootstrap_servers}: {errs[0]}{more}"
-                                f"{left}")
+            e = DeliveryError(f"{len(failed)} of {len(sent)} uploads not delivered to "
+                              f"{k.uploads_topic} at {k.bootstrap_servers}: {errs[0]}{more}"
+                              f"{left}")
+            e.sent = [x for x in sent if x.upload_id not in failed]
+            raise e
         return sent
 
-    def _undelivered(self) -> tuple[int, str]:
+    def _undelivered(self) -> tuple[set[str], str]:
         """After a flush that did not deliver everything: the events still queued are purged
         (their delivery reports fail now), and the claim-check objects of the events whose
         reports failed are deleted, so that no object is left without its event. Best effort:
@@ -263,9 +265,9 @@ class UploadProducer:
         delivered: their objects are kept.
 
         Returns:
-            The number of events not delivered, and the account of the clean-up for the end of
-            the error's message (``; their 3 claim-check objects deleted``; counts and the
-            store's error, never a key).
+            The upload ids of the events not delivered, and the account of the clean-up for
+            the end of the error's message (``; their 3 claim-check objects deleted``; counts
+            and the store's error, never a key).
         """
         self.producer.purge(in_queue=True, in_flight=False)
         self.producer.poll(0)  # the purged events' delivery reports
@@ -283,7 +285,7 @@ class UploadProducer:
         if in_flight := len(self.producer):
             out += (f"; {in_flight} more in flight may still be delivered (their claim-check "
                     "objects kept)")
-        return len(failed), out
+        return {ev.upload_id for ev in failed}, out
 
 
 def iter_chunks(xs: Iterable[Any], n: int) -> Iterable[list[Any]]:

@@ -32,6 +32,7 @@ def produce(
     from tqdm import tqdm
 
     from streams.cli.common import settings
+    from streams.errors import DeliveryError
     from streams.produce import (
         IMAGE_SUFFIXES,
         UploadProducer,
@@ -65,10 +66,14 @@ def produce(
     except ValidationError as e:  # pydantic's message without its links
         raise typer.BadParameter(validation_message(e), param_hint="--task/--options") from e
     n = count or len(files)
-    with tqdm(total=n, unit="upload", disable=None) as bar:
-        sent = UploadProducer(s, inline=inline).produce_files(
-            files, task.value, options=opts, count=n, rate=rate or None, concurrency=concurrency,
-            max_seconds=max_seconds, progress=bar.update)
+    try:
+        with tqdm(total=n, unit="upload", disable=None) as bar:
+            sent = UploadProducer(s, inline=inline).produce_files(
+                files, task.value, options=opts, count=n, rate=rate or None,
+                concurrency=concurrency, max_seconds=max_seconds, progress=bar.update)
+    except DeliveryError as e:  # which went through: an earlier run's ids would mislead
+        write_ids(ids_file, e.sent)
+        raise DeliveryError(f"{e}; {ids_file} lists the {len(e.sent)} others") from e
     write_ids(ids_file, sent)
     typer.echo(f"sent {len(sent)} uploads to {s.kafka.uploads_topic}; ids in {ids_file}")
 

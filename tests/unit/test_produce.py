@@ -75,6 +75,8 @@ def test_the_claim_checks_of_events_not_delivered_are_deleted_the_others_kept(
                              "claim-check objects deleted")
     left = sorted(key.split("/")[1] for _, key in store.objects)
     assert [u.split("-")[1] for u in left] == ["000000", "000002"]
+    # which went through, for the ids file: the delivered ones
+    assert sorted(x.upload_id for x in ei.value.sent) == left
 
 
 def test_a_claim_check_that_cannot_be_deleted_is_said_not_raised(
