@@ -237,8 +237,11 @@ def test_uploads_the_broker_did_not_take_are_one_plain_line_and_exit_1(
     code, err = _console_script(monkeypatch, capsys, "produce", "--dir", str(tmp_path),
                                 "--task", "card", "--inline",
                                 "--ids-file", str(tmp_path / "ids.txt"))
+    ids = tmp_path / "ids.txt"
     assert (code, err) == (1, "cardstream: DeliveryError: 1 of 1 uploads not delivered to "
-                              "me.uploads at 127.0.0.1:1: 1 messages not delivered within 30.0 s\n")
+                              "me.uploads at 127.0.0.1:1: 1 messages not delivered within 30.0 s; "
+                              f"{ids} lists the 0 others\n")
+    assert ids.read_text() == ""  # none went through
 
 
 def test_an_object_store_that_does_not_answer_is_one_plain_line_and_exit_1(
