@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
@@ -302,6 +303,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def kill_and_wait(pid: int, timeout_s: float = 10.0, every_s: float = 0.05) -> bool:
+    """SIGKILL ``pid`` and wait until it is gone, at most ``timeout_s`` (s), looking every
+    ``every_s``: whether it is gone (the fault suite's kills and the integration tests' broker
+    and store kills)."""
+    os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(every_s)
+    return False
 
 
 def start_worker(s: Settings, slot: int, logs: Path, args: Sequence[str],

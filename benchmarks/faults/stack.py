@@ -25,13 +25,12 @@ out.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, BenchError
+from benchmarks.common import ROOT, BenchError, kill_and_wait
 
 STACK = ROOT / "scripts" / "stack"
 #: the suite's default ports on 127.0.0.1: Kafka, its KRaft controller, MinIO, MinIO's console,
@@ -151,12 +150,6 @@ class OwnStack:
             BenchError: still alive after ``timeout_s``.
         """
         pid = self.pid(service)
-        os.kill(pid, signal.SIGKILL)
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
+        if kill_and_wait(pid, timeout_s):
+            return
         raise BenchError(f"{service} (pid {pid}) still alive {timeout_s} s after SIGKILL")

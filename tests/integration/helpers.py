@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
+from benchmarks.common import kill_and_wait
 from schemas import codec
 from schemas.models import DeadLetter, VerificationResult
 from streams import procs
@@ -113,18 +114,6 @@ def own_stack_pid(service: str, variable: str, value: str) -> int:
     except ProcessLookupError:
         pytest.skip(f"{service} pid {pid} in {pid_file} is not running")
     return pid
-
-
-def kill_and_wait(pid: int, timeout_s: float = 10.0) -> None:
-    """SIGKILL ``pid`` and return once it is gone (at most ``timeout_s``)."""
-    os.kill(pid, signal.SIGKILL)
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
 
 
 __all__ = ["CASES", "ROOT", "dead_letters", "kill_and_wait", "own_stack_pid", "read_committed",
